@@ -1,0 +1,238 @@
+// The syntax tree of one .emmy file, as the parser builds it from ANTLR's parse tree. It is plain data
+// with source locations; names are not resolved and types are not checked here (see elaborate*.cpp).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "support/source.h"
+
+namespace emmy::ast {
+
+struct Ident {
+  std::string name;
+  SourceLoc loc;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Expressions
+enum class ExprKind { Number, Bool, Name, Subscript, Call, List, Reduction, Unary, Binary };
+
+struct Expr {
+  Expr(ExprKind kind, SourceLoc loc) : kind(kind), loc(std::move(loc)) {}
+  virtual ~Expr() = default;
+  const ExprKind kind;
+  SourceLoc loc;  // the whole expression
+
+  template <typename T>
+  const T* as() const { return kind == T::kKind ? static_cast<const T*>(this) : nullptr; }
+};
+using ExprPtr = std::unique_ptr<Expr>;
+
+// `2`, `0.5`, `1e-5`, `inf`. An integer literal has no '.', exponent or `inf`.
+struct Number final : Expr {
+  static constexpr ExprKind kKind = ExprKind::Number;
+  Number(SourceLoc loc, std::string text, bool isInteger, int64_t intValue, double floatValue)
+      : Expr(kKind, std::move(loc)), text(std::move(text)), isInteger(isInteger), intValue(intValue), floatValue(floatValue) {}
+  std::string text;
+  bool isInteger;
+  int64_t intValue;   // valid when isInteger
+  double floatValue;  // always valid
+};
+
+struct Bool final : Expr {
+  static constexpr ExprKind kKind = ExprKind::Bool;
+  Bool(SourceLoc loc, bool value) : Expr(kKind, std::move(loc)), value(value) {}
+  bool value;
+};
+
+// A plain identifier: tensor, index, size, scalar parameter, type parameter.
+struct Name final : Expr {
+  static constexpr ExprKind kKind = ExprKind::Name;
+  Name(SourceLoc loc, std::string name) : Expr(kKind, std::move(loc)), name(std::move(name)) {}
+  std::string name;
+};
+
+// `x[i, j + 1]` or `pad(x, 0)[i - 1]`.
+struct Subscript final : Expr {
+  static constexpr ExprKind kKind = ExprKind::Subscript;
+  Subscript(SourceLoc loc, ExprPtr base, std::vector<ExprPtr> indices)
+      : Expr(kKind, std::move(loc)), base(std::move(base)), indices(std::move(indices)) {}
+  ExprPtr base;
+  std::vector<ExprPtr> indices;
+};
+
+struct Argument {
+  std::optional<Ident> keyword;  // `axis=1` has keyword "axis"
+  ExprPtr value;
+};
+
+// `exp(x)`, `f32(x)`, `nn.layernorm(x, w, b, eps=1e-5)`, `sum(x, axis=[0, 1])`.
+struct Call final : Expr {
+  static constexpr ExprKind kKind = ExprKind::Call;
+  Call(SourceLoc loc, std::optional<Ident> module, Ident callee, std::vector<Argument> args)
+      : Expr(kKind, std::move(loc)), module(std::move(module)), callee(std::move(callee)), args(std::move(args)) {}
+  std::optional<Ident> module;  // `nn` in `nn.softmax(...)`
+  Ident callee;
+  std::vector<Argument> args;
+};
+
+// `[1, 0]` or `[-1, D]`: only as a call argument.
+struct List final : Expr {
+  static constexpr ExprKind kKind = ExprKind::List;
+  List(SourceLoc loc, std::vector<ExprPtr> elements) : Expr(kKind, std::move(loc)), elements(std::move(elements)) {}
+  std::vector<ExprPtr> elements;
+};
+
+// `sum[k, l](EXPR)`; `op` is the word before '[' as written (checked later).
+struct Reduction final : Expr {
+  static constexpr ExprKind kKind = ExprKind::Reduction;
+  Reduction(SourceLoc loc, Ident op, std::vector<Ident> indices, ExprPtr body)
+      : Expr(kKind, std::move(loc)), op(std::move(op)), indices(std::move(indices)), body(std::move(body)) {}
+  Ident op;
+  std::vector<Ident> indices;
+  ExprPtr body;
+};
+
+enum class UnaryOp { Neg, Not };
+
+struct Unary final : Expr {
+  static constexpr ExprKind kKind = ExprKind::Unary;
+  Unary(SourceLoc loc, UnaryOp op, ExprPtr operand) : Expr(kKind, std::move(loc)), op(op), operand(std::move(operand)) {}
+  UnaryOp op;
+  ExprPtr operand;
+};
+
+enum class BinaryOp { Or, And, Lt, Le, Gt, Ge, Eq, Ne, Add, Sub, Mul, Div, Mod, MatMul };
+const char* binaryOpSpelling(BinaryOp op);  // "or", "<", "@", ...
+
+struct Binary final : Expr {
+  static constexpr ExprKind kKind = ExprKind::Binary;
+  Binary(SourceLoc loc, BinaryOp op, SourceLoc opLoc, ExprPtr lhs, ExprPtr rhs)
+      : Expr(kKind, std::move(loc)), op(op), opLoc(std::move(opLoc)), lhs(std::move(lhs)), rhs(std::move(rhs)) {}
+  BinaryOp op;
+  SourceLoc opLoc;  // the operator token
+  ExprPtr lhs, rhs;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Kernel bodies
+// `NAME[i, j] = EXPR` (index form) or `NAME = EXPR` / `(A, B) = CALL` (whole-tensor form).
+struct Statement {
+  std::vector<Ident> targets;  // one, or several for `(A, B) = CALL`
+  bool indexForm = false;      // true: `targets[0][indices] = value`
+  std::vector<Ident> indices;
+  ExprPtr value;
+  SourceLoc loc;  // the whole statement
+};
+
+// A dimension in a type: an integer literal or a size name.
+struct DimExpr {
+  std::optional<int64_t> value;
+  Ident name;  // valid when !value
+  SourceLoc loc;
+};
+
+// `f32`, `T`, `f32[N, D]` or `T[N, 64]`.
+struct TypeExpr {
+  Ident elementType;
+  bool isTensor = false;
+  std::vector<DimExpr> dims;
+  SourceLoc loc;
+};
+
+struct Param {
+  Ident name;
+  TypeExpr type;
+  ExprPtr defaultValue;  // scalars only
+  SourceLoc loc;
+};
+
+// `T: f16 | bf16 | f32`
+struct TypeParam {
+  Ident name;
+  std::vector<Ident> bound;
+};
+
+struct KernelDef {
+  Ident name;
+  std::vector<TypeParam> typeParams;
+  std::vector<Param> inputs;
+  std::vector<Param> outputs;
+  std::vector<Statement> body;
+  SourceLoc loc;
+};
+
+// `fn gelu_tanh(x) = EXPR`
+struct FnDef {
+  Ident name;
+  std::vector<Ident> params;
+  ExprPtr body;
+  SourceLoc loc;
+};
+
+struct Import {
+  Ident module;
+  SourceLoc loc;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// Schedules (section 5 of the language). Parsed here, checked and applied by the lowering.
+enum class DirectiveKind {
+  Param, Split, Tile, Reorder, Fuse, Bind, Inline, ComputeAt, Root, Cache, Vectorize, Unroll, Pad, DoubleBuffer
+};
+
+// A number written in a directive: a literal or a `param` name.
+struct Factor {
+  std::optional<int64_t> value;
+  Ident param;  // valid when !value
+  SourceLoc loc;
+};
+
+// One directive. Which fields are set depends on the kind:
+//   param P in [c, ...] = d         name=P, candidates, defaultValue
+//   split S.a by F -> (ao, ai)      stage=S, axes={a}, factors={F}, results={ao, ai}
+//   tile S (a, b) by (F, G) -> (ao, bo, ai, bi)
+//   reorder S (a, b, ...)           stage, axes
+//   fuse S (a, b) -> ab             stage, axes, results
+//   bind S.a to block.x [atomic]    stage, axes={a}, target={block, x}, atomic
+//   inline S / root S / double_buffer S        stage
+//   compute S at T.a                stage, at
+//   cache S in shared|registers at T.a [-> N]   stage, memory, at, results={N}?
+//   vectorize S.a / unroll S.a      stage, axes={a}
+//   pad S by N                      stage, factors={N}
+struct Directive {
+  DirectiveKind kind;
+  SourceLoc loc;  // the whole directive
+  Ident stage;
+  std::vector<Ident> axes;
+  std::vector<Factor> factors;
+  std::vector<Ident> results;
+  Ident atStage, atAxis;
+  Ident memory;                // "shared" or "registers" as written
+  Ident targetScope, targetDim;  // "block" / "thread" / "warp", "x" / "y" / "z"
+  bool atomic = false;
+  Ident name;                  // param name
+  std::vector<Factor> candidates;
+  std::optional<Factor> defaultValue;
+};
+
+struct Schedule {
+  Ident kernel;
+  std::vector<Directive> directives;
+  SourceLoc loc;
+};
+
+// ---------------------------------------------------------------------------------------------------
+struct Module {
+  std::shared_ptr<const SourceFile> source;
+  std::vector<Import> imports;
+  std::vector<FnDef> fns;
+  std::vector<KernelDef> kernels;
+  std::vector<Schedule> schedules;
+};
+
+}  // namespace emmy::ast

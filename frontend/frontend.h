@@ -1,0 +1,50 @@
+// The .emmy frontend: files and their imports in, Tensor IR kernels out.
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "frontend/ast.h"
+#include "ir/tensor/nodes.h"
+#include "support/diagnostics.h"
+
+namespace emmy {
+
+class Elaborator;
+
+// Loads a file and everything it imports, and instantiates its kernels as Tensor IR. All errors go to
+// the Diagnostics given at construction; a method that cannot produce its result returns nullopt/empty
+// after reporting why.
+class Frontend {
+public:
+  // `searchPath`: folders where `import M` looks for M.emmy after the importing file's own folder
+  // (normally just the standard library).
+  Frontend(Diagnostics& diagnostics, std::vector<std::filesystem::path> searchPath);
+  ~Frontend();
+
+  // Parses `path` and, recursively, its imports. Returns the root module, or null after errors.
+  const ast::Module* loadFile(const std::filesystem::path& path);
+  // The same for text that is not on disk (tests, the fuzzer); imports resolve against `directory`.
+  const ast::Module* loadText(const std::string& displayPath, std::string text,
+                              const std::filesystem::path& directory = ".");
+
+  // Every kernel of `module`: each type of a generic kernel's bound, in the bound's order.
+  std::vector<tensor::Kernel> elaborateAll(const ast::Module& module);
+  // One kernel by `--kernel` spelling: "softmax" or "softmax<f16>". A generic kernel needs its types
+  // when `requireTypes` is set (emmy check); otherwise every type is elaborated.
+  std::vector<tensor::Kernel> elaborateSelected(const ast::Module& module, const std::string& selector,
+                                                bool requireTypes);
+
+  // The folder of the standard library this build uses: $EMMY_STDLIB if set, else the installed one.
+  static std::filesystem::path defaultStdlibDir();
+
+private:
+  Diagnostics& diagnostics_;
+  std::unique_ptr<Elaborator> elaborator_;
+};
+
+}  // namespace emmy

@@ -1,0 +1,15 @@
+// .emmy text to AST, through the ANTLR-generated parser. ANTLR types stay inside parser.cpp.
+#pragma once
+
+#include <memory>
+
+#include "frontend/ast.h"
+#include "support/diagnostics.h"
+
+namespace emmy {
+
+// Parses a whole file. Every syntax error is reported to `diagnostics`; the result is null when there
+// was any (the tree of a file with syntax errors is never elaborated).
+std::unique_ptr<ast::Module> parseModule(std::shared_ptr<const SourceFile> source, Diagnostics& diagnostics);
+
+}  // namespace emmy

@@ -1,0 +1,2 @@
+grammar Emmy;
+file : EOF ;

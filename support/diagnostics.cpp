@@ -1,0 +1,33 @@
+#include "support/diagnostics.h"
+
+#include <algorithm>
+
+namespace emmy {
+
+void Diagnostics::error(const SourceLoc& loc, std::string message) {
+  errors_.push_back({loc, std::move(message)});
+}
+
+std::string renderDiagnostic(const Diagnostic& d) {
+  if (!d.loc.valid()) return fmt::format("emmy: error: {}\n", d.message);
+  std::string out = fmt::format("{}:{}:{}: error: {}\n", d.loc.file->path(), d.loc.line, d.loc.column, d.message);
+  std::string_view line = d.loc.file->line(d.loc.line);
+  out += fmt::format("{}\n", line);
+  // The caret line keeps tabs so that it lines up under the source line.
+  std::string caret;
+  for (int i = 0; i + 1 < d.loc.column && static_cast<size_t>(i) < line.size(); ++i)
+    caret += line[i] == '\t' ? '\t' : ' ';
+  int available = std::max<int>(1, static_cast<int>(line.size()) - (d.loc.column - 1));
+  caret += '^';
+  caret += std::string(std::max(0, std::min(d.loc.length, available) - 1), '~');
+  out += caret + "\n";
+  return out;
+}
+
+std::string Diagnostics::render() const {
+  std::string out;
+  for (const Diagnostic& d : errors_) out += renderDiagnostic(d);
+  return out;
+}
+
+}  // namespace emmy

@@ -1,0 +1,56 @@
+// User errors are diagnostics with a source location; internal errors are bugs and say so.
+#pragma once
+
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "support/source.h"
+
+namespace emmy {
+
+struct Diagnostic {
+  SourceLoc loc;
+  std::string message;
+};
+
+// Collects every error of a compilation so that all of them are reported, in the order found.
+class Diagnostics {
+public:
+  void error(const SourceLoc& loc, std::string message);
+  // An error that has no place in a file (a missing file, a bad command-line value).
+  void error(std::string message) { error(SourceLoc{}, std::move(message)); }
+
+  bool hasErrors() const { return !errors_.empty(); }
+  size_t errorCount() const { return errors_.size(); }
+  const std::vector<Diagnostic>& errors() const { return errors_; }
+
+  // Renders every error as `FILE:LINE:COL: error: MESSAGE`, the source line and a caret.
+  std::string render() const;
+
+private:
+  std::vector<Diagnostic> errors_;
+};
+
+std::string renderDiagnostic(const Diagnostic& diagnostic);
+
+// Thrown to abandon the current unit of work after its errors were reported to Diagnostics.
+struct CompilationAborted {};
+
+// A broken invariant inside Emmy: never the user's fault.
+class InternalError : public std::logic_error {
+public:
+  explicit InternalError(const std::string& message)
+      : std::logic_error("internal error (this is a bug in Emmy, please report it): " + message) {}
+};
+
+#define EMMY_INTERNAL_ASSERT(cond, ...)                                                          \
+  do {                                                                                           \
+    if (!(cond))                                                                                 \
+      throw ::emmy::InternalError(fmt::format("{}:{}: {}: ", __FILE__, __LINE__, #cond) +        \
+                                  fmt::format(__VA_ARGS__));                                     \
+  } while (false)
+
+}  // namespace emmy

@@ -1,0 +1,18 @@
+// Small text helpers shared by the frontend and the driver.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace emmy {
+
+// The candidate closest to `name` by edit distance, or "" when none is close enough to be a likely typo.
+std::string closestMatch(std::string_view name, const std::vector<std::string>& candidates);
+
+// `name`, plus "; did you mean 'X'?" when a close candidate exists.
+std::string withSuggestion(std::string message, std::string_view name, const std::vector<std::string>& candidates);
+
+std::string join(const std::vector<std::string>& parts, std::string_view separator);
+
+}  // namespace emmy
