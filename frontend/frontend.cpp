@@ -1,0 +1,339 @@
+#include "frontend/frontend.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "frontend/elaborator.h"
+#include "frontend/parser.h"
+#include "support/text.h"
+
+namespace emmy {
+
+namespace fs = std::filesystem;
+
+// ---------------------------------------------------------------------------------------------------
+// Modules
+
+Elaborator::Elaborator(Diagnostics& diagnostics, std::vector<fs::path> searchPath)
+    : diagnostics_(diagnostics), searchPath_(std::move(searchPath)) {}
+
+namespace {
+
+std::optional<std::string> readFile(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return std::nullopt;
+  return text.str();
+}
+
+std::string canonicalKey(const fs::path& path) {
+  std::error_code ignored;
+  fs::path canonical = fs::weakly_canonical(path, ignored);
+  return (canonical.empty() ? path : canonical).string();
+}
+
+}  // namespace
+
+const LoadedModule* Elaborator::loadFile(const fs::path& path, const std::string& displayPath) {
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) {
+    diagnostics_.error(fmt::format("cannot read {}: it is a directory", displayPath));
+    return nullptr;
+  }
+  std::optional<std::string> text = readFile(path);
+  if (!text) {
+    diagnostics_.error(fmt::format("cannot read {}: no such file or not readable", displayPath));
+    return nullptr;
+  }
+  return load(canonicalKey(path), displayPath, std::move(*text), path.parent_path(), SourceLoc{});
+}
+
+const LoadedModule* Elaborator::loadText(const std::string& displayPath, std::string text, const fs::path& directory) {
+  return load("<text>/" + displayPath, displayPath, std::move(text), directory, SourceLoc{});
+}
+
+const LoadedModule* Elaborator::moduleOf(const ast::Module& module) const {
+  for (const auto& [key, loaded] : modules_)
+    if (loaded->ast.get() == &module) return loaded.get();
+  return nullptr;
+}
+
+const LoadedModule* Elaborator::load(const std::string& key, const std::string& displayPath, std::string text,
+                                     const fs::path& directory, const SourceLoc& importedFrom) {
+  if (auto found = modules_.find(key); found != modules_.end()) return found->second.get();
+  if (std::find(loading_.begin(), loading_.end(), key) != loading_.end()) {
+    diagnostics_.error(importedFrom, fmt::format("import cycle: {} imports itself through its imports", displayPath));
+    return nullptr;
+  }
+  auto source = std::make_shared<const SourceFile>(displayPath, std::move(text));
+  std::unique_ptr<ast::Module> tree = parseModule(source, diagnostics_);
+  if (!tree) return nullptr;
+  auto module = std::make_unique<LoadedModule>();
+  module->ast = std::move(tree);
+  module->directory = directory;
+  loading_.push_back(key);
+  resolveImports(*module);
+  loading_.pop_back();
+  indexDefinitions(*module);
+  checkFnRecursion(*module);
+  return modules_.emplace(key, std::move(module)).first->second.get();
+}
+
+void Elaborator::resolveImports(LoadedModule& module) {
+  for (const ast::Import& import : module.ast->imports) {
+    const std::string& name = import.module.name;
+    if (module.imports.count(name)) continue;  // importing twice is harmless
+    std::vector<fs::path> candidates{module.directory / (name + ".emmy")};
+    for (const fs::path& folder : searchPath_) candidates.push_back(folder / (name + ".emmy"));
+    const LoadedModule* imported = nullptr;
+    bool found = false;
+    for (const fs::path& candidate : candidates) {
+      std::error_code ec;
+      if (!fs::is_regular_file(candidate, ec)) continue;
+      found = true;
+      std::optional<std::string> text = readFile(candidate);
+      if (!text) {
+        diagnostics_.error(import.module.loc, fmt::format("cannot read module '{}' at {}", name, candidate.string()));
+        break;
+      }
+      imported = load(canonicalKey(candidate), candidate.string(), std::move(*text), candidate.parent_path(),
+                      import.module.loc);
+      break;
+    }
+    if (!found) {
+      std::vector<std::string> available;
+      for (const fs::path& folder : searchPath_) {
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(folder, ec))
+          if (entry.path().extension() == ".emmy") available.push_back(entry.path().stem().string());
+      }
+      diagnostics_.error(import.module.loc,
+                         withSuggestion(fmt::format("unknown module '{}': no {}.emmy next to {} or in the standard library",
+                                                    name, name, module.ast->source->path()),
+                                        name, available));
+    }
+    if (imported) module.imports[name] = imported;
+  }
+}
+
+void Elaborator::indexDefinitions(LoadedModule& module) {
+  std::map<std::string, SourceLoc> seen;
+  auto define = [&](const ast::Ident& name) {
+    auto [it, fresh] = seen.emplace(name.name, name.loc);
+    if (!fresh)
+      diagnostics_.error(name.loc, fmt::format("duplicate definition of '{}' (first defined at {}:{})", name.name,
+                                               it->second.line, it->second.column));
+    return fresh;
+  };
+  for (const ast::FnDef& fn : module.ast->fns)
+    if (define(fn.name)) module.fns[fn.name.name] = &fn;
+  for (const ast::KernelDef& kernel : module.ast->kernels)
+    if (define(kernel.name)) module.kernels[kernel.name.name] = &kernel;
+  std::map<std::string, SourceLoc> scheduled;
+  for (const ast::Schedule& schedule : module.ast->schedules) {
+    const std::string& name = schedule.kernel.name;
+    if (!module.kernels.count(name)) {
+      std::vector<std::string> kernels;
+      for (const auto& [kernelName, def] : module.kernels) kernels.push_back(kernelName);
+      diagnostics_.error(schedule.kernel.loc,
+                         withSuggestion(fmt::format("schedule for unknown kernel '{}'", name), name, kernels));
+    } else if (auto [it, fresh] = scheduled.emplace(name, schedule.kernel.loc); !fresh) {
+      diagnostics_.error(schedule.kernel.loc, fmt::format("kernel '{}' already has a schedule (at {}:{})", name,
+                                                          it->second.line, it->second.column));
+    }
+  }
+}
+
+namespace {
+
+// Calls of fns of the same module made by `e`, in source order.
+void collectFnCalls(const ast::Expr& e, const LoadedModule& module, std::vector<std::pair<const ast::FnDef*, SourceLoc>>& out) {
+  switch (e.kind) {
+    case ast::ExprKind::Call: {
+      const auto& call = static_cast<const ast::Call&>(e);
+      if (!call.module)
+        if (auto fn = module.fns.find(call.callee.name); fn != module.fns.end()) out.push_back({fn->second, call.callee.loc});
+      for (const ast::Argument& arg : call.args) collectFnCalls(*arg.value, module, out);
+      break;
+    }
+    case ast::ExprKind::Subscript: {
+      const auto& s = static_cast<const ast::Subscript&>(e);
+      collectFnCalls(*s.base, module, out);
+      for (const ast::ExprPtr& index : s.indices) collectFnCalls(*index, module, out);
+      break;
+    }
+    case ast::ExprKind::List:
+      for (const ast::ExprPtr& element : static_cast<const ast::List&>(e).elements) collectFnCalls(*element, module, out);
+      break;
+    case ast::ExprKind::Reduction: collectFnCalls(*static_cast<const ast::Reduction&>(e).body, module, out); break;
+    case ast::ExprKind::Unary: collectFnCalls(*static_cast<const ast::Unary&>(e).operand, module, out); break;
+    case ast::ExprKind::Binary: {
+      const auto& b = static_cast<const ast::Binary&>(e);
+      collectFnCalls(*b.lhs, module, out);
+      collectFnCalls(*b.rhs, module, out);
+      break;
+    }
+    default: break;
+  }
+}
+
+}  // namespace
+
+void Elaborator::checkFnRecursion(const LoadedModule& module) {
+  // Depth-first search over the call graph of the module's fns; a call back into the current path is
+  // reported once, at that call.
+  std::map<const ast::FnDef*, int> state;  // 1: on the path, 2: done
+  std::function<void(const ast::FnDef*)> visit = [&](const ast::FnDef* fn) {
+    state[fn] = 1;
+    std::vector<std::pair<const ast::FnDef*, SourceLoc>> calls;
+    collectFnCalls(*fn->body, module, calls);
+    for (const auto& [callee, loc] : calls) {
+      if (state[callee] == 1)
+        diagnostics_.error(loc, fmt::format("recursive call of fn '{}': fns are inlined and may not recurse",
+                                            callee->name.name));
+      else if (state[callee] == 0)
+        visit(callee);
+    }
+    state[fn] = 2;
+  };
+  for (const ast::FnDef& fn : module.ast->fns)
+    if (state[&fn] == 0) visit(&fn);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Instances
+
+const tensor::Kernel* Elaborator::instantiate(const LoadedModule& module, const ast::KernelDef& kernel,
+                                              const TypeArguments& typeArguments, const SourceLoc& use) {
+  std::string key = fmt::format("{}:{}", module.ast->source->path(), kernel.name.name);
+  for (const auto& [param, dtype] : typeArguments) key += fmt::format(":{}={}", param, dtypeName(dtype));
+  if (auto found = instances_.find(key); found != instances_.end())
+    return found->second ? &*found->second : nullptr;
+  if (std::find(instantiating_.begin(), instantiating_.end(), key) != instantiating_.end()) {
+    diagnostics_.error(use, fmt::format("recursive kernel call: '{}' calls itself", kernel.name.name));
+    return nullptr;
+  }
+  instantiating_.push_back(key);
+  std::optional<tensor::Kernel> result = KernelElaboration(*this, module, kernel, typeArguments).run();
+  instantiating_.pop_back();
+  auto& slot = instances_[key] = std::move(result);
+  return slot ? &*slot : nullptr;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Frontend
+
+Frontend::Frontend(Diagnostics& diagnostics, std::vector<fs::path> searchPath)
+    : diagnostics_(diagnostics), elaborator_(std::make_unique<Elaborator>(diagnostics, std::move(searchPath))) {}
+
+Frontend::~Frontend() = default;
+
+const ast::Module* Frontend::loadFile(const fs::path& path) {
+  const LoadedModule* module = elaborator_->loadFile(path, path.string());
+  return module && !diagnostics_.hasErrors() ? module->ast.get() : nullptr;
+}
+
+const ast::Module* Frontend::loadText(const std::string& displayPath, std::string text, const fs::path& directory) {
+  const LoadedModule* module = elaborator_->loadText(displayPath, std::move(text), directory);
+  return module && !diagnostics_.hasErrors() ? module->ast.get() : nullptr;
+}
+
+namespace {
+
+std::vector<TypeArguments> everyInstance(const ast::KernelDef& kernel) {
+  std::vector<TypeArguments> instances{{}};
+  for (const ast::TypeParam& param : kernel.typeParams) {
+    std::vector<TypeArguments> extended;
+    for (const TypeArguments& partial : instances)
+      for (const ast::Ident& type : param.bound) {
+        std::optional<DType> dtype = parseDType(type.name);
+        if (!dtype) continue;  // reported when the kernel is elaborated
+        TypeArguments next = partial;
+        next[param.name.name] = *dtype;
+        extended.push_back(next);
+      }
+    instances = extended;
+  }
+  return instances;
+}
+
+}  // namespace
+
+std::vector<tensor::Kernel> Frontend::elaborateAll(const ast::Module& module) {
+  std::vector<tensor::Kernel> kernels;
+  const LoadedModule* loaded = elaborator_->moduleOf(module);
+  EMMY_INTERNAL_ASSERT(loaded != nullptr, "elaborateAll of a module this frontend did not load");
+  for (const ast::KernelDef& def : module.kernels) {
+    if (loaded->kernels.at(def.name.name) != &def) continue;  // a duplicate, already reported
+    std::vector<TypeArguments> instances = everyInstance(def);
+    if (instances.empty()) instances.push_back({});  // an empty or invalid bound: let elaboration say why
+    for (const TypeArguments& types : instances)
+      if (const tensor::Kernel* kernel = elaborator_->instantiate(*loaded, def, types, def.name.loc))
+        kernels.push_back(*kernel);
+  }
+  return kernels;
+}
+
+std::vector<tensor::Kernel> Frontend::elaborateSelected(const ast::Module& module, const std::string& selector,
+                                                        bool requireTypes) {
+  const LoadedModule* loaded = elaborator_->moduleOf(module);
+  EMMY_INTERNAL_ASSERT(loaded != nullptr, "elaborateSelected of a module this frontend did not load");
+  std::string name = selector;
+  std::vector<std::string> typeNames;
+  if (size_t open = selector.find('<'); open != std::string::npos) {
+    if (selector.back() != '>')
+      throw UsageError(fmt::format("--kernel '{}': expected NAME or NAME<TYPE, ...>", selector));
+    name = selector.substr(0, open);
+    std::string inner = selector.substr(open + 1, selector.size() - open - 2);
+    std::stringstream list(inner);
+    for (std::string item; std::getline(list, item, ',');) {
+      item.erase(0, item.find_first_not_of(" \t"));
+      item.erase(item.find_last_not_of(" \t") + 1);
+      typeNames.push_back(item);
+    }
+  }
+  auto found = loaded->kernels.find(name);
+  if (found == loaded->kernels.end()) {
+    std::vector<std::string> names;
+    for (const auto& [kernelName, def] : loaded->kernels) names.push_back(kernelName);
+    throw UsageError(withSuggestion(fmt::format("--kernel: no kernel named '{}' in {} (kernels: {})", name,
+                                                module.source->path(), join(names, ", ")),
+                                    name, names));
+  }
+  const ast::KernelDef& def = *found->second;
+  std::vector<TypeArguments> instances;
+  if (typeNames.empty()) {
+    if (requireTypes && !def.typeParams.empty())
+      throw UsageError(fmt::format("--kernel: '{}' is generic; name its types, e.g. --kernel '{}<{}>'", name, name,
+                                   def.typeParams[0].bound.empty() ? "f32" : def.typeParams[0].bound[0].name));
+    instances = everyInstance(def);
+  } else {
+    if (typeNames.size() != def.typeParams.size())
+      throw UsageError(fmt::format("--kernel: '{}' has {} type parameter(s) but {} type(s) were given", name,
+                                   def.typeParams.size(), typeNames.size()));
+    TypeArguments types;
+    for (size_t k = 0; k < typeNames.size(); ++k) {
+      std::optional<DType> dtype = parseDType(typeNames[k]);
+      if (!dtype) throw UsageError(fmt::format("--kernel: unknown type '{}'", typeNames[k]));
+      types[def.typeParams[k].name.name] = *dtype;
+    }
+    instances.push_back(types);
+  }
+  std::vector<tensor::Kernel> kernels;
+  for (const TypeArguments& types : instances)
+    if (const tensor::Kernel* kernel = elaborator_->instantiate(*loaded, def, types, def.name.loc))
+      kernels.push_back(*kernel);
+  return kernels;
+}
+
+fs::path Frontend::defaultStdlibDir() {
+  if (const char* fromEnvironment = std::getenv("EMMY_STDLIB")) return fromEnvironment;
+  return EMMY_STDLIB_DIR;
+}
+
+}  // namespace emmy

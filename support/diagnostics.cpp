@@ -5,6 +5,11 @@
 namespace emmy {
 
 void Diagnostics::error(const SourceLoc& loc, std::string message) {
+  // The instances of a generic kernel share their source: an error they all make is reported once.
+  for (const Diagnostic& seen : errors_)
+    if (seen.message == message && seen.loc.file == loc.file && seen.loc.line == loc.line &&
+        seen.loc.column == loc.column)
+      return;
   errors_.push_back({loc, std::move(message)});
 }
 

@@ -39,6 +39,12 @@ std::string renderDiagnostic(const Diagnostic& diagnostic);
 // Thrown to abandon the current unit of work after its errors were reported to Diagnostics.
 struct CompilationAborted {};
 
+// A command-line mistake (exit code 2): a bad option value, an unknown --kernel.
+class UsageError : public std::runtime_error {
+public:
+  using std::runtime_error::runtime_error;
+};
+
 // A broken invariant inside Emmy: never the user's fault.
 class InternalError : public std::logic_error {
 public:

@@ -1,1 +1,52 @@
+// tests/errors/NAME.emmy holds one invalid program per kind of user error, and NAME.expected the exact
+// diagnostics it must produce (a golden file). They are produced as the driver produces them, from inside
+// tests/errors, so that paths read `NAME.emmy`.
+#include <algorithm>
+#include <filesystem>
+#include <string>
+#include <vector>
+
 #include <catch2/catch.hpp>
+
+#include "frontend/frontend.h"
+#include "golden_files.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using emmy::testing::sortedFiles;
+
+const fs::path kErrorsDir = fs::path(EMMY_SOURCE_DIR) / "tests" / "errors";
+
+// The diagnostics of `emmy build NAME.emmy --emit tensor` run in tests/errors.
+std::string diagnosticsOf(const fs::path& fileName) {
+  emmy::testing::CurrentDirectory inErrorsDir(kErrorsDir);
+  emmy::Diagnostics diagnostics;
+  emmy::Frontend frontend(diagnostics, {emmy::Frontend::defaultStdlibDir()});
+  if (const emmy::ast::Module* module = frontend.loadFile(fileName)) frontend.elaborateAll(*module);
+  return diagnostics.render();
+}
+
+}  // namespace
+
+TEST_CASE("every tests/errors case reports exactly its expected diagnostics", "[errors]") {
+  const std::vector<fs::path> cases = sortedFiles(kErrorsDir, ".emmy");
+  REQUIRE_FALSE(cases.empty());
+  for (const fs::path& source : cases) {
+    INFO(source.filename().string());
+    const std::string actual = diagnosticsOf(source.filename());
+    if (actual.empty()) {
+      FAIL_CHECK("no error reported: the case tests nothing");
+      continue;
+    }
+    emmy::testing::checkGoldenFile(fs::path(source).replace_extension(".expected"), actual);
+  }
+}
+
+TEST_CASE("every tests/errors/*.expected belongs to a case", "[errors]") {
+  const std::vector<fs::path> cases = sortedFiles(kErrorsDir, ".emmy");
+  for (const fs::path& expected : sortedFiles(kErrorsDir, ".expected")) {
+    INFO(expected.filename().string());
+    CHECK(std::binary_search(cases.begin(), cases.end(), fs::path(expected).replace_extension(".emmy")));
+  }
+}

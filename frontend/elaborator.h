@@ -1,0 +1,186 @@
+// Elaboration: AST to Tensor IR. Internal to the frontend; see frontend.h for the public API.
+//
+//   Elaborator           the program: loaded modules, kernel instances (cached), recursion checks
+//   KernelElaboration    one kernel instance: signature, statements, names, stages (elaborate_kernel.cpp)
+//     expressions        shared by both forms (elaborate_expr.cpp)
+//     index form         range inference, bounds proofs, reductions (index_form.cpp)
+//     whole-tensor form  views, reductions, @, softmax (whole_tensor.cpp)
+//     kernel calls       expansion in place (kernel_call.cpp)
+#pragma once
+
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "frontend/affine.h"
+#include "frontend/ast.h"
+#include "frontend/values.h"
+#include "ir/tensor/nodes.h"
+#include "support/diagnostics.h"
+
+namespace emmy {
+
+struct LoadedModule {
+  std::unique_ptr<ast::Module> ast;
+  std::filesystem::path directory;  // where its own imports are looked up first
+  std::map<std::string, const LoadedModule*> imports;
+  std::map<std::string, const ast::FnDef*> fns;
+  std::map<std::string, const ast::KernelDef*> kernels;
+};
+
+using TypeArguments = std::map<std::string, DType>;
+
+class Elaborator {
+public:
+  Elaborator(Diagnostics& diagnostics, std::vector<std::filesystem::path> searchPath);
+
+  const LoadedModule* loadFile(const std::filesystem::path& path, const std::string& displayPath);
+  const LoadedModule* loadText(const std::string& displayPath, std::string text, const std::filesystem::path& directory);
+  const LoadedModule* moduleOf(const ast::Module& module) const;
+
+  // The kernel instance for `typeArguments` (which must cover every type parameter), elaborated once.
+  // Null after its errors were reported (once). `use` is where it was called from, for recursion errors.
+  const tensor::Kernel* instantiate(const LoadedModule& module, const ast::KernelDef& kernel,
+                                    const TypeArguments& typeArguments, const SourceLoc& use);
+
+  Diagnostics& diagnostics() { return diagnostics_; }
+
+private:
+  const LoadedModule* load(const std::string& key, const std::string& displayPath, std::string text,
+                           const std::filesystem::path& directory, const SourceLoc& importedFrom);
+  void resolveImports(LoadedModule& module);
+  void indexDefinitions(LoadedModule& module);
+  void checkFnRecursion(const LoadedModule& module);
+
+  Diagnostics& diagnostics_;
+  std::vector<std::filesystem::path> searchPath_;
+  std::map<std::string, std::unique_ptr<LoadedModule>> modules_;  // by canonical path (or display path for text)
+  std::vector<std::string> loading_;                               // import chain, for cycles
+  std::map<std::string, std::optional<tensor::Kernel>> instances_;  // by key; nullopt: failed
+  std::vector<std::string> instantiating_;                          // for recursive kernel calls
+};
+
+// The name a statement's tensors and hoisted stages are built under.
+struct Symbol {
+  enum class Kind { Input, Output, Stage, Scalar, Size, TypeParam };
+  Kind kind;
+  DType dtype = DType::F32;
+  tensor::Shape shape;
+  SourceLoc loc;
+  bool defined = false;  // outputs: a statement has defined it
+};
+
+// An index of an index-form statement in scope.
+struct IndexBinding {
+  std::string name;
+  tensor::Dim extent;
+  SourceLoc loc;
+};
+
+// Where an expression is elaborated: which names it may see.
+struct Scope {
+  const LoadedModule* module = nullptr;
+  bool kernelNames = true;                    // false inside an fn body: only its parameters
+  std::map<std::string, TensorValue> fnArguments;
+  std::vector<const ast::FnDef*> fnStack;     // fns being inlined
+  bool indexForm = false;
+  std::vector<IndexBinding> indices;          // innermost last
+  std::vector<tensor::ExprPtr> guards;        // conditions of enclosing taken `where` branches
+  std::vector<AffineForm> facts;              // what those guarantee
+
+  const IndexBinding* findIndex(const std::string& name) const;
+};
+
+// The range each index of a statement gets from range inference, keyed by its defining identifier.
+using IndexRanges = std::map<const ast::Ident*, tensor::Dim>;
+
+class KernelElaboration {
+public:
+  KernelElaboration(Elaborator& program, const LoadedModule& module, const ast::KernelDef& def,
+                    TypeArguments typeArguments);
+  // The kernel, or nullopt after reporting its errors.
+  std::optional<tensor::Kernel> run();
+
+  // ---- shared by the expression files ----
+  TensorValue expr(const ast::Expr& e, Scope& scope);                // realized (no pending reduction)
+  TensorValue exprOrPending(const ast::Expr& e, Scope& scope);       // may be a pending reduction
+  TensorValue realize(const TensorValue& value);                     // stores a pending reduction
+  // Stores `value` as a new stage `name` (axes i0, i1, ...; r0, ... for a reduction) and returns it.
+  const tensor::Stage& materialize(const std::string& name, const TensorValue& value, const SourceLoc& loc);
+  std::string freshStageName(const std::string& hint);               // TARGET__hint, then _1, _2 ...
+  void addStage(tensor::Stage stage);
+  [[noreturn]] void error(const SourceLoc& loc, std::string message);
+
+private:
+  void declareSignature();
+  std::optional<DType> resolveDType(const ast::Ident& name);
+  tensor::Shape resolveShape(const ast::TypeExpr& type, bool isOutput);
+  void declare(const std::string& name, Symbol symbol);
+  void statement(const ast::Statement& s);
+  void indexStatement(const ast::Statement& s);
+  void wholeTensorStatement(const ast::Statement& s);
+  void store(const ast::Ident& name, TensorValue value, const ast::Statement& s);
+  void checkTarget(const ast::Ident& target);
+  DType assignedType(const ast::Ident& target, DType valueType, bool literal, const SourceLoc& loc);
+
+  // index form (index_form.cpp)
+  IndexRanges inferRanges(const ast::Statement& s);
+  TensorValue subscript(const ast::Subscript& e, Scope& scope);
+  struct ReductionParts {
+    tensor::Reduction reduction;
+    tensor::ExprPtr body;  // in the accumulator type, over the scope's indices and the reduction's
+    DType resultType;
+  };
+  ReductionParts indexReductionParts(const ast::Reduction& e, Scope& scope);
+  TensorValue indexReduction(const ast::Reduction& e, Scope& scope);  // hoisted into a stage of its own
+  TensorValue whereCall(const ast::Call& call, Scope& scope);
+
+  // whole-tensor form (whole_tensor.cpp)
+  std::optional<TensorValue> wholeTensorFunction(const ast::Call& call, Scope& scope);
+  TensorValue matmul(const TensorValue& a, const TensorValue& b, const SourceLoc& loc);
+
+  // calls (elaborate_expr.cpp, kernel_call.cpp)
+  struct Callee {
+    const LoadedModule* module = nullptr;  // with fn or kernel
+    const ast::FnDef* fn = nullptr;
+    const ast::KernelDef* kernel = nullptr;
+  };
+  // A fn or kernel of the scope's module or an imported one; neither for builtins. Reports calls of
+  // local names and unknown modules or qualified names.
+  Callee resolveCallee(const ast::Call& call, const Scope& scope);
+  TensorValue name(const ast::Name& e, Scope& scope);
+  TensorValue call(const ast::Call& call, Scope& scope, bool allowPending);
+  TensorValue inlineFn(const LoadedModule& module, const ast::FnDef& fn, const ast::Call& call, Scope& scope);
+  std::vector<TensorValue> callKernel(const LoadedModule& module, const ast::KernelDef& callee, const ast::Call& call,
+                                      Scope& scope, const std::vector<std::string>& resultNames);
+  std::vector<const ast::Expr*> matchArguments(const std::string& callee, const std::vector<std::string>& params,
+                                               size_t required, const ast::Call& call);
+
+public:
+  Elaborator& program;
+  const LoadedModule& module;
+  const ast::KernelDef& def;
+  Diagnostics& diagnostics;
+  TypeArguments typeArguments;
+  tensor::Kernel kernel;
+  std::map<std::string, Symbol> symbols;
+  std::set<std::string> poisoned;  // targets of failed statements: their uses fail silently
+
+  // The statement being elaborated.
+  std::string target;
+  int callsInStatement = 0;
+  const IndexRanges* ranges = nullptr;
+};
+
+// The type of reducing values of `dtype` with `op` (bool sums count in i64; the mean of integers is an
+// error at `loc`).
+DType reductionResultType(tensor::ReduceOp op, DType dtype, const SourceLoc& loc, Diagnostics& diagnostics);
+
+// Every name a user may call without a module prefix, for suggestions.
+std::vector<std::string> builtinFunctionNames();
+
+}  // namespace emmy

@@ -1,0 +1,71 @@
+#include "ir/tensor/rewrite.h"
+
+namespace emmy::tensor {
+
+namespace {
+
+struct Rewriter {
+  const ExprReplacer& replace;
+
+  ExprPtr operator()(const ExprPtr& expr) const {
+    if (ExprPtr replaced = replace(*expr)) return replaced;
+    return dispatch(*expr, [&](const auto& node) { return rebuild(node, expr); });
+  }
+
+  template <typename Leaf>
+  ExprPtr rebuild(const Leaf&, const ExprPtr& self) const { return self; }
+
+  ExprPtr rebuild(const Load& node, const ExprPtr& self) const {
+    std::vector<ExprPtr> indices;
+    bool changed = false;
+    for (const ExprPtr& index : node.indices) {
+      indices.push_back((*this)(index));
+      changed |= indices.back() != index;
+    }
+    ExprPtr pad = node.padValue ? (*this)(node.padValue) : nullptr;
+    changed |= pad != node.padValue;
+    return changed ? std::make_shared<Load>(node.dtype, node.tensor, std::move(indices), pad) : self;
+  }
+  ExprPtr rebuild(const Unary& node, const ExprPtr& self) const {
+    ExprPtr operand = (*this)(node.operand);
+    return operand != node.operand ? std::make_shared<Unary>(node.dtype, node.op, operand) : self;
+  }
+  ExprPtr rebuild(const Binary& node, const ExprPtr& self) const {
+    ExprPtr lhs = (*this)(node.lhs), rhs = (*this)(node.rhs);
+    return lhs != node.lhs || rhs != node.rhs ? std::make_shared<Binary>(node.dtype, node.op, lhs, rhs) : self;
+  }
+  ExprPtr rebuild(const Select& node, const ExprPtr& self) const {
+    ExprPtr c = (*this)(node.condition), t = (*this)(node.ifTrue), f = (*this)(node.ifFalse);
+    return c != node.condition || t != node.ifTrue || f != node.ifFalse ? std::make_shared<Select>(c, t, f) : self;
+  }
+  ExprPtr rebuild(const Cast& node, const ExprPtr& self) const {
+    ExprPtr operand = (*this)(node.operand);
+    return operand != node.operand ? std::make_shared<Cast>(node.dtype, operand) : self;
+  }
+};
+
+}  // namespace
+
+ExprPtr rewrite(const ExprPtr& expr, const ExprReplacer& replace) { return Rewriter{replace}(expr); }
+
+void forEachNode(const Expr& expr, const std::function<void(const Expr&)>& visit) {
+  visit(expr);
+  dispatch(expr, [&](const auto& node) {
+    using Node = std::decay_t<decltype(node)>;
+    if constexpr (std::is_same_v<Node, Load>) {
+      for (const ExprPtr& index : node.indices) forEachNode(*index, visit);
+      if (node.padValue) forEachNode(*node.padValue, visit);
+    } else if constexpr (std::is_same_v<Node, Unary> || std::is_same_v<Node, Cast>) {
+      forEachNode(*node.operand, visit);
+    } else if constexpr (std::is_same_v<Node, Binary>) {
+      forEachNode(*node.lhs, visit);
+      forEachNode(*node.rhs, visit);
+    } else if constexpr (std::is_same_v<Node, Select>) {
+      forEachNode(*node.condition, visit);
+      forEachNode(*node.ifTrue, visit);
+      forEachNode(*node.ifFalse, visit);
+    }
+  });
+}
+
+}  // namespace emmy::tensor

@@ -1,0 +1,19 @@
+// Rebuilding expressions with some nodes replaced: renaming tensors, substituting sizes and parameters.
+#pragma once
+
+#include <functional>
+
+#include "ir/tensor/nodes.h"
+
+namespace emmy::tensor {
+
+// Returns `expr` with every node for which `replace` returns non-null replaced by that result (its
+// children are not visited); other nodes are rebuilt from their rewritten children. Unchanged subtrees
+// are shared, not copied.
+using ExprReplacer = std::function<ExprPtr(const Expr&)>;
+ExprPtr rewrite(const ExprPtr& expr, const ExprReplacer& replace);
+
+// Calls `visit` on every node of `expr`, parents before children, operands left to right.
+void forEachNode(const Expr& expr, const std::function<void(const Expr&)>& visit);
+
+}  // namespace emmy::tensor

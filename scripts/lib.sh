@@ -1,0 +1,90 @@
+# shellcheck shell=bash
+# The set-up shared by scripts/setup.sh and scripts/test.sh: the Debian packages, the CUDA toolkit check
+# and the main build in build/. Sourced by those scripts, never run on its own. Every step is idempotent.
+
+EMMY_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# Parallel jobs for building and testing; every core by default.
+EMMY_JOBS=${EMMY_JOBS:-$(nproc)}
+
+# What the build and the tests need on Debian 12. The CUDA toolkit is not among them: it comes from
+# NVIDIA's installer (see check_cuda_toolkit).
+EMMY_DEBIAN_PACKAGES=(
+  cmake ninja-build g++ clang libclang-rt-14-dev
+  antlr4 libantlr4-runtime-dev libtorch-dev
+  libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libsqlite3-dev
+)
+
+log() { printf '==> %s\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+install_missing_packages() {
+  command -v dpkg-query >/dev/null || die "dpkg-query not found: these scripts set up Debian 12"
+  local package missing=()
+  for package in "${EMMY_DEBIAN_PACKAGES[@]}"; do
+    if [[ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null)" != "install ok installed" ]]; then
+      missing+=("$package")
+    fi
+  done
+  if ((${#missing[@]} == 0)); then
+    log "Debian packages: all ${#EMMY_DEBIAN_PACKAGES[@]} installed"
+    return
+  fi
+  local as_root=()
+  if ((EUID != 0)); then
+    command -v sudo >/dev/null || die "installing ${missing[*]} needs root (or sudo)"
+    as_root=(sudo)
+  fi
+  log "Installing missing Debian packages: ${missing[*]}"
+  "${as_root[@]}" apt-get update
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y --no-install-recommends "${missing[@]}"
+}
+
+# Stops unless nvcc and NVRTC's library are present: nvcc on PATH, in $CUDA_HOME/bin or in
+# /usr/local/cuda/bin, and libnvrtc.so* in one of the library folders of that toolkit.
+check_cuda_toolkit() {
+  local nvcc="" place places=()
+  if nvcc=$(command -v nvcc); then
+    places+=("PATH")
+  else
+    places+=("PATH ($PATH)")
+    for place in ${CUDA_HOME:+"$CUDA_HOME/bin"} /usr/local/cuda/bin; do
+      [[ " ${places[*]} " == *" $place "* ]] && continue
+      places+=("$place")
+      if [[ -x "$place/nvcc" ]]; then nvcc="$place/nvcc"; break; fi
+    done
+  fi
+  [[ -n "$nvcc" ]] || die "the CUDA toolkit is missing: no nvcc found. Looked in: $(join_by '; ' "${places[@]}").
+Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) or set CUDA_HOME to its folder."
+
+  local toolkit library_dir library_dirs
+  toolkit=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
+  library_dirs=("$toolkit/lib64" "$toolkit/lib" "$toolkit/targets/$(uname -m)-linux/lib"
+                "$toolkit/lib/$(uname -m)-linux-gnu")
+  for library_dir in "${library_dirs[@]}"; do
+    if compgen -G "$library_dir/libnvrtc.so*" >/dev/null; then
+      log "CUDA toolkit: $nvcc, NVRTC in $library_dir"
+      return
+    fi
+  done
+  die "the CUDA toolkit at $toolkit is incomplete: nvcc is at $nvcc but libnvrtc.so is missing. Looked in: $(join_by '; ' "${library_dirs[@]}")."
+}
+
+join_by() { local separator=$1 first=$2; shift 2; printf '%s' "$first" "${@/#/$separator}"; }
+
+# configure_and_build BUILD_DIR [CMAKE_ARGUMENT...]
+configure_and_build() {
+  local build_dir=$1
+  shift
+  log "Configuring $build_dir"
+  cmake -S "$EMMY_ROOT" -B "$EMMY_ROOT/$build_dir" -G Ninja "$@"
+  log "Building $build_dir"
+  cmake --build "$EMMY_ROOT/$build_dir" --parallel "$EMMY_JOBS"
+}
+
+# Everything both quick-start commands do before their own work.
+prepare_main_build() {
+  install_missing_packages
+  check_cuda_toolkit
+  configure_and_build build
+}

@@ -1,0 +1,305 @@
+// Calls against ATen: fn definitions inlined, kernel calls expanded in place (several results too),
+// generic kernels per type, every kernel and fn of the standard library, and the examples.
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include <catch2/catch.hpp>
+
+#include "tests/oracle/oracle.h"
+
+namespace emmy::oracle {
+namespace {
+
+const std::vector<std::vector<int64_t>> kMatrixShapes = {{1, 1}, {1, 7}, {3, 1}, {3, 5}, {7, 17}};
+
+Value f32Scalar(double value) { return Value::ofFloat(DType::F32, value); }
+
+// ---------------------------------------------------------------------------------------------------
+// The computations of the standard library in ATen, in f32; the tests round the result to T once.
+
+at::Tensor rmsNorm(const at::Tensor& x, const at::Tensor& g, double eps) {
+  return x * at::rsqrt((x * x).mean(-1, true) + eps) * g;
+}
+
+at::Tensor attention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v, double scale, bool causal) {
+  at::Tensor logits = at::matmul(q, k.transpose(-1, -2)) * scale;
+  if (causal) {
+    int64_t s = q.size(-2);
+    logits = logits.masked_fill(at::ones({s, s}, at::kBool).triu(1), -INFINITY);
+  }
+  return at::matmul(at::softmax(logits, -1), v);
+}
+
+// ---------------------------------------------------------------------------------------------------
+TEST_CASE("fn definitions are inlined, also when they call each other", "[oracle]") {
+  const std::string source = R"(
+fn square(x) = x * x
+fn poly(x) = square(x) + 2 * x + 1
+fn lerp(a, b, t) = a + (b - a) * t
+
+kernel f<T: f16 | bf16 | f32>(x: T[N, D], y: T[D]) -> (p: T[N, D], q: T[N, D], r: T[N, D]) {
+    p[n, d] = poly(x[n, d])
+    q       = lerp(x, y, 0.25)
+    r       = poly(x) - square(y)
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      at::Tensor x = randomTensor(dtype, shape, 1), y = randomTensor(dtype, {shape[1]}, 2);
+      at::Tensor poly = x * x + 2 * x + 1;
+      expectKernelMatches(source, instance("f", dtype), {{"x", x}, {"y", y}},
+                          {{"p", poly}, {"q", x + (y - x) * 0.25}, {"r", poly - y * y}});
+    }
+}
+
+TEST_CASE("kernel calls are expanded in place, with several results and renamed sizes", "[oracle]") {
+  const std::string source = R"(
+kernel moments<T: f16 | bf16 | f32>(x: T[R, C]) -> (mu: f32[R], var: f32[R]) {
+    mu[r]  = mean[c](f32(x[r, c]))
+    var[r] = mean[c]((f32(x[r, c]) - mu[r]) * (f32(x[r, c]) - mu[r]))
+}
+
+kernel centre<T: f16 | bf16 | f32>(x: T[R, C]) -> (y: T[R, C]) {
+    y = x - max(x, axis=1, keepdim=true)
+}
+
+kernel caller<T: f16 | bf16 | f32>(x: T[N, D]) -> (y: T[N, D], spread: f32[N], z: T[N, D]) {
+    (mu, var) = moments(x)
+    y         = T((x - unsqueeze(mu, 1)) * rsqrt(unsqueeze(var, 1) + 1e-5))
+    spread    = sqrt(var)
+    z         = centre(x) * 2 + centre(centre(x))
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      at::Tensor x = randomTensor(dtype, shape, 3);
+      at::Tensor mu = f32(x).mean(1, true), var = ((f32(x) - mu) * (f32(x) - mu)).mean(1, true);
+      at::Tensor centred = x - x.amax(1, true);  // its row maximum is 0, so centring it again changes nothing
+      expectKernelMatches(source, instance("caller", dtype), {{"x", x}},
+                          {{"y", roundTo((f32(x) - mu) * at::rsqrt(var + 1e-5), dtype)},
+                           {"spread", var.sqrt().squeeze(1)},
+                           {"z", centred * 2 + centred}});
+    }
+}
+
+TEST_CASE("a generic kernel calls standard-library kernels, which take its type", "[oracle]") {
+  const std::string source = R"(
+import nn
+import linalg
+
+kernel block<T: f16 | bf16 | f32>(x: T[N, D], g: T[D], w: T[D, D], a: T[B, N, D]) -> (y: T[N, D], c: T[B, N, N]) {
+    h = nn.rmsnorm(x, g, eps=1e-3)
+    y = linalg.matmul(h, w) + x
+    c = linalg.bmm(a, transpose(a, 1, 2)) + 1
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      int64_t n = shape[0], d = shape[1];
+      at::Tensor x = randomTensor(dtype, {n, d}, 4), g = randomTensor(dtype, {d}, 5);
+      at::Tensor w = randomTensor(dtype, {d, d}, 6), a = randomTensor(dtype, {2, n, d}, 7);
+      at::Tensor h = roundTo(rmsNorm(f32(x), f32(g), 1e-3), dtype);
+      at::Tensor product = roundTo(at::bmm(f32(a), f32(a).transpose(1, 2)), dtype);
+      expectKernelMatches(source, instance("block", dtype), {{"x", x}, {"g", g}, {"w", w}, {"a", a}},
+                          {{"y", roundTo(at::mm(f32(h), f32(w)), dtype) + x}, {"c", product + 1}});
+    }
+}
+
+TEST_CASE("the fns of nn: gelu_tanh, softplus, mish", "[oracle]") {
+  const std::string source = R"(
+import nn
+
+kernel f<T: f16 | bf16 | f32>(x: T[N]) -> (a: T[N], b: T[N], c: T[N]) {
+    a[i] = T(nn.gelu_tanh(f32(x[i])))
+    b[i] = T(nn.softplus(f32(x[i])))
+    c[i] = T(nn.mish(f32(x[i])))
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (int64_t n : {1, 3, 7, 17}) {
+      INFO(dtypeName(dtype) << "[" << n << "]");
+      at::Tensor x = randomTensor(dtype, {n}, 8);
+      expectKernelMatches(source, instance("f", dtype), {{"x", x}},
+                          {{"a", roundTo(at::gelu(f32(x), "tanh"), dtype)},
+                           {"b", roundTo(at::softplus(f32(x)), dtype)},
+                           {"c", roundTo(at::mish(f32(x)), dtype)}});
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The kernels of the standard library, selected directly from their module.
+
+TEST_CASE("nn.softmax and nn.log_softmax", "[oracle]") {
+  std::string nn = sourceFile("stdlib/nn.emmy");
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      at::Tensor x = randomTensor(dtype, shape, 9);
+      expectKernelMatches(nn, instance("softmax", dtype), {{"x", x}}, {{"y", roundTo(at::softmax(f32(x), -1), dtype)}});
+      expectKernelMatches(nn, instance("log_softmax", dtype), {{"x", x}},
+                          {{"y", roundTo(at::log_softmax(f32(x), -1), dtype)}});
+    }
+}
+
+TEST_CASE("nn.layernorm and nn.rmsnorm, with eps left out and given", "[oracle]") {
+  std::string nn = sourceFile("stdlib/nn.emmy");
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      int64_t d = shape[1];
+      at::Tensor x = randomTensor(dtype, shape, 10), w = randomTensor(dtype, {d}, 11), b = randomTensor(dtype, {d}, 12);
+      auto layerNorm = [&](double eps) { return roundTo(at::layer_norm(f32(x), {d}, f32(w), f32(b), eps), dtype); };
+      expectKernelMatches(nn, instance("layernorm", dtype), {{"x", x}, {"w", w}, {"b", b}}, {{"y", layerNorm(1e-5)}});
+      expectKernelMatches(nn, instance("layernorm", dtype), {{"x", x}, {"w", w}, {"b", b}}, {{"y", layerNorm(0.5)}},
+                          {{"eps", f32Scalar(0.5)}});
+      expectKernelMatches(nn, instance("rmsnorm", dtype), {{"x", x}, {"g", w}},
+                          {{"y", roundTo(rmsNorm(f32(x), f32(w), 1e-6), dtype)}});
+      expectKernelMatches(nn, instance("rmsnorm", dtype), {{"x", x}, {"g", w}},
+                          {{"y", roundTo(rmsNorm(f32(x), f32(w), 0.5), dtype)}}, {{"eps", f32Scalar(0.5)}});
+    }
+}
+
+TEST_CASE("nn.linear and nn.mlp", "[oracle]") {
+  std::string nn = sourceFile("stdlib/nn.emmy");
+  const std::vector<std::vector<int64_t>> sizes = {{1, 1, 1}, {3, 5, 7}, {7, 17, 3}, {2, 1, 5}};  // N, D (IN), H (OUT)
+  for (DType dtype : kFloatTypes)
+    for (const auto& size : sizes) {
+      int64_t n = size[0], d = size[1], h = size[2];
+      INFO(dtypeName(dtype) << " N=" << n << " D=" << d << " H=" << h);
+      at::Tensor x = randomTensor(dtype, {n, d}, 13);
+      at::Tensor w1 = randomTensor(dtype, {h, d}, 14), b1 = randomTensor(dtype, {h}, 15);
+      at::Tensor w2 = randomTensor(dtype, {d, h}, 16), b2 = randomTensor(dtype, {d}, 17);
+      auto linear = [dtype](const at::Tensor& in, const at::Tensor& w, const at::Tensor& b) {
+        return roundTo(at::linear(f32(in), f32(w), f32(b)), dtype);
+      };
+      expectKernelMatches(nn, instance("linear", dtype), {{"x", x}, {"w", w1}, {"b", b1}}, {{"y", linear(x, w1, b1)}});
+      // mlp calls linear twice: each result, and the gelu between them, is rounded to T.
+      at::Tensor hidden = roundTo(at::gelu(f32(linear(x, w1, b1))), dtype);
+      expectKernelMatches(nn, instance("mlp", dtype), {{"x", x}, {"w1", w1}, {"b1", b1}, {"w2", w2}, {"b2", b2}},
+                          {{"y", linear(hidden, w2, b2)}});
+    }
+}
+
+TEST_CASE("nn.attention and nn.causal_attention", "[oracle]") {
+  std::string nn = sourceFile("stdlib/nn.emmy");
+  struct Sizes { int64_t b, h, s, l, e; };
+  const std::vector<Sizes> sizes = {{1, 1, 1, 1, 1}, {2, 3, 5, 7, 4}, {1, 2, 7, 3, 17}, {2, 1, 3, 1, 5}};
+  for (DType dtype : kFloatTypes)
+    for (const Sizes& size : sizes) {
+      INFO(dtypeName(dtype) << " B=" << size.b << " H=" << size.h << " S=" << size.s << " L=" << size.l << " E=" << size.e);
+      double scale = 1 / std::sqrt(static_cast<double>(size.e));
+      at::Tensor q = randomTensor(dtype, {size.b, size.h, size.s, size.e}, 18);
+      at::Tensor k = randomTensor(dtype, {size.b, size.h, size.l, size.e}, 19);
+      at::Tensor v = randomTensor(dtype, {size.b, size.h, size.l, size.e}, 20);
+      ScalarMap scalars = {{"scale", f32Scalar(scale)}};
+      expectKernelMatches(nn, instance("attention", dtype), {{"q", q}, {"k", k}, {"v", v}},
+                          {{"o", roundTo(attention(f32(q), f32(k), f32(v), scale, false), dtype)}}, scalars);
+      at::Tensor kSelf = randomTensor(dtype, {size.b, size.h, size.s, size.e}, 21);
+      at::Tensor vSelf = randomTensor(dtype, {size.b, size.h, size.s, size.e}, 22);
+      expectKernelMatches(nn, instance("causal_attention", dtype), {{"q", q}, {"k", kSelf}, {"v", vSelf}},
+                          {{"o", roundTo(attention(f32(q), f32(kSelf), f32(vSelf), scale, true), dtype)}}, scalars);
+    }
+}
+
+TEST_CASE("linalg.matmul, linalg.bmm and linalg.transpose", "[oracle]") {
+  std::string linalg = sourceFile("stdlib/linalg.emmy");
+  const std::vector<std::vector<int64_t>> sizes = {{1, 1, 1}, {3, 17, 5}, {7, 1, 3}, {1, 5, 1}};  // M, K, N
+  for (DType dtype : kFloatTypes)
+    for (const auto& size : sizes) {
+      int64_t m = size[0], k = size[1], n = size[2];
+      INFO(dtypeName(dtype) << " M=" << m << " K=" << k << " N=" << n);
+      at::Tensor a = randomTensor(dtype, {m, k}, 23), b = randomTensor(dtype, {k, n}, 24);
+      at::Tensor batchA = randomTensor(dtype, {3, m, k}, 25), batchB = randomTensor(dtype, {3, k, n}, 26);
+      expectKernelMatches(linalg, instance("matmul", dtype), {{"a", a}, {"b", b}}, {{"c", roundTo(at::mm(f32(a), f32(b)), dtype)}});
+      expectKernelMatches(linalg, instance("bmm", dtype), {{"a", batchA}, {"b", batchB}},
+                          {{"c", roundTo(at::bmm(f32(batchA), f32(batchB)), dtype)}});
+      expectKernelMatches(linalg, instance("transpose", dtype), {{"x", a}}, {{"y", a.t()}});
+    }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The examples, each kernel against its ATen equivalent.
+
+const std::set<std::string> kCheckedExamples = {"gelu.emmy",    "layernorm.emmy", "linear_relu.emmy",
+                                                "matmul.emmy",  "residual_mlp.emmy", "softmax.emmy",
+                                                "standardize.emmy", "stencil.emmy", "swiglu.emmy"};
+
+TEST_CASE("every example has an oracle test below", "[oracle]") {
+  std::set<std::string> examples;
+  for (const auto& entry : std::filesystem::directory_iterator(EMMY_SOURCE_DIR "/examples"))
+    if (entry.path().extension() == ".emmy") examples.insert(entry.path().filename().string());
+  CHECK(examples == kCheckedExamples);
+}
+
+TEST_CASE("examples: elementwise, softmax, layernorm, standardize", "[oracle]") {
+  for (const auto& shape : kMatrixShapes) {
+    INFO(shapeName(shape));
+    int64_t d = shape[1];
+    at::Tensor x = randomTensor(DType::F32, shape, 27), b = randomTensor(DType::F32, {d}, 28);
+    at::Tensor w = randomTensor(DType::F32, {d}, 29);
+    expectKernelMatches(sourceFile("examples/gelu.emmy"), "bias_gelu", {{"x", x}, {"b", b}},
+                        {{"exact", at::gelu(x + b)}, {"approx", at::gelu(x + b, "tanh")}});
+    expectKernelMatches(sourceFile("examples/softmax.emmy"), "softmax", {{"x", x}}, {{"y", at::softmax(x, -1)}});
+    expectKernelMatches(sourceFile("examples/layernorm.emmy"), "layernorm", {{"x", x}, {"w", w}, {"b", b}},
+                        {{"y", at::layer_norm(x, {d}, w, b, 1e-5)}});
+    expectKernelMatches(sourceFile("examples/layernorm.emmy"), "layernorm", {{"x", x}, {"w", w}, {"b", b}},
+                        {{"y", at::layer_norm(x, {d}, w, b, 0.25)}}, {{"eps", f32Scalar(0.25)}});
+    at::Tensor batch = randomTensor(DType::F32, {2, shape[0], d}, 30);
+    at::Tensor centred = batch - batch.mean(-1, true);
+    expectKernelMatches(sourceFile("examples/standardize.emmy"), "standardize", {{"x", batch}},
+                        {{"y", centred / (centred * centred).mean(-1, true).add(1e-5).sqrt()}});
+  }
+}
+
+TEST_CASE("examples: matmul, linear_relu, residual_mlp", "[oracle]") {
+  const std::vector<std::vector<int64_t>> sizes = {{1, 1, 1}, {3, 17, 5}, {7, 1, 3}, {2, 5, 7}};
+  for (const auto& size : sizes) {
+    int64_t m = size[0], k = size[1], n = size[2];
+    INFO("sizes " << shapeName(size));
+    at::Tensor a = randomTensor(DType::F32, {m, k}, 31), b = randomTensor(DType::F32, {k, n}, 32);
+    expectKernelMatches(sourceFile("examples/matmul.emmy"), "matmul", {{"A", a}, {"B", b}}, {{"C", at::mm(a, b)}});
+
+    at::Tensor w = randomTensor(DType::F32, {n, k}, 33), bias = randomTensor(DType::F32, {n}, 34);
+    expectKernelMatches(sourceFile("examples/linear_relu.emmy"), "linear_relu", {{"x", a}, {"w", w}, {"b", bias}},
+                        {{"y", at::relu(at::linear(a, w, bias))}});
+
+    at::Tensor g = randomTensor(DType::F32, {k}, 35);
+    at::Tensor w1 = randomTensor(DType::F32, {n, k}, 36), b1 = randomTensor(DType::F32, {n}, 37);
+    at::Tensor w2 = randomTensor(DType::F32, {k, n}, 38), b2 = randomTensor(DType::F32, {k}, 39);
+    at::Tensor h = rmsNorm(a, g, 1e-6);
+    expectKernelMatches(sourceFile("examples/residual_mlp.emmy"), "residual_mlp",
+                        {{"x", a}, {"g", g}, {"w1", w1}, {"b1", b1}, {"w2", w2}, {"b2", b2}},
+                        {{"y", a + at::linear(at::gelu(at::linear(h, w1, b1)), w2, b2)}});
+  }
+}
+
+TEST_CASE("examples: stencil and swiglu", "[oracle]") {
+  std::string stencil = sourceFile("examples/stencil.emmy");
+  for (const auto& shape : kMatrixShapes) {
+    INFO(shapeName(shape));
+    at::Tensor image = randomTensor(DType::F32, shape, 40), filter = randomTensor(DType::F32, {3, 3}, 41);
+    // conv2d is a cross-correlation: out[i, j] = sum img[i + di - 1, j + dj - 1] * k[di, dj].
+    at::Tensor convolved = at::conv2d(image.view({1, 1, shape[0], shape[1]}), filter.view({1, 1, 3, 3}), {}, 1, 1);
+    expectKernelMatches(stencil, "conv3x3", {{"img", image}, {"k", filter}}, {{"out", convolved.view(shape)}});
+
+    at::Tensor x = image.flatten();
+    int64_t n = x.size(0);
+    at::Tensor difference = at::zeros_like(x);
+    if (n > 2) difference.slice(0, 1, n - 1).copy_((x.slice(0, 2, n) - x.slice(0, 0, n - 2)) * 0.5);
+    expectKernelMatches(stencil, "central_difference", {{"x", x}}, {{"dx", difference}});
+
+    for (DType dtype : kFloatTypes) {
+      INFO(dtypeName(dtype));
+      at::Tensor gate = randomTensor(dtype, shape, 42), up = randomTensor(dtype, shape, 43);
+      expectKernelMatches(sourceFile("examples/swiglu.emmy"), instance("swiglu", dtype), {{"gate", gate}, {"up", up}},
+                          {{"y", roundTo(at::silu(f32(gate)) * f32(up), dtype)}});
+    }
+  }
+}
+
+}  // namespace
+}  // namespace emmy::oracle

@@ -1,0 +1,167 @@
+// Index-form reductions against ATen: sum, max, min, prod and mean over one index and several, nested
+// reductions, integer and bool reductions, and f16/bf16 accumulating in f32 (ATen computes those in f32
+// and rounds once, which is what the spec asks of Emmy).
+#include <functional>
+
+#include <catch2/catch.hpp>
+
+#include "tests/oracle/oracle.h"
+
+namespace emmy::oracle {
+namespace {
+
+const std::vector<std::vector<int64_t>> kMatrixShapes = {{1, 1}, {1, 7}, {3, 1}, {3, 5}, {7, 17}};
+const std::vector<std::vector<int64_t>> kCubeShapes = {{1, 1, 1}, {2, 1, 7}, {3, 5, 1}, {3, 7, 5}};
+
+using Reducer = std::function<at::Tensor(const at::Tensor& x, at::IntArrayRef dims)>;
+
+// ATen's prod reduces one dimension at a time.
+at::Tensor product(const at::Tensor& x, at::IntArrayRef dims) {
+  at::Tensor result = x;
+  for (size_t k = dims.size(); k-- > 0;) result = result.prod(dims[k]);
+  return result;
+}
+
+struct ReductionCase {
+  std::string op;
+  Reducer torch;
+  Range range;  // products of values near 1 stay in range
+};
+
+const std::vector<ReductionCase> kReductions = {
+    {"sum", [](auto& x, auto dims) { return x.sum(dims); }, Range::Signed},
+    {"max", [](auto& x, auto dims) { return x.amax(dims); }, Range::Signed},
+    {"min", [](auto& x, auto dims) { return x.amin(dims); }, Range::Signed},
+    {"prod", product, Range::NearOne},
+    {"mean", [](auto& x, auto dims) { return x.mean(dims); }, Range::Signed},
+};
+
+TEST_CASE("reductions over one index, leading or trailing", "[oracle]") {
+  const std::string source = R"(
+kernel r<T: f16 | bf16 | f32>(x: T[N, D]) -> (rows: T[N], columns: T[D]) {
+    rows[n]    = $OP[d](x[n, d])
+    columns[d] = $OP[n](x[n, d])
+}
+)";
+  for (const ReductionCase& reduction : kReductions)
+    for (DType dtype : kFloatTypes)
+      for (const auto& shape : kMatrixShapes) {
+        INFO(reduction.op << " of " << dtypeName(dtype) << shapeName(shape));
+        at::Tensor x = randomTensor(dtype, shape, 1, reduction.range);
+        expectKernelMatches(substitute(source, {{"$OP", reduction.op}}), instance("r", dtype), {{"x", x}},
+                            {{"rows", roundTo(reduction.torch(f32(x), {1}), dtype)},
+                             {"columns", roundTo(reduction.torch(f32(x), {0}), dtype)}});
+      }
+}
+
+TEST_CASE("reductions over several indices", "[oracle]") {
+  const std::string source = R"(
+kernel r<T: f16 | bf16 | f32>(x: T[A, B, C]) -> (outer: T[B], inner: T[A]) {
+    outer[b] = $OP[a, c](x[a, b, c])
+    inner[a] = $OP[c, b](x[a, b, c])
+}
+)";
+  for (const ReductionCase& reduction : kReductions)
+    for (DType dtype : kFloatTypes)
+      for (const auto& shape : kCubeShapes) {
+        INFO(reduction.op << " of " << dtypeName(dtype) << shapeName(shape));
+        at::Tensor x = randomTensor(dtype, shape, 2, reduction.range);
+        expectKernelMatches(substitute(source, {{"$OP", reduction.op}}), instance("r", dtype), {{"x", x}},
+                            {{"outer", roundTo(reduction.torch(f32(x), {0, 2}), dtype)},
+                             {"inner", roundTo(reduction.torch(f32(x), {1, 2}), dtype)}});
+      }
+}
+
+TEST_CASE("f16 and bf16 sums accumulate in f32", "[oracle]") {
+  // 4097 ones: an f16 accumulator sticks at 2048 (2048 + 1 rounds back to 2048), an f32 one reaches
+  // 4097, which rounds to 4096 in f16 and bf16 alike.
+  const std::string source = R"(
+kernel total<T: f16 | bf16>(x: T[N, D]) -> (s: T[N]) {
+    s[n] = sum[d](x[n, d])
+}
+)";
+  for (DType dtype : {DType::F16, DType::BF16}) {
+    INFO(dtypeName(dtype));
+    at::Tensor x = at::ones({2, 4097}, torchType(dtype));
+    expectKernelMatches(source, instance("total", dtype), {{"x", x}}, {{"s", at::full({2}, 4096, torchType(dtype))}});
+  }
+}
+
+TEST_CASE("nested reductions and reductions inside expressions", "[oracle]") {
+  const std::string source = R"(
+kernel nested<T: f16 | bf16 | f32>(x: T[N, D], w: T[D]) -> (centred: T[N, D], weighted: f32[N], peaks: T[N]) {
+    centred[n, d] = x[n, d] - max[e](x[n, e])
+    weighted[n]   = sum[d](f32(x[n, d]) * w[d]) / sum[d](w[d]) + 1
+    peaks[n]      = max[d](x[n, d] * min[e](w[e]))
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      at::Tensor x = randomTensor(dtype, shape, 3), w = randomTensor(dtype, {shape[1]}, 4, Range::Positive);
+      at::Tensor rowMax = roundTo(f32(x).amax(1, true), dtype);
+      at::Tensor weightSum = roundTo(f32(w).sum(), dtype);
+      at::Tensor weightMin = roundTo(f32(w).amin(), dtype);
+      expectKernelMatches(source, instance("nested", dtype), {{"x", x}, {"w", w}},
+                          {{"centred", x - rowMax},
+                           {"weighted", (f32(x) * f32(w)).sum(1) / f32(weightSum) + 1},
+                           {"peaks", roundTo(f32(x * weightMin).amax(1), dtype)}});
+    }
+}
+
+TEST_CASE("a reduction of reductions", "[oracle]") {
+  const std::string source = R"(
+kernel r<T: f16 | bf16 | f32>(x: T[A, B, C]) -> (y: T[A]) {
+    y[a] = sum[b](max[c](x[a, b, c]))
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kCubeShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      at::Tensor x = randomTensor(dtype, shape, 5);
+      expectKernelMatches(source, instance("r", dtype), {{"x", x}}, {{"y", roundTo(f32(x).amax(2).sum(1), dtype)}});
+    }
+}
+
+TEST_CASE("integer reductions stay in their type and wrap", "[oracle]") {
+  const std::string source = R"(
+kernel r<T: i8 | i32 | i64>(x: T[N, D]) -> (s: T[N], hi: T[N], lo: T[N], p: T[N]) {
+    s[n]  = sum[d](x[n, d])
+    hi[n] = max[d](x[n, d])
+    lo[n] = min[d](x[n, d])
+    p[n]  = prod[d](x[n, d])
+}
+)";
+  for (DType dtype : {DType::I8, DType::I32, DType::I64})
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      // i8 sums of up to 17 values of [-50, 50] overflow: ATen sums in i64, and the conversion wraps.
+      at::Tensor x = randomTensor(dtype, shape, 6), small = randomTensor(dtype, shape, 7, Range::NearOne);
+      at::ScalarType type = torchType(dtype);
+      std::map<std::string, Buffer> outputs = runEmmy(source, instance("r", dtype), {{"x", x}});
+      expectClose("sum", outputs.at("s"), x.sum(1, false, at::kLong).to(type));
+      expectClose("max", outputs.at("hi"), x.amax(1));
+      expectClose("min", outputs.at("lo"), x.amin(1));
+      outputs = runEmmy(source, instance("r", dtype), {{"x", small}});
+      expectClose("prod", outputs.at("p"), small.to(at::kLong).prod(1).to(type));
+    }
+}
+
+TEST_CASE("a sum of bools counts in i64", "[oracle]") {
+  const std::string source = R"(
+kernel count(x: f32[N, D]) -> (positive: i64[N], any: bool[N], all: bool[N]) {
+    positive[n] = sum[d](x[n, d] > 0)
+    any[n]      = max[d](x[n, d] > 0)
+    all[n]      = min[d](x[n, d] > 0)
+}
+)";
+  for (const auto& shape : kMatrixShapes) {
+    INFO(shapeName(shape));
+    at::Tensor x = randomTensor(DType::F32, shape, 8);
+    expectKernelMatches(source, "count", {{"x", x}},
+                        {{"positive", (x > 0).sum(1)}, {"any", (x > 0).any(1)}, {"all", (x > 0).all(1)}});
+  }
+}
+
+}  // namespace
+}  // namespace emmy::oracle
