@@ -48,7 +48,9 @@ const char* symbolKindName(Symbol::Kind kind) {
 }  // namespace
 
 std::optional<Kernel> KernelElaboration::run() {
-  size_t errorsBefore = diagnostics.errorCount();
+  // An error another instance of the same generic kernel already reported is not reported again, so
+  // failure is tracked here rather than read off the diagnostics.
+  bool failed = false;
   try {
     declareSignature();
   } catch (const CompilationAborted&) {
@@ -58,17 +60,20 @@ std::optional<Kernel> KernelElaboration::run() {
     try {
       statement(s);
     } catch (const CompilationAborted&) {
+      failed = true;
       for (const ast::Ident& t : s.targets) poisoned.insert(t.name);
     }
   }
   for (const ast::Param& output : def.outputs) {
     auto it = symbols.find(output.name.name);
     if (it != symbols.end() && it->second.kind == Symbol::Kind::Output && !it->second.defined &&
-        !poisoned.count(output.name.name))
+        !poisoned.count(output.name.name)) {
       diagnostics.error(output.name.loc, fmt::format("output '{}' is never defined in the body of '{}'",
                                                      output.name.name, def.name.name));
+      failed = true;
+    }
   }
-  if (diagnostics.errorCount() != errorsBefore) return std::nullopt;
+  if (failed) return std::nullopt;
   verifyKernel(kernel);
   return std::move(kernel);
 }

@@ -191,6 +191,7 @@ constexpr std::array<size_t, 17> kContinuations = {
     EmmyParser::LPAREN, EmmyParser::DOT};
 
 constexpr std::array<size_t, 3> kOpeningBrackets = {EmmyParser::LPAREN, EmmyParser::LBRACK, EmmyParser::LBRACE};
+constexpr std::array<size_t, 3> kClosingBrackets = {EmmyParser::RPAREN, EmmyParser::RBRACK, EmmyParser::RBRACE};
 
 bool isOneOf(size_t tokenType, std::span<const size_t> types) {
   return std::find(types.begin(), types.end(), tokenType) != types.end();
@@ -234,13 +235,16 @@ std::string describeExpected(const antlr4::misc::IntervalSet& expected, const Vo
   if (afterOperand) removeAll(kContinuations);
   if (rest.size() > 1) rest.erase(static_cast<ssize_t>(Token::EOF));
   if (rest.count(EmmyParser::NEWLINE)) rest.erase(EmmyParser::RBRACE);
+  std::vector<std::string> closers;  // listed last: "expected ',' or ')'"
   for (ssize_t type : rest) {
     if (type == static_cast<ssize_t>(Token::EOF)) parts.push_back("end of file");
     else if (type == EmmyParser::NEWLINE) parts.push_back("end of line");
     else if (type == EmmyParser::ID) parts.push_back("a name");
     else if (type == EmmyParser::INT) parts.push_back("an integer");
+    else if (isOneOf(type, kClosingBrackets)) closers.push_back(vocabulary.getLiteralName(type));
     else parts.push_back(vocabulary.getLiteralName(type));
   }
+  parts.insert(parts.end(), closers.begin(), closers.end());
   if (parts.empty() && afterOperand) parts.push_back("an operator");
   return parts.size() <= 4 ? joinAlternatives(parts) : "";
 }

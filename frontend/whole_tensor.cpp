@@ -313,8 +313,8 @@ std::optional<TensorValue> KernelElaboration::wholeTensorFunction(const ast::Cal
   Shape sourceShape = x.shape;
   return view(x, shape, c.loc, [shape, sourceShape](const std::vector<ExprPtr>& index) {
     // Row-major linear position in the new shape, then the coordinates it has in the old one.
-    ExprPtr linear = i64(0);
-    for (size_t k = 0; k < shape.size(); ++k)
+    ExprPtr linear = index[0];
+    for (size_t k = 1; k < shape.size(); ++k)
       linear = binary(BinaryOp::Add, binary(BinaryOp::Mul, linear, dimValue(shape[k])), index[k]);
     std::vector<ExprPtr> source(sourceShape.size());
     ExprPtr rest = linear;

@@ -9,4 +9,4 @@ rm -rf "$work_dir"
 mkdir -p "$work_dir/corpus" "$work_dir/artifacts"
 cp -R "$seed_dir/." "$work_dir/corpus/"
 exec "$fuzzer" "$work_dir/corpus" -dict="$dictionary" -max_total_time="$seconds" -timeout=10 \
-  -rss_limit_mb=2048 -artifact_prefix="$work_dir/artifacts/" -print_final_stats=1
+  -rss_limit_mb=2048 -artifact_prefix="$work_dir/artifacts/" -print_final_stats=1 -print_funcs=0

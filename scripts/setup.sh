@@ -2,6 +2,7 @@
 # Quick start, first command: installs the Debian packages that are missing, checks the CUDA toolkit,
 # builds build/ and compiles an example with the freshly built `emmy`. Safe to run again.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$EMMY_ROOT"
 

@@ -4,6 +4,7 @@
 # does not link LibTorch) and its tests, which include a 60-second fuzz run. A failing test run does not
 # stop the other one; the exit status is non-zero when anything failed.
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$EMMY_ROOT"
 

@@ -190,7 +190,8 @@ TEST_CASE("nn.attention and nn.causal_attention", "[oracle]") {
   const std::vector<Sizes> sizes = {{1, 1, 1, 1, 1}, {2, 3, 5, 7, 4}, {1, 2, 7, 3, 17}, {2, 1, 3, 1, 5}};
   for (DType dtype : kFloatTypes)
     for (const Sizes& size : sizes) {
-      INFO(dtypeName(dtype) << " B=" << size.b << " H=" << size.h << " S=" << size.s << " L=" << size.l << " E=" << size.e);
+      INFO(dtypeName(dtype) << " B=" << size.b << " H=" << size.h << " S=" << size.s << " L=" << size.l
+                            << " E=" << size.e);
       double scale = 1 / std::sqrt(static_cast<double>(size.e));
       at::Tensor q = randomTensor(dtype, {size.b, size.h, size.s, size.e}, 18);
       at::Tensor k = randomTensor(dtype, {size.b, size.h, size.l, size.e}, 19);
@@ -214,7 +215,8 @@ TEST_CASE("linalg.matmul, linalg.bmm and linalg.transpose", "[oracle]") {
       INFO(dtypeName(dtype) << " M=" << m << " K=" << k << " N=" << n);
       at::Tensor a = randomTensor(dtype, {m, k}, 23), b = randomTensor(dtype, {k, n}, 24);
       at::Tensor batchA = randomTensor(dtype, {3, m, k}, 25), batchB = randomTensor(dtype, {3, k, n}, 26);
-      expectKernelMatches(linalg, instance("matmul", dtype), {{"a", a}, {"b", b}}, {{"c", roundTo(at::mm(f32(a), f32(b)), dtype)}});
+      expectKernelMatches(linalg, instance("matmul", dtype), {{"a", a}, {"b", b}},
+                          {{"c", roundTo(at::mm(f32(a), f32(b)), dtype)}});
       expectKernelMatches(linalg, instance("bmm", dtype), {{"a", batchA}, {"b", batchB}},
                           {{"c", roundTo(at::bmm(f32(batchA), f32(batchB)), dtype)}});
       expectKernelMatches(linalg, instance("transpose", dtype), {{"x", a}}, {{"y", a.t()}});

@@ -14,6 +14,7 @@ namespace {
 const std::vector<int64_t> kLengths = {1, 3, 7, 17};
 const std::vector<std::vector<int64_t>> kMatrixShapes = {{1, 1}, {1, 7}, {3, 1}, {3, 5}, {7, 17}};
 constexpr DType kIntegerTypes[] = {DType::I8, DType::I32, DType::I64};
+constexpr DType kFloatTypesAndF64[] = {DType::F32, DType::F16, DType::BF16, DType::F64};
 
 // The type ATen computes a float function of `t` in: f32 for the narrower floats, as the spec says.
 at::Tensor widened(const at::Tensor& t) { return t.scalar_type() == at::kDouble ? t : f32(t); }
@@ -56,22 +57,59 @@ const std::vector<FunctionCase> kFloatFunctions = {
     {"clamp(x[i], -0.5, 1.5)", [](auto& x, auto&) { return x.clamp(-0.5, 1.5); }},
 };
 
-const std::string kFloatFunctionKernel = R"(
+TEST_CASE("every builtin function and operator on floats, elementwise in index form", "[oracle]") {
+  const std::string source = R"(
 kernel f<T: f16 | bf16 | f32 | f64>(x: T[N], y: T[N]) -> (z: T[N]) {
     z[i] = $EXPR
 }
 )";
-
-TEST_CASE("every builtin function and operator on floats, elementwise in index form", "[oracle]") {
   for (const FunctionCase& function : kFloatFunctions)
-    for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::F64})
+    for (DType dtype : kFloatTypesAndF64)
       for (int64_t n : kLengths) {
         INFO(function.expression << " on " << dtypeName(dtype) << "[" << n << "]");
         at::Tensor x = randomTensor(dtype, {n}, 1, function.range);
         at::Tensor y = randomTensor(dtype, {n}, 2, function.range);
-        expectKernelMatches(substitute(kFloatFunctionKernel, {{"$EXPR", function.expression}}), instance("f", dtype),
+        expectKernelMatches(substitute(source, {{"$EXPR", function.expression}}), instance("f", dtype),
                             {{"x", x}, {"y", y}}, {{"z", roundTo(function.torch(widened(x), widened(y)), dtype)}});
       }
+}
+
+TEST_CASE("every builtin function and operator on whole tensors, broadcasting y over the rows of x", "[oracle]") {
+  const std::string source = R"(
+kernel f<T: f16 | bf16 | f32 | f64>(x: T[M, N], y: T[N]) -> (z: T[M, N]) {
+    z = $EXPR
+}
+)";
+  for (const FunctionCase& function : kFloatFunctions)
+    for (DType dtype : kFloatTypesAndF64)
+      for (const auto& shape : kMatrixShapes) {
+        std::string expression = substitute(function.expression, {{"[i]", ""}});
+        INFO(expression << " on " << dtypeName(dtype) << shapeName(shape));
+        at::Tensor x = randomTensor(dtype, shape, 1, function.range);
+        at::Tensor y = randomTensor(dtype, {shape[1]}, 2, function.range);
+        expectKernelMatches(substitute(source, {{"$EXPR", expression}}), instance("f", dtype), {{"x", x}, {"y", y}},
+                            {{"z", roundTo(function.torch(widened(x), widened(y)).expand(shape), dtype)}});
+      }
+}
+
+TEST_CASE("infinities and NaN: log of 0 and of negatives, division by 0, max propagating NaN", "[oracle]") {
+  const std::string source = R"(
+kernel special<T: f16 | bf16 | f32>(x: T[N], y: T[N]) -> (l: T[N], q: T[N], m: T[N]) {
+    l[i] = log(x[i])
+    q[i] = x[i] / y[i]
+    m[i] = max(l[i], y[i])
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (int64_t n : kLengths) {
+      INFO(dtypeName(dtype) << "[" << n << "]");
+      // Small integers, zero included, as floats.
+      at::Tensor x = randomTensor(DType::I8, {n}, 24, Range::Divisor).to(torchType(dtype));
+      at::Tensor y = randomTensor(DType::I8, {n}, 25, Range::Divisor).to(torchType(dtype));
+      at::Tensor logarithm = roundTo(f32(x).log(), dtype);
+      expectKernelMatches(source, instance("special", dtype), {{"x", x}, {"y", y}},
+                          {{"l", logarithm}, {"q", x / y}, {"m", at::maximum(logarithm, y)}});
+    }
 }
 
 // Integer overflow in these stays inside i64, where ATen computes them; `.to` then wraps like Emmy.
@@ -129,7 +167,7 @@ kernel c(x: $FROM[N]) -> (y: $TO[N]) {
       for (int64_t n : kLengths) {
         INFO(dtypeName(from) << " to " << dtypeName(to) << ", length " << n);
         at::Tensor x = randomTensor(from, {n}, 7);
-        expectKernelMatches(substitute(source, {{"$FROM", std::string(dtypeName(from))}, {"$TO", std::string(dtypeName(to))}}),
+        expectKernelMatches(substitute(source, {{"$FROM", dtypeName(from)}, {"$TO", dtypeName(to)}}),
                             "c", {{"x", x}}, {{"y", x.to(torchType(to))}});
       }
 }
@@ -166,7 +204,7 @@ kernel cmp(x: $T[N], y: $T[N]) -> (b: bool[N]) {
         // Small integers (also as floats) make equal pairs common.
         at::Tensor x = randomTensor(DType::I8, {n}, 8, Range::Divisor).to(torchType(dtype));
         at::Tensor y = randomTensor(DType::I8, {n}, 9, Range::Divisor).to(torchType(dtype));
-        expectKernelMatches(substitute(source, {{"$T", std::string(dtypeName(dtype))}, {"$OP", op}}), "cmp",
+        expectKernelMatches(substitute(source, {{"$T", dtypeName(dtype)}, {"$OP", op}}), "cmp",
                             {{"x", x}, {"y", y}}, {{"b", torch(x, y)}});
       }
 }
@@ -185,7 +223,7 @@ kernel logic(x: $T[N], y: $T[N], p: bool[N], q: bool[N]) -> (z: $T[N], xor: bool
       at::Tensor y = randomTensor(DType::I8, {n}, 11, Range::Divisor).to(torchType(dtype));
       at::Tensor p = randomTensor(DType::Bool, {n}, 12), q = randomTensor(DType::Bool, {n}, 13);
       at::Tensor taken = ((x > 0) & ~(y > 1)) | (x == y);
-      expectKernelMatches(substitute(source, {{"$T", std::string(dtypeName(dtype))}}), "logic",
+      expectKernelMatches(substitute(source, {{"$T", dtypeName(dtype)}}), "logic",
                           {{"x", x}, {"y", y}, {"p", p}, {"q", q}},
                           {{"z", at::where(taken, x * 2, y)}, {"xor", p ^ q}});
     }
@@ -279,16 +317,17 @@ kernel p(a: $A[N], b: $B[N]) -> (sum: $C[N], product: $C[N]) {
 }
 )";
   for (DType typeA : kAllDTypes)
-    for (DType typeB : kAllDTypes) {
-      if (typeA == DType::Bool && typeB == DType::Bool) continue;  // see "bool in arithmetic is an integer"
-      at::Tensor a = randomTensor(typeA, {7}, 19), b = randomTensor(typeB, {7}, 20);
-      DType result = emmyType(at::result_type(a, b));
-      INFO(dtypeName(typeA) << " with " << dtypeName(typeB) << " gives " << dtypeName(result));
-      expectKernelMatches(substitute(source, {{"$A", std::string(dtypeName(typeA))},
-                                              {"$B", std::string(dtypeName(typeB))},
-                                              {"$C", std::string(dtypeName(result))}}),
-                          "p", {{"a", a}, {"b", b}}, {{"sum", a + b}, {"product", a * b}});
-    }
+    for (DType typeB : kAllDTypes)
+      for (int64_t n : kLengths) {
+        if (typeA == DType::Bool && typeB == DType::Bool) continue;  // see "bool in arithmetic is an integer"
+        at::Tensor a = randomTensor(typeA, {n}, 19), b = randomTensor(typeB, {n}, 20);
+        DType result = emmyType(at::result_type(a, b));
+        INFO(dtypeName(typeA) << " with " << dtypeName(typeB) << " gives " << dtypeName(result) << ", length " << n);
+        expectKernelMatches(substitute(source, {{"$A", dtypeName(typeA)},
+                                                {"$B", dtypeName(typeB)},
+                                                {"$C", dtypeName(result)}}),
+                            "p", {{"a", a}, {"b", b}}, {{"sum", a + b}, {"product", a * b}});
+      }
 }
 
 struct LiteralCase {
@@ -301,10 +340,10 @@ struct LiteralCase {
 
 TEST_CASE("a literal takes the other operand's type", "[oracle]") {
   const std::vector<LiteralCase> cases = {
-      {DType::F16, "x[i] * 0.1", DType::F32, [](auto& x) { return x * 0.1; }},
-      {DType::BF16, "x[i] * 0.1 + 1", DType::F32, [](auto& x) { return x * 0.1 + 1; }},
-      {DType::F16, "x[i] / 3", DType::F32, [](auto& x) { return x / 3; }},
-      {DType::F16, "x[i] * (0.1 + 0.2)", DType::F32, [](auto& x) { return x * (0.1 + 0.2); }},
+      {DType::F16, "x[i] * 100.1", DType::F32, [](auto& x) { return x * 100.1; }},
+      {DType::BF16, "x[i] * 10.1 + 1", DType::F32, [](auto& x) { return x * 10.1 + 1; }},
+      {DType::F16, "(x[i] + 1000) / 3", DType::F32, [](auto& x) { return (x + 1000) / 3; }},
+      {DType::F16, "x[i] * (10.1 + 0.2)", DType::F32, [](auto& x) { return x * (10.1 + 0.2); }},
       {DType::F64, "x[i] * 0.1", DType::F64, [](auto& x) { return x * 0.1; }},
       {DType::I32, "x[i] * 0.5", DType::F64, [](auto& x) { return x * 0.5; }},
       {DType::I32, "x[i] + 1", DType::I64, [](auto& x) { return x + 1; }},
@@ -321,8 +360,8 @@ kernel l(x: $IN[N]) -> (y: $OUT[N]) {
     for (int64_t n : kLengths) {
       INFO(literal.expression << " on " << dtypeName(literal.input) << "[" << n << "]");
       at::Tensor x = randomTensor(literal.input, {n}, 21, literal.range);
-      expectKernelMatches(substitute(source, {{"$IN", std::string(dtypeName(literal.input))},
-                                              {"$OUT", std::string(dtypeName(literal.output))},
+      expectKernelMatches(substitute(source, {{"$IN", dtypeName(literal.input)},
+                                              {"$OUT", dtypeName(literal.output)},
                                               {"$EXPR", literal.expression}}),
                           "l", {{"x", x}}, {{"y", literal.torch(x).to(torchType(literal.output))}});
     }
@@ -360,7 +399,8 @@ kernel sz<T: f16 | bf16 | f32>(x: T[M, N]) -> (y: T[M, N], flat: i64[M, N]) {
       at::Tensor x = randomTensor(dtype, shape, 23);
       at::Tensor column = at::arange(columns, x.options());
       expectKernelMatches(source, instance("sz", dtype), {{"x", x}},
-                          {{"y", x / columns + column - rows}, {"flat", at::arange(rows * columns, at::kLong).reshape(shape)}});
+                          {{"y", x / columns + column - rows},
+                           {"flat", at::arange(rows * columns, at::kLong).reshape(shape)}});
     }
 }
 

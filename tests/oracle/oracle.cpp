@@ -55,7 +55,7 @@ namespace {
 
 std::pair<int64_t, int64_t> integerBounds(DType dtype, Range range) {
   switch (range) {
-    case Range::Signed: return dtype == DType::I8 ? std::pair<int64_t, int64_t>{-50, 50} : std::pair<int64_t, int64_t>{-100, 100};
+    case Range::Signed: return {dtype == DType::I8 ? -50 : -100, dtype == DType::I8 ? 50 : 100};
     case Range::Positive: return {1, 100};
     case Range::NearOne: return {-2, 2};
     case Range::Divisor: return {-5, 5};
@@ -93,8 +93,8 @@ at::Tensor randomTensor(DType dtype, std::vector<int64_t> shape, uint64_t seed, 
   return at::tensor(values, at::kLong).reshape(shape).to(torchType(dtype));
 }
 
-at::Tensor roundTo(const at::Tensor& tensor, DType dtype) { return tensor.to(torchType(dtype)); }
 at::Tensor f32(const at::Tensor& tensor) { return tensor.to(at::kFloat); }
+at::Tensor roundTo(const at::Tensor& tensor, DType dtype) { return tensor.to(torchType(dtype)); }
 
 std::string sourceFile(const std::string& relativePath) {
   std::string path = std::string(EMMY_SOURCE_DIR) + "/" + relativePath;
@@ -112,7 +112,8 @@ std::map<std::string, Buffer> runEmmy(const std::string& source, const std::stri
   const ast::Module* module = frontend.loadText("test.emmy", source, EMMY_SOURCE_DIR "/tests");
   std::vector<tensor::Kernel> kernels;
   if (module) kernels = frontend.elaborateSelected(*module, selector, true);
-  if (diagnostics.hasErrors()) FAIL("kernel " << selector << " does not compile:\n" << diagnostics.render() << "source:\n" << source);
+  if (diagnostics.hasErrors())
+    FAIL("kernel " << selector << " does not compile:\n" << diagnostics.render() << "source:\n" << source);
   REQUIRE(kernels.size() == 1);
 
   tensor::EvaluationInputs evaluationInputs;
@@ -143,11 +144,13 @@ std::vector<int64_t> unflatten(int64_t flat, const std::vector<int64_t>& shape) 
   return index;
 }
 
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
 // How far `actual` is from `expected`, in units of the tolerance: at most 1 is a match.
 double excess(double actual, double expected, double tol) {
   if (actual == expected || (std::isnan(actual) && std::isnan(expected))) return 0;
   double difference = std::fabs(actual - expected);
-  if (std::isnan(difference)) return std::numeric_limits<double>::infinity();
+  if (std::isnan(difference)) return kInfinity;
   return difference / (tol + tol * std::fabs(expected));
 }
 
@@ -157,7 +160,8 @@ std::string mismatch(const Buffer& actual, const at::Tensor& expected) {
   if (actual.dtype() != expectedType)
     return fmt::format("Emmy gives {} but torch {}", dtypeName(actual.dtype()), dtypeName(expectedType));
   std::vector<int64_t> shape = expected.sizes().vec();
-  if (actual.shape() != shape) return fmt::format("Emmy gives shape {} but torch {}", shapeName(actual.shape()), shapeName(shape));
+  if (actual.shape() != shape)
+    return fmt::format("Emmy gives shape {} but torch {}", shapeName(actual.shape()), shapeName(shape));
 
   bool floating = isFloat(expectedType);
   at::Tensor actualValues = toTorch(actual).to(floating ? at::kDouble : at::kLong).contiguous();
@@ -165,9 +169,12 @@ std::string mismatch(const Buffer& actual, const at::Tensor& expected) {
   double tol = tolerance(expectedType);
   int64_t bad = 0, worst = -1;
   double worstExcess = 0;
+  auto elementExcess = [&](int64_t k) {
+    if (floating) return excess(actualValues.data_ptr<double>()[k], expectedValues.data_ptr<double>()[k], tol);
+    return actualValues.data_ptr<int64_t>()[k] == expectedValues.data_ptr<int64_t>()[k] ? 0 : kInfinity;
+  };
   for (int64_t k = 0; k < actualValues.numel(); ++k) {
-    double e = floating ? excess(actualValues.data_ptr<double>()[k], expectedValues.data_ptr<double>()[k], tol)
-                        : (actualValues.data_ptr<int64_t>()[k] == expectedValues.data_ptr<int64_t>()[k] ? 0 : 2);
+    double e = elementExcess(k);
     if (e <= 1) continue;
     ++bad;
     if (e > worstExcess) worst = k, worstExcess = e;
@@ -206,7 +213,7 @@ std::string shapeName(const std::vector<int64_t>& shape) { return fmt::format("[
 
 std::string instance(const std::string& kernel, DType dtype) { return fmt::format("{}<{}>", kernel, dtypeName(dtype)); }
 
-std::string substitute(std::string text, std::initializer_list<std::pair<std::string_view, std::string>> values) {
+std::string substitute(std::string text, std::initializer_list<std::pair<std::string_view, std::string_view>> values) {
   for (const auto& [placeholder, value] : values) {
     for (size_t at = text.find(placeholder); at != std::string::npos; at = text.find(placeholder, at + value.size()))
       text.replace(at, placeholder.size(), value);

@@ -34,18 +34,20 @@ enum class Range {
 };
 at::Tensor randomTensor(DType dtype, std::vector<int64_t> shape, uint64_t seed, Range range = Range::Signed);
 
-// `tensor` computed in f32 and rounded once to `dtype`: the meaning the spec gives f16 and bf16 functions,
-// and how these tests compute what ATen's CPU kernels do not offer for f16.
-at::Tensor roundTo(const at::Tensor& tensor, DType dtype);
+// The tests compute an f16 or bf16 function (or reduction) in f32 and round the result once, which is the
+// meaning the spec gives it, and which ATen's CPU kernels, lacking most f16 functions, cannot do alone:
+// roundTo(at::softmax(f32(x), -1), dtype).
 at::Tensor f32(const at::Tensor& tensor);
+at::Tensor roundTo(const at::Tensor& tensor, DType dtype);
 
 // ---------------------------------------------------------------------------------------------------
 // Kernel text.
 
 // The text of a file of the project, e.g. "stdlib/nn.emmy" or "examples/softmax.emmy".
 std::string sourceFile(const std::string& relativePath);
-// `text` with every placeholder (spelled with a `$`, which .emmy never uses) replaced by its value.
-std::string substitute(std::string text, std::initializer_list<std::pair<std::string_view, std::string>> values);
+// `text` with every occurrence of each key replaced by its value. The tests' kernel templates spell their
+// placeholders with a `$`, which .emmy never uses.
+std::string substitute(std::string text, std::initializer_list<std::pair<std::string_view, std::string_view>> values);
 
 // ---------------------------------------------------------------------------------------------------
 // Running Emmy.
@@ -70,7 +72,7 @@ void expectClose(const std::string& name, const Buffer& actual, const at::Tensor
 void expectKernelMatches(const std::string& source, const std::string& selector, const TensorMap& inputs,
                          const TensorMap& expected, const ScalarMap& scalars = {});
 
-// "[3, 17]": for the sections of a test that loops over shapes.
+// "[3, 17]", for messages.
 std::string shapeName(const std::vector<int64_t>& shape);
 
 // The dtypes a generic kernel `<T: f16 | bf16 | f32>` is instantiated with, and its selector.

@@ -13,8 +13,6 @@ using Dims = std::vector<int64_t>;  // spelled out where ATen would also accept 
 
 const std::vector<std::vector<int64_t>> kCubeShapes = {{1, 1, 1}, {2, 1, 7}, {3, 5, 1}, {3, 7, 5}};
 
-std::string withType(const std::string& source, DType dtype) { return substitute(source, {{"$T", std::string(dtypeName(dtype))}}); }
-
 // A float function ATen's CPU kernels lack for f16: computed in f32 and rounded once, as Emmy does.
 at::Tensor inF32(const at::Tensor& x, const std::function<at::Tensor(const at::Tensor&)>& function) {
   return roundTo(function(f32(x)), emmyType(x.scalar_type()));
@@ -41,9 +39,10 @@ kernel b(x: $T$X, y: $T$Y) -> (z: $T$Z, w: $T$Z) {
   };
   for (const BinaryShapes& shapes : cases)
     for (DType dtype : kFloatTypes) {
-      INFO(dtypeName(dtype) << shapeName(shapes.leftShape) << " with " << dtypeName(dtype) << shapeName(shapes.rightShape));
+      INFO(dtypeName(dtype) << shapeName(shapes.leftShape) << " with " << shapeName(shapes.rightShape));
       at::Tensor x = randomTensor(dtype, shapes.leftShape, 1), y = randomTensor(dtype, shapes.rightShape, 2);
-      std::string kernel = substitute(withType(source, dtype), {{"$X", shapes.left}, {"$Y", shapes.right}, {"$Z", shapes.result}});
+      std::string kernel = substitute(source, {{"$T", dtypeName(dtype)}, {"$X", shapes.left}, {"$Y", shapes.right},
+                                               {"$Z", shapes.result}});
       at::Tensor exponential = inF32(x, [](const at::Tensor& t) { return t.exp(); });
       expectKernelMatches(kernel, "b", {{"x", x}, {"y", y}},
                           {{"z", x * y - x}, {"w", at::where(x > y, exponential, y + 0.5)}});
@@ -71,7 +70,8 @@ kernel mm(a: $T$A, b: $T$B) -> (c: $T$C) {
     for (DType dtype : kFloatTypes) {
       INFO(dtypeName(dtype) << shapeName(shapes.leftShape) << " @ " << shapeName(shapes.rightShape));
       at::Tensor a = randomTensor(dtype, shapes.leftShape, 3), b = randomTensor(dtype, shapes.rightShape, 4);
-      std::string kernel = substitute(withType(source, dtype), {{"$A", shapes.left}, {"$B", shapes.right}, {"$C", shapes.result}});
+      std::string kernel = substitute(source, {{"$T", dtypeName(dtype)}, {"$A", shapes.left}, {"$B", shapes.right},
+                                               {"$C", shapes.result}});
       expectKernelMatches(kernel, "mm", {{"a", a}, {"b", b}}, {{"c", roundTo(at::matmul(f32(a), f32(b)), dtype)}});
     }
 }
@@ -106,22 +106,22 @@ kernel r(x: $T[A, B, C]) -> (y: $T$SHAPE) {
       for (const auto& shape : kCubeShapes) {
         INFO(reduction.call << " of " << dtypeName(dtype) << shapeName(shape));
         at::Tensor x = randomTensor(dtype, shape, 5, reduction.range);
-        expectKernelMatches(substitute(withType(source, dtype), {{"$SHAPE", reduction.shape}, {"$CALL", reduction.call}}),
-                            "r", {{"x", x}}, {{"y", roundTo(reduction.torch(f32(x), x), dtype)}});
+        std::string kernel =
+            substitute(source, {{"$T", dtypeName(dtype)}, {"$SHAPE", reduction.shape}, {"$CALL", reduction.call}});
+        expectKernelMatches(kernel, "r", {{"x", x}}, {{"y", roundTo(reduction.torch(f32(x), x), dtype)}});
       }
 }
 
 TEST_CASE("views: transpose, permute, reshape, broadcast_to, unsqueeze, squeeze", "[oracle]") {
-  auto size = [](const at::Tensor& t, int64_t d) { return t.size(d); };
   const std::vector<WholeTensorCase> cases = {
       {"transpose(x, 0, 1)", "[B, A, C]", [](auto& x, auto&) { return x.transpose(0, 1); }},
       {"transpose(x, -1, 0)", "[C, B, A]", [](auto& x, auto&) { return x.transpose(-1, 0); }},
       {"permute(x, [2, 0, 1])", "[C, A, B]", [](auto& x, auto&) { return x.permute({2, 0, 1}); }},
       {"permute(x, [-2, -1, -3])", "[B, C, A]", [](auto& x, auto&) { return x.permute({1, 2, 0}); }},
       {"reshape(x, [B, -1, C])", "[B, A, C]",
-       [size](auto& x, auto&) { return x.reshape({size(x, 1), size(x, 0), size(x, 2)}); }},
+       [](auto& x, auto&) { return x.reshape({x.size(1), x.size(0), x.size(2)}); }},
       {"reshape(reshape(x, [-1]), [C, B, A])", "[C, B, A]",
-       [size](auto& x, auto&) { return x.reshape({size(x, 2), size(x, 1), size(x, 0)}); }},
+       [](auto& x, auto&) { return x.reshape({x.size(2), x.size(1), x.size(0)}); }},
       {"reshape(x, [A, B, C])", "[A, B, C]", [](auto& x, auto&) { return x; }},
       {"unsqueeze(x, 0)", "[1, A, B, C]", [](auto& x, auto&) { return x.unsqueeze(0); }},
       {"unsqueeze(x, 2)", "[A, B, 1, C]", [](auto& x, auto&) { return x.unsqueeze(2); }},
@@ -130,7 +130,7 @@ TEST_CASE("views: transpose, permute, reshape, broadcast_to, unsqueeze, squeeze"
       {"squeeze(s, -2)", "[A, C]", [](auto&, auto& s) { return s.squeeze(-2); }},
       {"broadcast_to(x, [2, A, B, C])", "[2, A, B, C]", [](auto& x, auto&) { return x.expand({2, -1, -1, -1}); }},
       {"broadcast_to(s, [A, B, C])", "[A, B, C]",
-       [size](auto& x, auto& s) { return s.expand({-1, size(x, 1), -1}); }},
+       [](auto& x, auto& s) { return s.expand({-1, x.size(1), -1}); }},
       {"x @ unsqueeze(squeeze(s, 1), -1)", "[A, B, 1]",
        [](auto& x, auto& s) { return at::matmul(f32(x), f32(s.squeeze(1).unsqueeze(-1))); }},
   };
@@ -144,8 +144,9 @@ kernel v(x: $T[A, B, C], s: $T[A, 1, C]) -> (y: $T$SHAPE) {
       for (const auto& shape : kCubeShapes) {
         INFO(view.call << " of " << dtypeName(dtype) << shapeName(shape));
         at::Tensor x = randomTensor(dtype, shape, 6), s = randomTensor(dtype, {shape[0], 1, shape[2]}, 7);
-        expectKernelMatches(substitute(withType(source, dtype), {{"$SHAPE", view.shape}, {"$CALL", view.call}}), "v",
-                            {{"x", x}, {"s", s}}, {{"y", roundTo(view.torch(x, s), dtype)}});
+        std::string kernel =
+            substitute(source, {{"$T", dtypeName(dtype)}, {"$SHAPE", view.shape}, {"$CALL", view.call}});
+        expectKernelMatches(kernel, "v", {{"x", x}, {"s", s}}, {{"y", roundTo(view.torch(x, s), dtype)}});
       }
 }
 
@@ -161,7 +162,8 @@ kernel s(x: $T[A, B, C]) -> (p: $T[A, B, C], logp: $T[A, B, C]) {
       for (const auto& shape : kCubeShapes) {
         INFO("axis " << axis << " of " << dtypeName(dtype) << shapeName(shape));
         at::Tensor x = randomTensor(dtype, shape, 8);
-        expectKernelMatches(substitute(withType(source, dtype), {{"$AXIS", std::to_string(axis)}}), "s", {{"x", x}},
+        std::string kernel = substitute(source, {{"$T", dtypeName(dtype)}, {"$AXIS", std::to_string(axis)}});
+        expectKernelMatches(kernel, "s", {{"x", x}},
                             {{"p", roundTo(at::softmax(f32(x), axis), dtype)},
                              {"logp", roundTo(at::log_softmax(f32(x), axis), dtype)}});
       }
@@ -184,7 +186,7 @@ kernel e(x: $T[A, B, C], y: $T[C]) -> (a: $T[A, B, C], b: $T[A, B, C], c: $T[A, 
       INFO(dtypeName(dtype) << shapeName(shape));
       at::Tensor x = randomTensor(dtype, shape, 9), y = randomTensor(dtype, {shape[2]}, 10);
       at::Tensor one = at::ones_like(x), half = at::full_like(x, 0.5);
-      expectKernelMatches(withType(source, dtype), "e", {{"x", x}, {"y", y}},
+      expectKernelMatches(substitute(source, {{"$T", dtypeName(dtype)}}), "e", {{"x", x}, {"y", y}},
                           {{"a", inF32(x, [](const at::Tensor& t) { return t.exp(); }) * 2},
                            {"b", at::where(x > 0, x, half)},
                            {"c", at::maximum(x, y) + at::minimum(x, one)},
