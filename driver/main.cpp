@@ -1,5 +1,6 @@
 // The `emmy` command line. Exit codes: 0 success, 1 user errors (diagnostics), 2 usage errors,
-// 70 internal errors (bugs). It links no LibTorch so that it starts in milliseconds.
+// 70 internal errors (bugs). It links no LibTorch and loads NVRTC only when asked to compile, so that
+// it starts in milliseconds.
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -10,8 +11,14 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "backend/nvrtc.h"
+#include "driver/check.h"
+#include "driver/pipeline.h"
 #include "frontend/frontend.h"
+#include "ir/kernel/printer.h"
+#include "ir/loop/printer.h"
 #include "ir/tensor/printer.h"
+#include "ir/tile/printer.h"
 #include "support/diagnostics.h"
 
 namespace {
@@ -26,52 +33,108 @@ constexpr int kInternalError = 70;
 struct BuildOptions {
   std::string file;
   std::string outputDir;
-  std::string emit;
+  std::string emit = "cuda";
   std::string kernel;
+  std::string dumpAfter;
+  std::string arch = "sm_90";
+  bool stats = false;
 };
 
-// The levels `--emit` names (spec section 6); this version produces `tensor`.
-const std::vector<std::string> kEmitLevels = {"tensor", "loop", "tile", "kernel", "cuda", "ptx", "cubin", "schedule"};
+// The levels `--emit` names (spec section 6). `schedule` arrives with the schedule language.
+const std::vector<std::string> kEmitLevels = {"tensor", "loop", "tile", "kernel", "cuda", "ptx", "cubin"};
 
 int reportDiagnostics(const Diagnostics& diagnostics) {
   std::fputs(diagnostics.render().c_str(), stderr);
   return kUserError;
 }
 
-// Writes `text` to DIR/NAME, or to standard output without -o.
-int emitText(const BuildOptions& options, const std::string& fileName, const std::string& text) {
-  if (options.outputDir.empty()) {
-    std::fputs(text.c_str(), stdout);
-    return 0;
-  }
-  std::error_code ec;
-  fs::create_directories(options.outputDir, ec);
-  fs::path path = fs::path(options.outputDir) / fileName;
+void writeFile(const fs::path& path, const std::string& bytes) {
+  std::error_code ignored;
+  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ignored);
   std::ofstream out(path, std::ios::binary);
-  out << text;
+  out << bytes;
   if (!out) throw UsageError(fmt::format("cannot write {}", path.string()));
-  return 0;
+}
+
+Level levelOf(const std::string& emit) {
+  if (emit == "tensor") return Level::Tensor;
+  if (emit == "loop") return Level::Loop;
+  if (emit == "tile") return Level::Tile;
+  return Level::Kernel;
+}
+
+std::string printLevel(const Lowered& lowered, const std::string& emit) {
+  if (emit == "tensor") return tensor::printKernel(lowered.tensor);
+  if (emit == "loop") return loop::printProgram(lowered.loop);
+  if (emit == "tile") return tile::printProgram(lowered.tile);
+  return kernel::printProgram(lowered.kernel);
+}
+
+// The kernels of FILE that --kernel selects, elaborated; nullopt after printing diagnostics.
+std::optional<std::vector<tensor::Kernel>> elaborate(const std::string& file, const std::string& selector,
+                                                     bool requireTypes, Diagnostics& diagnostics) {
+  if (fs::path(file).extension() == ".pt")
+    throw UsageError("importing TorchScript models is not available in this version yet");
+  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
+  const ast::Module* module = frontend.loadFile(file);
+  if (!module) return std::nullopt;
+  std::vector<tensor::Kernel> kernels = selector.empty() ? frontend.elaborateAll(*module)
+                                                         : frontend.elaborateSelected(*module, selector, requireTypes);
+  if (diagnostics.hasErrors()) return std::nullopt;
+  return kernels;
 }
 
 int build(const BuildOptions& options) {
-  if (fs::path(options.file).extension() == ".pt")
-    throw UsageError("importing TorchScript models is not available in this version yet");
-  std::string emit = options.emit.empty() ? "cuda" : options.emit;
-  if (emit != "tensor")
-    throw UsageError(fmt::format("--emit {} is not available in this version yet: lowering below Tensor IR comes "
-                                 "next; use --emit tensor",
-                                 emit));
+  validateCudaArch(options.arch);
   Diagnostics diagnostics;
-  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
-  const ast::Module* module = frontend.loadFile(options.file);
-  if (!module) return reportDiagnostics(diagnostics);
-  std::vector<tensor::Kernel> kernels = options.kernel.empty()
-                                            ? frontend.elaborateAll(*module)
-                                            : frontend.elaborateSelected(*module, options.kernel, false);
-  if (diagnostics.hasErrors()) return reportDiagnostics(diagnostics);
-  std::string text;
-  for (const tensor::Kernel& kernel : kernels) text += (text.empty() ? "" : "\n") + tensor::printKernel(kernel);
-  return emitText(options, fs::path(options.file).stem().string() + ".tensor", text);
+  std::optional<std::vector<tensor::Kernel>> kernels = elaborate(options.file, options.kernel, false, diagnostics);
+  if (!kernels) return reportDiagnostics(diagnostics);
+
+  PipelineOptions pipeline;
+  pipeline.stopAfter = levelOf(options.emit);
+  pipeline.dumpAfter = options.dumpAfter;
+  pipeline.dump = &std::cerr;
+  std::vector<Lowered> lowered;
+  for (const tensor::Kernel& kernel : *kernels) lowered.push_back(lower(kernel, pipeline));
+
+  std::string baseName = fs::path(options.file).stem().string();
+  fs::path directory = options.outputDir.empty() ? fs::path(".") : fs::path(options.outputDir);
+  if (options.emit == "tensor" || options.emit == "loop" || options.emit == "tile" || options.emit == "kernel") {
+    std::string text;
+    for (const Lowered& instance : lowered) text += (text.empty() ? "" : "\n") + printLevel(instance, options.emit);
+    if (options.outputDir.empty())
+      std::fputs(text.c_str(), stdout);
+    else
+      writeFile(directory / (baseName + "." + options.emit), text);
+    return 0;
+  }
+
+  cuda::GeneratedCuda files = emitCudaFiles(lowered, options.file);
+  bool compile = options.emit == "ptx" || options.emit == "cubin" || options.stats;
+  CudaCompileResult compiled;
+  if (compile) {
+    compiled = compileCuda(files.source, files.baseName + ".cu", options.arch, options.emit == "cubin" || options.stats);
+    if (!compiled.ok)
+      throw InternalError(fmt::format("the generated CUDA for {} does not compile:\n{}", options.file, compiled.log));
+  }
+  // Everything succeeded: only now is anything written.
+  if (options.emit == "cuda") {
+    writeFile(directory / (files.baseName + ".cu"), files.source);
+    writeFile(directory / (files.baseName + ".h"), files.header);
+  } else if (options.emit == "ptx") {
+    writeFile(directory / (files.baseName + ".ptx"), compiled.ptx);
+  } else if (options.emit == "cubin") {
+    writeFile(directory / (files.baseName + ".cubin"), std::string(compiled.cubin.begin(), compiled.cubin.end()));
+  }
+  if (options.stats) std::fputs(formatResourceUsage(resourceUsage(compiled)).c_str(), stdout);
+  return 0;
+}
+
+int check(const CheckOptions& options) {
+  return runCheck(options, [&](const tensor::Kernel& kernel) {
+    cuda::GeneratedCuda files = emitCudaFiles({lower(kernel, PipelineOptions{})}, options.file);
+    return sim::CudaSource{files.baseName, files.source, files.header};
+  });
 }
 
 }  // namespace
@@ -82,12 +145,30 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", "emmy 0.1");
 
   BuildOptions buildOptions;
-  CLI::App* buildCommand = app.add_subcommand("build", "compile a .emmy file");
+  CLI::App* buildCommand = app.add_subcommand("build", "compile a .emmy file to CUDA (NAME.cu and NAME.h)");
   buildCommand->add_option("FILE", buildOptions.file, "the .emmy file")->required();
-  buildCommand->add_option("-o", buildOptions.outputDir, "output folder (default: print to standard output)");
-  buildCommand->add_option("--emit", buildOptions.emit, "what to produce")
+  buildCommand->add_option("-o", buildOptions.outputDir,
+                           "output folder (default: the current one; IR levels print to standard output)");
+  buildCommand->add_option("--emit", buildOptions.emit, "what to produce (default: cuda)")
       ->check(CLI::IsMember(kEmitLevels));
   buildCommand->add_option("--kernel", buildOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
+  buildCommand->add_option("--arch", buildOptions.arch, "the CUDA target of --emit ptx|cubin and --stats (default sm_90)");
+  buildCommand->add_flag("--stats", buildOptions.stats, "print ptxas resource usage per CUDA kernel");
+  std::vector<std::string> dumpChoices = passNames();
+  dumpChoices.push_back("all");
+  buildCommand->add_option("--dump-after", buildOptions.dumpAfter, "print the IR to stderr after a pass (or all)")
+      ->check(CLI::IsMember(dumpChoices));
+
+  CheckOptions checkOptions;
+  CLI::App* checkCommand =
+      app.add_subcommand("check", "run the generated code on the CPU and compare it with the reference meaning");
+  checkCommand->add_option("FILE", checkOptions.file, "the .emmy file")->required();
+  checkCommand->add_option("--kernel", checkOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
+  checkCommand->add_option("--size", checkOptions.sizes, "a size, as N=64 (repeatable)");
+  checkCommand->add_option("--inputs", checkOptions.inputsDir, "read inputs from DIR/NAME.npy");
+  checkCommand->add_option("--save", checkOptions.saveDir, "write every output to DIR/NAME.npy");
+  checkCommand->add_option("--seed", checkOptions.seed, "seed of the random inputs (default 0)");
+  checkCommand->add_flag("--verbose", checkOptions.verbose, "print the host compiler's command and the time taken");
 
   try {
     app.parse(argc, argv);
@@ -97,9 +178,13 @@ int main(int argc, char** argv) {
   }
   try {
     if (*buildCommand) return build(buildOptions);
+    if (*checkCommand) return check(checkOptions);
   } catch (const UsageError& e) {
     fmt::print(stderr, "emmy: error: {}\n", e.what());
     return kUsageError;
+  } catch (const CudaUnavailable& e) {
+    fmt::print(stderr, "emmy: error: {}\n", e.what());
+    return kUserError;
   } catch (const InternalError& e) {
     fmt::print(stderr, "emmy: {}\n", e.what());
     return kInternalError;

@@ -48,25 +48,4 @@ TensorValue TensorValue::ofTensor(const std::string& tensor, DType dtype, Shape 
   return v;
 }
 
-ExprPtr castTo(ExprPtr expr, DType dtype) {
-  if (expr->dtype == dtype) return expr;
-  return std::make_shared<Cast>(dtype, std::move(expr));
-}
-
-ExprPtr immediate(DType dtype, double value) {
-  if (dtype == DType::Bool) return std::make_shared<BoolImm>(value != 0);
-  if (isFloat(dtype)) return std::make_shared<FloatImm>(dtype, value);
-  return std::make_shared<IntImm>(dtype, Value::ofFloat(dtype, value).i);
-}
-
-ExprPtr dimValue(const Dim& dim) {
-  ExprPtr product;
-  if (dim.factor != 1 || dim.sizes.empty()) product = std::make_shared<IntImm>(DType::I64, dim.factor);
-  for (const std::string& size : dim.sizes) {
-    ExprPtr factor = std::make_shared<SizeVar>(size);
-    product = product ? std::make_shared<Binary>(DType::I64, BinaryOp::Mul, product, factor) : factor;
-  }
-  return product;
-}
-
 }  // namespace emmy

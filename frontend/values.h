@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/tensor/build.h"
 #include "ir/tensor/nodes.h"
 #include "support/source.h"
 
@@ -62,12 +63,5 @@ struct TensorValue {
   // Every element of `tensor` (an input or a stage) with shape `shape`.
   static TensorValue ofTensor(const std::string& tensor, DType dtype, tensor::Shape shape, SourceLoc loc);
 };
-
-// Builds `expr` converted to `dtype`; no node when it already has that type.
-tensor::ExprPtr castTo(tensor::ExprPtr expr, DType dtype);
-// An immediate of `dtype` holding `value` (bool: non-zero; integers: truncated).
-tensor::ExprPtr immediate(DType dtype, double value);
-// The product of a Dim's factor and size names, as an i64 expression.
-tensor::ExprPtr dimValue(const tensor::Dim& dim);
 
 }  // namespace emmy

@@ -9,5 +9,7 @@ cd "$EMMY_ROOT"
 prepare_main_build
 
 log "Compiling examples/softmax.emmy"
-# The main job. When the lowering to CUDA arrives, this line becomes `... -o build/out` (CUDA output).
-build/bin/emmy build examples/softmax.emmy --emit tensor
+# The main job: CUDA for the softmax example (build/out/softmax.cu and softmax.h), then its check on the CPU.
+build/bin/emmy build examples/softmax.emmy -o build/out
+echo "wrote build/out/softmax.cu and build/out/softmax.h"
+build/bin/emmy check examples/softmax.emmy --size N=37 --size D=1000

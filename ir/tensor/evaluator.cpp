@@ -231,7 +231,9 @@ Buffer evaluateStage(const Stage& stage, const EvaluationState& state) {
   return result;
 }
 
-std::map<std::string, Value> scalarValues(const Kernel& kernel, const std::map<std::string, Value>& given) {
+}  // namespace
+
+std::map<std::string, Value> bindScalars(const Kernel& kernel, const std::map<std::string, Value>& given) {
   std::vector<std::string> names;
   for (const ScalarParamDecl& scalar : kernel.scalars) names.push_back(scalar.name);
   for (const auto& [name, value] : given)
@@ -255,8 +257,6 @@ std::map<std::string, Value> scalarValues(const Kernel& kernel, const std::map<s
   }
   return values;
 }
-
-}  // namespace
 
 int64_t evaluateDim(const Dim& dim, const std::map<std::string, int64_t>& sizes) {
   int64_t value = dim.factor;
@@ -330,7 +330,7 @@ std::map<std::string, int64_t> bindSizes(const Kernel& kernel, const std::map<st
 
 std::map<std::string, Buffer> evaluate(const Kernel& kernel, const EvaluationInputs& inputs) {
   verifyKernel(kernel);
-  EvaluationState state{bindSizes(kernel, inputs.tensors, inputs.sizes), scalarValues(kernel, inputs.scalars), {}};
+  EvaluationState state{bindSizes(kernel, inputs.tensors, inputs.sizes), bindScalars(kernel, inputs.scalars), {}};
   for (const auto& [name, buffer] : inputs.tensors)
     state.tensors[name] = TensorRef{&buffer, rowMajorStrides(buffer.shape())};
 

@@ -1,0 +1,423 @@
+// Kernel IR -> CUDA text: NAME.cu (kernels, host functions) and NAME.h (their declarations), in the
+// shape /backend/ARCHITECTURE.md describes. Printing only: every decision was made in the IR levels.
+//
+// Arithmetic follows the language: f16 and bf16 values are computed in float and rounded after each
+// operation (as the reference evaluator does); integer division and remainder by zero give 0; float
+// min and max propagate NaN; float-to-integer conversion truncates, saturates and maps NaN to 0.
+#include "backend/cuda/emit_cuda.h"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "ir/tensor/build.h"
+#include "ir/tensor/printer.h"
+#include "support/diagnostics.h"
+
+namespace emmy::cuda {
+
+using namespace tensor;
+
+namespace {
+
+const char* typeName(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return "bool";
+    case DType::I8: return "int8_t";
+    case DType::I32: return "int32_t";
+    case DType::I64: return "int64_t";
+    case DType::F16: return "__half";
+    case DType::BF16: return "__nv_bfloat16";
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+  }
+  return "?";
+}
+
+bool isHalf(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
+
+// f16/bf16 values are computed in float: the text of `text` (of type `dtype`) as a float, and back.
+std::string widen(DType dtype, const std::string& text) { return isHalf(dtype) ? "emmy_f32(" + text + ")" : text; }
+std::string narrow(DType dtype, const std::string& text) {
+  if (dtype == DType::F16) return "emmy_f16(" + text + ")";
+  if (dtype == DType::BF16) return "emmy_bf16(" + text + ")";
+  return text;
+}
+
+// The type arithmetic on `dtype` runs in.
+DType computeType(DType dtype) { return isHalf(dtype) ? DType::F32 : dtype; }
+
+std::string floatLiteral(DType dtype, double value) {
+  bool single = dtype != DType::F64;
+  if (std::isnan(value)) return single ? "NAN" : "(double)NAN";
+  if (std::isinf(value)) return std::string(value < 0 ? "-" : "") + (single ? "INFINITY" : "(double)INFINITY");
+  std::string text = single ? fmt::format("{}", static_cast<float>(value)) : fmt::format("{}", value);
+  if (text.find_first_of(".e") == std::string::npos) text += ".0";
+  return single ? text + "f" : text;
+}
+
+std::string integerLiteral(DType dtype, int64_t value) {
+  // Typed, so that the helpers' template arguments agree (LL would be long long, not int64_t).
+  if (dtype == DType::I64) return value == INT64_MIN ? "(int64_t)(-9223372036854775807LL - 1)" : fmt::format("(int64_t){}", value);
+  if (dtype == DType::I32 && value == INT32_MIN) return "(-2147483647 - 1)";
+  if (dtype == DType::I8) return fmt::format("(int8_t){}", value);
+  return fmt::format("{}", value);
+}
+
+const char* floatFunction(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::Exp: return "exp";
+    case UnaryOp::Exp2: return "exp2";
+    case UnaryOp::Log: return "log";
+    case UnaryOp::Log2: return "log2";
+    case UnaryOp::Sqrt: return "sqrt";
+    case UnaryOp::Rsqrt: return "rsqrt";
+    case UnaryOp::Abs: return "fabs";
+    case UnaryOp::Sin: return "sin";
+    case UnaryOp::Cos: return "cos";
+    case UnaryOp::Tanh: return "tanh";
+    case UnaryOp::Erf: return "erf";
+    case UnaryOp::Floor: return "floor";
+    case UnaryOp::Ceil: return "ceil";
+    default: return nullptr;
+  }
+}
+
+// `a OP b` for operands already in `dtype`'s compute type.
+std::string binaryText(BinaryOp op, DType operands, const std::string& a, const std::string& b) {
+  bool floating = isFloat(operands);
+  std::string f = operands == DType::F64 ? "" : "f";
+  switch (op) {
+    case BinaryOp::Add: return fmt::format("({} + {})", a, b);
+    case BinaryOp::Sub: return fmt::format("({} - {})", a, b);
+    case BinaryOp::Mul: return fmt::format("({} * {})", a, b);
+    case BinaryOp::Div: return floating ? fmt::format("({} / {})", a, b) : fmt::format("emmy_div({}, {})", a, b);
+    case BinaryOp::Mod: return floating ? fmt::format("fmod{}({}, {})", f, a, b) : fmt::format("emmy_mod({}, {})", a, b);
+    case BinaryOp::Min: return fmt::format("emmy_min({}, {})", a, b);
+    case BinaryOp::Max: return fmt::format("emmy_max({}, {})", a, b);
+    case BinaryOp::Pow: return floating ? fmt::format("pow{}({}, {})", f, a, b) : fmt::format("emmy_ipow({}, {})", a, b);
+    case BinaryOp::Lt: return fmt::format("({} < {})", a, b);
+    case BinaryOp::Le: return fmt::format("({} <= {})", a, b);
+    case BinaryOp::Gt: return fmt::format("({} > {})", a, b);
+    case BinaryOp::Ge: return fmt::format("({} >= {})", a, b);
+    case BinaryOp::Eq: return fmt::format("({} == {})", a, b);
+    case BinaryOp::Ne: return fmt::format("({} != {})", a, b);
+    case BinaryOp::And: return fmt::format("({} && {})", a, b);
+    case BinaryOp::Or: return fmt::format("({} || {})", a, b);
+  }
+  return "?";
+}
+
+// A value of type `from` converted to `to`.
+std::string castText(DType from, DType to, const std::string& text) {
+  if (from == to) return text;
+  std::string wide = widen(from, text);
+  DType source = computeType(from);
+  if (to == DType::Bool) return fmt::format("({} != 0)", wide);
+  if (isFloat(to)) return narrow(to, fmt::format("({}){}", typeName(computeType(to)), wide));
+  if (isFloat(source)) return fmt::format("({})emmy_truncate((double){})", typeName(to), wide);
+  return fmt::format("({}){}", typeName(to), wide);
+}
+
+class Emitter {
+public:
+  explicit Emitter(const kernel::Program& program) : program_(program) {}
+
+  std::string expr(const Expr& e) const {
+    return dispatch(e, [&](const auto& node) { return exprNode(node); });
+  }
+
+  // Kernels, then the host function.
+  std::string emit() {
+    std::string out;
+    for (const kernel::Function& function : program_.functions) out += kernelFunction(function);
+    return out + "#ifndef __CUDACC_RTC__\n" + hostFunction() + "#endif  // __CUDACC_RTC__\n";
+  }
+
+  std::string declaration() const { return hostSignature() + ";\n"; }
+
+private:
+  // ---- expressions ----
+  std::string exprNode(const IntImm& node) const { return integerLiteral(node.dtype, node.value); }
+  std::string exprNode(const FloatImm& node) const {
+    return narrow(node.dtype, floatLiteral(computeType(node.dtype), node.value));
+  }
+  std::string exprNode(const BoolImm& node) const { return node.value ? "true" : "false"; }
+  std::string exprNode(const AxisVar& node) const {
+    return kernel::isHardwareIndex(node.name) ? "(int64_t)" + node.name : node.name;
+  }
+  std::string exprNode(const SizeVar& node) const { return node.name; }
+  std::string exprNode(const ScalarParam& node) const { return node.name; }
+  std::string exprNode(const Load& node) const {
+    EMMY_INTERNAL_ASSERT(!node.padValue, "a padded load reached the CUDA printer");
+    if (node.indices.empty()) return node.tensor;
+    return fmt::format("{}[{}]", node.tensor, expr(*node.indices[0]));
+  }
+  std::string exprNode(const Unary& node) const {
+    DType type = node.dtype;
+    std::string operand = widen(type, expr(*node.operand));
+    std::string f = computeType(type) == DType::F64 ? "" : "f";
+    std::string result;
+    if (node.op == UnaryOp::Not) return "(!" + operand + ")";
+    if (node.op == UnaryOp::Neg) {
+      result = "(-" + operand + ")";
+      if (type == DType::I8) result = "(int8_t)" + result;
+    } else if (!isFloat(type)) {
+      // Integer abs and relu wrap like the evaluator; floor and ceil are the identity.
+      switch (node.op) {
+        case UnaryOp::Abs: result = "emmy_abs(" + operand + ")"; break;
+        case UnaryOp::Relu: result = "emmy_relu(" + operand + ")"; break;
+        default: result = operand; break;
+      }
+    } else if (const char* function = floatFunction(node.op)) {
+      result = fmt::format("{}{}({})", function, f, operand);
+    } else {
+      const char* helper = node.op == UnaryOp::Sigmoid ? "emmy_sigmoid"
+                           : node.op == UnaryOp::Gelu  ? "emmy_gelu"
+                           : node.op == UnaryOp::Silu  ? "emmy_silu"
+                                                       : "emmy_relu";
+      result = fmt::format("{}({})", helper, operand);
+    }
+    return narrow(type, result);
+  }
+  std::string exprNode(const Binary& node) const {
+    DType operands = node.lhs->dtype;
+    std::string text = binaryText(node.op, computeType(operands), widen(operands, expr(*node.lhs)),
+                                  widen(operands, expr(*node.rhs)));
+    if (isComparison(node.op) || node.op == BinaryOp::And || node.op == BinaryOp::Or) return text;
+    if (node.dtype == DType::I8) return "(int8_t)" + text;
+    return narrow(node.dtype, text);
+  }
+  std::string exprNode(const Select& node) const {
+    return fmt::format("({} ? {} : {})", expr(*node.condition), expr(*node.ifTrue), expr(*node.ifFalse));
+  }
+  std::string exprNode(const Cast& node) const {
+    return castText(node.operand->dtype, node.dtype, expr(*node.operand));
+  }
+
+  // ---- statements ----
+  void line(int indent, const std::string& text) { body_ += std::string(2 * indent, ' ') + text + "\n"; }
+
+  void stmt(const kernel::Stmt& s, int indent) {
+    kernel::dispatch(s, [&](const auto& node) { stmtNode(node, indent); });
+  }
+  void stmtNode(const kernel::For& node, int indent) {
+    line(indent, fmt::format("for (int64_t {} = {}; {} < {}; {} += {}) {{", node.var, expr(*node.begin), node.var,
+                             expr(*node.end), node.var, expr(*node.step)));
+    stmt(*node.body, indent + 1);
+    line(indent, "}");
+  }
+  void stmtNode(const kernel::Let& node, int indent) {
+    line(indent, fmt::format("const int64_t {} = {};", node.var, expr(*node.value)));
+  }
+  void stmtNode(const kernel::Declare& node, int indent) {
+    bool scalar = node.memory == kernel::Memory::Local && node.count == 1;
+    line(indent, fmt::format("{}{} {}{};", node.memory == kernel::Memory::Shared ? "__shared__ " : "",
+                             typeName(node.dtype), node.buffer, scalar ? "" : fmt::format("[{}]", node.count)));
+  }
+  void stmtNode(const kernel::Store& node, int indent) {
+    line(indent, fmt::format("{}{} = {};", node.buffer, node.index ? "[" + expr(*node.index) + "]" : "",
+                             expr(*node.value)));
+  }
+  void stmtNode(const kernel::If& node, int indent) {
+    line(indent, fmt::format("if ({}) {{", expr(*node.condition)));
+    stmt(*node.body, indent + 1);
+    line(indent, "}");
+  }
+  void stmtNode(const kernel::Barrier&, int indent) { line(indent, "__syncthreads();"); }
+  void stmtNode(const kernel::ShuffleCombine& node, int indent) {
+    // Shuffles move 32- or 64-bit values; narrower types travel as int.
+    bool direct = node.dtype == DType::F32 || node.dtype == DType::F64 || node.dtype == DType::I32 ||
+                  node.dtype == DType::I64;
+    std::string sent = direct ? node.buffer : "(int)" + node.buffer;
+    std::string received = fmt::format("__shfl_xor_sync(0xffffffffu, {}, {})", sent, node.laneMask);
+    if (!direct) received = fmt::format("({}){}", typeName(node.dtype), received);
+    line(indent, fmt::format("{} = {};", node.buffer,
+                             narrow(node.dtype, binaryText(node.op, computeType(node.dtype), widen(node.dtype, node.buffer),
+                                                           widen(node.dtype, received)))));
+  }
+  void stmtNode(const kernel::Block& node, int indent) {
+    for (const kernel::StmtPtr& inner : node.stmts) stmt(*inner, indent);
+  }
+
+  // ---- functions ----
+  // Every kernel receives the same parameters: the tensors, the temporaries, the scalars, the sizes.
+  std::vector<std::string> kernelParameters(bool declare) const {
+    const Kernel& source = program_.source;
+    std::vector<std::string> params;
+    auto add = [&](const std::string& type, const std::string& name) {
+      params.push_back(declare ? type + " " + name : name);
+    };
+    for (const TensorParam& input : source.inputs) add(fmt::format("const {}*", typeName(input.dtype)), input.name);
+    for (const TensorParam& output : source.outputs) add(fmt::format("{}*", typeName(output.dtype)), output.name);
+    for (const loop::Temporary& temporary : program_.temporaries)
+      add(fmt::format("{}*", typeName(temporary.dtype)), temporary.name);
+    for (const ScalarParamDecl& scalar : source.scalars) add(typeName(scalar.dtype), scalar.name);
+    for (const std::string& size : source.sizes) add("int64_t", size);
+    return params;
+  }
+
+  std::string kernelFunction(const kernel::Function& function) {
+    body_.clear();
+    stmt(*function.body, 1);
+    std::string stages;
+    for (const std::string& stage : function.stages) stages += (stages.empty() ? "" : ", ") + stage;
+    return fmt::format("// Computes {}.\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{}}}\n\n",
+                       stages, function.threadsPerBlock, function.name, join(kernelParameters(true)), body_);
+  }
+
+  std::string hostSignature() const {
+    const Kernel& source = program_.source;
+    std::vector<std::string> params;
+    for (const TensorParam& input : source.inputs)
+      params.push_back(fmt::format("const {}* {}", typeName(input.dtype), input.name));
+    for (const TensorParam& output : source.outputs)
+      params.push_back(fmt::format("{}* {}", typeName(output.dtype), output.name));
+    for (const ScalarParamDecl& scalar : source.scalars)
+      params.push_back(fmt::format("{} {}", typeName(scalar.dtype), scalar.name));
+    for (const std::string& size : source.sizes) params.push_back("int64_t " + size);
+    params.push_back("cudaStream_t stream");
+    return fmt::format("int {}({})", source.instanceName(), join(params));
+  }
+
+  std::string hostFunction() {
+    const Kernel& source = program_.source;
+    std::string name = source.instanceName();
+    body_.clear();
+    for (const std::string& size : source.sizes)
+      line(1, fmt::format("if ({} < 0) return emmy_fail(\"{}: size {} is negative (%lld)\", (long long){});", size,
+                          name, size, size));
+    // Temporaries live for the call; freeing them on the stream keeps the launches asynchronous.
+    for (const loop::Temporary& temporary : program_.temporaries) {
+      Dim elements = Dim::constant(1);
+      for (const Dim& dim : temporary.shape) elements = elements * dim;
+      line(1, fmt::format("{}* {} = nullptr;", typeName(temporary.dtype), temporary.name));
+      line(1, fmt::format("if (cudaMallocAsync((void**)&{}, (size_t)emmy_max({}, (int64_t)1) * sizeof({}), stream) != "
+                          "cudaSuccess)",
+                          temporary.name, expr(*dimValue(elements)), typeName(temporary.dtype)));
+      line(2, fmt::format("return emmy_fail(\"{}: cannot allocate the temporary {}\");", name, temporary.name));
+    }
+    for (const kernel::Function& function : program_.functions) {
+      line(1, fmt::format("EMMY_LAUNCH({}, dim3((unsigned)({})), dim3({}), stream, {});", function.name,
+                          expr(*function.gridBlocks), function.threadsPerBlock, join(kernelParameters(false))));
+      line(1, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
+      line(2, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
+                          function.name));
+    }
+    for (const loop::Temporary& temporary : program_.temporaries) line(1, fmt::format("cudaFreeAsync({}, stream);", temporary.name));
+    line(1, "return 0;");
+    return fmt::format("extern \"C\" {} {{\n{}}}\n", hostSignature(), body_);
+  }
+
+  static std::string join(const std::vector<std::string>& parts) {
+    std::string out;
+    for (const std::string& part : parts) out += (out.empty() ? "" : ", ") + part;
+    return out;
+  }
+
+  const kernel::Program& program_;
+  std::string body_;
+};
+
+// Helpers every generated file defines for itself (static, so that several files link together).
+const char* kPrelude = R"(#include <stdint.h>
+#ifndef EMMY_SIMULATE
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#endif
+
+#define EMMY_INLINE static __host__ __device__ __forceinline__
+EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
+EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
+EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
+EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// Integer division and remainder truncate; by zero they give 0, and MIN / -1 wraps.
+template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? T(0 - a) : T(a / b); }
+template <typename T> EMMY_INLINE T emmy_mod(T a, T b) { return b == 0 || b == T(-1) ? T(0) : T(a % b); }
+template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
+  if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 == 0 ? T(1) : T(-1)) : T(0);
+  T result = 1;
+  for (; exponent > 0; exponent >>= 1, base = T(base * base))
+    if (exponent & 1) result = T(result * base);
+  return result;
+}
+// Float min and max propagate NaN (fminf and fmaxf would drop it).
+EMMY_INLINE float emmy_min(float a, float b) { return a != a || b != b ? a + b : (b < a ? b : a); }
+EMMY_INLINE float emmy_max(float a, float b) { return a != a || b != b ? a + b : (a < b ? b : a); }
+EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + b : (b < a ? b : a); }
+EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
+template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
+template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
+template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? T(0 - a) : a; }
+template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
+EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
+EMMY_INLINE float emmy_silu(float x) { return x / (1.0f + expf(-x)); }
+EMMY_INLINE double emmy_silu(double x) { return x / (1.0 + exp(-x)); }
+EMMY_INLINE float emmy_gelu(float x) { return x * 0.5f * (1.0f + erff(x * 0.70710678118654752f)); }
+EMMY_INLINE double emmy_gelu(double x) { return x * 0.5 * (1.0 + erf(x * 0.70710678118654752)); }
+// Float to integer: truncates, saturates to int64, NaN gives 0; narrower types then wrap.
+EMMY_INLINE int64_t emmy_truncate(double x) {
+  return x != x ? 0 : x >= 9.2233720368547758e18 ? INT64_MAX : x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x;
+}
+)";
+
+const char* kHostPrelude = R"(#ifndef __CUDACC_RTC__
+#include <stdarg.h>
+#include <stdio.h>
+#ifndef EMMY_SIMULATE
+#include <cuda_runtime.h>
+#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+// One message buffer for every generated file linked into a program: the weak definitions merge.
+extern "C" __attribute__((weak)) char* emmy_error_buffer(void) {
+  static thread_local char buffer[1024];
+  return buffer;
+}
+extern "C" __attribute__((weak)) const char* emmy_last_error(void) { return emmy_error_buffer(); }
+static int emmy_fail(const char* format, ...) {
+  va_list arguments;
+  va_start(arguments, format);
+  vsnprintf(emmy_error_buffer(), 1024, format, arguments);
+  va_end(arguments);
+  return 1;
+}
+#endif  // __CUDACC_RTC__
+)";
+
+}  // namespace
+
+GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::string& baseName,
+                       const std::string& sourceFile) {
+  std::string kernels, declarations, names;
+  for (const kernel::Program& program : programs) {
+    Emitter emitter(program);
+    kernels += emitter.emit() + "\n";
+    declarations += emitter.declaration();
+    names += (names.empty() ? "" : ", ") + program.source.instanceName();
+  }
+  std::string banner = fmt::format("// Generated by Emmy from {} (kernels: {}; default schedule). Do not edit.\n",
+                                   sourceFile, names);
+  GeneratedCuda generated;
+  generated.baseName = baseName;
+  generated.header = banner + R"(#pragma once
+#include <stdint.h>
+#ifndef EMMY_SIMULATE
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <cuda_bf16.h>
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+)" + declarations + R"(const char* emmy_last_error(void);
+#ifdef __cplusplus
+}
+#endif
+)";
+  generated.source = banner + "#ifndef __CUDACC_RTC__\n#include \"" + baseName + ".h\"\n#endif\n" + kPrelude +
+                     kHostPrelude + "\n" + kernels;
+  return generated;
+}
+
+}  // namespace emmy::cuda

@@ -1,0 +1,1006 @@
+// Emmy's CUDA-on-CPU simulation, used by `emmy check`.
+//
+// A generated `.cu` file is compiled as host C++ with this header force-included:
+//   c++ -std=c++17 -O1 -fwrapv -DEMMY_SIMULATE -include emmy_cuda_sim.h -x c++ K.cu harness.cpp
+// and its host function runs every kernel on the CPU with real block semantics:
+//   - blocks run one after another (x, then y, then z), synchronously inside EMMY_LAUNCH;
+//   - the threads of a block are user-level fibers on one OS thread, scheduled round-robin in linear
+//     thread order, switching only at __syncthreads(), at warp shuffles and when a thread finishes;
+//   - __syncthreads() waits for every thread of the block, a shuffle for every lane of the warp. When
+//     nothing can run any more but some threads wait, the launch stops with a deadlock report naming the
+//     kernel, the block and a waiting thread (cudaGetLastError / cudaGetErrorString), and the rest of
+//     the grid is skipped. Nothing hangs and the process goes on.
+// Read backend/sim/ARCHITECTURE.md for the design and its limits (stack size, what is not simulated).
+//
+// This file is self-contained (C++17 standard library and POSIX only) because it is compiled in a
+// temporary folder next to the generated code. It is included by every translation unit of the
+// harness, so everything here is inline.
+#pragma once
+
+// math.h (not only cmath) puts the float overloads, exp(float) and so on, in the global namespace, where
+// CUDA has them.
+#include <math.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+// A hand-written context switch (a few pushes and a stack-pointer swap) makes a softmax simulate eight
+// times faster than swapcontext, which makes a system call to save the signal mask. It is x86-64 only,
+// and it cannot work with CET shadow stacks, so everything else (or -DEMMY_SIM_USE_UCONTEXT) takes the
+// portable way.
+#if defined(__x86_64__) && defined(__ELF__) && !defined(EMMY_SIM_USE_UCONTEXT) && !(defined(__CET__) && (__CET__ & 2))
+#define EMMY_SIM_STACK_SWITCH 1
+#else
+#include <ucontext.h>
+#endif
+
+#if defined(__SANITIZE_ADDRESS__)
+#define EMMY_SIM_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define EMMY_SIM_ASAN 1
+#endif
+#endif
+#if EMMY_SIM_ASAN
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+// Each simulated thread runs on its own stack of this size (below it, a guard page turns an overflow
+// into a crash instead of silent corruption). Generated kernels keep a few hundred bytes of locals;
+// raise it with -DEMMY_SIM_STACK_BYTES=... for hand-written kernels with large local arrays.
+#ifndef EMMY_SIM_STACK_BYTES
+#define EMMY_SIM_STACK_BYTES (64 * 1024)
+#endif
+
+// ---------------------------------------------------------------------------------------------------
+// CUDA qualifiers
+// ---------------------------------------------------------------------------------------------------
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+// A block's threads are fibers of one OS thread and blocks run one after another, so a static local is
+// exactly what shared memory is: one copy per block, seen by all its threads (and, like shared memory,
+// not cleared between blocks). `__restrict__` needs nothing: GCC and Clang know it.
+#define __shared__ static
+// `#pragma unroll` is CUDA's; GCC would warn about it under -Wall (Clang knows it).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wunknown-pragmas"
+#endif
+
+// ---------------------------------------------------------------------------------------------------
+// Index and vector types, with CUDA's alignment (16-byte types must be 16-byte aligned for the
+// reinterpret_cast<const float4*> loads of generated code to mean what they mean on the GPU)
+// ---------------------------------------------------------------------------------------------------
+
+struct uint3 {
+  unsigned int x, y, z;
+};
+
+struct dim3 {
+  unsigned int x, y, z;
+  constexpr dim3(unsigned int vx = 1, unsigned int vy = 1, unsigned int vz = 1) : x(vx), y(vy), z(vz) {}
+  constexpr dim3(uint3 v) : x(v.x), y(v.y), z(v.z) {}
+};
+
+struct alignas(8) float2 {
+  float x, y;
+};
+struct float3 {
+  float x, y, z;
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+struct alignas(16) double2 {
+  double x, y;
+};
+struct alignas(8) int2 {
+  int x, y;
+};
+struct int3 {
+  int x, y, z;
+};
+struct alignas(16) int4 {
+  int x, y, z, w;
+};
+struct alignas(8) uint2 {
+  unsigned int x, y;
+};
+struct alignas(16) uint4 {
+  unsigned int x, y, z, w;
+};
+
+inline float2 make_float2(float x, float y) { return {x, y}; }
+inline float3 make_float3(float x, float y, float z) { return {x, y, z}; }
+inline float4 make_float4(float x, float y, float z, float w) { return {x, y, z, w}; }
+inline double2 make_double2(double x, double y) { return {x, y}; }
+inline int2 make_int2(int x, int y) { return {x, y}; }
+inline int3 make_int3(int x, int y, int z) { return {x, y, z}; }
+inline int4 make_int4(int x, int y, int z, int w) { return {x, y, z, w}; }
+inline uint2 make_uint2(unsigned int x, unsigned int y) { return {x, y}; }
+inline uint3 make_uint3(unsigned int x, unsigned int y, unsigned int z) { return {x, y, z}; }
+inline uint4 make_uint4(unsigned int x, unsigned int y, unsigned int z, unsigned int w) { return {x, y, z, w}; }
+
+constexpr int warpSize = 32;
+
+// ---------------------------------------------------------------------------------------------------
+// __half and __nv_bfloat16: 16-bit storage, converted exactly as CUDA converts (round to nearest even;
+// a NaN becomes the canonical 0x7fff). Arithmetic goes through float and rounds once, which gives the
+// same bits as the GPU's half-precision + - * /: float has more than twice the bits of either format
+// plus two, so the float result rounded again is the correctly rounded 16-bit result.
+// ---------------------------------------------------------------------------------------------------
+
+namespace emmy_sim::detail {
+
+inline uint64_t bitsOfDouble(double value) {
+  uint64_t bits;
+  std::memcpy(&bits, &value, sizeof bits);
+  return bits;
+}
+
+inline float floatOfBits(uint32_t bits) {
+  float value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// The bits of `value` rounded to the nearest number of the binary format with `ExponentBits` and
+// `MantissaBits`, ties to even. One function serves both formats and both float and double sources
+// (a float converts to double exactly), and rounding once from the source avoids double rounding.
+template <int ExponentBits, int MantissaBits>
+inline uint16_t roundToNarrowFloat(double value) {
+  constexpr int kBias = (1 << (ExponentBits - 1)) - 1;
+  constexpr int kMinNormalExponent = 1 - kBias;
+  constexpr uint16_t kInfinity = ((1u << ExponentBits) - 1) << MantissaBits;
+  constexpr uint16_t kCanonicalNaN = 0x7fff;
+
+  const uint64_t bits = bitsOfDouble(value);
+  const uint16_t sign = static_cast<uint16_t>((bits >> 48) & 0x8000u);
+  const int biasedExponent = static_cast<int>((bits >> 52) & 0x7ff);
+  const uint64_t fraction = bits & ((uint64_t{1} << 52) - 1);
+  if (biasedExponent == 0x7ff) return fraction != 0 ? kCanonicalNaN : sign | kInfinity;
+  if (biasedExponent == 0) return sign;  // double subnormals lie far below either format's range
+  const int exponent = biasedExponent - 1023;
+  if (exponent > kBias) return sign | kInfinity;
+
+  // The 53-bit significand (leading 1 included) loses the bits the target cannot hold: 52 - MantissaBits
+  // of them for a normal result, more for a subnormal one.
+  const uint64_t significand = fraction | (uint64_t{1} << 52);
+  const int shift = 52 - MantissaBits + (exponent < kMinNormalExponent ? kMinNormalExponent - exponent : 0);
+  if (shift > 53) return sign;  // less than half the smallest subnormal
+  uint64_t kept = significand >> shift;
+  const uint64_t dropped = significand & ((uint64_t{1} << shift) - 1);
+  const uint64_t halfway = uint64_t{1} << (shift - 1);
+  if (dropped > halfway || (dropped == halfway && (kept & 1) != 0)) ++kept;
+  if (exponent < kMinNormalExponent) return sign | static_cast<uint16_t>(kept);  // may round up to the smallest normal
+  // `kept` still holds the leading 1, which adds one to the exponent field (hence the - 1); a carry out
+  // of the mantissa moves on into the exponent, up to infinity, as rounding should.
+  return sign | static_cast<uint16_t>((static_cast<uint64_t>(exponent + kBias - 1) << MantissaBits) + kept);
+}
+
+inline float halfBitsToFloat(uint16_t bits) {
+  const uint32_t sign = static_cast<uint32_t>(bits & 0x8000u) << 16;
+  const uint32_t exponent = (bits >> 10) & 0x1fu;
+  const uint32_t mantissa = bits & 0x3ffu;
+  if (exponent == 0x1f) return mantissa != 0 ? floatOfBits(0x7fffffffu) : floatOfBits(sign | 0x7f800000u);
+  if (exponent == 0) {
+    const float magnitude = std::ldexp(static_cast<float>(mantissa), -24);
+    return sign != 0 ? -magnitude : magnitude;
+  }
+  return floatOfBits(sign | ((exponent - 15 + 127) << 23) | (mantissa << 13));
+}
+
+// bfloat16 is the upper half of a float.
+inline float bfloat16BitsToFloat(uint16_t bits) { return floatOfBits(static_cast<uint32_t>(bits) << 16); }
+
+}  // namespace emmy_sim::detail
+
+struct alignas(2) __half {
+  __half() = default;  // trivial, so that `__shared__ __half buf[N]` is a plain static array
+  __half(float value) : __x(emmy_sim::detail::roundToNarrowFloat<5, 10>(value)) {}
+  __half(double value) : __x(emmy_sim::detail::roundToNarrowFloat<5, 10>(value)) {}
+  template <class Integer, std::enable_if_t<std::is_integral_v<Integer>, int> = 0>
+  __half(Integer value) : __half(static_cast<double>(value)) {}
+  operator float() const { return emmy_sim::detail::halfBitsToFloat(__x); }
+  unsigned short __x;
+};
+
+struct alignas(2) __nv_bfloat16 {
+  __nv_bfloat16() = default;
+  __nv_bfloat16(float value) : __x(emmy_sim::detail::roundToNarrowFloat<8, 7>(value)) {}
+  __nv_bfloat16(double value) : __x(emmy_sim::detail::roundToNarrowFloat<8, 7>(value)) {}
+  template <class Integer, std::enable_if_t<std::is_integral_v<Integer>, int> = 0>
+  __nv_bfloat16(Integer value) : __nv_bfloat16(static_cast<double>(value)) {}
+  operator float() const { return emmy_sim::detail::bfloat16BitsToFloat(__x); }
+  unsigned short __x;
+};
+
+// The operators CUDA declares for its 16-bit types. Like CUDA's, they take two operands of the type, so
+// mixing with float (`h + 1.0f`) is as ambiguous here as it is for nvcc.
+#define EMMY_SIM_NARROW_FLOAT_OPERATORS(T)                                                    \
+  inline T operator+(T a, T b) { return T(static_cast<float>(a) + static_cast<float>(b)); }   \
+  inline T operator-(T a, T b) { return T(static_cast<float>(a) - static_cast<float>(b)); }   \
+  inline T operator*(T a, T b) { return T(static_cast<float>(a) * static_cast<float>(b)); }   \
+  inline T operator/(T a, T b) { return T(static_cast<float>(a) / static_cast<float>(b)); }   \
+  inline T& operator+=(T& a, T b) { return a = a + b; }                                       \
+  inline T& operator-=(T& a, T b) { return a = a - b; }                                       \
+  inline T& operator*=(T& a, T b) { return a = a * b; }                                       \
+  inline T& operator/=(T& a, T b) { return a = a / b; }                                       \
+  inline T operator+(T a) { return a; }                                                       \
+  inline T operator-(T a) {                                                                   \
+    a.__x ^= 0x8000u; /* a sign flip, NaN included, as the GPU's negation */                  \
+    return a;                                                                                 \
+  }                                                                                           \
+  inline bool operator==(T a, T b) { return static_cast<float>(a) == static_cast<float>(b); } \
+  inline bool operator!=(T a, T b) { return static_cast<float>(a) != static_cast<float>(b); } \
+  inline bool operator<(T a, T b) { return static_cast<float>(a) < static_cast<float>(b); }   \
+  inline bool operator>(T a, T b) { return static_cast<float>(a) > static_cast<float>(b); }   \
+  inline bool operator<=(T a, T b) { return static_cast<float>(a) <= static_cast<float>(b); } \
+  inline bool operator>=(T a, T b) { return static_cast<float>(a) >= static_cast<float>(b); }
+EMMY_SIM_NARROW_FLOAT_OPERATORS(__half)
+EMMY_SIM_NARROW_FLOAT_OPERATORS(__nv_bfloat16)
+#undef EMMY_SIM_NARROW_FLOAT_OPERATORS
+
+struct alignas(4) __half2 {
+  __half x, y;
+};
+struct alignas(4) __nv_bfloat162 {
+  __nv_bfloat16 x, y;
+};
+
+inline __half __float2half_rn(float value) { return __half(value); }
+inline __half __float2half(float value) { return __half(value); }
+inline __half __double2half(double value) { return __half(value); }
+inline float __half2float(__half value) { return static_cast<float>(value); }
+inline __nv_bfloat16 __float2bfloat16_rn(float value) { return __nv_bfloat16(value); }
+inline __nv_bfloat16 __float2bfloat16(float value) { return __nv_bfloat16(value); }
+inline __nv_bfloat16 __double2bfloat16(double value) { return __nv_bfloat16(value); }
+inline float __bfloat162float(__nv_bfloat16 value) { return static_cast<float>(value); }
+
+inline unsigned short __half_as_ushort(__half value) { return value.__x; }
+inline __half __ushort_as_half(unsigned short bits) {
+  __half value;
+  value.__x = bits;
+  return value;
+}
+inline unsigned short __bfloat16_as_ushort(__nv_bfloat16 value) { return value.__x; }
+inline __nv_bfloat16 __ushort_as_bfloat16(unsigned short bits) {
+  __nv_bfloat16 value;
+  value.__x = bits;
+  return value;
+}
+
+inline __half2 make_half2(__half x, __half y) { return {x, y}; }
+inline __half2 __floats2half2_rn(float x, float y) { return {__half(x), __half(y)}; }
+inline float2 __half22float2(__half2 value) { return {static_cast<float>(value.x), static_cast<float>(value.y)}; }
+inline __nv_bfloat162 make_bfloat162(__nv_bfloat16 x, __nv_bfloat16 y) { return {x, y}; }
+inline __nv_bfloat162 __floats2bfloat162_rn(float x, float y) { return {__nv_bfloat16(x), __nv_bfloat16(y)}; }
+inline float2 __bfloat1622float2(__nv_bfloat162 value) {
+  return {static_cast<float>(value.x), static_cast<float>(value.y)};
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Math. The C library provides expf ... fmodf and, through math.h, the float and double overloads.
+// The GPU's expf etc. may differ from the host's in the last bit or two; `emmy check` compares with a
+// tolerance. The fast intrinsics (__expf ...) are the accurate functions here.
+// ---------------------------------------------------------------------------------------------------
+
+inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
+inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
+inline float __expf(float x) { return std::exp(x); }
+inline float __logf(float x) { return std::log(x); }
+inline float __log2f(float x) { return std::log2(x); }
+inline float __sinf(float x) { return std::sin(x); }
+inline float __cosf(float x) { return std::cos(x); }
+inline float __tanf(float x) { return std::tan(x); }
+inline float __powf(float x, float y) { return std::pow(x, y); }
+inline float __fdividef(float x, float y) { return x / y; }
+
+// CUDA's min and max: same-type overloads for the integer types, fminf/fmaxf for floating point.
+#define EMMY_SIM_MIN_MAX(T)                        \
+  inline T min(T a, T b) { return b < a ? b : a; } \
+  inline T max(T a, T b) { return a < b ? b : a; }
+EMMY_SIM_MIN_MAX(int)
+EMMY_SIM_MIN_MAX(unsigned int)
+EMMY_SIM_MIN_MAX(long)
+EMMY_SIM_MIN_MAX(unsigned long)
+EMMY_SIM_MIN_MAX(long long)
+EMMY_SIM_MIN_MAX(unsigned long long)
+#undef EMMY_SIM_MIN_MAX
+inline float min(float a, float b) { return std::fmin(a, b); }
+inline float max(float a, float b) { return std::fmax(a, b); }
+inline double min(double a, double b) { return std::fmin(a, b); }
+inline double max(double a, double b) { return std::fmax(a, b); }
+
+// The threads of a block run one at a time and never switch inside an atomic, so a plain
+// read-modify-write is atomic; blocks do not overlap either.
+namespace emmy_sim::detail {
+template <class T>
+inline T fetchAdd(T* address, T value) {
+  const T old = *address;
+  *address = old + value;
+  return old;
+}
+}  // namespace emmy_sim::detail
+inline int atomicAdd(int* address, int value) { return emmy_sim::detail::fetchAdd(address, value); }
+inline unsigned int atomicAdd(unsigned int* address, unsigned int value) {
+  return emmy_sim::detail::fetchAdd(address, value);
+}
+inline unsigned long long atomicAdd(unsigned long long* address, unsigned long long value) {
+  return emmy_sim::detail::fetchAdd(address, value);
+}
+inline float atomicAdd(float* address, float value) { return emmy_sim::detail::fetchAdd(address, value); }
+inline double atomicAdd(double* address, double value) { return emmy_sim::detail::fetchAdd(address, value); }
+
+// ---------------------------------------------------------------------------------------------------
+// Host API: errors are kept as the runtime keeps them. cudaGetErrorString returns the detailed text of
+// the last failure (the deadlock report, the invalid launch) for its code, the generic text otherwise.
+// ---------------------------------------------------------------------------------------------------
+
+typedef struct CUstream_st* cudaStream_t;
+
+enum cudaError {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidConfiguration = 9,
+  cudaErrorLaunchFailure = 719,
+};
+typedef enum cudaError cudaError_t;
+
+namespace emmy_sim::detail {
+inline cudaError_t lastError = cudaSuccess;
+inline cudaError_t describedError = cudaSuccess;
+inline std::string errorDescription;
+
+inline void recordError(cudaError_t error, std::string description) {
+  lastError = error;
+  describedError = error;
+  errorDescription = std::move(description);
+}
+}  // namespace emmy_sim::detail
+
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t error = emmy_sim::detail::lastError;
+  emmy_sim::detail::lastError = cudaSuccess;
+  return error;
+}
+
+inline cudaError_t cudaPeekAtLastError() { return emmy_sim::detail::lastError; }
+
+// Device memory is host memory; the stream-ordered calls happen at once, since launches are synchronous.
+inline cudaError_t cudaMalloc(void** pointer, size_t bytes) {
+  *pointer = std::malloc(bytes == 0 ? 1 : bytes);
+  return *pointer ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+inline cudaError_t cudaFree(void* pointer) {
+  std::free(pointer);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t) { return cudaMalloc(pointer, bytes); }
+inline cudaError_t cudaFreeAsync(void* pointer, cudaStream_t) { return cudaFree(pointer); }
+
+inline const char* cudaGetErrorString(cudaError_t error) {
+  if (error != cudaSuccess && error == emmy_sim::detail::describedError)
+    return emmy_sim::detail::errorDescription.c_str();
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
+  }
+  return "unrecognized error code";
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Fibers: a context is where a suspended thread of control resumes (a saved stack pointer, or a
+// ucontext), and the stack it runs on. Starting a context makes its next resumption call `entry` on a
+// fresh stack.
+// ---------------------------------------------------------------------------------------------------
+
+namespace emmy_sim::detail {
+
+#if EMMY_SIM_STACK_SWITCH
+// Saves the callee-saved registers on the current stack, stores the stack pointer in *save, loads `load`
+// and pops that context's registers; the final `ret` resumes it where it switched away. Caller-saved
+// registers need nothing: the compiler already assumes a call clobbers them. Weak, because every
+// translation unit that includes this header emits it.
+extern "C" void emmy_sim_switch_stack(void** save, void* load);
+asm(R"(
+  .pushsection .text
+  .weak emmy_sim_switch_stack
+  .type emmy_sim_switch_stack, @function
+  .p2align 4
+emmy_sim_switch_stack:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size emmy_sim_switch_stack, .-emmy_sim_switch_stack
+  .popsection
+)");
+#endif
+
+struct StackBounds {
+  const void* bottom = nullptr;
+  size_t bytes = 0;
+};
+
+struct Context {
+#if EMMY_SIM_STACK_SWITCH
+  void* stackPointer = nullptr;
+#else
+  ucontext_t state;
+  bool initialized = false;
+#endif
+  StackBounds stack;
+  // Where the frames of its last run lie deepest (only tracked for AddressSanitizer).
+  const char* deepestFrame = nullptr;
+};
+
+// Frames that never returned (a thread that exited switched away from inside them; a deadlocked one
+// was abandoned in them) keep AddressSanitizer's poisoned redzones: they must be forgotten before the
+// stack is used again. They lie above the deepest frame seen at a switch, give or take the switch's
+// own few words.
+inline void forgetFramesOfLastRun(Context& context) {
+#if EMMY_SIM_ASAN
+  if (context.deepestFrame == nullptr) return;
+  const char* top = static_cast<const char*>(context.stack.bottom) + context.stack.bytes;
+  const char* from = std::max(static_cast<const char*>(context.stack.bottom), context.deepestFrame - 1024);
+  ASAN_UNPOISON_MEMORY_REGION(from, static_cast<size_t>(top - from));
+  context.deepestFrame = nullptr;
+#else
+  (void)context;
+#endif
+}
+
+inline void startContext(Context& context, char* stack, size_t stackBytes, void (*entry)()) {
+  forgetFramesOfLastRun(context);
+  context.stack = {stack, stackBytes};
+#if EMMY_SIM_STACK_SWITCH
+  // The frame emmy_sim_switch_stack pops: six registers, then `entry` as the return address. Above it
+  // sits entry's own return address, never used (entry never returns); it puts the stack pointer at
+  // 8 mod 16 on entry, as after a call.
+  auto** top = reinterpret_cast<void**>(reinterpret_cast<uintptr_t>(stack + stackBytes) & ~uintptr_t{15});
+  top[-1] = nullptr;
+  top[-2] = reinterpret_cast<void*>(entry);
+  for (int slot = 3; slot <= 8; ++slot) top[-slot] = nullptr;
+  context.stackPointer = top - 8;
+#else
+  // getcontext makes a system call; once per fiber, not once per block.
+  if (!context.initialized) getcontext(&context.state);
+  context.initialized = true;
+  context.state.uc_stack.ss_sp = stack;
+  context.state.uc_stack.ss_size = stackBytes;
+  context.state.uc_link = nullptr;
+  makecontext(&context.state, entry, 0);
+#endif
+}
+
+inline void resumeContext(Context& from, Context& to) {
+#if EMMY_SIM_STACK_SWITCH
+  emmy_sim_switch_stack(&from.stackPointer, to.stackPointer);
+#else
+  swapcontext(&from.state, &to.state);
+#endif
+}
+
+// AddressSanitizer (when the simulated program is built with it, to catch out-of-bounds accesses) must
+// be told about every switch of stacks, or it misreads the fibers' frames.
+
+// Switches to `to`; `from` is resumed later where it left off.
+inline void switchContext(Context& from, Context& to) {
+#if EMMY_SIM_ASAN
+  from.deepestFrame = static_cast<const char*>(__builtin_frame_address(0));
+  void* fakeStack = nullptr;
+  __sanitizer_start_switch_fiber(&fakeStack, to.stack.bottom, to.stack.bytes);
+  resumeContext(from, to);
+  __sanitizer_finish_switch_fiber(fakeStack, nullptr, nullptr);
+#else
+  resumeContext(from, to);
+#endif
+}
+
+// Switches to `to` for good: `from` is never resumed, only started afresh.
+inline void leaveContext(Context& from, Context& to) {
+#if EMMY_SIM_ASAN
+  from.deepestFrame = static_cast<const char*>(__builtin_frame_address(0));
+  __sanitizer_start_switch_fiber(nullptr, to.stack.bottom, to.stack.bytes);
+#endif
+  resumeContext(from, to);
+}
+
+// Called first thing on a started stack. Returns the stack it came from.
+inline StackBounds arrivedFrom() {
+  StackBounds previous;
+#if EMMY_SIM_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &previous.bottom, &previous.bytes);
+#endif
+  return previous;
+}
+
+// A fiber stack with a guard page below it.
+class FiberStack {
+public:
+  FiberStack() = default;
+  FiberStack(const FiberStack&) = delete;
+  FiberStack& operator=(const FiberStack&) = delete;
+  ~FiberStack() {
+    if (mapping_ != nullptr) munmap(mapping_, mappingBytes_);
+  }
+
+  bool allocate(size_t usableBytes) {
+    const size_t guardBytes = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    mappingBytes_ = guardBytes + usableBytes;
+    void* mapping =
+        mmap(nullptr, mappingBytes_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (mapping == MAP_FAILED) return false;
+    mapping_ = static_cast<char*>(mapping);
+    mprotect(mapping_, guardBytes, PROT_NONE);
+    usable_ = mapping_ + guardBytes;
+    return true;
+  }
+
+  char* usable() const { return usable_; }
+
+private:
+  char* mapping_ = nullptr;
+  size_t mappingBytes_ = 0;
+  char* usable_ = nullptr;
+};
+
+// ---------------------------------------------------------------------------------------------------
+// The block scheduler
+// ---------------------------------------------------------------------------------------------------
+
+// What the running thread sees as threadIdx, blockIdx, blockDim and gridDim.
+inline uint3 currentThreadIdx;
+inline uint3 currentBlockIdx;
+inline dim3 currentBlockDim;
+inline dim3 currentGridDim;
+
+enum class ThreadState : uint8_t { Runnable, AtBarrier, AtShuffle, Exited };
+enum class ShuffleMode : uint8_t { Index, Up, Down, Xor };
+
+constexpr unsigned kWarpSize = 32;
+
+inline std::string coordinates(dim3 d) {
+  return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
+}
+
+// The lane a shuffle reads, by the PTX definition of shfl.sync with the segment mask CUDA derives from
+// `width`: up reads below within the segment, down and xor read up to the end of the segment, and an
+// out-of-range source gives the caller its own value.
+inline unsigned shuffleSourceLane(ShuffleMode mode, unsigned lane, int operand, int width) {
+  const unsigned segmentMask = kWarpSize - static_cast<unsigned>(width);  // the lane bits naming the segment
+  const unsigned segmentStart = lane & segmentMask;
+  const unsigned segmentEnd = segmentStart | (31u & ~segmentMask);
+  const unsigned b = static_cast<unsigned>(operand) & 31u;
+  switch (mode) {
+    case ShuffleMode::Index: return segmentStart | (b & ~segmentMask);
+    case ShuffleMode::Up: return lane >= segmentStart + b ? lane - b : lane;
+    case ShuffleMode::Down: return lane + b <= segmentEnd ? lane + b : lane;
+    case ShuffleMode::Xor: return (lane ^ b) <= segmentEnd ? lane ^ b : lane;
+  }
+  return lane;
+}
+
+struct SimThread {
+  Context context;
+  FiberStack stack;
+  uint3 index{};
+  ThreadState state = ThreadState::Runnable;
+  // The shuffle it waits in: its arguments, the value it offers, and (once the warp has all arrived)
+  // the value it receives.
+  const char* shuffleName = nullptr;
+  ShuffleMode shuffleMode = ShuffleMode::Index;
+  int shuffleOperand = 0;
+  int shuffleWidth = 0;
+  uint64_t offered = 0;
+  uint64_t received = 0;
+};
+
+class Scheduler {
+public:
+  using KernelBody = void (*)(const void* closure);
+
+  // Runs the whole grid; returns false (with the error recorded) if the launch is invalid or a block
+  // fails.
+  bool runGrid(const char* kernelName, dim3 grid, dim3 block, KernelBody body, const void* closure);
+
+  void arriveAtBarrier();
+  uint64_t shuffle(const char* name, ShuffleMode mode, unsigned mask, uint64_t value, int operand, int width);
+  unsigned activeLaneMask() const;
+
+private:
+  static void threadMain();
+  static void reportWhereAddressSanitizerStopped();
+
+  [[noreturn]] void exitThread();
+
+  bool preparePool(unsigned threadCount);
+  bool runBlock(uint3 blockIndex);
+  void switchToNextRunnable();
+  void switchTo(unsigned next);
+  [[noreturn]] void stopBlock();
+
+  unsigned lanesOfWarp(unsigned warp) const { return std::min(kWarpSize, threadCount_ - warp * kWarpSize); }
+  std::string threadInBlock(unsigned thread) const;
+  std::string describeThreads(const std::vector<unsigned>& threads) const;
+  std::string describeDeadlock() const;
+  std::string describeCall(const char* function, const std::string& how) const;
+
+  std::vector<std::unique_ptr<SimThread>> pool_;  // stable addresses: a ucontext points into itself
+  Context host_;
+  const char* kernelName_ = nullptr;
+  KernelBody body_ = nullptr;
+  const void* closure_ = nullptr;
+  unsigned threadCount_ = 0;
+  unsigned current_ = 0;
+  unsigned exited_ = 0;
+  unsigned atBarrier_ = 0;
+  std::vector<unsigned> atShuffle_;  // per warp
+  std::string failure_;
+};
+
+inline Scheduler scheduler;
+
+inline void Scheduler::threadMain() {
+  const StackBounds previous = arrivedFrom();
+  // Thread 0 is always started by the host: the switches back to the host need to know its stack.
+  if (scheduler.current_ == 0) scheduler.host_.stack = previous;
+  scheduler.body_(scheduler.closure_);
+  scheduler.exitThread();
+}
+
+inline bool Scheduler::preparePool(unsigned threadCount) {
+  while (pool_.size() < threadCount) {
+    auto thread = std::make_unique<SimThread>();
+    if (!thread->stack.allocate(EMMY_SIM_STACK_BYTES)) return false;
+    pool_.push_back(std::move(thread));
+  }
+  return true;
+}
+
+inline bool Scheduler::runGrid(const char* kernelName, dim3 grid, dim3 block, KernelBody body, const void* closure) {
+  const unsigned long long threads = 1ull * block.x * block.y * block.z;
+  std::string invalid;
+  if (block.x == 0 || block.y == 0 || block.z == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0)
+    invalid = "a grid or block dimension is 0";
+  else if (block.x > 1024 || block.y > 1024 || block.z > 64)
+    invalid = "a block dimension is over its limit (1024,1024,64)";
+  else if (threads > 1024)
+    invalid = "the block has " + std::to_string(threads) + " threads, more than 1024";
+  else if (grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535)
+    invalid = "a grid dimension is over its limit (2147483647,65535,65535)";
+  if (!invalid.empty()) {
+    recordError(cudaErrorInvalidConfiguration, std::string("invalid configuration argument: kernel ") + kernelName +
+                                                   " launched with grid " + coordinates(grid) + " and block " +
+                                                   coordinates(block) + ": " + invalid);
+    return false;
+  }
+  threadCount_ = static_cast<unsigned>(threads);
+  if (!preparePool(threadCount_)) {
+    recordError(cudaErrorMemoryAllocation, std::string("out of memory: no stacks for the ") +
+                                               std::to_string(threadCount_) + " simulated threads of kernel " +
+                                               kernelName);
+    return false;
+  }
+#if EMMY_SIM_ASAN
+  __sanitizer_set_death_callback(&Scheduler::reportWhereAddressSanitizerStopped);
+#endif
+  kernelName_ = kernelName;
+  body_ = body;
+  closure_ = closure;
+  currentBlockDim = block;
+  currentGridDim = grid;
+  for (unsigned t = 0; t < threadCount_; ++t)
+    pool_[t]->index = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
+  atShuffle_.assign((threadCount_ + kWarpSize - 1) / kWarpSize, 0);
+
+  bool succeeded = true;
+  for (unsigned z = 0; z < grid.z && succeeded; ++z)
+    for (unsigned y = 0; y < grid.y && succeeded; ++y)
+      for (unsigned x = 0; x < grid.x && succeeded; ++x) succeeded = runBlock({x, y, z});
+  kernelName_ = nullptr;
+  if (!succeeded) {
+    recordError(cudaErrorLaunchFailure, std::move(failure_));
+    failure_.clear();
+  }
+  return succeeded;
+}
+
+// AddressSanitizer's report names the kernel's function but cannot know which simulated thread ran it.
+inline void Scheduler::reportWhereAddressSanitizerStopped() {
+  if (scheduler.kernelName_ == nullptr) return;
+  std::fprintf(stderr, "emmy simulation: the error above happened in kernel %s, %s\n", scheduler.kernelName_,
+               scheduler.threadInBlock(scheduler.current_).c_str());
+}
+
+inline bool Scheduler::runBlock(uint3 blockIndex) {
+  currentBlockIdx = blockIndex;
+  for (unsigned t = 0; t < threadCount_; ++t) {
+    SimThread& thread = *pool_[t];
+    thread.state = ThreadState::Runnable;
+    startContext(thread.context, thread.stack.usable(), EMMY_SIM_STACK_BYTES, &Scheduler::threadMain);
+  }
+  exited_ = 0;
+  atBarrier_ = 0;
+  std::fill(atShuffle_.begin(), atShuffle_.end(), 0u);
+  // The threads run until every one has exited or nothing can run; either way control comes back here.
+  current_ = 0;
+  currentThreadIdx = pool_[0]->index;
+  switchContext(host_, pool_[0]->context);
+  return failure_.empty();
+}
+
+inline void Scheduler::switchTo(unsigned next) {
+  SimThread& from = *pool_[current_];
+  current_ = next;
+  currentThreadIdx = pool_[next]->index;
+  if (from.state == ThreadState::Exited) {
+    leaveContext(from.context, pool_[next]->context);
+    __builtin_unreachable();
+  }
+  switchContext(from.context, pool_[next]->context);
+  // Resumed: whoever switched back to this thread has set current_ and currentThreadIdx for it.
+}
+
+// Round-robin: the next runnable thread after the current one in linear order. When there is none,
+// the block is over: finished if every thread exited, deadlocked otherwise.
+inline void Scheduler::switchToNextRunnable() {
+  for (unsigned step = 1; step <= threadCount_; ++step) {
+    unsigned next = current_ + step;
+    if (next >= threadCount_) next -= threadCount_;
+    if (pool_[next]->state == ThreadState::Runnable) {
+      switchTo(next);
+      return;
+    }
+  }
+  if (exited_ == threadCount_) {
+    leaveContext(pool_[current_]->context, host_);
+    __builtin_unreachable();
+  }
+  failure_ = describeDeadlock();
+  stopBlock();
+}
+
+// Ends the block with failure_ (set by the caller in a statement of its own, so that every temporary
+// of the message is gone: nothing after this point runs on this stack).
+inline void Scheduler::stopBlock() {
+  // The suspended threads are abandoned where they stand: the next block restarts every fiber from the
+  // top, and kernels hold no resources that would need their destructors.
+  leaveContext(pool_[current_]->context, host_);
+  __builtin_unreachable();
+}
+
+inline void Scheduler::arriveAtBarrier() {
+  pool_[current_]->state = ThreadState::AtBarrier;
+  if (++atBarrier_ == threadCount_) {
+    // The last to arrive releases everyone and goes on without a switch.
+    atBarrier_ = 0;
+    for (unsigned t = 0; t < threadCount_; ++t) pool_[t]->state = ThreadState::Runnable;
+    return;
+  }
+  switchToNextRunnable();
+}
+
+inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned mask, uint64_t value, int operand,
+                                   int width) {
+  const unsigned warp = current_ / kWarpSize;
+  const unsigned lanes = lanesOfWarp(warp);
+  const unsigned existingLanes = lanes == kWarpSize ? 0xffffffffu : (1u << lanes) - 1;
+  if (width < 1 || width > static_cast<int>(kWarpSize) || (width & (width - 1)) != 0) {
+    failure_ = describeCall(name, "with width " + std::to_string(width) + ", which is not a power of 2 from 1 to 32");
+    stopBlock();
+  }
+  if ((mask & existingLanes) != existingLanes) {
+    char hex[16];
+    std::snprintf(hex, sizeof hex, "0x%08x", mask);
+    failure_ =
+        describeCall(name, std::string("with mask ") + hex +
+                               ", which leaves out lanes of its warp: the simulation runs only whole-warp shuffles");
+    stopBlock();
+  }
+  SimThread& self = *pool_[current_];
+  self.state = ThreadState::AtShuffle;
+  self.shuffleName = name;
+  self.shuffleMode = mode;
+  self.shuffleOperand = operand;
+  self.shuffleWidth = width;
+  self.offered = value;
+  if (++atShuffle_[warp] == lanes) {
+    // The last lane to arrive makes the exchange for the whole warp and goes on without a switch.
+    atShuffle_[warp] = 0;
+    const unsigned first = warp * kWarpSize;
+    for (unsigned lane = 0; lane < lanes; ++lane) {
+      SimThread& reader = *pool_[first + lane];
+      const unsigned source = shuffleSourceLane(reader.shuffleMode, lane, reader.shuffleOperand, reader.shuffleWidth);
+      // A lane past the end of a partial warp does not exist: what the GPU returns is undefined, and the
+      // simulation returns all ones (NaN for floating point) so that using it shows.
+      reader.received = source < lanes ? pool_[first + source]->offered : ~uint64_t{0};
+      reader.state = ThreadState::Runnable;
+    }
+  } else {
+    switchToNextRunnable();
+  }
+  return self.received;
+}
+
+inline unsigned Scheduler::activeLaneMask() const {
+  const unsigned first = current_ / kWarpSize * kWarpSize;
+  unsigned mask = 0;
+  for (unsigned lane = 0; lane < lanesOfWarp(current_ / kWarpSize); ++lane)
+    if (pool_[first + lane]->state != ThreadState::Exited) mask |= 1u << lane;
+  return mask;
+}
+
+inline void Scheduler::exitThread() {
+  pool_[current_]->state = ThreadState::Exited;
+  ++exited_;
+  switchToNextRunnable();
+  __builtin_unreachable();
+}
+
+inline std::string Scheduler::threadInBlock(unsigned thread) const {
+  return "thread " + coordinates(pool_[thread]->index) + " of block " + coordinates(currentBlockIdx);
+}
+
+// "(40,0,0)", or "(32..63,0,0)" for a run of x in one row, up to three runs and a count of the rest.
+inline std::string Scheduler::describeThreads(const std::vector<unsigned>& threads) const {
+  constexpr size_t kRunsShown = 3;
+  std::vector<std::pair<unsigned, unsigned>> runs;  // first and last linear index of each run
+  for (unsigned t : threads) {
+    if (!runs.empty() && runs.back().second + 1 == t && pool_[t]->index.x != 0)
+      runs.back().second = t;
+    else
+      runs.push_back({t, t});
+  }
+  std::string text;
+  size_t shownThreads = 0;
+  for (size_t r = 0; r < runs.size() && r < kRunsShown; ++r) {
+    const auto [first, last] = runs[r];
+    const uint3 i = pool_[first]->index;
+    if (r > 0) text += ", ";
+    text += "(" + std::to_string(i.x) + (first == last ? "" : ".." + std::to_string(pool_[last]->index.x)) + "," +
+            std::to_string(i.y) + "," + std::to_string(i.z) + ")";
+    shownThreads += last - first + 1;
+  }
+  if (runs.size() > kRunsShown) text += " and " + std::to_string(threads.size() - shownThreads) + " more";
+  return text;
+}
+
+inline std::string Scheduler::describeCall(const char* function, const std::string& how) const {
+  return std::string("kernel ") + kernelName_ + ": " + threadInBlock(current_) + " calls " + function + "() " + how;
+}
+
+// Names the first waiting thread and the threads it waits for, by what they are doing instead: for a
+// barrier the whole block, for a shuffle the thread's warp.
+inline std::string Scheduler::describeDeadlock() const {
+  unsigned waiter = 0;
+  while (pool_[waiter]->state == ThreadState::Exited) ++waiter;
+  const SimThread& waiting = *pool_[waiter];
+  const bool atBarrier = waiting.state == ThreadState::AtBarrier;
+  const unsigned first = atBarrier ? 0 : waiter / kWarpSize * kWarpSize;
+  const unsigned end = atBarrier ? threadCount_ : first + lanesOfWarp(waiter / kWarpSize);
+  std::vector<unsigned> exited, elsewhere;
+  for (unsigned t = first; t < end; ++t) {
+    if (pool_[t]->state == ThreadState::Exited)
+      exited.push_back(t);
+    else if (pool_[t]->state != waiting.state)
+      elsewhere.push_back(t);
+  }
+  const char* scope = atBarrier ? "" : " of its warp";
+  std::string reasons;
+  const auto add = [&](const std::vector<unsigned>& threads, const char* verbForOne, const char* verbForMany) {
+    if (threads.empty()) return;
+    if (!reasons.empty()) reasons += " and ";
+    reasons += (threads.size() == 1 ? "thread " : "threads ") + describeThreads(threads) + scope + " " +
+               (threads.size() == 1 ? verbForOne : verbForMany);
+  };
+  add(exited, "has exited", "have exited");
+  if (atBarrier)
+    add(elsewhere, "waits in a warp shuffle", "wait in a warp shuffle");
+  else
+    add(elsewhere, "waits at __syncthreads()", "wait at __syncthreads()");
+  return std::string("deadlock in kernel ") + kernelName_ + ": " + threadInBlock(waiter) + " waits at " +
+         (atBarrier ? std::string("__syncthreads()") : std::string(waiting.shuffleName) + "()") + " but " + reasons;
+}
+
+template <class Body>
+inline void invokeBody(const void* closure) {
+  (*static_cast<const Body*>(closure))();
+}
+
+template <class Body>
+inline void launch(const char* kernelName, dim3 grid, dim3 block, const Body& body) {
+  scheduler.runGrid(kernelName, grid, block, &invokeBody<Body>, &body);
+}
+
+// The value a shuffle carries, as the bits of any type of up to 8 bytes.
+template <class T>
+inline uint64_t shuffleBits(T value) {
+  static_assert(std::is_trivially_copyable_v<T> && sizeof(T) <= sizeof(uint64_t), "a shuffle moves up to 8 bytes");
+  uint64_t bits = 0;
+  std::memcpy(&bits, &value, sizeof value);
+  return bits;
+}
+
+template <class T>
+inline T shuffleValue(uint64_t bits) {
+  T value;
+  std::memcpy(&value, &bits, sizeof value);
+  return value;
+}
+
+// Shared memory is plain static storage the compiler sees no other thread touch; the barrier also tells
+// it that memory may have changed while this thread was switched out.
+inline void memoryBarrier() { asm volatile("" ::: "memory"); }
+
+}  // namespace emmy_sim::detail
+
+// ---------------------------------------------------------------------------------------------------
+// Device built-ins
+// ---------------------------------------------------------------------------------------------------
+
+inline const uint3& threadIdx = emmy_sim::detail::currentThreadIdx;
+inline const uint3& blockIdx = emmy_sim::detail::currentBlockIdx;
+inline const dim3& blockDim = emmy_sim::detail::currentBlockDim;
+inline const dim3& gridDim = emmy_sim::detail::currentGridDim;
+
+inline void __syncthreads() {
+  emmy_sim::detail::memoryBarrier();
+  emmy_sim::detail::scheduler.arriveAtBarrier();
+  emmy_sim::detail::memoryBarrier();
+}
+
+inline unsigned __activemask() { return emmy_sim::detail::scheduler.activeLaneMask(); }
+
+#define EMMY_SIM_SHUFFLE(function, mode)                                                                             \
+  template <class T>                                                                                                 \
+  inline T function(unsigned mask, T value, int operand, int width = warpSize) {                                     \
+    emmy_sim::detail::memoryBarrier();                                                                               \
+    const uint64_t received = emmy_sim::detail::scheduler.shuffle(                                                   \
+        #function, emmy_sim::detail::ShuffleMode::mode, mask, emmy_sim::detail::shuffleBits(value), operand, width); \
+    emmy_sim::detail::memoryBarrier();                                                                               \
+    return emmy_sim::detail::shuffleValue<T>(received);                                                              \
+  }
+EMMY_SIM_SHUFFLE(__shfl_sync, Index)
+EMMY_SIM_SHUFFLE(__shfl_up_sync, Up)
+EMMY_SIM_SHUFFLE(__shfl_down_sync, Down)
+EMMY_SIM_SHUFFLE(__shfl_xor_sync, Xor)
+#undef EMMY_SIM_SHUFFLE
+
+// Runs the whole grid before returning. Every thread calls the kernel with its own copies of the
+// arguments, captured once by value. The stream is accepted and ignored: everything is synchronous.
+#define EMMY_LAUNCH(kernel, grid, block, stream, ...)                                   \
+  do {                                                                                  \
+    (void)(stream);                                                                     \
+    ::emmy_sim::detail::launch(#kernel, (grid), (block), [=] { kernel(__VA_ARGS__); }); \
+  } while (0)

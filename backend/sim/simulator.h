@@ -1,0 +1,72 @@
+// Runs generated CUDA on the CPU: the .cu text is compiled as host C++ against the simulation header
+// (backend/sim/emmy_cuda_sim.h), together with a small generated `main` that calls the kernel's host
+// function on inputs read from files. The program runs in a child process, so that a crash or a hang of
+// the generated code can neither take Emmy down nor stall it.
+#pragma once
+
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "backend/cuda/emit_cuda.h"
+#include "ir/tensor/evaluator.h"
+#include "ir/tensor/nodes.h"
+#include "support/value.h"
+
+namespace emmy::sim {
+
+class TemporaryFolder;
+
+// What `emmy build` writes: BASENAME.cu, which includes "BASENAME.h".
+using CudaSource = cuda::GeneratedCuda;
+
+struct SimulationOptions {
+  std::chrono::seconds compileTimeout{300};
+  std::chrono::seconds runTimeout{300};
+};
+
+struct SimulationResult {
+  // Every output by name; empty when `failure` is set.
+  std::map<std::string, Buffer> outputs;
+  // Why the run failed: the host function's error (a deadlock, a size mismatch, an out-of-bounds access
+  // the simulation saw), a crash, or a timeout.
+  std::optional<std::string> failure;
+  double runSeconds = 0;
+};
+
+// The folder holding emmy_cuda_sim.h: $EMMY_SIM_HEADER_DIR if set, else this source tree's backend/sim.
+std::filesystem::path defaultSimHeaderDir();
+
+// A kernel's generated code compiled for the simulation, ready to run on any number of inputs (the
+// compiled program does not depend on the sizes, so checking several sizes compiles once). It lives in
+// a temporary folder that goes away with the object.
+class SimulatedKernel {
+public:
+  // Compiles `source`. A .cu that does not compile is a bug in Emmy: InternalError, with the compiler's
+  // messages and the folder where the files were kept. Throws UsageError when the simulation header or
+  // the host compiler ($CXX, else c++) is missing.
+  SimulatedKernel(const tensor::Kernel& kernel, const CudaSource& source, const SimulationOptions& options = {});
+  ~SimulatedKernel();
+  SimulatedKernel(const SimulatedKernel&) = delete;
+  SimulatedKernel& operator=(const SimulatedKernel&) = delete;
+
+  // Calls the host function on `inputs`, whose sizes and scalars are completed exactly as
+  // tensor::evaluate completes them (so both see the same values); throws tensor::EvaluationError when
+  // the inputs do not fit the kernel.
+  SimulationResult run(const tensor::EvaluationInputs& inputs) const;
+
+  const std::string& compileCommand() const { return compileCommand_; }  // as a shell would spell it
+  double compileSeconds() const { return compileSeconds_; }
+
+private:
+  tensor::Kernel kernel_;
+  SimulationOptions options_;
+  std::unique_ptr<TemporaryFolder> folder_;  // the sources and the compiled program
+  std::string compileCommand_;
+  double compileSeconds_ = 0;
+};
+
+}  // namespace emmy::sim

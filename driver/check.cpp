@@ -1,0 +1,211 @@
+#include "driver/check.h"
+
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "driver/compare.h"
+#include "frontend/frontend.h"
+#include "ir/tensor/evaluator.h"
+#include "support/diagnostics.h"
+#include "support/npy.h"
+#include "support/text.h"
+
+namespace emmy {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+constexpr int kAllPassed = 0;
+constexpr int kFailed = 1;
+
+// --size N=64 → {N: 64}.
+std::map<std::string, int64_t> parseSizes(const std::vector<std::string>& specs) {
+  std::map<std::string, int64_t> sizes;
+  for (const std::string& spec : specs) {
+    size_t equals = spec.find('=');
+    std::string name = spec.substr(0, equals), value = equals == std::string::npos ? "" : spec.substr(equals + 1);
+    size_t parsed = 0;
+    int64_t number = -1;
+    try {
+      number = std::stoll(value, &parsed);
+    } catch (const std::exception&) {
+      parsed = 0;
+    }
+    if (name.empty() || parsed == 0 || parsed != value.size() || number < 0)
+      throw UsageError(fmt::format("--size '{}': expected NAME=VALUE with a non-negative integer VALUE", spec));
+    if (!sizes.emplace(name, number).second) throw UsageError(fmt::format("--size {} is given twice", name));
+  }
+  return sizes;
+}
+
+// When several kernels are checked, a --size applies to those that have the size; one that none has is
+// a mistake.
+void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels) {
+  std::set<std::string> known;
+  for (const tensor::Kernel& kernel : kernels) known.insert(kernel.sizes.begin(), kernel.sizes.end());
+  std::vector<std::string> candidates(known.begin(), known.end());
+  for (const auto& [name, value] : sizes)
+    if (!known.count(name))
+      throw UsageError(withSuggestion(fmt::format("--size {}: no kernel checked has a size named {}{}", name, name,
+                                                  candidates.empty() ? "" : " (sizes: " + join(candidates, ", ") + ")"),
+                                      name, candidates));
+}
+
+std::string displayName(const tensor::Kernel& kernel) {
+  if (kernel.typeArguments.empty()) return kernel.name;
+  std::vector<std::string> types;
+  for (const auto& [parameter, dtype] : kernel.typeArguments) types.emplace_back(dtypeName(dtype));
+  return fmt::format("{}<{}>", kernel.name, join(types, ", "));
+}
+
+class RandomInputs {
+public:
+  explicit RandomInputs(uint64_t seed) : engine_(seed) {}
+
+  Buffer make(DType dtype, std::vector<int64_t> shape) {
+    Buffer buffer(dtype, std::move(shape));
+    for (int64_t k = 0; k < buffer.numel(); ++k) buffer.set(k, next(dtype));
+    return buffer;
+  }
+
+private:
+  // Uses the engine's bits directly: the standard distributions differ between library implementations.
+  Value next(DType dtype) {
+    uint64_t bits = engine_();
+    if (isFloat(dtype)) return Value::ofFloat(dtype, static_cast<double>(bits >> 11) * 0x1p-52 - 1);
+    if (dtype == DType::Bool) return Value::ofBool(bits >> 63);
+    return Value::ofInt(dtype, static_cast<int64_t>(bits % 17) - 8);
+  }
+
+  std::mt19937_64 engine_;
+};
+
+std::vector<int64_t> declaredShape(const tensor::TensorParam& tensor, const std::map<std::string, int64_t>& sizes) {
+  std::vector<int64_t> shape;
+  int64_t bytes = dtypeBytes(tensor.dtype);
+  for (const tensor::Dim& dim : tensor.shape) {
+    shape.push_back(tensor::evaluateDim(dim, sizes));
+    if (__builtin_mul_overflow(bytes, shape.back(), &bytes))
+      throw UsageError(fmt::format("input {} would be too large with these sizes", tensor.name));
+  }
+  return shape;
+}
+
+// The inputs of one kernel: from DIR/NAME.npy with --inputs, else random; sizes from --size and the files.
+tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const CheckOptions& options,
+                                       const std::map<std::string, int64_t>& givenSizes) {
+  tensor::EvaluationInputs inputs;
+  for (const std::string& size : kernel.sizes)
+    if (auto it = givenSizes.find(size); it != givenSizes.end()) inputs.sizes.insert(*it);
+
+  if (!options.inputsDir.empty()) {
+    fs::path folder = options.inputsDir;
+    for (const tensor::TensorParam& input : kernel.inputs)
+      inputs.tensors.emplace(input.name, readNpy(folder / (input.name + ".npy"), input.dtype));
+    for (const tensor::ScalarParamDecl& scalar : kernel.scalars) {
+      fs::path path = folder / (scalar.name + ".npy");
+      if (!fs::exists(path)) continue;  // takes its default
+      Buffer value = readNpy(path, scalar.dtype);
+      if (!value.shape().empty())
+        throw NpyError(fmt::format("{}: scalar {} needs a 0-d array, but the file holds one of {} dimension(s)",
+                                   path.string(), scalar.name, value.shape().size()));
+      inputs.scalars.emplace(scalar.name, value.get(0));
+    }
+    return inputs;
+  }
+
+  for (const std::string& size : kernel.sizes)
+    if (!inputs.sizes.count(size))
+      throw UsageError(fmt::format("kernel {}: size {} is not given: add --size {}=VALUE, or read the inputs from "
+                                   "files with --inputs DIR",
+                                   displayName(kernel), size, size));
+  RandomInputs random(options.seed);
+  for (const tensor::TensorParam& input : kernel.inputs)
+    inputs.tensors.emplace(input.name, random.make(input.dtype, declaredShape(input, inputs.sizes)));
+  return inputs;
+}
+
+void saveOutputs(const fs::path& folder, const std::map<std::string, Buffer>& outputs) {
+  std::error_code error;
+  fs::create_directories(folder, error);
+  if (error) throw UsageError(fmt::format("--save: cannot create {}: {}", folder.string(), error.message()));
+  for (const auto& [name, buffer] : outputs) writeNpy(folder / (name + ".npy"), buffer);
+}
+
+// Checks one kernel and prints its report; returns whether everything passed.
+bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
+                 const std::map<std::string, int64_t>& givenSizes, const CudaGenerator& generateCuda,
+                 std::FILE* report) {
+  tensor::EvaluationInputs inputs;
+  std::map<std::string, Buffer> reference;
+  std::map<std::string, int64_t> sizes;
+  try {
+    inputs = prepareInputs(kernel, options, givenSizes);
+    sizes = tensor::bindSizes(kernel, inputs.tensors, inputs.sizes);
+    reference = tensor::evaluate(kernel, inputs);
+  } catch (const tensor::EvaluationError& error) {
+    throw UsageError(fmt::format("kernel {}: {}", displayName(kernel), error.what()));
+  }
+  std::vector<std::string> sizeTexts;
+  for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, sizes.at(size)));
+  fmt::print(report, "{}{}\n", displayName(kernel), sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")");
+
+  sim::SimulatedKernel program(kernel, generateCuda(kernel), options.simulation);
+  sim::SimulationResult simulated = program.run(inputs);
+  if (options.verbose)
+    fmt::print(report, "  compiled in {:.2f} s: {}\n  ran in {:.2f} s\n", program.compileSeconds(), program.compileCommand(),
+               simulated.runSeconds);
+  if (simulated.failure) {
+    fmt::print(report, "  FAILED: {}\n", *simulated.failure);
+    return false;
+  }
+
+  bool passed = true;
+  for (const tensor::TensorParam& output : kernel.outputs) {
+    OutputComparison comparison = compareOutput(output.name, simulated.outputs.at(output.name), reference.at(output.name));
+    fmt::print(report, "  {}\n", formatComparison(comparison));
+    passed = passed && comparison.ok();
+  }
+  if (!options.saveDir.empty()) saveOutputs(options.saveDir, simulated.outputs);
+  return passed;
+}
+
+}  // namespace
+
+int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, std::FILE* report) {
+  if (fs::path(options.file).extension() == ".pt")
+    throw UsageError("importing TorchScript models is not available in this version yet");
+  std::map<std::string, int64_t> givenSizes = parseSizes(options.sizes);
+
+  Diagnostics diagnostics;
+  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
+  const ast::Module* module = frontend.loadFile(options.file);
+  std::vector<tensor::Kernel> kernels;
+  if (module)
+    kernels = options.kernel.empty() ? frontend.elaborateAll(*module)
+                                     : frontend.elaborateSelected(*module, options.kernel, /*requireTypes=*/true);
+  if (diagnostics.hasErrors()) {
+    std::fputs(diagnostics.render().c_str(), stderr);
+    return kFailed;
+  }
+  if (kernels.empty()) throw UsageError(fmt::format("{} has no kernel to check", options.file));
+  if (!options.saveDir.empty() && kernels.size() > 1) {
+    std::vector<std::string> names;
+    for (const tensor::Kernel& kernel : kernels) names.push_back(displayName(kernel));
+    throw UsageError(fmt::format("--save needs --kernel here: the outputs of {} would overwrite each other",
+                                 join(names, ", ")));
+  }
+  checkSizeNamesExist(givenSizes, kernels);
+
+  bool allPassed = true;
+  for (const tensor::Kernel& kernel : kernels)
+    allPassed = checkKernel(kernel, options, givenSizes, generateCuda, report) && allPassed;
+  return allPassed ? kAllPassed : kFailed;
+}
+
+}  // namespace emmy

@@ -1,0 +1,155 @@
+// Kernel IR: what each thread of a CUDA kernel does. Loops run from a begin to an end by a step written
+// in terms of the thread's and block's indices; global buffers are read and written at flat row-major
+// positions; the cross-thread combines of Tile IR are spelled out as warp shuffles, shared memory and
+// barriers. The CUDA printer (backend/cuda) turns this level into text and decides nothing.
+//
+// Expressions are Tensor IR's. The hardware indices are the variables named in kHardwareIndices (i64);
+// every other AxisVar is a loop variable or a Let.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/loop/nodes.h"
+
+namespace emmy::kernel {
+
+using tensor::ExprPtr;
+
+inline constexpr std::array<const char*, 4> kHardwareIndices = {"threadIdx.x", "blockIdx.x", "blockDim.x", "gridDim.x"};
+bool isHardwareIndex(const std::string& name);
+ExprPtr threadIndex();
+ExprPtr blockIndex();
+ExprPtr blockSize();
+ExprPtr gridSize();
+
+#define EMMY_KERNEL_STMT_NODES(X) \
+  X(For)                          \
+  X(Let)                          \
+  X(Declare)                      \
+  X(Store)                        \
+  X(If)                           \
+  X(Barrier)                      \
+  X(ShuffleCombine)               \
+  X(Block)
+
+enum class StmtKind {
+#define EMMY_ENUM_ENTRY(Node) Node,
+  EMMY_KERNEL_STMT_NODES(EMMY_ENUM_ENTRY)
+#undef EMMY_ENUM_ENTRY
+};
+
+struct Stmt {
+  explicit Stmt(StmtKind kind) : kind(kind) {}
+  virtual ~Stmt() = default;
+  const StmtKind kind;
+
+  template <typename T>
+  const T* as() const { return kind == T::kKind ? static_cast<const T*>(this) : nullptr; }
+};
+using StmtPtr = std::shared_ptr<const Stmt>;
+
+// for (var = begin; var < end; var += step) body
+struct For final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::For;
+  For(std::string var, ExprPtr begin, ExprPtr end, ExprPtr step, StmtPtr body)
+      : Stmt(kKind), var(std::move(var)), begin(std::move(begin)), end(std::move(end)), step(std::move(step)),
+        body(std::move(body)) {}
+  const std::string var;
+  const ExprPtr begin, end, step;
+  const StmtPtr body;
+};
+
+// const int64_t var = value; for the rest of the block.
+struct Let final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Let;
+  Let(std::string var, ExprPtr value) : Stmt(kKind), var(std::move(var)), value(std::move(value)) {}
+  const std::string var;
+  const ExprPtr value;
+};
+
+enum class Memory { Local, Shared };
+
+// A buffer of `count` elements for the rest of the block: a thread's own (Local; count 1 is a scalar,
+// read as a Load with no index) or the block's (Shared).
+struct Declare final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Declare;
+  Declare(std::string buffer, DType dtype, int64_t count, Memory memory)
+      : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), count(count), memory(memory) {}
+  const std::string buffer;
+  const DType dtype;
+  const int64_t count;
+  const Memory memory;
+};
+
+// buffer[index] = value, or buffer = value for a scalar local (index null).
+struct Store final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Store;
+  Store(std::string buffer, ExprPtr index, ExprPtr value)
+      : Stmt(kKind), buffer(std::move(buffer)), index(std::move(index)), value(std::move(value)) {}
+  const std::string buffer;
+  const ExprPtr index;
+  const ExprPtr value;
+};
+
+struct If final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::If;
+  If(ExprPtr condition, StmtPtr body) : Stmt(kKind), condition(std::move(condition)), body(std::move(body)) {}
+  const ExprPtr condition;
+  const StmtPtr body;
+};
+
+// __syncthreads(): reached by every thread of the block (Tile IR guarantees it).
+struct Barrier final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Barrier;
+  Barrier() : Stmt(kKind) {}
+};
+
+// buffer = op(buffer, the value of `buffer` in the lane `laneMask` away, by xor), in every lane of the
+// warp together.
+struct ShuffleCombine final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::ShuffleCombine;
+  ShuffleCombine(std::string buffer, DType dtype, tensor::BinaryOp op, int laneMask)
+      : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), op(op), laneMask(laneMask) {}
+  const std::string buffer;
+  const DType dtype;
+  const tensor::BinaryOp op;
+  const int laneMask;
+};
+
+struct Block final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Block;
+  explicit Block(std::vector<StmtPtr> stmts) : Stmt(kKind), stmts(std::move(stmts)) {}
+  const std::vector<StmtPtr> stmts;
+};
+
+template <typename Visitor>
+decltype(auto) dispatch(const Stmt& stmt, Visitor&& visitor) {
+  switch (stmt.kind) {
+#define EMMY_DISPATCH_CASE(Node) \
+  case StmtKind::Node: return visitor(static_cast<const Node&>(stmt));
+    EMMY_KERNEL_STMT_NODES(EMMY_DISPATCH_CASE)
+#undef EMMY_DISPATCH_CASE
+  }
+  __builtin_unreachable();
+}
+
+// One CUDA kernel: launched with `gridBlocks` blocks (an i64 expression of the sizes) of
+// `threadsPerBlock` threads; it receives every input, output, temporary, scalar and size.
+struct Function {
+  std::string name;
+  std::vector<std::string> stages;
+  int threadsPerBlock;
+  ExprPtr gridBlocks;
+  StmtPtr body;
+};
+
+struct Program {
+  tensor::Kernel source;
+  std::vector<loop::Temporary> temporaries;
+  std::vector<Function> functions;  // launched in this order
+};
+
+}  // namespace emmy::kernel

@@ -1,0 +1,68 @@
+#include "ir/kernel/printer.h"
+
+#include <fmt/format.h>
+
+#include "ir/tensor/printer.h"
+
+namespace emmy::kernel {
+
+namespace {
+
+struct Printer {
+  std::string out;
+
+  void line(int indent, const std::string& text) { out += std::string(2 * indent, ' ') + text + "\n"; }
+  static std::string e(const ExprPtr& expr) { return tensor::printExpr(*expr); }
+
+  void print(const Stmt& stmt, int indent) {
+    dispatch(stmt, [&](const auto& node) { printNode(node, indent); });
+  }
+
+  void printNode(const For& node, int indent) {
+    line(indent, fmt::format("for {} = {}; {} < {}; {} += {}:", node.var, e(node.begin), node.var, e(node.end),
+                             node.var, e(node.step)));
+    print(*node.body, indent + 1);
+  }
+  void printNode(const Let& node, int indent) { line(indent, fmt::format("let {} = {}", node.var, e(node.value))); }
+  void printNode(const Declare& node, int indent) {
+    line(indent, fmt::format("{} {}: {}{}", node.memory == Memory::Shared ? "shared" : "local", node.buffer,
+                             dtypeName(node.dtype), node.count == 1 && node.memory == Memory::Local
+                                                        ? ""
+                                                        : fmt::format("[{}]", node.count)));
+  }
+  void printNode(const Store& node, int indent) {
+    line(indent, fmt::format("{}{} = {}", node.buffer, node.index ? "[" + e(node.index) + "]" : "", e(node.value)));
+  }
+  void printNode(const If& node, int indent) {
+    line(indent, fmt::format("if {}:", e(node.condition)));
+    print(*node.body, indent + 1);
+  }
+  void printNode(const Barrier&, int indent) { line(indent, "barrier"); }
+  void printNode(const ShuffleCombine& node, int indent) {
+    line(indent, fmt::format("{} = {}({}, shuffle_xor({}, {}))", node.buffer, tensor::binaryOpName(node.op),
+                             node.buffer, node.buffer, node.laneMask));
+  }
+  void printNode(const Block& node, int indent) {
+    for (const StmtPtr& stmt : node.stmts) print(*stmt, indent);
+  }
+};
+
+}  // namespace
+
+std::string printProgram(const Program& program) {
+  Printer printer;
+  printer.line(0, fmt::format("program {}", program.source.instanceName()));
+  for (const loop::Temporary& temporary : program.temporaries)
+    printer.line(1, fmt::format("temporary {}: {}{}", temporary.name, dtypeName(temporary.dtype),
+                                tensor::shapeToString(temporary.shape)));
+  for (const Function& function : program.functions) {
+    std::string stages;
+    for (const std::string& stage : function.stages) stages += (stages.empty() ? "" : ", ") + stage;
+    printer.line(1, fmt::format("kernel {} computes {}: {} blocks of {} threads", function.name, stages,
+                                Printer::e(function.gridBlocks), function.threadsPerBlock));
+    printer.print(*function.body, 2);
+  }
+  return printer.out;
+}
+
+}  // namespace emmy::kernel

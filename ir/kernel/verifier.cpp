@@ -1,0 +1,128 @@
+#include "ir/kernel/verifier.h"
+
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/tensor/printer.h"
+#include "ir/tensor/rewrite.h"
+#include "support/diagnostics.h"
+
+namespace emmy::kernel {
+
+using namespace tensor;
+
+namespace {
+
+class Verifier {
+public:
+  Verifier(const Program& program, const Function& function) : program_(program), function_(function) {
+    for (const TensorParam& input : program.source.inputs) globals_.insert(input.name);
+    for (const TensorParam& output : program.source.outputs) globals_.insert(output.name);
+    for (const loop::Temporary& temporary : program.temporaries) globals_.insert(temporary.name);
+  }
+
+  void check() {
+    checkExpr(function_.gridBlocks);
+    check(*function_.body, false);
+  }
+
+private:
+  [[noreturn]] void fail(const std::string& message) const {
+    throw InternalError(fmt::format("invalid Kernel IR in {}, kernel {}: {}", program_.source.instanceName(),
+                                    function_.name, message));
+  }
+
+  // True when `expr` depends on the thread's index within its block (directly or through variables).
+  bool threadDependent(const Expr& expr) const {
+    bool dependent = false;
+    forEachNode(expr, [&](const Expr& node) {
+      if (const auto* var = node.as<AxisVar>())
+        dependent |= var->name == kHardwareIndices[0] || threadDependentVars_.count(var->name);
+    });
+    return dependent;
+  }
+
+  void checkExpr(const ExprPtr& expr) const {
+    forEachNode(*expr, [&](const Expr& node) {
+      if (const auto* var = node.as<AxisVar>(); var && !isHardwareIndex(var->name) && !vars_.count(var->name))
+        fail(fmt::format("{} uses {} outside its scope", printExpr(*expr), var->name));
+      if (const auto* load = node.as<Load>()) checkAccess(load->tensor, load->indices.size(), printExpr(node));
+    });
+  }
+
+  void checkAccess(const std::string& buffer, size_t indexCount, const std::string& what) const {
+    if (globals_.count(buffer) || shared_.count(buffer)) {
+      if (indexCount != 1) fail(fmt::format("{} must index {} with one flat index", what, buffer));
+    } else if (auto local = locals_.find(buffer); local != locals_.end()) {
+      if (indexCount != (local->second == 1 ? 0 : 1)) fail(fmt::format("{} indexes local {} wrongly", what, buffer));
+    } else {
+      fail(fmt::format("{} uses {}, which is not in scope", what, buffer));
+    }
+  }
+
+  // `divergent`: inside a condition or loop that not every thread of the block takes alike.
+  void check(const Stmt& stmt, bool divergent) {
+    dispatch(stmt, [&](const auto& node) { checkNode(node, divergent); });
+  }
+
+  void checkNode(const For& node, bool divergent) {
+    checkExpr(node.begin);
+    checkExpr(node.end);
+    checkExpr(node.step);
+    bool dependent = threadDependent(*node.begin) || threadDependent(*node.end) || threadDependent(*node.step);
+    vars_.insert(node.var);
+    if (dependent) threadDependentVars_.insert(node.var);
+    check(*node.body, divergent || dependent);
+    vars_.erase(node.var);
+    threadDependentVars_.erase(node.var);
+  }
+  void checkNode(const Let& node, bool) {
+    checkExpr(node.value);
+    vars_.insert(node.var);
+    if (threadDependent(*node.value)) threadDependentVars_.insert(node.var);
+  }
+  void checkNode(const Declare& node, bool) {
+    if (node.count < 1) fail(fmt::format("buffer {} has {} elements", node.buffer, node.count));
+    (node.memory == Memory::Shared ? shared_ : locals_)[node.buffer] = node.count;
+  }
+  void checkNode(const Store& node, bool) {
+    checkAccess(node.buffer, node.index ? 1 : 0, "a store to " + node.buffer);
+    if (node.index) checkExpr(node.index);
+    checkExpr(node.value);
+  }
+  void checkNode(const If& node, bool divergent) {
+    checkExpr(node.condition);
+    check(*node.body, divergent || threadDependent(*node.condition));
+  }
+  void checkNode(const Barrier&, bool divergent) {
+    if (divergent) fail("a barrier that only some threads of the block reach");
+  }
+  void checkNode(const ShuffleCombine& node, bool divergent) {
+    if (divergent) fail(fmt::format("a shuffle of {} that only some lanes reach", node.buffer));
+    checkAccess(node.buffer, 0, "a shuffle");
+  }
+  void checkNode(const Block& node, bool divergent) {
+    auto vars = vars_;
+    auto dependentVars = threadDependentVars_;
+    auto locals = locals_;
+    auto shared = shared_;
+    for (const StmtPtr& stmt : node.stmts) check(*stmt, divergent);
+    vars_ = vars, threadDependentVars_ = dependentVars, locals_ = locals, shared_ = shared;
+  }
+
+  const Program& program_;
+  const Function& function_;
+  std::set<std::string> globals_;
+  std::map<std::string, int64_t> locals_, shared_;
+  std::set<std::string> vars_, threadDependentVars_;
+};
+
+}  // namespace
+
+void verifyProgram(const Program& program) {
+  for (const Function& function : program.functions) Verifier(program, function).check();
+}
+
+}  // namespace emmy::kernel

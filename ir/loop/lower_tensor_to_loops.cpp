@@ -1,0 +1,281 @@
+// Tensor IR -> Loop IR: the default fusion policy and the kernel boundaries.
+//
+//  1. Stages no output depends on are dropped.
+//  2. An elementwise stage that is not an output is inlined into every read of it.
+//  3. A reduction that is not an output, whose every read (after inlining) is by stages of one loop
+//     nest and indexes exactly that nest's leading k loops (k >= 1), is computed inside loop k of the
+//     nest, into a local buffer: a row reduction feeding work over the same rows (softmax, layernorm).
+//  4. Every other stage is the root of a loop nest of its own: one CUDA kernel, storing to global
+//     memory (an output, or a temporary between kernels).
+#include "ir/loop/lower_tensor_to_loops.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/tensor/build.h"
+#include "ir/tensor/rewrite.h"
+#include "ir/tensor/scalar_ops.h"
+#include "support/diagnostics.h"
+
+namespace emmy::loop {
+
+using namespace tensor;
+
+namespace {
+
+bool isOutput(const Kernel& kernel, const std::string& name) {
+  return std::any_of(kernel.outputs.begin(), kernel.outputs.end(),
+                     [&](const TensorParam& output) { return output.name == name; });
+}
+
+std::set<std::string> tensorsRead(const Expr& expr) {
+  std::set<std::string> read;
+  forEachNode(expr, [&](const Expr& node) {
+    if (const auto* load = node.as<Load>()) read.insert(load->tensor);
+  });
+  return read;
+}
+
+// Stages some output depends on, in definition order.
+std::vector<const Stage*> liveStages(const Kernel& kernel) {
+  std::set<std::string> live;
+  for (const TensorParam& output : kernel.outputs) live.insert(output.name);
+  for (auto it = kernel.stages.rbegin(); it != kernel.stages.rend(); ++it)
+    if (live.count(it->name))
+      for (const std::string& read : tensorsRead(*it->body)) live.insert(read);
+  std::vector<const Stage*> stages;
+  for (const Stage& stage : kernel.stages)
+    if (live.count(stage.name)) stages.push_back(&stage);
+  return stages;
+}
+
+ExprPtr replaceAxes(const ExprPtr& expr, const std::map<std::string, ExprPtr>& replacements) {
+  return rewrite(expr, [&](const Expr& node) -> ExprPtr {
+    if (const auto* axis = node.as<AxisVar>())
+      if (auto it = replacements.find(axis->name); it != replacements.end()) return it->second;
+    return nullptr;
+  });
+}
+
+// 0 <= index[k] < extent[k] for every k, as one bool expression.
+ExprPtr inBounds(const std::vector<ExprPtr>& indices, const std::vector<Axis>& axes) {
+  ExprPtr all;
+  for (size_t k = 0; k < indices.size(); ++k) {
+    ExprPtr low = std::make_shared<Binary>(DType::Bool, BinaryOp::Ge, indices[k], std::make_shared<IntImm>(DType::I64, 0));
+    ExprPtr high = std::make_shared<Binary>(DType::Bool, BinaryOp::Lt, indices[k], dimValue(axes[k].extent));
+    ExprPtr both = std::make_shared<Binary>(DType::Bool, BinaryOp::And, low, high);
+    all = all ? std::make_shared<Binary>(DType::Bool, BinaryOp::And, all, both) : both;
+  }
+  return all;
+}
+
+// A stage that survives inlining, with its body rewritten.
+struct ComputeStage {
+  const Stage* stage;
+  ExprPtr body;
+};
+
+// Step 2: every read of an inlined stage becomes its expression at the read's indices.
+std::vector<ComputeStage> inlineElementwise(const Kernel& kernel, const std::vector<const Stage*>& stages) {
+  std::map<std::string, std::pair<const Stage*, ExprPtr>> inlined;  // name -> (stage, rewritten body)
+  std::vector<ComputeStage> computed;
+  for (const Stage* stage : stages) {
+    std::function<ExprPtr(const ExprPtr&)> substitute = [&](const ExprPtr& expr) {
+      return rewrite(expr, [&](const Expr& node) -> ExprPtr {
+        const auto* load = node.as<Load>();
+        if (!load) return nullptr;
+        std::vector<ExprPtr> indices;
+        for (const ExprPtr& index : load->indices) indices.push_back(substitute(index));
+        ExprPtr pad = load->padValue ? substitute(load->padValue) : nullptr;
+        auto it = inlined.find(load->tensor);
+        if (it == inlined.end()) return std::make_shared<Load>(load->dtype, load->tensor, indices, pad);
+        const auto& [producer, producerBody] = it->second;
+        std::map<std::string, ExprPtr> at;
+        for (size_t k = 0; k < indices.size(); ++k) at[producer->axes[k].name] = indices[k];
+        ExprPtr value = replaceAxes(producerBody, at);
+        return pad ? std::make_shared<Select>(inBounds(indices, producer->axes), value, pad) : value;
+      });
+    };
+    ExprPtr body = substitute(stage->body);
+    if (!isOutput(kernel, stage->name) && !stage->reduction)
+      inlined[stage->name] = {stage, body};
+    else
+      computed.push_back({stage, body});
+  }
+  return computed;
+}
+
+// Step 3: where each computed stage goes. A root has depth = its rank; a member of a root's nest is
+// computed inside the root's loop `depth`.
+struct Placement {
+  std::string root;
+  size_t depth;
+};
+
+// True when every read of `producer` in `body` is producer[a0, ..., a(k-1)] with a the axes named by
+// `leading` (a stage's own axes, which the nest identifies with the root's leading loops).
+bool readsOnlyLeadingRow(const Expr& body, const std::string& producer, const std::vector<Axis>& leading, size_t k) {
+  bool ok = true;
+  forEachNode(body, [&](const Expr& node) {
+    const auto* load = node.as<Load>();
+    if (!load || load->tensor != producer) return;
+    if (load->padValue || load->indices.size() != k || leading.size() < k) {
+      ok = false;
+      return;
+    }
+    for (size_t d = 0; d < k; ++d) {
+      const auto* axis = load->indices[d]->as<AxisVar>();
+      if (!axis || axis->name != leading[d].name) ok = false;
+    }
+  });
+  return ok;
+}
+
+std::map<std::string, Placement> placeStages(const Kernel& kernel, const std::vector<ComputeStage>& computed) {
+  std::map<std::string, Placement> placement;
+  for (auto it = computed.rbegin(); it != computed.rend(); ++it) {
+    const Stage& stage = *it->stage;
+    size_t rank = stage.axes.size();
+    placement[stage.name] = Placement{stage.name, rank};
+    if (isOutput(kernel, stage.name) || !stage.reduction || rank == 0) continue;
+    std::set<std::string> roots;
+    bool fusable = true;
+    for (const ComputeStage& user : computed) {
+      if (!tensorsRead(*user.body).count(stage.name)) continue;
+      const Placement& where = placement.at(user.stage->name);
+      const Stage& root = *std::find_if(computed.begin(), computed.end(), [&](const ComputeStage& c) {
+                            return c.stage->name == where.root;
+                          })->stage;
+      roots.insert(where.root);
+      bool rowsMatch = rank <= where.depth && rank <= root.axes.size();
+      for (size_t d = 0; rowsMatch && d < rank; ++d) rowsMatch = stage.axes[d].extent == root.axes[d].extent;
+      fusable = fusable && rowsMatch && readsOnlyLeadingRow(*user.body, stage.name, user.stage->axes, rank);
+    }
+    if (fusable && roots.size() == 1) placement[stage.name] = Placement{*roots.begin(), rank};
+  }
+  return placement;
+}
+
+// Builds the loop nest of one root and the members placed in it.
+class NestBuilder {
+public:
+  NestBuilder(const ComputeStage& root, std::vector<const ComputeStage*> members) : root_(root), members_(std::move(members)) {
+    for (const Axis& axis : root.stage->axes) loopVars_.push_back(axis.name);
+    for (const ComputeStage* member : members_) local_.insert(member->stage->name);
+  }
+
+  StmtPtr build() { return level(0); }
+
+private:
+  // The statements at `depth`: the members placed there, then the loop over the root's axis `depth`
+  // (or, below the last one, the root itself).
+  StmtPtr level(size_t depth) {
+    StmtPtr inner;
+    const Stage& root = *root_.stage;
+    if (depth == root.axes.size()) {
+      std::vector<ExprPtr> index;
+      for (const std::string& var : loopVars_) index.push_back(std::make_shared<AxisVar>(var));
+      inner = compute(root_, root.name, index);
+    } else {
+      const Axis& axis = root.axes[depth];
+      inner = std::make_shared<For>(loopVars_[depth], axis.extent, root.name, axis.name, level(depth + 1));
+    }
+    for (auto it = members_.rbegin(); it != members_.rend(); ++it) {
+      const Stage& member = *(*it)->stage;
+      if (member.axes.size() != depth) continue;
+      StmtPtr computeMember = compute(**it, member.name, {});
+      inner = std::make_shared<Allocate>(member.name, member.dtype, std::vector<Dim>{},
+                                         std::make_shared<Block>(std::vector<StmtPtr>{computeMember, inner}));
+    }
+    return inner;
+  }
+
+  // The body of `computed` in the nest: its axes are the root's leading loops, and reads of members
+  // read their local buffer.
+  ExprPtr bodyInNest(const ComputeStage& computed) const {
+    std::map<std::string, ExprPtr> axes;
+    for (size_t d = 0; d < computed.stage->axes.size(); ++d)
+      axes[computed.stage->axes[d].name] = std::make_shared<AxisVar>(loopVars_[d]);
+    if (computed.stage->reduction)
+      for (const Axis& axis : computed.stage->reduction->axes)
+        axes[axis.name] = std::make_shared<AxisVar>(reductionVar(*computed.stage, axis));
+    ExprPtr body = replaceAxes(computed.body, axes);
+    return rewrite(body, [&](const Expr& node) -> ExprPtr {
+      const auto* load = node.as<Load>();
+      if (!load || !local_.count(load->tensor)) return nullptr;
+      return std::make_shared<Load>(load->dtype, load->tensor, std::vector<ExprPtr>{});
+    });
+  }
+
+  // A reduction variable named apart from the root's loops around it.
+  std::string reductionVar(const Stage& stage, const Axis& axis) const {
+    std::string name = axis.name;
+    for (int k = 1; std::find(loopVars_.begin(), loopVars_.end(), name) != loopVars_.end(); ++k)
+      name = fmt::format("{}_{}", axis.name, k);
+    return name;
+  }
+
+  // target[index] = the stage's value; a reduction accumulates in a local buffer first.
+  StmtPtr compute(const ComputeStage& computed, const std::string& target, std::vector<ExprPtr> index) const {
+    const Stage& stage = *computed.stage;
+    ExprPtr body = bodyInNest(computed);
+    if (!stage.reduction) return std::make_shared<Store>(target, index, body);
+    const Reduction& reduction = *stage.reduction;
+    std::string accumulator = target + "_acc";
+    ExprPtr current = std::make_shared<Load>(reduction.accumulator, accumulator, std::vector<ExprPtr>{});
+    StmtPtr update = std::make_shared<Store>(
+        accumulator, std::vector<ExprPtr>{},
+        std::make_shared<Binary>(reduction.accumulator, reductionStep(reduction.op), current, body));
+    for (auto axis = reduction.axes.rbegin(); axis != reduction.axes.rend(); ++axis)
+      update = std::make_shared<For>(reductionVar(stage, *axis), axis->extent, stage.name, axis->name, update);
+    ExprPtr result = current;
+    if (reduction.op == ReduceOp::Mean) {
+      Dim count = Dim::constant(1);
+      for (const Axis& axis : reduction.axes) count = count * axis.extent;
+      result = std::make_shared<Binary>(reduction.accumulator, BinaryOp::Div, current,
+                                        castTo(dimValue(count), reduction.accumulator));
+    }
+    std::vector<StmtPtr> steps{
+        std::make_shared<Store>(accumulator, std::vector<ExprPtr>{},
+                                immediateOf(reductionIdentity(reduction.op, reduction.accumulator))),
+        update, std::make_shared<Store>(target, index, castTo(result, stage.dtype))};
+    return std::make_shared<Allocate>(accumulator, reduction.accumulator, std::vector<Dim>{},
+                                      std::make_shared<Block>(steps));
+  }
+
+  const ComputeStage& root_;
+  std::vector<const ComputeStage*> members_;
+  std::vector<std::string> loopVars_;
+  std::set<std::string> local_;
+};
+
+}  // namespace
+
+Program lowerTensorToLoops(const Kernel& kernel) {
+  Program program;
+  program.source = kernel;
+  std::vector<ComputeStage> computed = inlineElementwise(kernel, liveStages(kernel));
+  std::map<std::string, Placement> placement = placeStages(kernel, computed);
+  for (const ComputeStage& stage : computed) {
+    if (placement.at(stage.stage->name).root != stage.stage->name) continue;
+    std::vector<const ComputeStage*> members;
+    LoopNest nest;
+    nest.name = fmt::format("{}_k{}", kernel.instanceName(), program.kernels.size());
+    for (const ComputeStage& other : computed) {
+      if (&other == &stage || placement.at(other.stage->name).root != stage.stage->name) continue;
+      members.push_back(&other);
+      nest.stages.push_back(other.stage->name);
+    }
+    nest.stages.push_back(stage.stage->name);
+    nest.body = NestBuilder(stage, members).build();
+    program.kernels.push_back(std::move(nest));
+    if (!isOutput(kernel, stage.stage->name))
+      program.temporaries.push_back(Temporary{stage.stage->name, stage.stage->dtype, stage.stage->shape()});
+  }
+  return program;
+}
+
+}  // namespace emmy::loop

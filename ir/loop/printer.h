@@ -1,0 +1,14 @@
+// Stable, readable text of Loop IR (`emmy build --emit loop`): one line per statement, nesting by
+// indentation. A `local` buffer lives until the end of the block it is declared in.
+#pragma once
+
+#include <string>
+
+#include "ir/loop/nodes.h"
+
+namespace emmy::loop {
+
+std::string printStmt(const Stmt& stmt, int indent = 0);
+std::string printProgram(const Program& program);
+
+}  // namespace emmy::loop

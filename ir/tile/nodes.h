@@ -1,0 +1,146 @@
+// Tile IR: the loops of Loop IR, fused, split and bound to the GPU's grid, blocks and threads, with each
+// buffer's memory placed (registers or shared memory) and the cross-thread combines of cooperative
+// reductions made explicit. Every schedule decision lives here; Kernel IR below only spells them out
+// per thread. The default schedule (default_schedule.cpp) is the only producer so far.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/loop/nodes.h"
+
+namespace emmy::tile {
+
+using tensor::Dim;
+using tensor::ExprPtr;
+
+#define EMMY_TILE_STMT_NODES(X) \
+  X(Loop)                       \
+  X(Let)                        \
+  X(Allocate)                   \
+  X(Store)                      \
+  X(CrossThreadReduce)          \
+  X(SingleThread)               \
+  X(Block)
+
+enum class StmtKind {
+#define EMMY_ENUM_ENTRY(Node) Node,
+  EMMY_TILE_STMT_NODES(EMMY_ENUM_ENTRY)
+#undef EMMY_ENUM_ENTRY
+};
+
+struct Stmt {
+  explicit Stmt(StmtKind kind) : kind(kind) {}
+  virtual ~Stmt() = default;
+  const StmtKind kind;
+
+  template <typename T>
+  const T* as() const { return kind == T::kKind ? static_cast<const T*>(this) : nullptr; }
+};
+using StmtPtr = std::shared_ptr<const Stmt>;
+
+// How the iterations of a loop are shared out.
+enum class Binding {
+  Serial,         // every thread runs all of them
+  GridStrided,    // across every thread of the grid (blocks x threads), striding by the grid's size
+  BlockStrided,   // one iteration per block, striding by the number of blocks
+  ThreadStrided,  // across the threads of a block, striding by the block's size
+};
+const char* bindingName(Binding binding);
+
+// for var in [0, extent), shared out by `binding`. `axes` names the Loop IR loops (stage.axis) fused
+// into this one, outermost first; Lets inside recover their variables.
+struct Loop final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Loop;
+  Loop(std::string var, ExprPtr extent, Binding binding, std::vector<std::string> axes, StmtPtr body)
+      : Stmt(kKind), var(std::move(var)), extent(std::move(extent)), binding(binding), axes(std::move(axes)),
+        body(std::move(body)) {}
+  const std::string var;
+  const ExprPtr extent;
+  const Binding binding;
+  const std::vector<std::string> axes;
+  const StmtPtr body;
+};
+
+// var = value (i64) for the statements after it in its block.
+struct Let final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Let;
+  Let(std::string var, ExprPtr value) : Stmt(kKind), var(std::move(var)), value(std::move(value)) {}
+  const std::string var;
+  const ExprPtr value;
+};
+
+enum class MemoryScope { Registers, Shared };
+
+// A buffer for `body`, in each thread's registers or in the block's shared memory.
+struct Allocate final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Allocate;
+  Allocate(std::string buffer, DType dtype, std::vector<Dim> shape, MemoryScope scope, StmtPtr body)
+      : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), shape(std::move(shape)), scope(scope),
+        body(std::move(body)) {}
+  const std::string buffer;
+  const DType dtype;
+  const std::vector<Dim> shape;
+  const MemoryScope scope;
+  const StmtPtr body;
+};
+
+struct Store final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Store;
+  Store(std::string buffer, std::vector<ExprPtr> indices, ExprPtr value)
+      : Stmt(kKind), buffer(std::move(buffer)), indices(std::move(indices)), value(std::move(value)) {}
+  const std::string buffer;
+  const std::vector<ExprPtr> indices;
+  const ExprPtr value;
+};
+
+// Each thread of the block holds a partial result of `op` in the register buffer `buffer` (rank 0);
+// afterwards every thread holds the combination of all of them.
+struct CrossThreadReduce final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::CrossThreadReduce;
+  CrossThreadReduce(std::string buffer, DType dtype, tensor::ReduceOp op)
+      : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), op(op) {}
+  const std::string buffer;
+  const DType dtype;
+  const tensor::ReduceOp op;
+};
+
+// `body` runs in one thread of the block (a result every thread holds is stored once).
+struct SingleThread final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::SingleThread;
+  explicit SingleThread(StmtPtr body) : Stmt(kKind), body(std::move(body)) {}
+  const StmtPtr body;
+};
+
+struct Block final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Block;
+  explicit Block(std::vector<StmtPtr> stmts) : Stmt(kKind), stmts(std::move(stmts)) {}
+  const std::vector<StmtPtr> stmts;
+};
+
+template <typename Visitor>
+decltype(auto) dispatch(const Stmt& stmt, Visitor&& visitor) {
+  switch (stmt.kind) {
+#define EMMY_DISPATCH_CASE(Node) \
+  case StmtKind::Node: return visitor(static_cast<const Node&>(stmt));
+    EMMY_TILE_STMT_NODES(EMMY_DISPATCH_CASE)
+#undef EMMY_DISPATCH_CASE
+  }
+  __builtin_unreachable();
+}
+
+struct TileNest {
+  std::string name;
+  std::vector<std::string> stages;
+  int threadsPerBlock;
+  StmtPtr body;  // its outermost loop is the only one bound to blocks or the grid
+};
+
+struct Program {
+  tensor::Kernel source;
+  std::vector<loop::Temporary> temporaries;
+  std::vector<TileNest> kernels;
+};
+
+}  // namespace emmy::tile

@@ -1,0 +1,80 @@
+#include "ir/tile/printer.h"
+
+#include <fmt/format.h>
+
+#include "ir/tensor/printer.h"
+
+namespace emmy::tile {
+
+const char* bindingName(Binding binding) {
+  switch (binding) {
+    case Binding::Serial: return "serial";
+    case Binding::GridStrided: return "grid-strided";
+    case Binding::BlockStrided: return "block-strided";
+    case Binding::ThreadStrided: return "thread-strided";
+  }
+  return "?";
+}
+
+namespace {
+
+struct Printer {
+  std::string out;
+
+  void line(int indent, const std::string& text) { out += std::string(2 * indent, ' ') + text + "\n"; }
+
+  void print(const Stmt& stmt, int indent) {
+    dispatch(stmt, [&](const auto& node) { printNode(node, indent); });
+  }
+
+  void printNode(const Loop& node, int indent) {
+    std::string axes;
+    for (const std::string& axis : node.axes) axes += (axes.empty() ? "" : ", ") + axis;
+    line(indent, fmt::format("for {} < {} {}:  # {}", node.var, tensor::printExpr(*node.extent),
+                             bindingName(node.binding), axes));
+    print(*node.body, indent + 1);
+  }
+  void printNode(const Let& node, int indent) {
+    line(indent, fmt::format("let {} = {}", node.var, tensor::printExpr(*node.value)));
+  }
+  void printNode(const Allocate& node, int indent) {
+    line(indent, fmt::format("{} {}: {}{}", node.scope == MemoryScope::Shared ? "shared" : "register", node.buffer,
+                             dtypeName(node.dtype), node.shape.empty() ? "" : tensor::shapeToString(node.shape)));
+    print(*node.body, indent);
+  }
+  void printNode(const Store& node, int indent) {
+    std::string index;
+    for (const ExprPtr& i : node.indices) index += (index.empty() ? "" : ", ") + tensor::printExpr(*i);
+    line(indent, fmt::format("{}[{}] = {}", node.buffer, index, tensor::printExpr(*node.value)));
+  }
+  void printNode(const CrossThreadReduce& node, int indent) {
+    line(indent, fmt::format("combine {} across the block ({})", node.buffer, tensor::reduceOpName(node.op)));
+  }
+  void printNode(const SingleThread& node, int indent) {
+    line(indent, "in one thread:");
+    print(*node.body, indent + 1);
+  }
+  void printNode(const Block& node, int indent) {
+    for (const StmtPtr& stmt : node.stmts) print(*stmt, indent);
+  }
+};
+
+}  // namespace
+
+std::string printProgram(const Program& program) {
+  Printer printer;
+  printer.line(0, fmt::format("program {}", program.source.instanceName()));
+  for (const loop::Temporary& temporary : program.temporaries)
+    printer.line(1, fmt::format("temporary {}: {}{}", temporary.name, dtypeName(temporary.dtype),
+                                tensor::shapeToString(temporary.shape)));
+  for (const TileNest& nest : program.kernels) {
+    std::string stages;
+    for (const std::string& stage : nest.stages) stages += (stages.empty() ? "" : ", ") + stage;
+    printer.line(1, fmt::format("kernel {} computes {} with {} threads per block", nest.name, stages,
+                                nest.threadsPerBlock));
+    printer.print(*nest.body, 2);
+  }
+  return printer.out;
+}
+
+}  // namespace emmy::tile

@@ -1,0 +1,12 @@
+// Stable, readable text of Tile IR (`emmy build --emit tile`).
+#pragma once
+
+#include <string>
+
+#include "ir/tile/nodes.h"
+
+namespace emmy::tile {
+
+std::string printProgram(const Program& program);
+
+}  // namespace emmy::tile

@@ -1,0 +1,62 @@
+// Loop IR: the fusion and kernel boundaries keep the meaning (the interpreted loops agree bit for bit
+// with the Tensor IR evaluator, since both reduce in the same order), and the default policy fuses
+// what it should.
+#include <catch2/catch.hpp>
+
+#include "driver/pipeline.h"
+#include "ir/loop/interpreter.h"
+#include "ir/tensor/evaluator.h"
+#include "test_kernels.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace emmy;
+
+const fs::path kSourceDir = EMMY_SOURCE_DIR;
+using testing::kernelsOf;
+
+void requireIdentical(const Buffer& expected, const Buffer& actual) {
+  REQUIRE(expected.dtype() == actual.dtype());
+  REQUIRE(expected.shape() == actual.shape());
+  for (int64_t i = 0; i < expected.numel(); ++i) {
+    Value e = expected.get(i), a = actual.get(i);
+    bool same = isFloat(e.dtype) ? (e.f == a.f || (std::isnan(e.f) && std::isnan(a.f))) : e.i == a.i;
+    if (!same) FAIL("element " << i << ": evaluator " << e.toString() << ", loops " << a.toString());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("interpreted Loop IR agrees with the Tensor IR evaluator on every example and stdlib kernel", "[loop-ir]") {
+  PipelineOptions options;
+  for (const fs::path& source : testing::acceptedSources()) {
+    for (const tensor::Kernel& kernel : kernelsOf(source)) {
+      Lowered lowered = lower(kernel, options);
+      for (int64_t size : {1, 3, 7}) {
+        INFO(kernel.instanceName() << " with every size " << size);
+        tensor::EvaluationInputs inputs = testing::randomInputs(kernel, size, 42 + size);
+        std::map<std::string, Buffer> expected = tensor::evaluate(kernel, inputs);
+        std::map<std::string, Buffer> actual = loop::interpret(lowered.loop, inputs);
+        for (const auto& [name, buffer] : expected) requireIdentical(buffer, actual.at(name));
+      }
+    }
+  }
+}
+
+TEST_CASE("softmax, layernorm and rmsnorm lower to one kernel each; a matmul's epilogue joins it", "[loop-ir]") {
+  auto kernelCount = [](const fs::path& file, const std::string& instance) {
+    for (const tensor::Kernel& kernel : kernelsOf(file))
+      if (kernel.instanceName() == instance) return lower(kernel, PipelineOptions{}).loop.kernels.size();
+    FAIL("no kernel " << instance);
+    return size_t{0};
+  };
+  for (const char* name : {"softmax_f32", "log_softmax_f16", "layernorm_bf16", "rmsnorm_f32"})
+    CHECK(kernelCount(kSourceDir / "stdlib/nn.emmy", name) == 1);
+  CHECK(kernelCount(kSourceDir / "examples/softmax.emmy", "softmax") == 1);
+  CHECK(kernelCount(kSourceDir / "examples/layernorm.emmy", "layernorm") == 1);
+  CHECK(kernelCount(kSourceDir / "examples/linear_relu.emmy", "linear_relu") == 1);
+  CHECK(kernelCount(kSourceDir / "stdlib/linalg.emmy", "matmul_f16") == 1);
+  // mlp: each linear layer (contraction + bias + gelu) is one kernel.
+  CHECK(kernelCount(kSourceDir / "stdlib/nn.emmy", "mlp_f32") == 2);
+}

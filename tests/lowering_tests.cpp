@@ -1,0 +1,86 @@
+// The whole lowering, checked on the CPU: the generated CUDA of every example and stdlib kernel
+// instance runs in the simulation (backend/sim) and agrees with the reference evaluator within the
+// dtype's tolerance, at ragged sizes and at one size over 10^5 elements; every generated file compiles
+// with NVRTC for sm_80 and sm_90 without spills.
+#include <catch2/catch.hpp>
+
+#include "backend/nvrtc.h"
+#include "backend/sim/simulator.h"
+#include "driver/compare.h"
+#include "driver/pipeline.h"
+#include "test_kernels.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace emmy;
+
+sim::CudaSource cudaOf(const Lowered& lowered, const fs::path& source) {
+  cuda::GeneratedCuda files = emitCudaFiles({lowered}, source.string());
+  return sim::CudaSource{files.baseName, files.source, files.header};
+}
+
+// Runs `program` on random inputs with every size `size` and compares every output.
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKernel& program, int64_t size) {
+  INFO(kernel.instanceName() << " with every size " << size);
+  tensor::EvaluationInputs inputs = testing::randomInputs(kernel, size, 1000 + size);
+  std::map<std::string, Buffer> reference = tensor::evaluate(kernel, inputs);
+  sim::SimulationResult simulated = program.run(inputs);
+  INFO(simulated.failure.value_or(""));
+  REQUIRE_FALSE(simulated.failure);
+  for (const tensor::TensorParam& output : kernel.outputs) {
+    OutputComparison comparison = compareOutput(output.name, simulated.outputs.at(output.name), reference.at(output.name));
+    INFO(formatComparison(comparison));
+    CHECK(comparison.ok());
+  }
+}
+
+}  // namespace
+
+TEST_CASE("every example and stdlib kernel passes the simulated check at ragged sizes", "[lowering]") {
+  for (const fs::path& source : testing::acceptedSources()) {
+    for (const tensor::Kernel& kernel : testing::kernelsOf(source)) {
+      sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), source));
+      for (int64_t size : {1, 7, 13}) checkAgainstEvaluator(kernel, program, size);
+    }
+  }
+}
+
+TEST_CASE("large sizes: over 10^5 elements, not a multiple of any block", "[lowering]") {
+  const fs::path dir = EMMY_SOURCE_DIR;
+  struct Case {
+    fs::path file;
+    std::string instance;
+    int64_t size;
+  };
+  for (const Case& c : {Case{dir / "examples/gelu.emmy", "bias_gelu", 331}, Case{dir / "stdlib/nn.emmy", "softmax_f16", 347},
+                        Case{dir / "stdlib/nn.emmy", "layernorm_bf16", 317}}) {
+    for (const tensor::Kernel& kernel : testing::kernelsOf(c.file)) {
+      if (kernel.instanceName() != c.instance) continue;
+      sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), c.file));
+      checkAgainstEvaluator(kernel, program, c.size);
+    }
+  }
+}
+
+TEST_CASE("every generated file compiles with NVRTC for sm_80 and sm_90, without spills", "[lowering][nvrtc]") {
+  std::string whyNot;
+  INFO(whyNot);
+  REQUIRE(nvrtcAvailable(&whyNot));  // the set-up requires the CUDA toolkit
+  for (const fs::path& source : testing::acceptedSources()) {
+    std::vector<Lowered> lowered;
+    for (const tensor::Kernel& kernel : testing::kernelsOf(source)) lowered.push_back(lower(kernel, PipelineOptions{}));
+    cuda::GeneratedCuda files = emitCudaFiles(lowered, source.string());
+    for (const char* arch : {"sm_80", "sm_90"}) {
+      INFO(source.filename().string() << " for " << arch);
+      CudaCompileResult compiled = compileCuda(files.source, files.baseName + ".cu", arch, true);
+      INFO(compiled.log);
+      REQUIRE(compiled.ok);
+      for (const KernelResources& resources : resourceUsage(compiled)) {
+        INFO(resources.kernel);
+        CHECK(resources.spillStoreBytes == 0);
+        CHECK(resources.spillLoadBytes == 0);
+      }
+    }
+  }
+}

@@ -1,0 +1,239 @@
+// The CUDA-on-CPU simulation (backend/sim/emmy_cuda_sim.h). Each case compiles hand-written `.cu` files
+// of tests/sim (kernels and host functions in the shape the backend emits) with a small harness main,
+// exactly as `emmy check` compiles generated code, runs the program and checks what it printed. The
+// mains compare with scalar computations themselves and exit 1 on a mismatch; the reports of failing
+// launches are compared here, word for word.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSimTestsDir = fs::path(EMMY_SOURCE_DIR) / "tests" / "sim";
+const fs::path kSimHeader = fs::path(EMMY_SOURCE_DIR) / "backend" / "sim" / "emmy_cuda_sim.h";
+
+struct Outcome {
+  int exitCode;
+  std::string output;  // stdout and stderr together
+};
+
+std::string quoted(const std::string& text) {
+  std::string result = "'";
+  for (char c : text) result += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return result + "'";
+}
+
+Outcome runShell(const std::string& command) {
+  Outcome outcome{-1, ""};
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return outcome;
+  char buffer[4096];
+  size_t bytes;
+  while ((bytes = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) outcome.output.append(buffer, bytes);
+  const int status = pclose(pipe);
+  outcome.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return outcome;
+}
+
+// A folder of its own under the system's temporary folder, removed with its contents.
+class TemporaryFolder {
+public:
+  TemporaryFolder() {
+    std::string pattern = (fs::temp_directory_path() / "emmy-sim-test-XXXXXX").string();
+    path_ = mkdtemp(pattern.data()) != nullptr ? fs::path(pattern) : fs::path();
+  }
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  ~TemporaryFolder() {
+    std::error_code ignored;
+    if (!path_.empty()) fs::remove_all(path_, ignored);
+  }
+  const fs::path& path() const { return path_; }
+
+private:
+  fs::path path_;
+};
+
+// The named files of tests/sim compiled as `emmy check` compiles a generated file and its harness ($CXX
+// or c++), plus `extraFlags`.
+class SimProgram {
+public:
+  explicit SimProgram(const std::vector<std::string>& sources, const std::string& extraFlags = "") {
+    REQUIRE_FALSE(folder_.path().empty());
+    const char* compiler = std::getenv("CXX");
+    std::string command = std::string(compiler != nullptr && *compiler != '\0' ? compiler : "c++") +
+                          " -std=c++17 -O1 -fwrapv -DEMMY_SIMULATE " + extraFlags + " -include " +
+                          quoted(kSimHeader.string()) + " -x c++";
+    for (const std::string& source : sources) command += " " + quoted((kSimTestsDir / source).string());
+    command += " -o " + quoted(program().string());
+    compilation_ = runShell(command);
+    compilation_.output = command + "\n" + compilation_.output;
+  }
+
+  // Runs the program; a compiler failure comes back as the outcome. A hang would be a bug of the
+  // simulation: `timeout` turns it into a failure.
+  Outcome run(const std::string& arguments = "") const {
+    if (compilation_.exitCode != 0) return {compilation_.exitCode, "compilation failed: " + compilation_.output};
+    return runShell("timeout 120 " + quoted(program().string()) + " " + arguments);
+  }
+
+private:
+  fs::path program() const { return folder_.path() / "program"; }
+
+  TemporaryFolder folder_;
+  Outcome compilation_;
+};
+
+Outcome compileAndRun(const std::vector<std::string>& sources, const std::string& extraFlags = "") {
+  return SimProgram(sources, extraFlags).run();
+}
+
+// The seconds a main reported on its line "speed: S s, ...".
+double reportedSeconds(const std::string& output) {
+  std::smatch match;
+  REQUIRE(std::regex_search(output, match, std::regex("speed: ([0-9.]+) s")));
+  return std::stod(match[1]);
+}
+
+const char* const kDeadlockReports =
+    "diverged_barrier: 1: deadlock in kernel diverged_barrier_k0: thread (0,0,0) of block (0,0,0) waits at "
+    "__syncthreads() but threads (32..63,0,0) have exited\n"
+    "blocks started: 1 0 0\n"
+    "early_exit_barrier 1-D: 1: deadlock in kernel early_exit_barrier_k0: thread (0,0,0) of block (0,0,0) waits at "
+    "__syncthreads() but threads (37..39,0,0) have exited\n"
+    "early_exit_barrier 2-D: 1: deadlock in kernel early_exit_barrier_k0: thread (0,0,0) of block (0,0,0) waits at "
+    "__syncthreads() but threads (0..31,1,0), (0..31,2,0) have exited\n"
+    "early_exit_barrier runs: 1: deadlock in kernel early_exit_barrier_k0: thread (0,0,0) of block (0,0,0) waits at "
+    "__syncthreads() but threads (2..3,2,0), (0..3,3,0), (0..3,4,0) and 12 more have exited\n"
+    "leading_exit_barrier: 1: deadlock in kernel leading_exit_barrier_k0: thread (3,0,0) of block (0,0,0) waits at "
+    "__syncthreads() but threads (0..2,0,0) have exited\n"
+    "half_warp_shuffle: 1: deadlock in kernel half_warp_shuffle_k0: thread (0,0,0) of block (0,0,0) waits at "
+    "__shfl_xor_sync() but threads (16..31,0,0) of its warp have exited\n"
+    "shuffle_or_barrier: 1: deadlock in kernel shuffle_or_barrier_k0: thread (0,0,0) of block (0,0,0) waits at "
+    "__shfl_down_sync() but threads (16..31,0,0) of its warp wait at __syncthreads()\n"
+    "barrier_or_shuffle: 1: deadlock in kernel barrier_or_shuffle_k0: thread (0,0,0) of block (0,0,0) waits at "
+    "__syncthreads() but threads (48..63,0,0) have exited and threads (32..47,0,0) wait in a warp shuffle\n"
+    "bad_width: 1: kernel bad_width_k0: thread (0,0,0) of block (0,0,0) calls __shfl_xor_sync() with width 12, "
+    "which is not a power of 2 from 1 to 32\n"
+    "partial_mask: 1: kernel partial_mask_k0: thread (0,0,0) of block (0,0,0) calls __shfl_xor_sync() with mask "
+    "0x0000ffff, which leaves out lanes of its warp: the simulation runs only whole-warp shuffles\n"
+    "cudaGetLastError after the report was read: 0\n"
+    "a good launch afterwards: 0, 0 wrong\n";
+
+}  // namespace
+
+TEST_CASE("simulation: elementwise kernel with a grid-stride loop and a ragged tail", "[sim]") {
+  const Outcome outcome = compileAndRun({"elementwise.cu", "elementwise_main.cpp"});
+  INFO(outcome.output);
+  CHECK(outcome.exitCode == 0);
+}
+
+TEST_CASE("simulation: row softmax with shared memory, barriers and warp shuffles, and its speed", "[sim]") {
+  const Outcome outcome = compileAndRun({"softmax.cu", "softmax_main.cpp"});
+  INFO(outcome.output);
+  REQUIRE(outcome.exitCode == 0);
+  // 1000 blocks of 1024 threads, each through 4 barriers and 10 shuffles: about 0.4 s on one core.
+  CHECK(reportedSeconds(outcome.output) < 5.0);
+}
+
+TEST_CASE("simulation: float4 vector loads and stores with a scalar tail", "[sim]") {
+  const Outcome outcome = compileAndRun({"vector_access.cu", "vector_access_main.cpp"});
+  INFO(outcome.output);
+  CHECK(outcome.exitCode == 0);
+}
+
+TEST_CASE("simulation: warp shuffles with width, partial warps and 2-D blocks", "[sim]") {
+  const Outcome outcome = compileAndRun({"shuffles.cu", "shuffles_main.cpp"});
+  INFO(outcome.output);
+  CHECK(outcome.exitCode == 0);
+}
+
+TEST_CASE("simulation: f16 and bf16 conversions are CUDA's, bit for bit", "[sim]") {
+  const Outcome outcome = compileAndRun({"conversions.cu", "conversions_main.cpp"});
+  INFO(outcome.output);
+  CHECK(outcome.exitCode == 0);
+}
+
+TEST_CASE("simulation: deadlocks and invalid shuffles are reported, and later launches still work", "[sim]") {
+  const Outcome outcome = compileAndRun({"deadlocks.cu", "elementwise.cu", "deadlocks_main.cpp"});
+  CHECK(outcome.exitCode == 0);
+  CHECK(outcome.output == kDeadlockReports);
+}
+
+TEST_CASE("simulation: several kernels and launches reuse shared memory", "[sim]") {
+  const Outcome outcome = compileAndRun({"shared_memory.cu", "shared_memory_main.cpp"});
+  INFO(outcome.output);
+  CHECK(outcome.exitCode == 0);
+}
+
+TEST_CASE("simulation: 1000 blocks of 1024 threads with 11 barriers each", "[sim]") {
+  const Outcome outcome = compileAndRun({"block_1024.cu", "block_1024_main.cpp"});
+  INFO(outcome.output);
+  REQUIRE(outcome.exitCode == 0);
+  CHECK(reportedSeconds(outcome.output) < 5.0);
+}
+
+TEST_CASE("simulation: launch order, atomics and invalid launch configurations", "[sim]") {
+  const Outcome outcome = compileAndRun({"launch_config.cu", "launch_config_main.cpp"});
+  CHECK(outcome.exitCode == 0);
+  CHECK(outcome.output ==
+        "3-D launch: 288 threads ran, 0 out of order, total 144.0\n"
+        "1: invalid configuration argument: kernel record_order_k0 launched with grid (1,1,1) and block (1025,1,1): "
+        "a block dimension is over its limit (1024,1024,64) (0 threads ran)\n"
+        "1: invalid configuration argument: kernel record_order_k0 launched with grid (1,1,1) and block (32,32,2): "
+        "the block has 2048 threads, more than 1024 (0 threads ran)\n"
+        "1: invalid configuration argument: kernel record_order_k0 launched with grid (1,1,1) and block (1,1,65): "
+        "a block dimension is over its limit (1024,1024,64) (0 threads ran)\n"
+        "1: invalid configuration argument: kernel record_order_k0 launched with grid (0,1,1) and block (32,1,1): "
+        "a grid or block dimension is 0 (0 threads ran)\n"
+        "1: invalid configuration argument: kernel record_order_k0 launched with grid (1,65536,1) and block "
+        "(32,1,1): a grid dimension is over its limit (2147483647,65535,65535) (0 threads ran)\n"
+        "1: invalid configuration argument: kernel record_order_k0 launched with grid (1,1,1) and block (32,0,1): "
+        "a grid or block dimension is 0 (0 threads ran)\n"
+        "peek 9, peek 9, get 9, get 0\n"
+        "cudaGetErrorString(cudaErrorInvalidValue): invalid argument\n");
+}
+
+// `emmy check` must also see out-of-bounds accesses; building the simulated program with AddressSanitizer
+// does that, as long as the simulation tells ASan about its fibers' stacks.
+TEST_CASE("simulation: under AddressSanitizer, good kernels run clean and bad accesses name the thread", "[sim]") {
+  const std::string flags = "-fsanitize=address -fno-omit-frame-pointer";
+  const Outcome clean = compileAndRun({"deadlocks.cu", "elementwise.cu", "deadlocks_main.cpp"}, flags);
+  CHECK(clean.exitCode == 0);
+  CHECK(clean.output == kDeadlockReports);
+
+  const SimProgram outOfBounds({"out_of_bounds.cu", "out_of_bounds_main.cpp"}, flags);
+  const Outcome global = outOfBounds.run("global");
+  INFO(global.output);
+  CHECK(global.exitCode != 0);
+  CHECK(global.output.find("AddressSanitizer: heap-buffer-overflow") != std::string::npos);
+  CHECK(global.output.find("emmy simulation: the error above happened in kernel shifted_copy_k0, thread (35,0,0) of "
+                           "block (1,0,0)\n") != std::string::npos);
+  const Outcome shared = outOfBounds.run("shared");
+  INFO(shared.output);
+  CHECK(shared.exitCode != 0);
+  CHECK(shared.output.find("AddressSanitizer: global-buffer-overflow") != std::string::npos);
+  CHECK(shared.output.find("emmy simulation: the error above happened in kernel shared_overflow_k0, thread (32,0,0) "
+                           "of block (0,0,0)\n") != std::string::npos);
+}
+
+// The portable context switch, which non-x86-64 machines and CET shadow stacks use, behaves the same.
+TEST_CASE("simulation: the ucontext fibers give the same results and reports", "[sim]") {
+  const Outcome reports =
+      compileAndRun({"deadlocks.cu", "elementwise.cu", "deadlocks_main.cpp"}, "-DEMMY_SIM_USE_UCONTEXT");
+  CHECK(reports.exitCode == 0);
+  CHECK(reports.output == kDeadlockReports);
+  const Outcome results = compileAndRun({"shared_memory.cu", "shared_memory_main.cpp"}, "-DEMMY_SIM_USE_UCONTEXT");
+  INFO(results.output);
+  CHECK(results.exitCode == 0);
+}

@@ -1,0 +1,485 @@
+// The CPU simulation of generated CUDA (backend/sim/simulator.h), the comparison `emmy check` makes
+// (driver/compare.h) and `emmy check` itself (driver/check.h), on hand-written .cu files that follow the
+// contract of generated code: each is simulated and compared with the reference evaluator of the same
+// kernel elaborated from .emmy text.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "backend/sim/process.h"
+#include "backend/sim/simulator.h"
+#include "driver/check.h"
+#include "driver/compare.h"
+#include "frontend/frontend.h"
+#include "ir/tensor/evaluator.h"
+#include "support/diagnostics.h"
+#include "support/npy.h"
+
+using namespace emmy;
+namespace fs = std::filesystem;
+
+namespace {
+
+tensor::Kernel elaborate(const std::string& source) {
+  Diagnostics diagnostics;
+  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
+  const ast::Module* module = frontend.loadText("test.emmy", source);
+  std::vector<tensor::Kernel> kernels;
+  if (module) kernels = frontend.elaborateAll(*module);
+  INFO(diagnostics.render());
+  REQUIRE(!diagnostics.hasErrors());
+  REQUIRE(kernels.size() == 1);
+  return kernels[0];
+}
+
+std::string replaced(std::string text, const std::string& placeholder, const std::string& replacement) {
+  size_t at = text.find(placeholder);
+  REQUIRE(at != std::string::npos);
+  return text.replace(at, placeholder.size(), replacement);
+}
+
+// The parts every generated .cu shares: includes, EMMY_LAUNCH for nvcc, emmy_last_error, and a host
+// function that turns a failed launch (a deadlock, in the simulation) into its return code.
+constexpr const char* kCuPrologue = R"cpp(// Written by hand after the contract of generated code (tests/simulator_tests.cpp).
+#ifndef __CUDACC_RTC__
+#include "test.h"
+#endif
+#ifndef EMMY_SIMULATE
+#include <cuda_runtime.h>
+#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+#include <stdint.h>
+
+#ifndef __CUDACC_RTC__
+static const char* emmy_error_message = "no error";
+extern "C" __attribute__((weak)) const char* emmy_last_error(void) { return emmy_error_message; }
+
+static int emmy_launch_status(void) {
+  cudaError_t error = cudaGetLastError();
+  if (error == cudaSuccess) return 0;
+  emmy_error_message = cudaGetErrorString(error);
+  return 1;
+}
+#endif
+)cpp";
+
+std::string headerDeclaring(const std::string& hostFunction) {
+  return R"cpp(#pragma once
+#include <stdint.h>
+#ifndef EMMY_SIMULATE
+#include <cuda_runtime.h>
+#endif
+#ifdef __cplusplus
+extern "C" {
+#endif
+)cpp" + hostFunction +
+         R"cpp(;
+const char* emmy_last_error(void);
+#ifdef __cplusplus
+}
+#endif
+)cpp";
+}
+
+// y[i] = x[i] * s + 1: one thread per element, a ragged last block. BODY is the kernel's statement.
+const char* kScaleEmmy = "kernel scale(x: f32[N], s: f32 = 2.0) -> (y: f32[N]) {\n  y[i] = x[i] * s + 1.0\n}\n";
+const char* kScaleSignature = "int scale(const float* x, float* y, float s, int64_t N, cudaStream_t stream)";
+const char* kScaleKernel = R"cpp(
+__global__ void scale_k0(const float* __restrict__ x, float* __restrict__ y, float s, int64_t N) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  BODY
+}
+
+#ifndef __CUDACC_RTC__
+int scale(const float* x, float* y, float s, int64_t N, cudaStream_t stream) {
+  if (N == 0) return 0;
+  EMMY_LAUNCH(scale_k0, dim3((unsigned)((N + 127) / 128)), dim3(128), stream, x, y, s, N);
+  return emmy_launch_status();
+}
+#endif
+)cpp";
+
+sim::CudaSource scaleCuda(const std::string& body) {
+  return {"test", kCuPrologue + replaced(kScaleKernel, "BODY", body), headerDeclaring(kScaleSignature)};
+}
+
+const std::string kScaleBody = "if (i < N) y[i] = x[i] * s + 1.0f;";
+
+// y[n] = sum over d of x[n, d]: a block of two warps per row, strided partial sums, a shuffle reduction
+// in each warp and the two warp sums combined through shared memory.
+const char* kRowSumEmmy = "kernel rowsum(x: f32[N, D]) -> (y: f32[N]) {\n  y[n] = sum[d](x[n, d])\n}\n";
+const char* kRowSumCu = R"cpp(
+__global__ void rowsum_k0(const float* __restrict__ x, float* __restrict__ y, int64_t N, int64_t D) {
+  __shared__ float warp_sums[2];
+  int64_t row = blockIdx.x;
+  float partial = 0.0f;
+  for (int64_t d = threadIdx.x; d < D; d += 64) partial += x[row * D + d];
+  for (int offset = 16; offset > 0; offset /= 2) partial += __shfl_xor_sync(0xffffffffu, partial, offset);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = partial;
+  __syncthreads();
+  if (threadIdx.x == 0) y[row] = warp_sums[0] + warp_sums[1];
+}
+
+#ifndef __CUDACC_RTC__
+int rowsum(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
+  if (N == 0) return 0;
+  EMMY_LAUNCH(rowsum_k0, dim3((unsigned)N), dim3(64), stream, x, y, N, D);
+  return emmy_launch_status();
+}
+#endif
+)cpp";
+
+sim::CudaSource rowSumCuda(const std::string& kernelText = kRowSumCu) {
+  return {"test", kCuPrologue + kernelText,
+          headerDeclaring("int rowsum(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream)")};
+}
+
+Buffer wavy(std::vector<int64_t> shape) {
+  Buffer buffer(DType::F32, std::move(shape));
+  for (int64_t k = 0; k < buffer.numel(); ++k) buffer.set(k, Value::ofFloat(DType::F32, std::sin(0.7 * k)));
+  return buffer;
+}
+
+// Runs `program` and compares its single output `y` with the evaluator.
+OutputComparison runAndCompare(const tensor::Kernel& kernel, const sim::SimulatedKernel& program,
+                               const tensor::EvaluationInputs& inputs) {
+  sim::SimulationResult result = program.run(inputs);
+  INFO(result.failure.value_or(""));
+  REQUIRE(!result.failure);
+  return compareOutput("y", result.outputs.at("y"), tensor::evaluate(kernel, inputs).at("y"));
+}
+
+tensor::EvaluationInputs inputsWithX(std::vector<int64_t> shape) {
+  tensor::EvaluationInputs inputs;
+  inputs.tensors.emplace("x", wavy(std::move(shape)));
+  return inputs;
+}
+
+}  // namespace
+
+TEST_CASE("simulated elementwise kernel matches the evaluator", "[check]") {
+  tensor::Kernel kernel = elaborate(kScaleEmmy);
+  sim::SimulatedKernel program(kernel, scaleCuda(kScaleBody));
+  for (int64_t n : {1, 127, 300}) {
+    CAPTURE(n);
+    OutputComparison comparison = runAndCompare(kernel, program, inputsWithX({n}));
+    CHECK(comparison.ok());
+    CHECK(comparison.maxAbsError == 0);
+  }
+  // A scalar given explicitly reaches the host function as a value of its type.
+  tensor::EvaluationInputs inputs = inputsWithX({5});
+  inputs.scalars.emplace("s", Value::ofFloat(DType::F32, -3.25));
+  CHECK(runAndCompare(kernel, program, inputs).ok());
+}
+
+TEST_CASE("simulated row reduction matches the evaluator", "[check]") {
+  tensor::Kernel kernel = elaborate(kRowSumEmmy);
+  sim::SimulatedKernel program(kernel, rowSumCuda());
+  for (auto [rows, columns] : {std::pair<int64_t, int64_t>{1, 1}, {5, 37}, {3, 1000}, {2, 0}}) {
+    CAPTURE(rows, columns);
+    OutputComparison comparison = runAndCompare(kernel, program, inputsWithX({rows, columns}));
+    CHECK(comparison.ok());
+    CHECK(comparison.maxRelError < 1e-5);
+  }
+}
+
+// Every kind of parameter crosses the harness with its CUDA type: f16 in and out, a bool output, an
+// i64 scalar and a bf16 scalar.
+const char* kMixedEmmy = R"emmy(kernel mixed(x: f16[N], k: i64 = 3, b: bf16 = 0.5) -> (y: f16[N], p: bool[N]) {
+  y[i] = x[i] * f16(k) + f16(b)
+  p[i] = x[i] > f16(0.0)
+}
+)emmy";
+const char* kMixedCu = R"cpp(
+__global__ void mixed_k0(const __half* __restrict__ x, __half* __restrict__ y, bool* __restrict__ p, int64_t k,
+                         __nv_bfloat16 b, int64_t N) {
+  int64_t i = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= N) return;
+  float xi = __half2float(x[i]);
+  y[i] = __float2half_rn(__half2float(__float2half_rn(xi * (float)k)) + __half2float(__float2half_rn(__bfloat162float(b))));
+  p[i] = xi > 0.0f;
+}
+
+#ifndef __CUDACC_RTC__
+int mixed(const __half* x, __half* y, bool* p, int64_t k, __nv_bfloat16 b, int64_t N, cudaStream_t stream) {
+  if (N == 0) return 0;
+  EMMY_LAUNCH(mixed_k0, dim3((unsigned)((N + 31) / 32)), dim3(32), stream, x, y, p, k, b, N);
+  return emmy_launch_status();
+}
+#endif
+)cpp";
+
+TEST_CASE("parameters of every kind reach the host function with their CUDA types", "[check]") {
+  tensor::Kernel kernel = elaborate(kMixedEmmy);
+  sim::CudaSource source{"test", std::string(kCuPrologue) + kMixedCu,
+                         headerDeclaring("int mixed(const __half* x, __half* y, bool* p, int64_t k, __nv_bfloat16 b, "
+                                         "int64_t N, cudaStream_t stream)")};
+  sim::SimulatedKernel program(kernel, source);
+  tensor::EvaluationInputs inputs;
+  Buffer x(DType::F16, {45});
+  for (int64_t k = 0; k < x.numel(); ++k) x.set(k, Value::ofFloat(DType::F16, (k - 20) * 0.125));
+  inputs.tensors.emplace("x", x);
+  inputs.scalars.emplace("k", Value::ofInt(DType::I64, -7));
+  inputs.scalars.emplace("b", Value::ofFloat(DType::BF16, 0.25));
+  sim::SimulationResult result = program.run(inputs);
+  INFO(result.failure.value_or(""));
+  REQUIRE(!result.failure);
+  std::map<std::string, Buffer> reference = tensor::evaluate(kernel, inputs);
+  for (const char* output : {"y", "p"}) {
+    OutputComparison comparison = compareOutput(output, result.outputs.at(output), reference.at(output));
+    INFO(formatComparison(comparison));
+    CHECK(comparison.ok());
+    CHECK(comparison.maxAbsError == 0);
+  }
+}
+
+TEST_CASE("a wrong value in generated code is detected by the comparison", "[check]") {
+  tensor::Kernel kernel = elaborate(kScaleEmmy);
+  tensor::EvaluationInputs inputs = inputsWithX({40});
+  sim::SimulatedKernel wrongProgram(kernel, scaleCuda("if (i < N) y[i] = x[i] * s + (i == 33 ? 1.5f : 1.0f);"));
+  OutputComparison wrong = runAndCompare(kernel, wrongProgram, inputs);
+  CHECK(wrong.mismatches == 1);
+  CHECK(wrong.worstIndex == 33);
+  CHECK(wrong.maxAbsError == Approx(0.5));
+  CHECK_THAT(formatComparison(wrong), Catch::Contains("tolerance 1e-04 (f32): FAILED, 1 of 40 elements differ; worst at [33]"));
+
+  // An element never written keeps the poison the outputs start with.
+  sim::SimulatedKernel unwrittenProgram(kernel, scaleCuda("if (i < N - 1) y[i] = x[i] * s + 1.0f;"));
+  OutputComparison unwritten = runAndCompare(kernel, unwrittenProgram, inputs);
+  CHECK(unwritten.mismatches == 1);
+  CHECK(unwritten.worstIndex == 39);
+}
+
+TEST_CASE("a failing host function reports its message", "[check]") {
+  tensor::Kernel kernel = elaborate(kScaleEmmy);
+  sim::CudaSource deadlock = scaleCuda("if (threadIdx.x == 5) return;\n  __syncthreads();\n  if (i < N) y[i] = 0;");
+  sim::SimulationResult result = sim::SimulatedKernel(kernel, deadlock).run(inputsWithX({64}));
+  REQUIRE(result.failure);
+  CHECK_THAT(*result.failure, Catch::Contains("deadlock in kernel scale_k0"));
+  CHECK(result.outputs.empty());
+}
+
+TEST_CASE("a simulated kernel that never returns hits the timeout", "[check]") {
+  tensor::Kernel kernel = elaborate(kScaleEmmy);
+  sim::SimulationOptions options;
+  options.runTimeout = std::chrono::seconds(1);
+  sim::SimulatedKernel program(kernel, scaleCuda("volatile int spin = 1;\n  while (spin) {}"), options);
+  sim::SimulationResult result = program.run(inputsWithX({3}));
+  REQUIRE(result.failure);
+  CHECK(*result.failure == "the simulated kernel did not finish in 1 s");
+  CHECK(result.runSeconds < 10);
+}
+
+TEST_CASE("a crash of the simulated kernel is reported, not shared", "[check]") {
+  tensor::Kernel kernel = elaborate(kScaleEmmy);
+  sim::SimulationResult result = sim::SimulatedKernel(kernel, scaleCuda("if (i == 0) __builtin_trap();")).run(inputsWithX({3}));
+  REQUIRE(result.failure);
+  CHECK_THAT(*result.failure, Catch::StartsWith("the simulated kernel crashed"));
+}
+
+TEST_CASE("generated code that does not compile is an internal error that keeps the files", "[check]") {
+  tensor::Kernel kernel = elaborate(kScaleEmmy);
+  std::string message;
+  try {
+    sim::SimulatedKernel(kernel, scaleCuda("y[i] = undeclared_name;"));
+  } catch (const InternalError& error) {
+    message = error.what();
+  }
+  CHECK_THAT(message, Catch::Contains("the generated CUDA for scale does not compile"));
+  CHECK_THAT(message, Catch::Contains("undeclared_name"));
+  std::smatch kept;
+  REQUIRE(std::regex_search(message, kept, std::regex("the files are kept in ([^)]+)\\)")));
+  CHECK(fs::exists(fs::path(kept[1].str()) / "test.cu"));
+  fs::remove_all(kept[1].str());
+}
+
+TEST_CASE("simulation inputs are checked like the evaluator's", "[check]") {
+  tensor::Kernel kernel = elaborate(kRowSumEmmy);
+  sim::SimulatedKernel program(kernel, rowSumCuda());
+  tensor::EvaluationInputs inputs = inputsWithX({2, 3});
+  inputs.sizes["D"] = 4;
+  CHECK_THROWS_WITH(program.run(inputs),
+                    "size D is 3 in x (dimension 1) but is given as 4");
+}
+
+TEST_CASE("comparison tolerances: NaN, infinities, integers", "[check]") {
+  auto compare = [](DType dtype, std::vector<double> generated, std::vector<double> reference) {
+    Buffer a(dtype, {static_cast<int64_t>(generated.size())}), b(dtype, {static_cast<int64_t>(reference.size())});
+    for (size_t k = 0; k < generated.size(); ++k) {
+      a.set(k, Value::ofFloat(dtype, generated[k]));
+      b.set(k, Value::ofFloat(dtype, reference[k]));
+    }
+    return compareOutput("y", a, b);
+  };
+  double inf = INFINITY, nan = NAN;
+  CHECK(compare(DType::F32, {nan, inf, -inf, 1.0001}, {nan, inf, -inf, 1.0}).ok());
+  CHECK(compare(DType::F32, {1.0003}, {1.0}).mismatches == 1);  // beyond 1e-4 + 1e-4 * 1
+  CHECK(compare(DType::F32, {nan}, {1.0}).mismatches == 1);
+  CHECK(compare(DType::F32, {1.0}, {inf}).mismatches == 1);
+  CHECK(compare(DType::F32, {-inf}, {inf}).mismatches == 1);
+  CHECK(compare(DType::F16, {1.0078125}, {1.0}).ok());
+  CHECK(compare(DType::BF16, {1.015625}, {1.0}).ok());
+  CHECK(compare(DType::F64, {1.0 + 1e-9}, {1.0}).mismatches == 1);
+  OutputComparison integers = compare(DType::I32, {7, 8, -3}, {7, 9, -3});
+  CHECK(integers.mismatches == 1);
+  CHECK(formatComparison(integers) ==
+        "y: max abs err 1.0e+00, max rel err 1.1e-01, tolerance exact (i32): FAILED, 1 of 3 elements differ; worst at "
+        "[1]: generated 8, reference 9");
+  CHECK(formatComparison(compare(DType::F32, {2.0}, {2.0})) ==
+        "y: max abs err 0.0e+00, max rel err 0.0e+00, tolerance 1e-04 (f32): ok");
+}
+
+// ---------------------------------------------------------------------------------------------------
+// `emmy check` end to end (driver/check.h), with the hand-written CUDA standing in for the lowering.
+
+namespace {
+
+struct CheckRun {
+  int exitCode;
+  std::string report;
+};
+
+// Writes the row-sum kernel (and `extraSource`) to FOLDER/rowsum.emmy and checks it with `options`.
+CheckRun checkRowSum(const fs::path& folder, CheckOptions options, const std::string& kernelText = kRowSumCu,
+                     const std::string& extraSource = "") {
+  std::ofstream(folder / "rowsum.emmy") << kRowSumEmmy << extraSource;
+  options.file = (folder / "rowsum.emmy").string();
+  char* text = nullptr;
+  size_t length = 0;
+  std::FILE* report = open_memstream(&text, &length);
+  int exitCode = runCheck(options, [&](const tensor::Kernel&) { return rowSumCuda(kernelText); }, report);
+  std::fclose(report);
+  CheckRun run{exitCode, std::string(text, length)};
+  std::free(text);
+  return run;
+}
+
+}  // namespace
+
+TEST_CASE("emmy check passes correct generated code on random inputs", "[check]") {
+  sim::TemporaryFolder scratch;
+  CheckOptions options;
+  options.sizes = {"N=5", "D=37"};
+  CheckRun run = checkRowSum(scratch.path(), options);
+  CHECK(run.exitCode == 0);
+  CHECK_THAT(run.report, Catch::StartsWith("rowsum (N=5, D=37)\n  y: max abs err "));
+  CHECK_THAT(run.report, Catch::EndsWith(", tolerance 1e-04 (f32): ok\n"));
+
+  options.verbose = true;
+  CheckRun verbose = checkRowSum(scratch.path(), options);
+  UNSCOPED_INFO(verbose.report);
+  CHECK_THAT(verbose.report, Catch::Matches("rowsum \\(N=5, D=37\\)\n  compiled in [0-9.]+ s: c.* -std=c\\+\\+17 .*\n"
+                                            "  ran in [0-9.]+ s\n  y: .*ok\n"));
+}
+
+TEST_CASE("emmy check reads inputs from .npy files and saves the outputs", "[check]") {
+  sim::TemporaryFolder scratch;
+  fs::path inputs = scratch.path() / "in", saved = scratch.path() / "out";
+  fs::create_directories(inputs);
+  Buffer x = wavy({3, 70});
+  writeNpy(inputs / "x.npy", x);
+  CheckOptions options;
+  options.inputsDir = inputs.string();
+  options.saveDir = saved.string();
+  CheckRun run = checkRowSum(scratch.path(), options);
+  CHECK(run.exitCode == 0);
+  CHECK_THAT(run.report, Catch::StartsWith("rowsum (N=3, D=70)\n"));
+
+  tensor::EvaluationInputs evaluationInputs;
+  evaluationInputs.tensors.emplace("x", x);
+  Buffer expected = tensor::evaluate(elaborate(kRowSumEmmy), evaluationInputs).at("y");
+  CHECK(compareOutput("y", readNpy(saved / "y.npy", DType::F32), expected).ok());
+
+  // A size given on the command line must agree with the files.
+  options.sizes = {"D=71"};
+  CHECK_THROWS_WITH(checkRowSum(scratch.path(), options),
+                    "kernel rowsum: size D is 70 in x (dimension 1) but is given as 71");
+}
+
+TEST_CASE("emmy check fails wrong generated code and prints the worst element", "[check]") {
+  sim::TemporaryFolder scratch;
+  CheckOptions options;
+  options.sizes = {"N=4", "D=40"};
+  CheckRun run = checkRowSum(scratch.path(), options, replaced(kRowSumCu, "warp_sums[0] + warp_sums[1]", "warp_sums[0]"));
+  CHECK(run.exitCode == 1);
+  CHECK_THAT(run.report, Catch::Contains("(f32): FAILED, "));
+
+  CheckRun deadlock = checkRowSum(scratch.path(), options, replaced(kRowSumCu, "  __syncthreads();", "  if (threadIdx.x != 3) __syncthreads();"));
+  CHECK(deadlock.exitCode == 1);
+  CHECK_THAT(deadlock.report, Catch::Contains("  FAILED: deadlock in kernel rowsum_k0"));
+}
+
+TEST_CASE("emmy check usage errors", "[check]") {
+  sim::TemporaryFolder scratch;
+  auto usageError = [&](CheckOptions options, const std::string& extraSource = "") {
+    try {
+      checkRowSum(scratch.path(), options, kRowSumCu, extraSource);
+    } catch (const UsageError& error) {
+      return std::string(error.what());
+    }
+    return std::string("no usage error");
+  };
+  CheckOptions options;
+  options.sizes = {"N=4"};
+  CHECK(usageError(options) ==
+        "kernel rowsum: size D is not given: add --size D=VALUE, or read the inputs from files with --inputs DIR");
+  options.sizes = {"N=4", "D=3", "E=2"};
+  CHECK(usageError(options) == "--size E: no kernel checked has a size named E (sizes: D, N); did you mean 'D'?");
+  options.sizes = {"N=four"};
+  CHECK(usageError(options) == "--size 'N=four': expected NAME=VALUE with a non-negative integer VALUE");
+  options.sizes = {"N=-1"};
+  CHECK_THAT(usageError(options), Catch::Contains("expected NAME=VALUE with a non-negative integer VALUE"));
+
+  options.sizes = {};
+  options.inputsDir = (scratch.path() / "nowhere").string();
+  CHECK_THAT(usageError(options), Catch::EndsWith("nowhere/x.npy: cannot open the file"));
+
+  options.inputsDir = scratch.path().string();
+  writeNpy(scratch.path() / "x.npy", Buffer(DType::F64, {2, 2}));
+  CHECK_THAT(usageError(options), Catch::EndsWith("x.npy: holds '<f8' (f64) data, but f32 ('<f4') is expected"));
+
+  options = {};
+  options.kernel = "generic";
+  CHECK(usageError(options, "kernel generic<T: f32 | f16>(x: T[N]) -> (y: T[N]) {\n  y[i] = x[i]\n}\n") ==
+        "--kernel: 'generic' is generic; name its types, e.g. --kernel 'generic<f32>'");
+  options.kernel = "";
+  options.saveDir = scratch.path().string();
+  CHECK_THAT(usageError(options, "kernel generic<T: f32 | f16>(x: T[N]) -> (y: T[N]) {\n  y[i] = x[i]\n}\n"),
+             Catch::StartsWith("--save needs --kernel here"));
+}
+
+TEST_CASE("emmy check takes scalars from 0-d arrays and reports errors in the source", "[check]") {
+  sim::TemporaryFolder scratch;
+  const fs::path& folder = scratch.path();
+  std::ofstream(folder / "scale.emmy") << kScaleEmmy;
+  writeNpy(folder / "x.npy", wavy({9}));
+  Buffer s(DType::F32, {});
+  s.set(0, Value::ofFloat(DType::F32, 0.5));
+  writeNpy(folder / "s.npy", s);
+
+  CheckOptions options;
+  options.file = (folder / "scale.emmy").string();
+  options.inputsDir = folder.string();
+  // The generated code ignores s and uses its default (2) instead: only a 0.5 read from s.npy shows it.
+  auto generate = [](const std::string& body) {
+    return [body](const tensor::Kernel&) { return scaleCuda(body); };
+  };
+  std::FILE* quiet = std::fopen("/dev/null", "w");
+  CHECK(runCheck(options, generate(kScaleBody), quiet) == 0);
+  CHECK(runCheck(options, generate("if (i < N) y[i] = x[i] * 2.0f + 1.0f;"), quiet) == 1);
+
+  writeNpy(folder / "s.npy", Buffer(DType::F32, {1}));
+  CHECK_THROWS_WITH(runCheck(options, generate(kScaleBody), quiet),
+                    Catch::EndsWith("s.npy: scalar s needs a 0-d array, but the file holds one of 1 dimension(s)"));
+
+  std::ofstream(folder / "scale.emmy") << "kernel broken(x: f32[N]) -> (y: f32[N]) {\n  y[i] = x[j]\n}\n";
+  CHECK(runCheck(options, generate(kScaleBody), quiet) == 1);
+  std::fclose(quiet);
+}
