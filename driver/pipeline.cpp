@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "ir/kernel/lower_tile_to_kernel.h"
+#include "ir/kernel/place_barriers.h"
 #include "ir/kernel/printer.h"
 #include "ir/kernel/verifier.h"
 #include "ir/loop/lower_tensor_to_loops.h"
@@ -17,7 +18,7 @@
 namespace emmy {
 
 const std::vector<std::string>& passNames() {
-  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule-default", "lower-tile-to-kernel"};
+  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule-default", "lower-tile-to-kernel", "place-barriers"};
   return names;
 }
 
@@ -59,6 +60,10 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   lowered.kernel = kernel::lowerTileToKernel(lowered.tile);
   kernel::verifyProgram(lowered.kernel);
   dumpAfter(options, "lower-tile-to-kernel", [&] { return kernel::printProgram(lowered.kernel); });
+
+  lowered.kernel = kernel::placeBarriers(lowered.kernel);
+  kernel::verifyProgram(lowered.kernel);
+  dumpAfter(options, "place-barriers", [&] { return kernel::printProgram(lowered.kernel); });
   return lowered;
 }
 

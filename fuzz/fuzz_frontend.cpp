@@ -1,13 +1,13 @@
-// libFuzzer entry point over the parser and the elaborator: any bytes, taken as the text of a .emmy
-// file, must come out as Tensor IR or as diagnostics. Nothing is caught here: an escaping exception
+// libFuzzer entry point over the parser, the elaborator and the lowering: any bytes, taken as the text
+// of a .emmy file, must come out as CUDA (through every IR level, each verified) or as diagnostics. Nothing is caught here: an escaping exception
 // (an InternalError is a bug) aborts, and so does a sanitizer report, which is how libFuzzer records the
 // input that caused it.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
+#include "driver/pipeline.h"
 #include "frontend/frontend.h"
-#include "ir/tensor/printer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using emmy::Frontend;
@@ -17,8 +17,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   Frontend frontend(diagnostics, {stdlib});
   std::string text(reinterpret_cast<const char*>(data), size);
   if (const emmy::ast::Module* module = frontend.loadText("fuzz.emmy", std::move(text), stdlib)) {
+    std::vector<emmy::Lowered> lowered;
     for (const emmy::tensor::Kernel& kernel : frontend.elaborateAll(*module))
-      emmy::tensor::printKernel(kernel);
+      lowered.push_back(emmy::lower(kernel, emmy::PipelineOptions{}));
+    emmy::emitCudaFiles(lowered, "fuzz.emmy");
   }
   // Rendering must cope with every location the frontend reports (line ends, tabs, invalid UTF-8).
   diagnostics.render();

@@ -189,7 +189,7 @@ TEST_CASE("A compile error gives ok=false and NVRTC's log naming the file and li
   }
 }
 
-TEST_CASE("--arch accepts sm_ and a compute capability, and rejects anything else", "[nvrtc]") {
+TEST_CASE("the arch accepts sm_ and a compute capability, and rejects anything else", "[nvrtc]") {
   for (const char* good : {"sm_75", "sm_80", "sm_90", "sm_90a", "sm_100", "sm_100f", "sm_120"})
     CHECK_NOTHROW(validateCudaArch(good));
   for (const char* bad : {"", "sm90", "sm_", "sm_9", "sm_1000", "compute_90", "SM_90", "sm_90x", "sm_90 ",

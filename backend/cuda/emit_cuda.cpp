@@ -202,6 +202,7 @@ private:
     kernel::dispatch(s, [&](const auto& node) { stmtNode(node, indent); });
   }
   void stmtNode(const kernel::For& node, int indent) {
+    if (node.unroll) line(indent, "#pragma unroll");
     line(indent, fmt::format("for (int64_t {} = {}; {} < {}; {} += {}) {{", node.var, expr(*node.begin), node.var,
                              expr(*node.end), node.var, expr(*node.step)));
     stmt(*node.body, indent + 1);

@@ -1,7 +1,7 @@
 // Tile IR -> Kernel IR: bindings become index arithmetic on the thread's and block's indices, global
 // buffers are indexed flat (row-major), padded reads become guarded ones, single-thread sections become
 // `if (threadIdx.x == 0)`, and each cross-thread combine becomes two rounds of warp shuffles around a
-// shared array of one partial result per warp.
+// shared array of one partial result per warp. Barriers come later (place_barriers.cpp).
 #include "ir/kernel/lower_tile_to_kernel.h"
 
 #include <map>
@@ -55,7 +55,8 @@ private:
   StmtPtr lowerNode(const tile::Loop& node) {
     ExprPtr begin, step;
     switch (node.binding) {
-      case tile::Binding::Serial: begin = i64(0), step = i64(1); break;
+      case tile::Binding::Serial:
+      case tile::Binding::Unrolled: begin = i64(0), step = i64(1); break;
       case tile::Binding::GridStrided:
         begin = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, blockIndex(), blockSize()), threadIndex());
         step = arithmetic(BinaryOp::Mul, gridSize(), blockSize());
@@ -63,7 +64,8 @@ private:
       case tile::Binding::BlockStrided: begin = blockIndex(), step = gridSize(); break;
       case tile::Binding::ThreadStrided: begin = threadIndex(), step = blockSize(); break;
     }
-    return std::make_shared<For>(node.var, begin, expr(node.extent), step, lowerStmt(*node.body));
+    return std::make_shared<For>(node.var, begin, expr(node.extent), step, lowerStmt(*node.body),
+                                 node.binding == tile::Binding::Unrolled);
   }
 
   StmtPtr lowerNode(const tile::Let& node) { return std::make_shared<Let>(node.var, expr(node.value)); }
@@ -90,8 +92,8 @@ private:
 
   StmtPtr lowerNode(const tile::CrossThreadReduce& node) {
     // Every warp combines its lanes; lane 0 of each warp publishes its warp's result; then every warp
-    // combines the published results, so that every thread ends with the total. The last barrier lets
-    // the next combine reuse the shared array.
+    // combines the published results, so that every thread ends with the total. The barriers around
+    // the shared array are placed by place_barriers.cpp.
     BinaryOp step = reductionStep(node.op);
     int warps = (nest_.threadsPerBlock + kWarpSize - 1) / kWarpSize;
     std::string partials = node.buffer + "_partials";
@@ -107,15 +109,17 @@ private:
     stmts.push_back(std::make_shared<Declare>(partials, node.dtype, warps, Memory::Shared));
     stmts.push_back(std::make_shared<If>(compare(BinaryOp::Eq, lane, i64(0)),
                                          std::make_shared<Store>(partials, warp, own)));
-    stmts.push_back(std::make_shared<Barrier>());
     ExprPtr published = std::make_shared<Load>(node.dtype, partials, std::vector<ExprPtr>{lane});
     stmts.push_back(std::make_shared<Store>(
         node.buffer, nullptr,
         std::make_shared<Select>(compare(BinaryOp::Lt, lane, i64(warps)), published,
                                  immediateOf(reductionIdentity(node.op, node.dtype)))));
     combineWarp(stmts);
-    stmts.push_back(std::make_shared<Barrier>());
     return std::make_shared<Block>(stmts);
+  }
+
+  StmtPtr lowerNode(const tile::Guard& node) {
+    return std::make_shared<If>(expr(node.condition), lowerStmt(*node.body));
   }
 
   StmtPtr lowerNode(const tile::Block& node) {

@@ -51,15 +51,16 @@ struct Stmt {
 };
 using StmtPtr = std::shared_ptr<const Stmt>;
 
-// for (var = begin; var < end; var += step) body
+// for (var = begin; var < end; var += step) body; `unroll`: fully unrolled (constant bounds).
 struct For final : Stmt {
   static constexpr StmtKind kKind = StmtKind::For;
-  For(std::string var, ExprPtr begin, ExprPtr end, ExprPtr step, StmtPtr body)
+  For(std::string var, ExprPtr begin, ExprPtr end, ExprPtr step, StmtPtr body, bool unroll = false)
       : Stmt(kKind), var(std::move(var)), begin(std::move(begin)), end(std::move(end)), step(std::move(step)),
-        body(std::move(body)) {}
+        body(std::move(body)), unroll(unroll) {}
   const std::string var;
   const ExprPtr begin, end, step;
   const StmtPtr body;
+  const bool unroll;
 };
 
 // const int64_t var = value; for the rest of the block.

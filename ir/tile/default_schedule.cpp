@@ -10,11 +10,15 @@
 //  - Rank-0 results run as one row (one block) or one element.
 #include "ir/tile/default_schedule.h"
 
+#include <algorithm>
+#include <functional>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "ir/tensor/build.h"
+#include "ir/tensor/rewrite.h"
 #include "support/diagnostics.h"
 
 namespace emmy::tile {
@@ -64,6 +68,7 @@ public:
     root_ = program_.source.findStage(nest.stages.back());
     collectLoopVars(*nest.body);
     EMMY_INTERNAL_ASSERT(root_ != nullptr, "nest {} has no root stage", nest.name);
+    if (std::optional<TileNest> tiled = tiledContraction(nest)) return *tiled;
     bool reduces = nest.stages.size() > 1 || root_->reduction.has_value();
     // The root's loops down to the first Allocate (a stage computed in place) or to the root itself.
     Fused rows = pureRootLoops(*nest.body);
@@ -79,6 +84,205 @@ public:
   }
 
 private:
+  // ---- contractions: out[..., i, j] = sum over k of lhs(i, k) * rhs(k, j), then any elementwise
+  // epilogue. Each block computes a kTile x kTile tile of the output, each thread kRegister x kRegister
+  // elements of it in registers, from kSlice-deep slices of lhs and rhs staged in shared memory.
+  static constexpr int kTile = 64, kRegister = 4, kSlice = 16;
+
+  struct Contraction {
+    const loop::For* reduction;  // the loop over k
+    std::string accumulator;     // its rank-0 accumulator buffer
+    DType accumulatorType;
+    ExprPtr lhs, rhs;            // lhs uses no j, rhs no i
+  };
+
+  std::set<std::string> varsOf(const ExprPtr& expr) const {
+    std::set<std::string> vars;
+    forEachNode(*expr, [&](const Expr& node) {
+      if (const auto* axis = node.as<AxisVar>()) vars.insert(axis->name);
+      if (const auto* load = node.as<Load>(); load && load->indices.empty()) vars.insert("local " + load->tensor);
+    });
+    return vars;
+  }
+
+  // The one reduction loop of the nest below the root's loops, if it is a contraction over i and j.
+  std::optional<Contraction> findContraction(const loop::Stmt& body, const std::vector<const loop::For*>& loops) const {
+    std::vector<const loop::For*> reductions;
+    std::function<void(const loop::Stmt&)> find = [&](const loop::Stmt& stmt) {
+      loop::dispatch(stmt, [&](const auto& node) {
+        using Node = std::decay_t<decltype(node)>;
+        if constexpr (std::is_same_v<Node, loop::For>) reductions.push_back(&node);
+        if constexpr (std::is_same_v<Node, loop::Allocate>) find(*node.body);
+        if constexpr (std::is_same_v<Node, loop::Block>)
+          for (const loop::StmtPtr& inner : node.stmts) find(*inner);
+      });
+    };
+    find(body);
+    if (reductions.size() != 1) return std::nullopt;
+    const loop::For& reduction = *reductions[0];
+    const Stage* stage = program_.source.findStage(reduction.stage);
+    const auto* update = reduction.body->as<loop::Store>();
+    if (!stage || !stage->reduction || stage->reduction->op != ReduceOp::Sum || !update) return std::nullopt;
+    const auto* sum = update->value->as<Binary>();
+    const auto* product = sum ? sum->rhs->as<Binary>() : nullptr;
+    if (!sum || sum->op != BinaryOp::Add || !product || product->op != BinaryOp::Mul) return std::nullopt;
+    const auto* current = sum->lhs->as<Load>();
+    if (!current || current->tensor != update->buffer) return std::nullopt;
+    const std::string& i = loops[loops.size() - 2]->var;
+    const std::string& j = loops.back()->var;
+    const std::string& k = reduction.var;
+    std::set<std::string> allowedLhs{k, i}, allowedRhs{k, j};
+    for (size_t d = 0; d + 2 < loops.size(); ++d) allowedLhs.insert(loops[d]->var), allowedRhs.insert(loops[d]->var);
+    auto within = [](const std::set<std::string>& vars, const std::set<std::string>& allowed) {
+      return std::all_of(vars.begin(), vars.end(), [&](const std::string& v) { return allowed.count(v) > 0; });
+    };
+    ExprPtr lhs = product->lhs, rhs = product->rhs;
+    if (!within(varsOf(lhs), allowedLhs) || !within(varsOf(rhs), allowedRhs)) std::swap(lhs, rhs);
+    if (!within(varsOf(lhs), allowedLhs) || !within(varsOf(rhs), allowedRhs)) return std::nullopt;
+    return Contraction{&reduction, update->buffer, stage->reduction->accumulator, lhs, rhs};
+  }
+
+  // The statements after the contraction, per output element: the reduction loop and the store that
+  // initialises its accumulator become one load of the element's register.
+  StmtPtr epilogue(const loop::Stmt& stmt, const Contraction& contraction, const ExprPtr& element) {
+    if (const auto* block = stmt.as<loop::Block>()) {
+      std::vector<StmtPtr> stmts;
+      for (size_t s = 0; s < block->stmts.size(); ++s) {
+        const loop::StmtPtr& inner = block->stmts[s];
+        bool initialises = s + 1 < block->stmts.size() && block->stmts[s + 1].get() == contraction.reduction;
+        if (initialises) continue;
+        if (inner.get() == contraction.reduction)
+          stmts.push_back(std::make_shared<Store>(contraction.accumulator, std::vector<ExprPtr>{}, element));
+        else
+          stmts.push_back(epilogue(*inner, contraction, element));
+      }
+      return std::make_shared<Block>(stmts);
+    }
+    if (const auto* allocate = stmt.as<loop::Allocate>())
+      return std::make_shared<Allocate>(allocate->buffer, allocate->dtype, allocate->shape, MemoryScope::Registers,
+                                        epilogue(*allocate->body, contraction, element));
+    return threadLevel(stmt);
+  }
+
+  std::optional<TileNest> tiledContraction(const loop::LoopNest& nest) {
+    Fused loops = pureRootLoops(*nest.body);
+    if (loops.loops.size() < 2 || loops.loops.size() != root_->axes.size()) return std::nullopt;
+    std::optional<Contraction> contraction = findContraction(*loops.body, loops.loops);
+    if (!contraction) return std::nullopt;
+
+    auto imm = [](int64_t v) { return std::make_shared<IntImm>(DType::I64, v); };
+    auto var = [](const std::string& name) { return std::make_shared<AxisVar>(name); };
+    auto op = [](BinaryOp o, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::I64, o, a, b); };
+    auto cmp = [](BinaryOp o, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::Bool, o, a, b); };
+    auto both = [](ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::Bool, BinaryOp::And, a, b); };
+    auto ceilDiv = [&](ExprPtr a, int64_t b) { return op(BinaryOp::Div, op(BinaryOp::Add, a, imm(b - 1)), imm(b)); };
+    auto block = [](std::vector<StmtPtr> stmts) { return std::make_shared<Block>(std::move(stmts)); };
+
+    const loop::For& iLoop = *loops.loops[loops.loops.size() - 2];
+    const loop::For& jLoop = *loops.loops.back();
+    const loop::For& kLoop = *contraction->reduction;
+    ExprPtr extentI = dimValue(iLoop.extent), extentJ = dimValue(jLoop.extent), extentK = dimValue(kLoop.extent);
+    int threads = (kTile / kRegister) * (kTile / kRegister);
+    DType type = contraction->accumulatorType;
+
+    // Tiles: the batch loops, then the tile rows and columns, fused into the block-strided loop.
+    std::string tile = uniqueVar("tile"), tileI = uniqueVar("tile_i"), tileJ = uniqueVar("tile_j");
+    std::vector<StmtPtr> top;
+    ExprPtr tilesI = ceilDiv(extentI, kTile), tilesJ = ceilDiv(extentJ, kTile);
+    ExprPtr perBatch = op(BinaryOp::Mul, tilesI, tilesJ);
+    ExprPtr batchIndex = op(BinaryOp::Div, var(tile), perBatch);
+    std::vector<const loop::For*> batch(loops.loops.begin(), loops.loops.end() - 2);
+    Dim batchCount = Dim::constant(1);
+    for (const loop::For* b : batch) batchCount = batchCount * b->extent;
+    std::vector<StmtPtr> batchLets = unflatten("tile_batch", batch);
+    if (!batch.empty()) top.push_back(std::make_shared<Let>("tile_batch", batchIndex));
+    for (const StmtPtr& let : batchLets) top.push_back(let);
+    top.push_back(std::make_shared<Let>(tileI, op(BinaryOp::Mod, op(BinaryOp::Div, var(tile), tilesJ), tilesI)));
+    top.push_back(std::make_shared<Let>(tileJ, op(BinaryOp::Mod, var(tile), tilesJ)));
+
+    // Each thread's kRegister x kRegister elements: rows ty*kRegister + r, columns tx*kRegister + c.
+    std::string accumulators = uniqueVar(contraction->accumulator + "_tile");
+    std::string t = uniqueVar("thread"), ty = uniqueVar("thread_row"), tx = uniqueVar("thread_col");
+    std::string r = uniqueVar("r"), c = uniqueVar("c");
+    auto perThread = [&](std::vector<StmtPtr> body) {
+      std::vector<StmtPtr> stmts{std::make_shared<Let>(ty, op(BinaryOp::Div, var(t), imm(kTile / kRegister))),
+                                 std::make_shared<Let>(tx, op(BinaryOp::Mod, var(t), imm(kTile / kRegister)))};
+      stmts.insert(stmts.end(), body.begin(), body.end());
+      return std::make_shared<Loop>(t, imm(threads), Binding::ThreadStrided, std::vector<std::string>{}, block(stmts));
+    };
+    auto overRegisters = [&](StmtPtr body) {
+      return std::make_shared<Loop>(r, imm(kRegister), Binding::Unrolled, std::vector<std::string>{},
+                                    std::make_shared<Loop>(c, imm(kRegister), Binding::Unrolled,
+                                                           std::vector<std::string>{}, body));
+    };
+    std::vector<ExprPtr> rc{var(r), var(c)};
+    ExprPtr own = std::make_shared<Load>(type, accumulators, rc);
+
+    // The slices of lhs and rhs in shared memory, loaded by every thread of the block together.
+    std::string slice = uniqueVar("slice"), e = uniqueVar("e"), ii = uniqueVar("ii"), jj = uniqueVar("jj"),
+                kk = uniqueVar("kk");
+    std::string lhsTile = uniqueVar(contraction->accumulator + "_lhs");
+    std::string rhsTile = uniqueVar(contraction->accumulator + "_rhs");
+    auto rowOf = [&](const std::string& tileVar, ExprPtr offset) {
+      return op(BinaryOp::Add, op(BinaryOp::Mul, var(tileVar), imm(kTile)), offset);
+    };
+    ExprPtr kOf = op(BinaryOp::Add, op(BinaryOp::Mul, var(slice), imm(kSlice)), var(kk));
+    StmtPtr loadLhs = std::make_shared<Loop>(
+        e, imm(kTile * kSlice), Binding::ThreadStrided, std::vector<std::string>{},
+        block({std::make_shared<Let>(ii, op(BinaryOp::Div, var(e), imm(kSlice))),
+               std::make_shared<Let>(kk, op(BinaryOp::Mod, var(e), imm(kSlice))),
+               std::make_shared<Let>(iLoop.var, rowOf(tileI, var(ii))), std::make_shared<Let>(kLoop.var, kOf),
+               std::make_shared<Store>(lhsTile, std::vector<ExprPtr>{var(ii), var(kk)},
+                                       std::make_shared<Select>(both(cmp(BinaryOp::Lt, var(iLoop.var), extentI),
+                                                                     cmp(BinaryOp::Lt, var(kLoop.var), extentK)),
+                                                                contraction->lhs, immediate(type, 0)))}));
+    StmtPtr loadRhs = std::make_shared<Loop>(
+        e, imm(kTile * kSlice), Binding::ThreadStrided, std::vector<std::string>{},
+        block({std::make_shared<Let>(kk, op(BinaryOp::Div, var(e), imm(kTile))),
+               std::make_shared<Let>(jj, op(BinaryOp::Mod, var(e), imm(kTile))),
+               std::make_shared<Let>(jLoop.var, rowOf(tileJ, var(jj))), std::make_shared<Let>(kLoop.var, kOf),
+               std::make_shared<Store>(rhsTile, std::vector<ExprPtr>{var(kk), var(jj)},
+                                       std::make_shared<Select>(both(cmp(BinaryOp::Lt, var(jLoop.var), extentJ),
+                                                                     cmp(BinaryOp::Lt, var(kLoop.var), extentK)),
+                                                                contraction->rhs, immediate(type, 0)))}));
+    ExprPtr a = std::make_shared<Load>(
+        type, lhsTile,
+        std::vector<ExprPtr>{op(BinaryOp::Add, op(BinaryOp::Mul, var(ty), imm(kRegister)), var(r)), var(kk)});
+    ExprPtr b = std::make_shared<Load>(
+        type, rhsTile,
+        std::vector<ExprPtr>{var(kk), op(BinaryOp::Add, op(BinaryOp::Mul, var(tx), imm(kRegister)), var(c))});
+    StmtPtr multiply = perThread({std::make_shared<Loop>(
+        kk, imm(kSlice), Binding::Unrolled, std::vector<std::string>{},
+        overRegisters(std::make_shared<Store>(
+            accumulators, rc,
+            std::make_shared<Binary>(type, BinaryOp::Add, own, std::make_shared<Binary>(type, BinaryOp::Mul, a, b)))))});
+    StmtPtr slices = std::make_shared<Loop>(
+        slice, ceilDiv(extentK, kSlice), Binding::Serial, std::vector<std::string>{kLoop.stage + "." + kLoop.axis},
+        std::make_shared<Allocate>(lhsTile, type, std::vector<Dim>{Dim::constant(kTile), Dim::constant(kSlice)},
+                                   MemoryScope::Shared,
+                                   std::make_shared<Allocate>(rhsTile, type,
+                                                              std::vector<Dim>{Dim::constant(kSlice), Dim::constant(kTile)},
+                                                              MemoryScope::Shared, block({loadLhs, loadRhs, multiply}))));
+
+    // The results: each in-range element goes through the nest's own statements after the reduction.
+    ExprPtr row = op(BinaryOp::Add, op(BinaryOp::Mul, var(ty), imm(kRegister)), var(r));
+    ExprPtr column = op(BinaryOp::Add, op(BinaryOp::Mul, var(tx), imm(kRegister)), var(c));
+    StmtPtr store = perThread({overRegisters(block(
+        {std::make_shared<Let>(iLoop.var, rowOf(tileI, row)), std::make_shared<Let>(jLoop.var, rowOf(tileJ, column)),
+         std::make_shared<Guard>(both(cmp(BinaryOp::Lt, var(iLoop.var), extentI), cmp(BinaryOp::Lt, var(jLoop.var), extentJ)),
+                                 epilogue(*loops.body, *contraction, own))}))});
+
+    StmtPtr initialise =
+        perThread({overRegisters(std::make_shared<Store>(accumulators, rc, immediate(type, 0)))});
+    top.push_back(std::make_shared<Allocate>(accumulators, type, std::vector<Dim>{Dim::constant(kRegister), Dim::constant(kRegister)},
+                                             MemoryScope::Registers, block({initialise, slices, store})));
+    std::vector<std::string> axes;
+    for (const loop::For* loop : loops.loops) axes.push_back(loop->stage + "." + loop->axis);
+    ExprPtr tiles = batch.empty() ? perBatch : op(BinaryOp::Mul, dimValue(batchCount), perBatch);
+    return TileNest{nest.name, nest.stages, threads,
+                    std::make_shared<Loop>(tile, tiles, Binding::BlockStrided, axes, block(top))};
+  }
+
   bool isPureRootLoop(const loop::Stmt& stmt) const {
     const auto* loop = stmt.as<loop::For>();
     if (!loop || loop->stage != root_->name) return false;

@@ -22,6 +22,7 @@ using tensor::ExprPtr;
   X(Store)                      \
   X(CrossThreadReduce)          \
   X(SingleThread)               \
+  X(Guard)                      \
   X(Block)
 
 enum class StmtKind {
@@ -46,6 +47,7 @@ enum class Binding {
   GridStrided,    // across every thread of the grid (blocks x threads), striding by the grid's size
   BlockStrided,   // one iteration per block, striding by the number of blocks
   ThreadStrided,  // across the threads of a block, striding by the block's size
+  Unrolled,       // every thread runs all of them, fully unrolled (a constant extent)
 };
 const char* bindingName(Binding binding);
 
@@ -110,6 +112,14 @@ struct CrossThreadReduce final : Stmt {
 struct SingleThread final : Stmt {
   static constexpr StmtKind kKind = StmtKind::SingleThread;
   explicit SingleThread(StmtPtr body) : Stmt(kKind), body(std::move(body)) {}
+  const StmtPtr body;
+};
+
+// `body` runs only where `condition` holds: the ragged edge of a tile.
+struct Guard final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::Guard;
+  Guard(ExprPtr condition, StmtPtr body) : Stmt(kKind), condition(std::move(condition)), body(std::move(body)) {}
+  const ExprPtr condition;
   const StmtPtr body;
 };
 

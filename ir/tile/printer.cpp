@@ -12,6 +12,7 @@ const char* bindingName(Binding binding) {
     case Binding::GridStrided: return "grid-strided";
     case Binding::BlockStrided: return "block-strided";
     case Binding::ThreadStrided: return "thread-strided";
+    case Binding::Unrolled: return "unrolled";
   }
   return "?";
 }
@@ -30,8 +31,8 @@ struct Printer {
   void printNode(const Loop& node, int indent) {
     std::string axes;
     for (const std::string& axis : node.axes) axes += (axes.empty() ? "" : ", ") + axis;
-    line(indent, fmt::format("for {} < {} {}:  # {}", node.var, tensor::printExpr(*node.extent),
-                             bindingName(node.binding), axes));
+    line(indent, fmt::format("for {} < {} {}:{}", node.var, tensor::printExpr(*node.extent),
+                             bindingName(node.binding), axes.empty() ? "" : "  # " + axes));
     print(*node.body, indent + 1);
   }
   void printNode(const Let& node, int indent) {
@@ -52,6 +53,10 @@ struct Printer {
   }
   void printNode(const SingleThread& node, int indent) {
     line(indent, "in one thread:");
+    print(*node.body, indent + 1);
+  }
+  void printNode(const Guard& node, int indent) {
+    line(indent, fmt::format("if {}:", tensor::printExpr(*node.condition)));
     print(*node.body, indent + 1);
   }
   void printNode(const Block& node, int indent) {

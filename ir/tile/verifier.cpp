@@ -61,8 +61,9 @@ private:
     checkExpr(node.extent);
     if (vars_.count(node.var)) fail(fmt::format("loop variable {} shadows another", node.var));
     vars_.insert(node.var);
-    bool innerBlockLevel = blockLevel && (node.binding == Binding::BlockStrided || node.binding == Binding::Serial) &&
-                           !gridBound_;
+    bool uniform = node.binding == Binding::BlockStrided || node.binding == Binding::Serial ||
+                   node.binding == Binding::Unrolled;
+    bool innerBlockLevel = blockLevel && uniform && !gridBound_;
     check(*node.body, innerBlockLevel);
     vars_.erase(node.var);
   }
@@ -88,6 +89,10 @@ private:
   }
   void checkNode(const SingleThread& node, bool blockLevel) {
     if (!blockLevel) fail("a single-thread section inside a thread's own loop");
+    check(*node.body, false);
+  }
+  void checkNode(const Guard& node, bool) {
+    checkExpr(node.condition);
     check(*node.body, false);
   }
   void checkNode(const Block& node, bool blockLevel) {

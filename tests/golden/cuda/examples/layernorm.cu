@@ -91,7 +91,6 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_k0(const float* x, c
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __syncthreads();
     mu = (mu_acc / (float)D);
     float var;
     float var_acc;
@@ -116,7 +115,6 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_k0(const float* x, c
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __syncthreads();
     var = (var_acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;

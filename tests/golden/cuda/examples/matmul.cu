@@ -66,34 +66,71 @@ static int emmy_fail(const char* format, ...) {
 
 // Computes C.
 extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (M * N); row += (int64_t)gridDim.x) {
-    const int64_t i = emmy_div(row, N);
-    const int64_t j = emmy_mod(row, N);
-    float C_acc;
-    C_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < K; part += (int64_t)blockDim.x) {
-      const int64_t k = part;
-      C_acc = (C_acc + (A[((i * K) + k)] * B[((k * N) + j)]));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    float C_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          C_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 16));
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 8));
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 4));
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 2));
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 1));
-    __shared__ float C_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      C_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = C_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float C_acc_lhs[1024];
+      __shared__ float C_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t i = ((tile_i * (int64_t)64) + ii);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        C_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < M) && (k < K)) ? A[((i * K) + k)] : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t j = ((tile_j * (int64_t)64) + jj);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        C_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < N) && (k < K)) ? B[((k * N) + j)] : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              C_acc_tile[((r * (int64_t)4) + c)] = (C_acc_tile[((r * (int64_t)4) + c)] + (C_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * C_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    C_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? C_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 16));
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 8));
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 4));
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 2));
-    C_acc = (C_acc + __shfl_xor_sync(0xffffffffu, C_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      C[((i * N) + j)] = C_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t i = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t j = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((i < M) && (j < N))) {
+            float C_acc;
+            C_acc = C_acc_tile[((r * (int64_t)4) + c)];
+            C[((i * N) + j)] = C_acc;
+          }
+        }
+      }
     }
   }
 }
@@ -103,7 +140,7 @@ extern "C" int matmul(const float* A, const float* B, float* C, int64_t M, int64
   if (M < 0) return emmy_fail("matmul: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_k0, dim3((unsigned)(emmy_min(emmy_max((M * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, A, B, C, M, K, N);
+  EMMY_LAUNCH(matmul_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, A, B, C, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul: kernel matmul_k0 failed: %s", cudaGetErrorString(error));
   return 0;

@@ -91,7 +91,6 @@ extern "C" __global__ void __launch_bounds__(256) softmax_k0(const float* x, flo
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = m_acc;
     float s;
     float s_acc;
@@ -116,7 +115,6 @@ extern "C" __global__ void __launch_bounds__(256) softmax_k0(const float* x, flo
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __syncthreads();
     s = s_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;

@@ -82,6 +82,7 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k0(const float* x,
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
     __shared__ float mu_acc_partials[8];
+    __syncthreads();
     if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
       mu_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = mu_acc;
     }
@@ -92,7 +93,6 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k0(const float* x,
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __syncthreads();
     if (((int64_t)threadIdx.x == (int64_t)0)) {
       mu[((((i0 * S) + i1) * (int64_t)1) + i2)] = (mu_acc / (float)D);
     }
@@ -117,6 +117,7 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k1(const float* x,
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
     __shared__ float var_acc_partials[8];
+    __syncthreads();
     if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
       var_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = var_acc;
     }
@@ -127,7 +128,6 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k1(const float* x,
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __syncthreads();
     if (((int64_t)threadIdx.x == (int64_t)0)) {
       var[((((i0 * S) + i1) * (int64_t)1) + i2)] = (var_acc / (float)D);
     }

@@ -82,6 +82,7 @@ extern "C" __global__ void __launch_bounds__(256) conv3x3_k0(const float* img, c
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 2));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 1));
     __shared__ float out_acc_partials[8];
+    __syncthreads();
     if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
       out_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = out_acc;
     }
@@ -92,7 +93,6 @@ extern "C" __global__ void __launch_bounds__(256) conv3x3_k0(const float* img, c
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 4));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 2));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 1));
-    __syncthreads();
     if (((int64_t)threadIdx.x == (int64_t)0)) {
       out[((i * W) + j)] = out_acc;
     }

@@ -66,36 +66,73 @@ static int emmy_fail(const char* format, ...) {
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) matmul_f16_k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (M * N); row += (int64_t)gridDim.x) {
-    const int64_t m = emmy_div(row, N);
-    const int64_t n = emmy_mod(row, N);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < K; part += (int64_t)blockDim.x) {
-      const int64_t k = part;
-      acc_acc = (acc_acc + ((float)emmy_f32(a[((m * K) + k)]) * (float)emmy_f32(b[((k * N) + n)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c_1)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t m = ((tile_i * (int64_t)64) + ii);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? (float)emmy_f32(a[((m * K) + k)]) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t n = ((tile_j * (int64_t)64) + jj);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? (float)emmy_f32(b[((k * N) + n)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c_1)] = (acc_acc_tile[((r * (int64_t)4) + c_1)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c_1))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      c[((m * N) + n)] = emmy_f16((float)acc);
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          const int64_t m = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t n = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c_1));
+          if (((m < M) && (n < N))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c_1)];
+            acc = acc_acc;
+            c[((m * N) + n)] = emmy_f16((float)acc);
+          }
+        }
+      }
     }
   }
 }
@@ -105,7 +142,7 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
   if (M < 0) return emmy_fail("matmul_f16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_f16_k0, dim3((unsigned)(emmy_min(emmy_max((M * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_f16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_f16: kernel matmul_f16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -114,36 +151,73 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) matmul_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (M * N); row += (int64_t)gridDim.x) {
-    const int64_t m = emmy_div(row, N);
-    const int64_t n = emmy_mod(row, N);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < K; part += (int64_t)blockDim.x) {
-      const int64_t k = part;
-      acc_acc = (acc_acc + ((float)emmy_f32(a[((m * K) + k)]) * (float)emmy_f32(b[((k * N) + n)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c_1)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t m = ((tile_i * (int64_t)64) + ii);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? (float)emmy_f32(a[((m * K) + k)]) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t n = ((tile_j * (int64_t)64) + jj);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? (float)emmy_f32(b[((k * N) + n)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c_1)] = (acc_acc_tile[((r * (int64_t)4) + c_1)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c_1))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      c[((m * N) + n)] = emmy_bf16((float)acc);
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          const int64_t m = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t n = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c_1));
+          if (((m < M) && (n < N))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c_1)];
+            acc = acc_acc;
+            c[((m * N) + n)] = emmy_bf16((float)acc);
+          }
+        }
+      }
     }
   }
 }
@@ -153,7 +227,7 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
   if (M < 0) return emmy_fail("matmul_bf16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((M * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_bf16: kernel matmul_bf16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -162,36 +236,73 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) matmul_f32_k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (M * N); row += (int64_t)gridDim.x) {
-    const int64_t m = emmy_div(row, N);
-    const int64_t n = emmy_mod(row, N);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < K; part += (int64_t)blockDim.x) {
-      const int64_t k = part;
-      acc_acc = (acc_acc + (a[((m * K) + k)] * b[((k * N) + n)]));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c_1)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t m = ((tile_i * (int64_t)64) + ii);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? a[((m * K) + k)] : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t n = ((tile_j * (int64_t)64) + jj);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? b[((k * N) + n)] : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c_1)] = (acc_acc_tile[((r * (int64_t)4) + c_1)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c_1))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      c[((m * N) + n)] = acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          const int64_t m = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t n = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c_1));
+          if (((m < M) && (n < N))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c_1)];
+            acc = acc_acc;
+            c[((m * N) + n)] = acc;
+          }
+        }
+      }
     }
   }
 }
@@ -201,7 +312,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
   if (M < 0) return emmy_fail("matmul_f32: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_f32_k0, dim3((unsigned)(emmy_min(emmy_max((M * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_f32_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_f32: kernel matmul_f32_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -210,37 +321,75 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) bmm_f16_k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t row = (int64_t)blockIdx.x; row < ((B * M) * N); row += (int64_t)gridDim.x) {
-    const int64_t i = emmy_div(row, (M * N));
-    const int64_t m = emmy_mod(emmy_div(row, N), M);
-    const int64_t n = emmy_mod(row, N);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < K; part += (int64_t)blockDim.x) {
-      const int64_t k = part;
-      acc_acc = (acc_acc + ((float)emmy_f32(a[((((i * M) + m) * K) + k)]) * (float)emmy_f32(b[((((i * K) + k) * N) + n)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)));
+    const int64_t i = tile_batch;
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c_1)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t m = ((tile_i * (int64_t)64) + ii);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? (float)emmy_f32(a[((((i * M) + m) * K) + k)]) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t n = ((tile_j * (int64_t)64) + jj);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? (float)emmy_f32(b[((((i * K) + k) * N) + n)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c_1)] = (acc_acc_tile[((r * (int64_t)4) + c_1)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c_1))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      c[((((i * M) + m) * N) + n)] = emmy_f16((float)acc);
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          const int64_t m = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t n = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c_1));
+          if (((m < M) && (n < N))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c_1)];
+            acc = acc_acc;
+            c[((((i * M) + m) * N) + n)] = emmy_f16((float)acc);
+          }
+        }
+      }
     }
   }
 }
@@ -251,7 +400,7 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
   if (M < 0) return emmy_fail("bmm_f16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * M) * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_f16_k0, dim3((unsigned)(emmy_min(emmy_max((B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_f16: kernel bmm_f16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -260,37 +409,75 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) bmm_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t row = (int64_t)blockIdx.x; row < ((B * M) * N); row += (int64_t)gridDim.x) {
-    const int64_t i = emmy_div(row, (M * N));
-    const int64_t m = emmy_mod(emmy_div(row, N), M);
-    const int64_t n = emmy_mod(row, N);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < K; part += (int64_t)blockDim.x) {
-      const int64_t k = part;
-      acc_acc = (acc_acc + ((float)emmy_f32(a[((((i * M) + m) * K) + k)]) * (float)emmy_f32(b[((((i * K) + k) * N) + n)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)));
+    const int64_t i = tile_batch;
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c_1)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t m = ((tile_i * (int64_t)64) + ii);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? (float)emmy_f32(a[((((i * M) + m) * K) + k)]) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t n = ((tile_j * (int64_t)64) + jj);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? (float)emmy_f32(b[((((i * K) + k) * N) + n)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c_1)] = (acc_acc_tile[((r * (int64_t)4) + c_1)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c_1))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      c[((((i * M) + m) * N) + n)] = emmy_bf16((float)acc);
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          const int64_t m = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t n = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c_1));
+          if (((m < M) && (n < N))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c_1)];
+            acc = acc_acc;
+            c[((((i * M) + m) * N) + n)] = emmy_bf16((float)acc);
+          }
+        }
+      }
     }
   }
 }
@@ -301,7 +488,7 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
   if (M < 0) return emmy_fail("bmm_bf16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * M) * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_bf16: kernel bmm_bf16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -310,37 +497,75 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) bmm_f32_k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t row = (int64_t)blockIdx.x; row < ((B * M) * N); row += (int64_t)gridDim.x) {
-    const int64_t i = emmy_div(row, (M * N));
-    const int64_t m = emmy_mod(emmy_div(row, N), M);
-    const int64_t n = emmy_mod(row, N);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < K; part += (int64_t)blockDim.x) {
-      const int64_t k = part;
-      acc_acc = (acc_acc + (a[((((i * M) + m) * K) + k)] * b[((((i * K) + k) * N) + n)]));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)));
+    const int64_t i = tile_batch;
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c_1)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t m = ((tile_i * (int64_t)64) + ii);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? a[((((i * M) + m) * K) + k)] : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t n = ((tile_j * (int64_t)64) + jj);
+        const int64_t k = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? b[((((i * K) + k) * N) + n)] : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c_1)] = (acc_acc_tile[((r * (int64_t)4) + c_1)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c_1))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      c[((((i * M) + m) * N) + n)] = acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c_1 = (int64_t)0; c_1 < (int64_t)4; c_1 += (int64_t)1) {
+          const int64_t m = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t n = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c_1));
+          if (((m < M) && (n < N))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c_1)];
+            acc = acc_acc;
+            c[((((i * M) + m) * N) + n)] = acc;
+          }
+        }
+      }
     }
   }
 }
@@ -351,7 +576,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
   if (M < 0) return emmy_fail("bmm_f32: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((B * M) * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_f32_k0, dim3((unsigned)(emmy_min(emmy_max((B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_f32: kernel bmm_f32_k0 failed: %s", cudaGetErrorString(error));
   return 0;

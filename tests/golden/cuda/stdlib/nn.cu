@@ -91,7 +91,6 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f16_k0(const __half* x
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = emmy_f16((float)m_acc);
     float s;
     float s_acc;
@@ -116,7 +115,6 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f16_k0(const __half* x
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __syncthreads();
     s = s_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -163,7 +161,6 @@ extern "C" __global__ void __launch_bounds__(256) softmax_bf16_k0(const __nv_bfl
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = emmy_bf16((float)m_acc);
     float s;
     float s_acc;
@@ -188,7 +185,6 @@ extern "C" __global__ void __launch_bounds__(256) softmax_bf16_k0(const __nv_bfl
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __syncthreads();
     s = s_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -235,7 +231,6 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f32_k0(const float* x,
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = m_acc;
     float s;
     float s_acc;
@@ -260,7 +255,6 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f32_k0(const float* x,
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __syncthreads();
     s = s_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -307,7 +301,6 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f16_k0(const __hal
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = emmy_f16((float)m_acc);
     float s;
     float s_acc;
@@ -332,7 +325,6 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f16_k0(const __hal
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __syncthreads();
     s = s_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -379,7 +371,6 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_bf16_k0(const __nv
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = emmy_bf16((float)m_acc);
     float s;
     float s_acc;
@@ -404,7 +395,6 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_bf16_k0(const __nv
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __syncthreads();
     s = s_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -451,7 +441,6 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f32_k0(const float
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = m_acc;
     float s;
     float s_acc;
@@ -476,7 +465,6 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f32_k0(const float
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __syncthreads();
     s = s_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -523,7 +511,6 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f16_k0(const __half*
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __syncthreads();
     mu = (mu_acc / (float)D);
     float var;
     float var_acc;
@@ -548,7 +535,6 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f16_k0(const __half*
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __syncthreads();
     var = (var_acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -595,7 +581,6 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_bf16_k0(const __nv_b
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __syncthreads();
     mu = (mu_acc / (float)D);
     float var;
     float var_acc;
@@ -620,7 +605,6 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_bf16_k0(const __nv_b
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __syncthreads();
     var = (var_acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -667,7 +651,6 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f32_k0(const float* 
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __syncthreads();
     mu = (mu_acc / (float)D);
     float var;
     float var_acc;
@@ -692,7 +675,6 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f32_k0(const float* 
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __syncthreads();
     var = (var_acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -729,6 +711,7 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_f16_k0(const __half* x
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
     __shared__ float ms_acc_partials[8];
+    __syncthreads();
     if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
       ms_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = ms_acc;
     }
@@ -739,7 +722,6 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_f16_k0(const __half* x
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    __syncthreads();
     ms = (ms_acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -776,6 +758,7 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_bf16_k0(const __nv_bfl
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
     __shared__ float ms_acc_partials[8];
+    __syncthreads();
     if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
       ms_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = ms_acc;
     }
@@ -786,7 +769,6 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_bf16_k0(const __nv_bfl
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    __syncthreads();
     ms = (ms_acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -823,6 +805,7 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_f32_k0(const float* x,
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
     __shared__ float ms_acc_partials[8];
+    __syncthreads();
     if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
       ms_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = ms_acc;
     }
@@ -833,7 +816,6 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_f32_k0(const float* x,
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    __syncthreads();
     ms = (ms_acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
@@ -855,36 +837,73 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
 
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256) linear_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (N * OUT); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, OUT);
-    const int64_t o = emmy_mod(row, OUT);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < IN; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      acc_acc = (acc_acc + ((float)emmy_f32(x[((n * IN) + i)]) * (float)emmy_f32(w[((o * IN) + i)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((OUT + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((OUT + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((IN + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < IN)) ? (float)emmy_f32(x[((n * IN) + i)]) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < OUT) && (i < IN)) ? (float)emmy_f32(w[((o * IN) + i)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c)] = (acc_acc_tile[((r * (int64_t)4) + c)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      y[((n * OUT) + o)] = emmy_f16((float)(acc + (float)emmy_f32(b[o])));
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < OUT))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c)];
+            acc = acc_acc;
+            y[((n * OUT) + o)] = emmy_f16((float)(acc + (float)emmy_f32(b[o])));
+          }
+        }
+      }
     }
   }
 }
@@ -894,7 +913,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
   if (N < 0) return emmy_fail("linear_f16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f16: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_f16_k0, dim3((unsigned)(emmy_min(emmy_max((N * OUT), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f16: kernel linear_f16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -903,36 +922,73 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
 
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256) linear_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (N * OUT); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, OUT);
-    const int64_t o = emmy_mod(row, OUT);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < IN; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      acc_acc = (acc_acc + ((float)emmy_f32(x[((n * IN) + i)]) * (float)emmy_f32(w[((o * IN) + i)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((OUT + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((OUT + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((IN + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < IN)) ? (float)emmy_f32(x[((n * IN) + i)]) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < OUT) && (i < IN)) ? (float)emmy_f32(w[((o * IN) + i)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c)] = (acc_acc_tile[((r * (int64_t)4) + c)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      y[((n * OUT) + o)] = emmy_bf16((float)(acc + (float)emmy_f32(b[o])));
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < OUT))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c)];
+            acc = acc_acc;
+            y[((n * OUT) + o)] = emmy_bf16((float)(acc + (float)emmy_f32(b[o])));
+          }
+        }
+      }
     }
   }
 }
@@ -942,7 +998,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
   if (N < 0) return emmy_fail("linear_bf16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_bf16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_bf16: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((N * OUT), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_bf16: kernel linear_bf16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -951,36 +1007,73 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
 
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256) linear_f32_k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (N * OUT); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, OUT);
-    const int64_t o = emmy_mod(row, OUT);
-    float acc;
-    float acc_acc;
-    acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < IN; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      acc_acc = (acc_acc + (x[((n * IN) + i)] * w[((o * IN) + i)]));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((OUT + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((OUT + (int64_t)63), (int64_t)64));
+    float acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __shared__ float acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((IN + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float acc_acc_lhs[1024];
+      __shared__ float acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < IN)) ? x[((n * IN) + i)] : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < OUT) && (i < IN)) ? w[((o * IN) + i)] : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              acc_acc_tile[((r * (int64_t)4) + c)] = (acc_acc_tile[((r * (int64_t)4) + c)] + (acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 16));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 8));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 4));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 2));
-    acc_acc = (acc_acc + __shfl_xor_sync(0xffffffffu, acc_acc, 1));
-    __syncthreads();
-    acc = acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      y[((n * OUT) + o)] = (acc + b[o]);
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < OUT))) {
+            float acc;
+            float acc_acc;
+            acc_acc = acc_acc_tile[((r * (int64_t)4) + c)];
+            acc = acc_acc;
+            y[((n * OUT) + o)] = (acc + b[o]);
+          }
+        }
+      }
     }
   }
 }
@@ -990,7 +1083,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
   if (N < 0) return emmy_fail("linear_f32: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f32: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f32: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_f32_k0, dim3((unsigned)(emmy_min(emmy_max((N * OUT), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f32_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f32: kernel linear_f32_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -999,70 +1092,144 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
 
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (H * N); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, H);
-    const int64_t o = emmy_mod(row, H);
-    float h__acc_acc;
-    h__acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      h__acc_acc = (h__acc_acc + ((float)emmy_f32(x[((n * D) + i)]) * (float)emmy_f32(w1[((o * D) + i)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((H + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((H + (int64_t)63), (int64_t)64));
+    float h__acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          h__acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 16));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 8));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 4));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 2));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 1));
-    __shared__ float h__acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      h__acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = h__acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((D + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float h__acc_acc_lhs[1024];
+      __shared__ float h__acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        h__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < D)) ? (float)emmy_f32(x[((n * D) + i)]) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        h__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < H) && (i < D)) ? (float)emmy_f32(w1[((o * D) + i)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              h__acc_acc_tile[((r * (int64_t)4) + c)] = (h__acc_acc_tile[((r * (int64_t)4) + c)] + (h__acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * h__acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    h__acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? h__acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 16));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 8));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 4));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 2));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      h__acc[((n * H) + o)] = h__acc_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < H))) {
+            float h__acc_acc;
+            h__acc_acc = h__acc_acc_tile[((r * (int64_t)4) + c)];
+            h__acc[((n * H) + o)] = h__acc_acc;
+          }
+        }
+      }
     }
   }
 }
 
 // Computes y__acc, y.
 extern "C" __global__ void __launch_bounds__(256) mlp_f16_k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (D * N); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, D);
-    const int64_t o = emmy_mod(row, D);
-    float y__acc;
-    float y__acc_acc;
-    y__acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < H; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      y__acc_acc = (y__acc_acc + ((float)emmy_f32(emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc[((n * H) + i)] + (float)emmy_f32(b1[i]))))))) * (float)emmy_f32(w2[((o * H) + i)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((D + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((D + (int64_t)63), (int64_t)64));
+    float y__acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          y__acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 16));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 8));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 4));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 2));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 1));
-    __shared__ float y__acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      y__acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = y__acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((H + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float y__acc_acc_lhs[1024];
+      __shared__ float y__acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        y__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < H)) ? (float)emmy_f32(emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc[((n * H) + i)] + (float)emmy_f32(b1[i]))))))) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        y__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < D) && (i < H)) ? (float)emmy_f32(w2[((o * H) + i)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              y__acc_acc_tile[((r * (int64_t)4) + c)] = (y__acc_acc_tile[((r * (int64_t)4) + c)] + (y__acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * y__acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    y__acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? y__acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 16));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 8));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 4));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 2));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 1));
-    __syncthreads();
-    y__acc = y__acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      y[((n * D) + o)] = emmy_f16((float)(y__acc + (float)emmy_f32(b2[o])));
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < D))) {
+            float y__acc;
+            float y__acc_acc;
+            y__acc_acc = y__acc_acc_tile[((r * (int64_t)4) + c)];
+            y__acc = y__acc_acc;
+            y[((n * D) + o)] = emmy_f16((float)(y__acc + (float)emmy_f32(b2[o])));
+          }
+        }
+      }
     }
   }
 }
@@ -1075,10 +1242,10 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
   float* h__acc = nullptr;
   if (cudaMallocAsync((void**)&h__acc, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_f16: cannot allocate the temporary h__acc");
-  EMMY_LAUNCH(mlp_f16_k0, dim3((unsigned)(emmy_min(emmy_max((H * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_f16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f16: kernel mlp_f16_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_f16_k1, dim3((unsigned)(emmy_min(emmy_max((D * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_f16_k1, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f16: kernel mlp_f16_k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h__acc, stream);
@@ -1088,70 +1255,144 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (H * N); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, H);
-    const int64_t o = emmy_mod(row, H);
-    float h__acc_acc;
-    h__acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      h__acc_acc = (h__acc_acc + ((float)emmy_f32(x[((n * D) + i)]) * (float)emmy_f32(w1[((o * D) + i)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((H + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((H + (int64_t)63), (int64_t)64));
+    float h__acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          h__acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 16));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 8));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 4));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 2));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 1));
-    __shared__ float h__acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      h__acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = h__acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((D + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float h__acc_acc_lhs[1024];
+      __shared__ float h__acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        h__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < D)) ? (float)emmy_f32(x[((n * D) + i)]) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        h__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < H) && (i < D)) ? (float)emmy_f32(w1[((o * D) + i)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              h__acc_acc_tile[((r * (int64_t)4) + c)] = (h__acc_acc_tile[((r * (int64_t)4) + c)] + (h__acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * h__acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    h__acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? h__acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 16));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 8));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 4));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 2));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      h__acc[((n * H) + o)] = h__acc_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < H))) {
+            float h__acc_acc;
+            h__acc_acc = h__acc_acc_tile[((r * (int64_t)4) + c)];
+            h__acc[((n * H) + o)] = h__acc_acc;
+          }
+        }
+      }
     }
   }
 }
 
 // Computes y__acc, y.
 extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (D * N); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, D);
-    const int64_t o = emmy_mod(row, D);
-    float y__acc;
-    float y__acc_acc;
-    y__acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < H; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      y__acc_acc = (y__acc_acc + ((float)emmy_f32(emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc[((n * H) + i)] + (float)emmy_f32(b1[i]))))))) * (float)emmy_f32(w2[((o * H) + i)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((D + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((D + (int64_t)63), (int64_t)64));
+    float y__acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          y__acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 16));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 8));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 4));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 2));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 1));
-    __shared__ float y__acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      y__acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = y__acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((H + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float y__acc_acc_lhs[1024];
+      __shared__ float y__acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        y__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < H)) ? (float)emmy_f32(emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc[((n * H) + i)] + (float)emmy_f32(b1[i]))))))) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        y__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < D) && (i < H)) ? (float)emmy_f32(w2[((o * H) + i)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              y__acc_acc_tile[((r * (int64_t)4) + c)] = (y__acc_acc_tile[((r * (int64_t)4) + c)] + (y__acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * y__acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    y__acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? y__acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 16));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 8));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 4));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 2));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 1));
-    __syncthreads();
-    y__acc = y__acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      y[((n * D) + o)] = emmy_bf16((float)(y__acc + (float)emmy_f32(b2[o])));
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < D))) {
+            float y__acc;
+            float y__acc_acc;
+            y__acc_acc = y__acc_acc_tile[((r * (int64_t)4) + c)];
+            y__acc = y__acc_acc;
+            y[((n * D) + o)] = emmy_bf16((float)(y__acc + (float)emmy_f32(b2[o])));
+          }
+        }
+      }
     }
   }
 }
@@ -1164,10 +1405,10 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
   float* h__acc = nullptr;
   if (cudaMallocAsync((void**)&h__acc, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_bf16: cannot allocate the temporary h__acc");
-  EMMY_LAUNCH(mlp_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((H * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_bf16: kernel mlp_bf16_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_bf16_k1, dim3((unsigned)(emmy_min(emmy_max((D * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_bf16_k1, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_bf16: kernel mlp_bf16_k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h__acc, stream);
@@ -1177,70 +1418,144 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
 
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (H * N); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, H);
-    const int64_t o = emmy_mod(row, H);
-    float h__acc_acc;
-    h__acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      h__acc_acc = (h__acc_acc + (x[((n * D) + i)] * w1[((o * D) + i)]));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((H + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((H + (int64_t)63), (int64_t)64));
+    float h__acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          h__acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 16));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 8));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 4));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 2));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 1));
-    __shared__ float h__acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      h__acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = h__acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((D + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float h__acc_acc_lhs[1024];
+      __shared__ float h__acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        h__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < D)) ? x[((n * D) + i)] : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        h__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < H) && (i < D)) ? w1[((o * D) + i)] : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              h__acc_acc_tile[((r * (int64_t)4) + c)] = (h__acc_acc_tile[((r * (int64_t)4) + c)] + (h__acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * h__acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    h__acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? h__acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 16));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 8));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 4));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 2));
-    h__acc_acc = (h__acc_acc + __shfl_xor_sync(0xffffffffu, h__acc_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      h__acc[((n * H) + o)] = h__acc_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < H))) {
+            float h__acc_acc;
+            h__acc_acc = h__acc_acc_tile[((r * (int64_t)4) + c)];
+            h__acc[((n * H) + o)] = h__acc_acc;
+          }
+        }
+      }
     }
   }
 }
 
 // Computes y__acc, y.
 extern "C" __global__ void __launch_bounds__(256) mlp_f32_k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (D * N); row += (int64_t)gridDim.x) {
-    const int64_t n = emmy_div(row, D);
-    const int64_t o = emmy_mod(row, D);
-    float y__acc;
-    float y__acc_acc;
-    y__acc_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < H; part += (int64_t)blockDim.x) {
-      const int64_t i = part;
-      y__acc_acc = (y__acc_acc + (emmy_gelu((h__acc[((n * H) + i)] + b1[i])) * w2[((o * H) + i)]));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((D + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((D + (int64_t)63), (int64_t)64));
+    float y__acc_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          y__acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 16));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 8));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 4));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 2));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 1));
-    __shared__ float y__acc_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      y__acc_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = y__acc_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((H + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float y__acc_acc_lhs[1024];
+      __shared__ float y__acc_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e, (int64_t)16);
+        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t n = ((tile_i * (int64_t)64) + ii);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        y__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < H)) ? emmy_gelu((h__acc[((n * H) + i)] + b1[i])) : 0.0f);
+      }
+      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e, (int64_t)64);
+        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t o = ((tile_j * (int64_t)64) + jj);
+        const int64_t i = ((slice * (int64_t)16) + kk);
+        y__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < D) && (i < H)) ? w2[((o * H) + i)] : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              y__acc_acc_tile[((r * (int64_t)4) + c)] = (y__acc_acc_tile[((r * (int64_t)4) + c)] + (y__acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * y__acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    y__acc_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? y__acc_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 16));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 8));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 4));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 2));
-    y__acc_acc = (y__acc_acc + __shfl_xor_sync(0xffffffffu, y__acc_acc, 1));
-    __syncthreads();
-    y__acc = y__acc_acc;
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      y[((n * D) + o)] = (y__acc + b2[o]);
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t n = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t o = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((n < N) && (o < D))) {
+            float y__acc;
+            float y__acc_acc;
+            y__acc_acc = y__acc_acc_tile[((r * (int64_t)4) + c)];
+            y__acc = y__acc_acc;
+            y[((n * D) + o)] = (y__acc + b2[o]);
+          }
+        }
+      }
     }
   }
 }
@@ -1253,10 +1568,10 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
   float* h__acc = nullptr;
   if (cudaMallocAsync((void**)&h__acc, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_f32: cannot allocate the temporary h__acc");
-  EMMY_LAUNCH(mlp_f32_k0, dim3((unsigned)(emmy_min(emmy_max((H * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_f32_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f32: kernel mlp_f32_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_f32_k1, dim3((unsigned)(emmy_min(emmy_max((D * N), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_f32_k1, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f32: kernel mlp_f32_k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h__acc, stream);
@@ -1266,36 +1581,74 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (((B * H) * L) * S); row += (int64_t)gridDim.x) {
-    const int64_t b = emmy_div(row, (H * (S * L)));
-    const int64_t h = emmy_mod(emmy_div(row, (S * L)), H);
-    const int64_t s = emmy_mod(emmy_div(row, L), S);
-    const int64_t l = emmy_mod(row, L);
-    float scores_acc;
-    scores_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < E; part += (int64_t)blockDim.x) {
-      const int64_t e = part;
-      scores_acc = (scores_acc + ((float)emmy_f32(q[((((((b * H) + h) * S) + s) * E) + e)]) * (float)emmy_f32(k[((((((b * H) + h) * L) + l) * E) + e)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64)));
+    const int64_t b = emmy_div(tile_batch, H);
+    const int64_t h = emmy_mod(tile_batch, H);
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((L + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((L + (int64_t)63), (int64_t)64));
+    float scores_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          scores_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __shared__ float scores_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      scores_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = scores_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float scores_acc_lhs[1024];
+      __shared__ float scores_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e_1, (int64_t)16);
+        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t s = ((tile_i * (int64_t)64) + ii);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((s < S) && (e < E)) ? (float)emmy_f32(q[((((((b * H) + h) * S) + s) * E) + e)]) : 0.0f);
+      }
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e_1, (int64_t)64);
+        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t l = ((tile_j * (int64_t)64) + jj);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((l < L) && (e < E)) ? (float)emmy_f32(k[((((((b * H) + h) * L) + l) * E) + e)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              scores_acc_tile[((r * (int64_t)4) + c)] = (scores_acc_tile[((r * (int64_t)4) + c)] + (scores_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * scores_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    scores_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? scores_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      scores[((((((b * H) + h) * S) + s) * L) + l)] = scores_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t s = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t l = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((s < S) && (l < L))) {
+            float scores_acc;
+            scores_acc = scores_acc_tile[((r * (int64_t)4) + c)];
+            scores[((((((b * H) + h) * S) + s) * L) + l)] = scores_acc;
+          }
+        }
+      }
     }
   }
 }
@@ -1329,7 +1682,6 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k1(const __half*
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __syncthreads();
     o__m = o__m_acc;
     float o__den;
     float o__den_acc;
@@ -1354,7 +1706,6 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k1(const __half*
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __syncthreads();
     o__den = o__den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;
@@ -1380,7 +1731,7 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * L) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("attention_f16: cannot allocate the temporary scores");
-  EMMY_LAUNCH(attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((B * H) * L) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_f16: kernel attention_f16_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(attention_f16_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
@@ -1393,36 +1744,74 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (((B * H) * L) * S); row += (int64_t)gridDim.x) {
-    const int64_t b = emmy_div(row, (H * (S * L)));
-    const int64_t h = emmy_mod(emmy_div(row, (S * L)), H);
-    const int64_t s = emmy_mod(emmy_div(row, L), S);
-    const int64_t l = emmy_mod(row, L);
-    float scores_acc;
-    scores_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < E; part += (int64_t)blockDim.x) {
-      const int64_t e = part;
-      scores_acc = (scores_acc + ((float)emmy_f32(q[((((((b * H) + h) * S) + s) * E) + e)]) * (float)emmy_f32(k[((((((b * H) + h) * L) + l) * E) + e)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64)));
+    const int64_t b = emmy_div(tile_batch, H);
+    const int64_t h = emmy_mod(tile_batch, H);
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((L + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((L + (int64_t)63), (int64_t)64));
+    float scores_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          scores_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __shared__ float scores_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      scores_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = scores_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float scores_acc_lhs[1024];
+      __shared__ float scores_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e_1, (int64_t)16);
+        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t s = ((tile_i * (int64_t)64) + ii);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((s < S) && (e < E)) ? (float)emmy_f32(q[((((((b * H) + h) * S) + s) * E) + e)]) : 0.0f);
+      }
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e_1, (int64_t)64);
+        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t l = ((tile_j * (int64_t)64) + jj);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((l < L) && (e < E)) ? (float)emmy_f32(k[((((((b * H) + h) * L) + l) * E) + e)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              scores_acc_tile[((r * (int64_t)4) + c)] = (scores_acc_tile[((r * (int64_t)4) + c)] + (scores_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * scores_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    scores_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? scores_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      scores[((((((b * H) + h) * S) + s) * L) + l)] = scores_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t s = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t l = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((s < S) && (l < L))) {
+            float scores_acc;
+            scores_acc = scores_acc_tile[((r * (int64_t)4) + c)];
+            scores[((((((b * H) + h) * S) + s) * L) + l)] = scores_acc;
+          }
+        }
+      }
     }
   }
 }
@@ -1456,7 +1845,6 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k1(const __nv_b
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __syncthreads();
     o__m = o__m_acc;
     float o__den;
     float o__den_acc;
@@ -1481,7 +1869,6 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k1(const __nv_b
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __syncthreads();
     o__den = o__den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;
@@ -1507,7 +1894,7 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * L) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("attention_bf16: cannot allocate the temporary scores");
-  EMMY_LAUNCH(attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((B * H) * L) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_bf16: kernel attention_bf16_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(attention_bf16_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
@@ -1520,36 +1907,74 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (((B * H) * L) * S); row += (int64_t)gridDim.x) {
-    const int64_t b = emmy_div(row, (H * (S * L)));
-    const int64_t h = emmy_mod(emmy_div(row, (S * L)), H);
-    const int64_t s = emmy_mod(emmy_div(row, L), S);
-    const int64_t l = emmy_mod(row, L);
-    float scores_acc;
-    scores_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < E; part += (int64_t)blockDim.x) {
-      const int64_t e = part;
-      scores_acc = (scores_acc + (q[((((((b * H) + h) * S) + s) * E) + e)] * k[((((((b * H) + h) * L) + l) * E) + e)]));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64)));
+    const int64_t b = emmy_div(tile_batch, H);
+    const int64_t h = emmy_mod(tile_batch, H);
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((L + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((L + (int64_t)63), (int64_t)64));
+    float scores_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          scores_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __shared__ float scores_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      scores_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = scores_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float scores_acc_lhs[1024];
+      __shared__ float scores_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e_1, (int64_t)16);
+        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t s = ((tile_i * (int64_t)64) + ii);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((s < S) && (e < E)) ? q[((((((b * H) + h) * S) + s) * E) + e)] : 0.0f);
+      }
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e_1, (int64_t)64);
+        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t l = ((tile_j * (int64_t)64) + jj);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((l < L) && (e < E)) ? k[((((((b * H) + h) * L) + l) * E) + e)] : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              scores_acc_tile[((r * (int64_t)4) + c)] = (scores_acc_tile[((r * (int64_t)4) + c)] + (scores_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * scores_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    scores_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? scores_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      scores[((((((b * H) + h) * S) + s) * L) + l)] = scores_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t s = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t l = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((s < S) && (l < L))) {
+            float scores_acc;
+            scores_acc = scores_acc_tile[((r * (int64_t)4) + c)];
+            scores[((((((b * H) + h) * S) + s) * L) + l)] = scores_acc;
+          }
+        }
+      }
     }
   }
 }
@@ -1583,7 +2008,6 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k1(const float* 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __syncthreads();
     o__m = o__m_acc;
     float o__den;
     float o__den_acc;
@@ -1608,7 +2032,6 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k1(const float* 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __syncthreads();
     o__den = o__den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;
@@ -1634,7 +2057,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * L) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("attention_f32: cannot allocate the temporary scores");
-  EMMY_LAUNCH(attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((B * H) * L) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_f32: kernel attention_f32_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(attention_f32_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
@@ -1647,36 +2070,74 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (((B * H) * S) * S); row += (int64_t)gridDim.x) {
-    const int64_t b = emmy_div(row, (H * (S * S)));
-    const int64_t h = emmy_mod(emmy_div(row, (S * S)), H);
-    const int64_t i = emmy_mod(emmy_div(row, S), S);
-    const int64_t j = emmy_mod(row, S);
-    float scores_acc;
-    scores_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < E; part += (int64_t)blockDim.x) {
-      const int64_t e = part;
-      scores_acc = (scores_acc + ((float)emmy_f32(q[((((((b * H) + h) * S) + i) * E) + e)]) * (float)emmy_f32(k[((((((b * H) + h) * S) + j) * E) + e)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64)));
+    const int64_t b = emmy_div(tile_batch, H);
+    const int64_t h = emmy_mod(tile_batch, H);
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((S + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((S + (int64_t)63), (int64_t)64));
+    float scores_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          scores_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __shared__ float scores_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      scores_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = scores_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float scores_acc_lhs[1024];
+      __shared__ float scores_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e_1, (int64_t)16);
+        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t i = ((tile_i * (int64_t)64) + ii);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < S) && (e < E)) ? (float)emmy_f32(q[((((((b * H) + h) * S) + i) * E) + e)]) : 0.0f);
+      }
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e_1, (int64_t)64);
+        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t j = ((tile_j * (int64_t)64) + jj);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < S) && (e < E)) ? (float)emmy_f32(k[((((((b * H) + h) * S) + j) * E) + e)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              scores_acc_tile[((r * (int64_t)4) + c)] = (scores_acc_tile[((r * (int64_t)4) + c)] + (scores_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * scores_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    scores_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? scores_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      scores[((((((b * H) + h) * S) + i) * S) + j)] = scores_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t i = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t j = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((i < S) && (j < S))) {
+            float scores_acc;
+            scores_acc = scores_acc_tile[((r * (int64_t)4) + c)];
+            scores[((((((b * H) + h) * S) + i) * S) + j)] = scores_acc;
+          }
+        }
+      }
     }
   }
 }
@@ -1710,7 +2171,6 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k1(const 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __syncthreads();
     o__m = o__m_acc;
     float o__den;
     float o__den_acc;
@@ -1735,7 +2195,6 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k1(const 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __syncthreads();
     o__den = o__den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;
@@ -1760,7 +2219,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * S) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("causal_attention_f16: cannot allocate the temporary scores");
-  EMMY_LAUNCH(causal_attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((B * H) * S) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_f16: kernel causal_attention_f16_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(causal_attention_f16_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
@@ -1773,36 +2232,74 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (((B * H) * S) * S); row += (int64_t)gridDim.x) {
-    const int64_t b = emmy_div(row, (H * (S * S)));
-    const int64_t h = emmy_mod(emmy_div(row, (S * S)), H);
-    const int64_t i = emmy_mod(emmy_div(row, S), S);
-    const int64_t j = emmy_mod(row, S);
-    float scores_acc;
-    scores_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < E; part += (int64_t)blockDim.x) {
-      const int64_t e = part;
-      scores_acc = (scores_acc + ((float)emmy_f32(q[((((((b * H) + h) * S) + i) * E) + e)]) * (float)emmy_f32(k[((((((b * H) + h) * S) + j) * E) + e)])));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64)));
+    const int64_t b = emmy_div(tile_batch, H);
+    const int64_t h = emmy_mod(tile_batch, H);
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((S + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((S + (int64_t)63), (int64_t)64));
+    float scores_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          scores_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __shared__ float scores_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      scores_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = scores_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float scores_acc_lhs[1024];
+      __shared__ float scores_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e_1, (int64_t)16);
+        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t i = ((tile_i * (int64_t)64) + ii);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < S) && (e < E)) ? (float)emmy_f32(q[((((((b * H) + h) * S) + i) * E) + e)]) : 0.0f);
+      }
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e_1, (int64_t)64);
+        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t j = ((tile_j * (int64_t)64) + jj);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < S) && (e < E)) ? (float)emmy_f32(k[((((((b * H) + h) * S) + j) * E) + e)]) : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              scores_acc_tile[((r * (int64_t)4) + c)] = (scores_acc_tile[((r * (int64_t)4) + c)] + (scores_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * scores_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    scores_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? scores_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      scores[((((((b * H) + h) * S) + i) * S) + j)] = scores_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t i = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t j = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((i < S) && (j < S))) {
+            float scores_acc;
+            scores_acc = scores_acc_tile[((r * (int64_t)4) + c)];
+            scores[((((((b * H) + h) * S) + i) * S) + j)] = scores_acc;
+          }
+        }
+      }
     }
   }
 }
@@ -1836,7 +2333,6 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k1(const
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __syncthreads();
     o__m = o__m_acc;
     float o__den;
     float o__den_acc;
@@ -1861,7 +2357,6 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k1(const
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __syncthreads();
     o__den = o__den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;
@@ -1886,7 +2381,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * S) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("causal_attention_bf16: cannot allocate the temporary scores");
-  EMMY_LAUNCH(causal_attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((B * H) * S) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(causal_attention_bf16_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
@@ -1899,36 +2394,74 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  for (int64_t row = (int64_t)blockIdx.x; row < (((B * H) * S) * S); row += (int64_t)gridDim.x) {
-    const int64_t b = emmy_div(row, (H * (S * S)));
-    const int64_t h = emmy_mod(emmy_div(row, (S * S)), H);
-    const int64_t i = emmy_mod(emmy_div(row, S), S);
-    const int64_t j = emmy_mod(row, S);
-    float scores_acc;
-    scores_acc = 0.0f;
-    for (int64_t part = (int64_t)threadIdx.x; part < E; part += (int64_t)blockDim.x) {
-      const int64_t e = part;
-      scores_acc = (scores_acc + (q[((((((b * H) + h) * S) + i) * E) + e)] * k[((((((b * H) + h) * S) + j) * E) + e)]));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64)));
+    const int64_t b = emmy_div(tile_batch, H);
+    const int64_t h = emmy_mod(tile_batch, H);
+    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((S + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, emmy_div((S + (int64_t)63), (int64_t)64));
+    float scores_acc_tile[16];
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          scores_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+        }
+      }
     }
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __shared__ float scores_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      scores_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = scores_acc;
+    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+      __shared__ float scores_acc_lhs[1024];
+      __shared__ float scores_acc_rhs[1024];
+      __syncthreads();
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t ii = emmy_div(e_1, (int64_t)16);
+        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t i = ((tile_i * (int64_t)64) + ii);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < S) && (e < E)) ? q[((((((b * H) + h) * S) + i) * E) + e)] : 0.0f);
+      }
+      for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
+        const int64_t kk = emmy_div(e_1, (int64_t)64);
+        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t j = ((tile_j * (int64_t)64) + jj);
+        const int64_t e = ((slice * (int64_t)16) + kk);
+        scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < S) && (e < E)) ? k[((((((b * H) + h) * S) + j) * E) + e)] : 0.0f);
+      }
+      __syncthreads();
+      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+        const int64_t thread_row = emmy_div(thread, (int64_t)16);
+        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        #pragma unroll
+        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+          #pragma unroll
+          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+              scores_acc_tile[((r * (int64_t)4) + c)] = (scores_acc_tile[((r * (int64_t)4) + c)] + (scores_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * scores_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+            }
+          }
+        }
+      }
     }
-    __syncthreads();
-    scores_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? scores_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 16));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 8));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 4));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 2));
-    scores_acc = (scores_acc + __shfl_xor_sync(0xffffffffu, scores_acc, 1));
-    __syncthreads();
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      scores[((((((b * H) + h) * S) + i) * S) + j)] = scores_acc;
+    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
+      const int64_t thread_row = emmy_div(thread, (int64_t)16);
+      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      #pragma unroll
+      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
+          const int64_t i = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
+          const int64_t j = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
+          if (((i < S) && (j < S))) {
+            float scores_acc;
+            scores_acc = scores_acc_tile[((r * (int64_t)4) + c)];
+            scores[((((((b * H) + h) * S) + i) * S) + j)] = scores_acc;
+          }
+        }
+      }
     }
   }
 }
@@ -1962,7 +2495,6 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k1(const 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __syncthreads();
     o__m = o__m_acc;
     float o__den;
     float o__den_acc;
@@ -1987,7 +2519,6 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k1(const 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __syncthreads();
     o__den = o__den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;
@@ -2012,7 +2543,7 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * S) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("causal_attention_f32: cannot allocate the temporary scores");
-  EMMY_LAUNCH(causal_attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((B * H) * S) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_f32: kernel causal_attention_f32_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(causal_attention_f32_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
@@ -2052,7 +2583,6 @@ extern "C" __global__ void __launch_bounds__(256) attend_f16_k0(const float* log
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = m_acc;
     float den;
     float den_acc;
@@ -2077,7 +2607,6 @@ extern "C" __global__ void __launch_bounds__(256) attend_f16_k0(const float* log
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
-    __syncthreads();
     den = den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;
@@ -2136,7 +2665,6 @@ extern "C" __global__ void __launch_bounds__(256) attend_bf16_k0(const float* lo
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = m_acc;
     float den;
     float den_acc;
@@ -2161,7 +2689,6 @@ extern "C" __global__ void __launch_bounds__(256) attend_bf16_k0(const float* lo
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
-    __syncthreads();
     den = den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;
@@ -2220,7 +2747,6 @@ extern "C" __global__ void __launch_bounds__(256) attend_f32_k0(const float* log
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __syncthreads();
     m = m_acc;
     float den;
     float den_acc;
@@ -2245,7 +2771,6 @@ extern "C" __global__ void __launch_bounds__(256) attend_f32_k0(const float* log
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
-    __syncthreads();
     den = den_acc;
     for (int64_t element = (int64_t)threadIdx.x; element < E; element += (int64_t)blockDim.x) {
       const int64_t e = element;

@@ -1,0 +1,182 @@
+// Kernel IR: barriers where shared memory needs them. Threads of a block share a shared buffer, so a
+// read of it must wait for every write before it (read after write), and a write must wait for every
+// read before it (write after read), across loop iterations too. Barriers go only where every thread of
+// the block is, that is, outside any loop or condition that depends on the thread's index; such a
+// thread-dependent statement counts as one access with everything it reads and writes.
+#include "ir/kernel/place_barriers.h"
+
+#include <set>
+
+#include "ir/tensor/rewrite.h"
+
+namespace emmy::kernel {
+
+using namespace tensor;
+
+namespace {
+
+struct Accesses {
+  std::set<std::string> reads, writes;
+
+  bool conflictsWith(const Accesses& later) const {
+    for (const std::string& buffer : later.reads)
+      if (writes.count(buffer)) return true;
+    for (const std::string& buffer : later.writes)
+      if (reads.count(buffer)) return true;
+    return false;
+  }
+  void add(const Accesses& other) {
+    reads.insert(other.reads.begin(), other.reads.end());
+    writes.insert(other.writes.begin(), other.writes.end());
+  }
+};
+
+class BarrierPlacement {
+public:
+  // Only the statements between the last barrier and the current point matter: `pending`.
+  StmtPtr place(const StmtPtr& stmt, Accesses& pending) {
+    if (!dependsOnThread(*stmt) && !stmt->as<Barrier>()) {
+      if (const auto* block = stmt->as<Block>()) {
+        std::vector<StmtPtr> stmts;
+        for (const StmtPtr& inner : block->stmts) {
+          StmtPtr placed = place(inner, pending, stmts);
+          if (placed) stmts.push_back(placed);
+        }
+        return std::make_shared<Block>(stmts);
+      }
+      if (const auto* loop = stmt->as<For>(); loop && containsShared(*loop->body)) {
+        // The body as the first iteration sees it, then again as the next iteration sees what the
+        // previous one left pending; the second version is right for every iteration.
+        Accesses first = pending;
+        place(loop->body, first);
+        Accesses looped = pending;
+        looped.add(first);
+        StmtPtr body = place(loop->body, looped);
+        pending.add(looped);
+        return std::make_shared<For>(loop->var, loop->begin, loop->end, loop->step, body, loop->unroll);
+      }
+      if (const auto* branch = stmt->as<If>(); branch && containsShared(*branch->body)) {
+        Accesses inside = pending;
+        StmtPtr body = place(branch->body, inside);
+        pending.add(inside);
+        return std::make_shared<If>(branch->condition, body);
+      }
+    }
+    return stmt;
+  }
+
+private:
+  // Places `stmt` in a block being built (`out`), adding a barrier before it when it conflicts with
+  // what is pending. Returns the statement to append.
+  StmtPtr place(const StmtPtr& stmt, Accesses& pending, std::vector<StmtPtr>& out) {
+    if (stmt->as<Barrier>()) {
+      pending = {};
+      return stmt;
+    }
+    bool atomic = dependsOnThread(*stmt) || (!stmt->as<Block>() && !stmt->as<For>() && !stmt->as<If>());
+    if (atomic) {
+      Accesses own = accessesOf(*stmt);
+      if (pending.conflictsWith(own)) {
+        out.push_back(std::make_shared<Barrier>());
+        pending = {};
+      }
+      pending.add(own);
+      return stmt;
+    }
+    return place(stmt, pending);
+  }
+
+  // True when the statement's control flow depends on the thread's index (a thread-strided loop, a
+  // condition on the lane), so that not every thread runs it alike.
+  bool dependsOnThread(const Stmt& stmt) {
+    auto dependent = [&](const ExprPtr& expr) {
+      bool found = false;
+      forEachNode(*expr, [&](const Expr& node) {
+        if (const auto* var = node.as<AxisVar>())
+          found |= var->name == kHardwareIndices[0] || threadVars_.count(var->name);
+      });
+      return found;
+    };
+    if (const auto* loop = stmt.as<For>()) {
+      bool result = dependent(loop->begin) || dependent(loop->end) || dependent(loop->step);
+      if (result) threadVars_.insert(loop->var);
+      return result;
+    }
+    if (const auto* let = stmt.as<Let>()) {
+      if (dependent(let->value)) threadVars_.insert(let->var);
+      return false;
+    }
+    if (const auto* branch = stmt.as<If>()) return dependent(branch->condition);
+    return false;
+  }
+
+  Accesses accessesOf(const Stmt& stmt) {
+    Accesses accesses;
+    collect(stmt, accesses);
+    return accesses;
+  }
+
+  void readsIn(const ExprPtr& expr, Accesses& accesses) {
+    forEachNode(*expr, [&](const Expr& node) {
+      if (const auto* load = node.as<Load>(); load && shared_.count(load->tensor)) accesses.reads.insert(load->tensor);
+    });
+  }
+
+  void collect(const Stmt& stmt, Accesses& accesses) {
+    dispatch(stmt, [&](const auto& node) {
+      using Node = std::decay_t<decltype(node)>;
+      if constexpr (std::is_same_v<Node, For>) {
+        dependsOnThread(node);
+        readsIn(node.begin, accesses), readsIn(node.end, accesses), readsIn(node.step, accesses);
+        collect(*node.body, accesses);
+      } else if constexpr (std::is_same_v<Node, Let>) {
+        dependsOnThread(node);
+        readsIn(node.value, accesses);
+      } else if constexpr (std::is_same_v<Node, Declare>) {
+        if (node.memory == Memory::Shared) shared_.insert(node.buffer);
+      } else if constexpr (std::is_same_v<Node, Store>) {
+        if (shared_.count(node.buffer)) accesses.writes.insert(node.buffer);
+        if (node.index) readsIn(node.index, accesses);
+        readsIn(node.value, accesses);
+      } else if constexpr (std::is_same_v<Node, If>) {
+        readsIn(node.condition, accesses);
+        collect(*node.body, accesses);
+      } else if constexpr (std::is_same_v<Node, Block>) {
+        for (const StmtPtr& inner : node.stmts) collect(*inner, accesses);
+      }
+    });
+  }
+
+  bool containsShared(const Stmt& stmt) {
+    Accesses accesses = accessesOf(stmt);
+    return !accesses.reads.empty() || !accesses.writes.empty() || declaresShared(stmt);
+  }
+
+  bool declaresShared(const Stmt& stmt) {
+    bool found = false;
+    dispatch(stmt, [&](const auto& node) {
+      using Node = std::decay_t<decltype(node)>;
+      if constexpr (std::is_same_v<Node, Declare>) found = node.memory == Memory::Shared;
+      if constexpr (std::is_same_v<Node, For> || std::is_same_v<Node, If>) found = declaresShared(*node.body);
+      if constexpr (std::is_same_v<Node, Block>)
+        for (const StmtPtr& inner : node.stmts) found = found || declaresShared(*inner);
+    });
+    return found;
+  }
+
+  std::set<std::string> shared_;      // shared buffers declared so far
+  std::set<std::string> threadVars_;  // variables that depend on the thread's index
+};
+
+}  // namespace
+
+Program placeBarriers(const Program& program) {
+  Program placed = program;
+  for (Function& function : placed.functions) {
+    Accesses pending;
+    function.body = BarrierPlacement().place(function.body, pending);
+  }
+  return placed;
+}
+
+}  // namespace emmy::kernel
