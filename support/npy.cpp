@@ -197,7 +197,7 @@ Buffer readNpy(const fs::path& path, DType dtype) {
     fail(path, fmt::format("{} bytes follow the data of shape {}", available - dataBytes, shapeTuple(header.shape)));
 
   Buffer buffer(dtype, header.shape);
-  std::memcpy(buffer.data(), bytes.data() + headerEnd, buffer.byteSize());
+  if (buffer.byteSize() > 0) std::memcpy(buffer.data(), bytes.data() + headerEnd, buffer.byteSize());
   if (dtype == DType::Bool)  // NumPy reads any non-zero byte as True; the generated code expects 0 or 1
     for (size_t k = 0; k < buffer.byteSize(); ++k) static_cast<uint8_t*>(buffer.data())[k] = bytes[headerEnd + k] != 0;
   return buffer;

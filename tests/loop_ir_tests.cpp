@@ -30,7 +30,7 @@ void requireIdentical(const Buffer& expected, const Buffer& actual) {
 
 TEST_CASE("interpreted Loop IR agrees with the Tensor IR evaluator on every example and stdlib kernel", "[loop-ir]") {
   PipelineOptions options;
-  for (const fs::path& source : testing::acceptedSources()) {
+  for (const fs::path& source : testing::loweringSources()) {
     for (const tensor::Kernel& kernel : kernelsOf(source)) {
       Lowered lowered = lower(kernel, options);
       for (int64_t size : {1, 3, 7}) {

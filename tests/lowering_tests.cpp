@@ -1,5 +1,5 @@
-// The whole lowering, checked on the CPU: the generated CUDA of every example and stdlib kernel
-// instance runs in the simulation (backend/sim) and agrees with the reference evaluator within the
+// The whole lowering, checked on the CPU: the generated CUDA of every example, stdlib and
+// tests/lowering kernel instance runs in the simulation (backend/sim) and agrees with the reference evaluator within the
 // dtype's tolerance, at ragged sizes and at one size over 10^5 elements; every generated file compiles
 // with NVRTC for sm_80 and sm_90 without spills.
 #include <catch2/catch.hpp>
@@ -37,8 +37,8 @@ void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKer
 
 }  // namespace
 
-TEST_CASE("every example and stdlib kernel passes the simulated check at ragged sizes", "[lowering]") {
-  for (const fs::path& source : testing::acceptedSources()) {
+TEST_CASE("every example, stdlib and construct kernel passes the simulated check at ragged sizes", "[lowering]") {
+  for (const fs::path& source : testing::loweringSources()) {
     for (const tensor::Kernel& kernel : testing::kernelsOf(source)) {
       sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), source));
       for (int64_t size : {1, 7, 13}) checkAgainstEvaluator(kernel, program, size);
@@ -67,7 +67,7 @@ TEST_CASE("every generated file compiles with NVRTC for sm_80 and sm_90, without
   std::string whyNot;
   INFO(whyNot);
   REQUIRE(nvrtcAvailable(&whyNot));  // the set-up requires the CUDA toolkit
-  for (const fs::path& source : testing::acceptedSources()) {
+  for (const fs::path& source : testing::loweringSources()) {
     std::vector<Lowered> lowered;
     for (const tensor::Kernel& kernel : testing::kernelsOf(source)) lowered.push_back(lower(kernel, PipelineOptions{}));
     cuda::GeneratedCuda files = emitCudaFiles(lowered, source.string());

@@ -347,18 +347,33 @@ struct CheckRun {
 };
 
 // Writes the row-sum kernel (and `extraSource`) to FOLDER/rowsum.emmy and checks it with `options`.
+// A FILE* that writes into memory, closed and freed even when the check throws.
+struct MemoryStream {
+  char* text = nullptr;
+  size_t length = 0;
+  std::FILE* file = open_memstream(&text, &length);
+
+  MemoryStream() = default;
+  MemoryStream(const MemoryStream&) = delete;
+  MemoryStream& operator=(const MemoryStream&) = delete;
+  ~MemoryStream() {
+    if (file) std::fclose(file);
+    std::free(text);
+  }
+  std::string take() {
+    std::fclose(file);
+    file = nullptr;
+    return std::string(text, length);
+  }
+};
+
 CheckRun checkRowSum(const fs::path& folder, CheckOptions options, const std::string& kernelText = kRowSumCu,
                      const std::string& extraSource = "") {
   std::ofstream(folder / "rowsum.emmy") << kRowSumEmmy << extraSource;
   options.file = (folder / "rowsum.emmy").string();
-  char* text = nullptr;
-  size_t length = 0;
-  std::FILE* report = open_memstream(&text, &length);
-  int exitCode = runCheck(options, [&](const tensor::Kernel&) { return rowSumCuda(kernelText); }, report);
-  std::fclose(report);
-  CheckRun run{exitCode, std::string(text, length)};
-  std::free(text);
-  return run;
+  MemoryStream report;
+  int exitCode = runCheck(options, [&](const tensor::Kernel&) { return rowSumCuda(kernelText); }, report.file);
+  return CheckRun{exitCode, report.take()};
 }
 
 }  // namespace

@@ -18,6 +18,13 @@ std::vector<fs::path> acceptedSources() {
   return sources;
 }
 
+std::vector<fs::path> loweringSources() {
+  std::vector<fs::path> sources = acceptedSources();
+  for (const fs::path& file : sortedFiles(fs::path(EMMY_SOURCE_DIR) / "tests" / "lowering", ".emmy"))
+    sources.push_back(file);
+  return sources;
+}
+
 std::vector<tensor::Kernel> kernelsOf(const fs::path& file) {
   Diagnostics diagnostics;
   Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});

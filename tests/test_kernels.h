@@ -14,6 +14,9 @@ namespace emmy::testing {
 // examples/*.emmy and stdlib/*.emmy, sorted.
 std::vector<std::filesystem::path> acceptedSources();
 
+// The accepted sources plus tests/lowering/*.emmy, which cover the language's constructs.
+std::vector<std::filesystem::path> loweringSources();
+
 // Every kernel instance of `file` (a Catch2 failure with the diagnostics when it does not compile).
 std::vector<tensor::Kernel> kernelsOf(const std::filesystem::path& file);
 
