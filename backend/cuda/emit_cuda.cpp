@@ -18,9 +18,7 @@ namespace emmy::cuda {
 
 using namespace tensor;
 
-namespace {
-
-const char* typeName(DType dtype) {
+const char* cudaTypeName(DType dtype) {
   switch (dtype) {
     case DType::Bool: return "bool";
     case DType::I8: return "int8_t";
@@ -33,6 +31,8 @@ const char* typeName(DType dtype) {
   }
   return "?";
 }
+
+namespace {
 
 bool isHalf(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
 
@@ -114,9 +114,9 @@ std::string castText(DType from, DType to, const std::string& text) {
   std::string wide = widen(from, text);
   DType source = computeType(from);
   if (to == DType::Bool) return fmt::format("({} != 0)", wide);
-  if (isFloat(to)) return narrow(to, fmt::format("({}){}", typeName(computeType(to)), wide));
-  if (isFloat(source)) return fmt::format("({})emmy_truncate((double){})", typeName(to), wide);
-  return fmt::format("({}){}", typeName(to), wide);
+  if (isFloat(to)) return narrow(to, fmt::format("({}){}", cudaTypeName(computeType(to)), wide));
+  if (isFloat(source)) return fmt::format("({})emmy_truncate((double){})", cudaTypeName(to), wide);
+  return fmt::format("({}){}", cudaTypeName(to), wide);
 }
 
 class Emitter {
@@ -182,6 +182,10 @@ private:
   }
   std::string exprNode(const Binary& node) const {
     DType operands = node.lhs->dtype;
+    // C's / and % already truncate like the language's; only a divisor of 0 or -1 needs the helper.
+    if ((node.op == BinaryOp::Div || node.op == BinaryOp::Mod) && isInteger(operands))
+      if (const auto* divisor = node.rhs->as<IntImm>(); divisor && divisor->value != 0 && divisor->value != -1)
+        return fmt::format("({} {} {})", expr(*node.lhs), node.op == BinaryOp::Div ? "/" : "%", expr(*node.rhs));
     std::string text = binaryText(node.op, computeType(operands), widen(operands, expr(*node.lhs)),
                                   widen(operands, expr(*node.rhs)));
     if (isComparison(node.op) || node.op == BinaryOp::And || node.op == BinaryOp::Or) return text;
@@ -214,7 +218,7 @@ private:
   void stmtNode(const kernel::Declare& node, int indent) {
     bool scalar = node.memory == kernel::Memory::Local && node.count == 1;
     line(indent, fmt::format("{}{} {}{};", node.memory == kernel::Memory::Shared ? "__shared__ " : "",
-                             typeName(node.dtype), node.buffer, scalar ? "" : fmt::format("[{}]", node.count)));
+                             cudaTypeName(node.dtype), node.buffer, scalar ? "" : fmt::format("[{}]", node.count)));
   }
   void stmtNode(const kernel::Store& node, int indent) {
     line(indent, fmt::format("{}{} = {};", node.buffer, node.index ? "[" + expr(*node.index) + "]" : "",
@@ -232,7 +236,7 @@ private:
                   node.dtype == DType::I64;
     std::string sent = direct ? node.buffer : "(int)" + node.buffer;
     std::string received = fmt::format("__shfl_xor_sync(0xffffffffu, {}, {})", sent, node.laneMask);
-    if (!direct) received = fmt::format("({}){}", typeName(node.dtype), received);
+    if (!direct) received = fmt::format("({}){}", cudaTypeName(node.dtype), received);
     line(indent, fmt::format("{} = {};", node.buffer,
                              narrow(node.dtype, binaryText(node.op, computeType(node.dtype), widen(node.dtype, node.buffer),
                                                            widen(node.dtype, received)))));
@@ -249,11 +253,11 @@ private:
     auto add = [&](const std::string& type, const std::string& name) {
       params.push_back(declare ? type + " " + name : name);
     };
-    for (const TensorParam& input : source.inputs) add(fmt::format("const {}*", typeName(input.dtype)), input.name);
-    for (const TensorParam& output : source.outputs) add(fmt::format("{}*", typeName(output.dtype)), output.name);
+    for (const TensorParam& input : source.inputs) add(fmt::format("const {}*", cudaTypeName(input.dtype)), input.name);
+    for (const TensorParam& output : source.outputs) add(fmt::format("{}*", cudaTypeName(output.dtype)), output.name);
     for (const loop::Temporary& temporary : program_.temporaries)
-      add(fmt::format("{}*", typeName(temporary.dtype)), temporary.name);
-    for (const ScalarParamDecl& scalar : source.scalars) add(typeName(scalar.dtype), scalar.name);
+      add(fmt::format("{}*", cudaTypeName(temporary.dtype)), temporary.name);
+    for (const ScalarParamDecl& scalar : source.scalars) add(cudaTypeName(scalar.dtype), scalar.name);
     for (const std::string& size : source.sizes) add("int64_t", size);
     return params;
   }
@@ -271,11 +275,11 @@ private:
     const Kernel& source = program_.source;
     std::vector<std::string> params;
     for (const TensorParam& input : source.inputs)
-      params.push_back(fmt::format("const {}* {}", typeName(input.dtype), input.name));
+      params.push_back(fmt::format("const {}* {}", cudaTypeName(input.dtype), input.name));
     for (const TensorParam& output : source.outputs)
-      params.push_back(fmt::format("{}* {}", typeName(output.dtype), output.name));
+      params.push_back(fmt::format("{}* {}", cudaTypeName(output.dtype), output.name));
     for (const ScalarParamDecl& scalar : source.scalars)
-      params.push_back(fmt::format("{} {}", typeName(scalar.dtype), scalar.name));
+      params.push_back(fmt::format("{} {}", cudaTypeName(scalar.dtype), scalar.name));
     for (const std::string& size : source.sizes) params.push_back("int64_t " + size);
     params.push_back("cudaStream_t stream");
     return fmt::format("int {}({})", source.instanceName(), join(params));
@@ -292,10 +296,10 @@ private:
     for (const loop::Temporary& temporary : program_.temporaries) {
       Dim elements = Dim::constant(1);
       for (const Dim& dim : temporary.shape) elements = elements * dim;
-      line(1, fmt::format("{}* {} = nullptr;", typeName(temporary.dtype), temporary.name));
+      line(1, fmt::format("{}* {} = nullptr;", cudaTypeName(temporary.dtype), temporary.name));
       line(1, fmt::format("if (cudaMallocAsync((void**)&{}, (size_t)emmy_max({}, (int64_t)1) * sizeof({}), stream) != "
                           "cudaSuccess)",
-                          temporary.name, expr(*dimValue(elements)), typeName(temporary.dtype)));
+                          temporary.name, expr(*dimValue(elements)), cudaTypeName(temporary.dtype)));
       line(2, fmt::format("return emmy_fail(\"{}: cannot allocate the temporary {}\");", name, temporary.name));
     }
     for (const kernel::Function& function : program_.functions) {

@@ -8,6 +8,9 @@
 
 namespace emmy::cuda {
 
+// The C type of an element or scalar in the generated code (spec section 4): float, __half, int64_t, ...
+const char* cudaTypeName(DType dtype);
+
 struct GeneratedCuda {
   std::string baseName;  // NAME: the files are NAME.cu and NAME.h
   std::string source;    // NAME.cu

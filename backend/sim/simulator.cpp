@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/cuda/emit_cuda.h"
 #include "backend/sim/process.h"
 #include "support/diagnostics.h"
 
@@ -25,21 +26,6 @@ constexpr int kHostFunctionFailed = 3;  // the harness's exit status when the ho
 // the reference instead of happening to hold the right value.
 constexpr unsigned kPoisonByte = 0xa5;
 constexpr size_t kCompilerMessageLines = 60;
-
-// The C type of an element or scalar in the generated code (spec section 4).
-const char* cudaTypeName(DType dtype) {
-  switch (dtype) {
-    case DType::Bool: return "bool";
-    case DType::I8: return "int8_t";
-    case DType::I32: return "int32_t";
-    case DType::I64: return "int64_t";
-    case DType::F16: return "__half";
-    case DType::BF16: return "__nv_bfloat16";
-    case DType::F32: return "float";
-    case DType::F64: return "double";
-  }
-  return "";
-}
 
 std::string binName(const std::string& parameter) { return parameter + ".bin"; }
 
@@ -77,13 +63,13 @@ std::string harnessSource(const tensor::Kernel& kernel, const CudaSource& source
   for (const tensor::TensorParam& input : kernel.inputs) {
     declarations +=
         fmt::format("  const {0}* in_{1} = static_cast<const {0}*>(emmy_harness_read(\"{2}\", emmy_harness_arguments[{3}]));\n",
-                    cudaTypeName(input.dtype), input.name, binName(input.name), slot++);
+                    cuda::cudaTypeName(input.dtype), input.name, binName(input.name), slot++);
     addArgument("in_" + input.name);
   }
   for (const tensor::TensorParam& output : kernel.outputs) {
     declarations += fmt::format(
         "  {0}* out_{1} = static_cast<{0}*>(emmy_harness_allocate(emmy_harness_arguments[{2}], 0x{3:x}));\n",
-        cudaTypeName(output.dtype), output.name, slot, kPoisonByte);
+        cuda::cudaTypeName(output.dtype), output.name, slot, kPoisonByte);
     writes += fmt::format("  emmy_harness_write(\"{}\", out_{}, emmy_harness_arguments[{}]);\n", binName(output.name),
                           output.name, slot++);
     addArgument("out_" + output.name);
@@ -91,7 +77,7 @@ std::string harnessSource(const tensor::Kernel& kernel, const CudaSource& source
   for (const tensor::ScalarParamDecl& scalar : kernel.scalars) {
     declarations += fmt::format(
         "  {0} scalar_{1};\n  std::memcpy(&scalar_{1}, emmy_harness_read(\"{2}\", sizeof scalar_{1}), sizeof scalar_{1});\n",
-        cudaTypeName(scalar.dtype), scalar.name, binName(scalar.name));
+        cuda::cudaTypeName(scalar.dtype), scalar.name, binName(scalar.name));
     addArgument("scalar_" + scalar.name);
   }
   for (const std::string& size : kernel.sizes) addArgument(fmt::format("emmy_harness_arguments[{}] /* {} */", slot++, size));

@@ -49,12 +49,17 @@ std::string printStmt(const Stmt& stmt, int indent) {
   return printer.out;
 }
 
+std::string printProgramHeader(const tensor::Kernel& source, const std::vector<Temporary>& temporaries) {
+  std::string out = fmt::format("program {}\n", source.instanceName());
+  for (const Temporary& temporary : temporaries)
+    out += fmt::format("  temporary {}: {}{}\n", temporary.name, dtypeName(temporary.dtype),
+                       tensor::shapeToString(temporary.shape));
+  return out;
+}
+
 std::string printProgram(const Program& program) {
   Printer printer;
-  printer.line(0, fmt::format("program {}", program.source.instanceName()));
-  for (const Temporary& temporary : program.temporaries)
-    printer.line(1, fmt::format("temporary {}: {}{}", temporary.name, dtypeName(temporary.dtype),
-                                tensor::shapeToString(temporary.shape)));
+  printer.out = printProgramHeader(program.source, program.temporaries);
   for (const LoopNest& nest : program.kernels) {
     std::string stages;
     for (const std::string& stage : nest.stages) stages += (stages.empty() ? "" : ", ") + stage;

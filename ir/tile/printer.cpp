@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/loop/printer.h"
 #include "ir/tensor/printer.h"
 
 namespace emmy::tile {
@@ -68,10 +69,7 @@ struct Printer {
 
 std::string printProgram(const Program& program) {
   Printer printer;
-  printer.line(0, fmt::format("program {}", program.source.instanceName()));
-  for (const loop::Temporary& temporary : program.temporaries)
-    printer.line(1, fmt::format("temporary {}: {}{}", temporary.name, dtypeName(temporary.dtype),
-                                tensor::shapeToString(temporary.shape)));
+  printer.out = loop::printProgramHeader(program.source, program.temporaries);
   for (const TileNest& nest : program.kernels) {
     std::string stages;
     for (const std::string& stage : nest.stages) stages += (stages.empty() ? "" : ", ") + stage;

@@ -81,11 +81,11 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_k0(const float* x, c
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
     __shared__ float mu_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = mu_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
     }
     __syncthreads();
-    mu_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? mu_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
@@ -105,11 +105,11 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_k0(const float* x, c
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
     __shared__ float var_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = var_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
     }
     __syncthreads();
-    var_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? var_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));

@@ -66,13 +66,13 @@ static int emmy_fail(const char* format, ...) {
 
 // Computes C.
 extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
     float C_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -81,28 +81,28 @@ extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, cons
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((K + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float C_acc_lhs[1024];
       __shared__ float C_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t i = ((tile_i * (int64_t)64) + ii);
         const int64_t k = ((slice * (int64_t)16) + kk);
         C_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < M) && (k < K)) ? A[((i * K) + k)] : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t j = ((tile_j * (int64_t)64) + jj);
         const int64_t k = ((slice * (int64_t)16) + kk);
         C_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < N) && (k < K)) ? B[((k * N) + j)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -116,8 +116,8 @@ extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, cons
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -140,7 +140,7 @@ extern "C" int matmul(const float* A, const float* B, float* C, int64_t M, int64
   if (M < 0) return emmy_fail("matmul: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, A, B, C, M, K, N);
+  EMMY_LAUNCH(matmul_k0, dim3((unsigned)(emmy_min(emmy_max((((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, A, B, C, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul: kernel matmul_k0 failed: %s", cudaGetErrorString(error));
   return 0;

@@ -82,11 +82,11 @@ extern "C" __global__ void __launch_bounds__(256) residual_mlp_k0(const float* x
     h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 1));
     __shared__ float h__ms_acc_partials[8];
     __syncthreads();
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      h__ms_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = h__ms_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      h__ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms_acc;
     }
     __syncthreads();
-    h__ms_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? h__ms_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    h__ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 16));
     h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 8));
     h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 4));
@@ -107,13 +107,13 @@ extern "C" __global__ void __launch_bounds__(256) residual_mlp_k0(const float* x
 
 // Computes y__y__acc, y.
 extern "C" __global__ void __launch_bounds__(256) residual_mlp_k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((D + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((D + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
     float y__y__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -122,28 +122,28 @@ extern "C" __global__ void __launch_bounds__(256) residual_mlp_k1(const float* x
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((H + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float y__y__acc_acc_lhs[1024];
       __shared__ float y__y__acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t i0 = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         y__y__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((i0 < N) && (i < H)) ? emmy_gelu((y__h__acc[((i0 * H) + i)] + b1[i])) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t i1 = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         y__y__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((i1 < D) && (i < H)) ? w2[((i1 * H) + i)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -157,8 +157,8 @@ extern "C" __global__ void __launch_bounds__(256) residual_mlp_k1(const float* x
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -189,7 +189,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   EMMY_LAUNCH(residual_mlp_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("residual_mlp: kernel residual_mlp_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(residual_mlp_k1, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
+  EMMY_LAUNCH(residual_mlp_k1, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("residual_mlp: kernel residual_mlp_k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(y__h__acc, stream);

@@ -81,11 +81,11 @@ extern "C" __global__ void __launch_bounds__(256) softmax_k0(const float* x, flo
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -105,11 +105,11 @@ extern "C" __global__ void __launch_bounds__(256) softmax_k0(const float* x, flo
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
     __shared__ float s_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = s_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
     __syncthreads();
-    s_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? s_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));

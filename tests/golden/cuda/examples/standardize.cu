@@ -68,8 +68,8 @@ static int emmy_fail(const char* format, ...) {
 extern "C" __global__ void __launch_bounds__(256) standardize_k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < (B * S); row += (int64_t)gridDim.x) {
     const int64_t i0 = emmy_div(row, (S * (int64_t)1));
-    const int64_t i1 = emmy_mod(emmy_div(row, (int64_t)1), S);
-    const int64_t i2 = emmy_mod(row, (int64_t)1);
+    const int64_t i1 = emmy_mod((row / (int64_t)1), S);
+    const int64_t i2 = (row % (int64_t)1);
     float mu_acc;
     mu_acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
@@ -83,11 +83,11 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k0(const float* x,
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
     __shared__ float mu_acc_partials[8];
     __syncthreads();
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = mu_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
     }
     __syncthreads();
-    mu_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? mu_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
@@ -103,8 +103,8 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k0(const float* x,
 extern "C" __global__ void __launch_bounds__(256) standardize_k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < (B * S); row += (int64_t)gridDim.x) {
     const int64_t i0 = emmy_div(row, (S * (int64_t)1));
-    const int64_t i1 = emmy_mod(emmy_div(row, (int64_t)1), S);
-    const int64_t i2 = emmy_mod(row, (int64_t)1);
+    const int64_t i1 = emmy_mod((row / (int64_t)1), S);
+    const int64_t i2 = (row % (int64_t)1);
     float var_acc;
     var_acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
@@ -118,11 +118,11 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k1(const float* x,
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
     __shared__ float var_acc_partials[8];
     __syncthreads();
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = var_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
     }
     __syncthreads();
-    var_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? var_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
@@ -161,7 +161,7 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
   EMMY_LAUNCH(standardize_k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("standardize: kernel standardize_k1 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(standardize_k2, dim3((unsigned)(emmy_min(emmy_max(emmy_div((((B * D) * S) + (int64_t)255), (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+  EMMY_LAUNCH(standardize_k2, dim3((unsigned)(emmy_min(emmy_max(((((B * D) * S) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("standardize: kernel standardize_k2 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(mu, stream);

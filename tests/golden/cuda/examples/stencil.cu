@@ -72,8 +72,8 @@ extern "C" __global__ void __launch_bounds__(256) conv3x3_k0(const float* img, c
     float out_acc;
     out_acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < (int64_t)9; part += (int64_t)blockDim.x) {
-      const int64_t di = emmy_div(part, (int64_t)3);
-      const int64_t dj = emmy_mod(part, (int64_t)3);
+      const int64_t di = (part / (int64_t)3);
+      const int64_t dj = (part % (int64_t)3);
       out_acc = (out_acc + (((((((i + di) - (int64_t)1) >= (int64_t)0) && (((i + di) - (int64_t)1) < H)) && ((((j + dj) - (int64_t)1) >= (int64_t)0) && (((j + dj) - (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
     }
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 16));
@@ -83,11 +83,11 @@ extern "C" __global__ void __launch_bounds__(256) conv3x3_k0(const float* img, c
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 1));
     __shared__ float out_acc_partials[8];
     __syncthreads();
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      out_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = out_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      out_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = out_acc;
     }
     __syncthreads();
-    out_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? out_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    out_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? out_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 16));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 8));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 4));
@@ -121,7 +121,7 @@ extern "C" __global__ void __launch_bounds__(256) central_difference_k0(const fl
 #ifndef __CUDACC_RTC__
 extern "C" int central_difference(const float* x, float* dx, int64_t N, cudaStream_t stream) {
   if (N < 0) return emmy_fail("central_difference: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(central_difference_k0, dim3((unsigned)(emmy_min(emmy_max(emmy_div((N + (int64_t)255), (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
+  EMMY_LAUNCH(central_difference_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("central_difference: kernel central_difference_k0 failed: %s", cudaGetErrorString(error));
   return 0;

@@ -66,13 +66,13 @@ static int emmy_fail(const char* format, ...) {
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) matmul_f16_k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -81,28 +81,28 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f16_k0(const __half* a,
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((K + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t m = ((tile_i * (int64_t)64) + ii);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? (float)emmy_f32(a[((m * K) + k)]) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t n = ((tile_j * (int64_t)64) + jj);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? (float)emmy_f32(b[((k * N) + n)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -116,8 +116,8 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f16_k0(const __half* a,
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -142,7 +142,7 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
   if (M < 0) return emmy_fail("matmul_f16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_f16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_f16: kernel matmul_f16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -151,13 +151,13 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) matmul_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -166,28 +166,28 @@ extern "C" __global__ void __launch_bounds__(256) matmul_bf16_k0(const __nv_bflo
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((K + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t m = ((tile_i * (int64_t)64) + ii);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? (float)emmy_f32(a[((m * K) + k)]) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t n = ((tile_j * (int64_t)64) + jj);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? (float)emmy_f32(b[((k * N) + n)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -201,8 +201,8 @@ extern "C" __global__ void __launch_bounds__(256) matmul_bf16_k0(const __nv_bflo
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -227,7 +227,7 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
   if (M < 0) return emmy_fail("matmul_bf16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_bf16: kernel matmul_bf16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -236,13 +236,13 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) matmul_f32_k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -251,28 +251,28 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f32_k0(const float* a, 
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((K + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t m = ((tile_i * (int64_t)64) + ii);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? a[((m * K) + k)] : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t n = ((tile_j * (int64_t)64) + jj);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? b[((k * N) + n)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -286,8 +286,8 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f32_k0(const float* a, 
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -312,7 +312,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
   if (M < 0) return emmy_fail("matmul_f32: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_f32_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_f32: kernel matmul_f32_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -321,15 +321,15 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) bmm_f16_k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)));
     const int64_t i = tile_batch;
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -338,28 +338,28 @@ extern "C" __global__ void __launch_bounds__(256) bmm_f16_k0(const __half* a, co
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((K + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t m = ((tile_i * (int64_t)64) + ii);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? (float)emmy_f32(a[((((i * M) + m) * K) + k)]) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t n = ((tile_j * (int64_t)64) + jj);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? (float)emmy_f32(b[((((i * K) + k) * N) + n)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -373,8 +373,8 @@ extern "C" __global__ void __launch_bounds__(256) bmm_f16_k0(const __half* a, co
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -400,7 +400,7 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
   if (M < 0) return emmy_fail("bmm_f16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_f16_k0, dim3((unsigned)(emmy_min(emmy_max((B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_f16_k0, dim3((unsigned)(emmy_min(emmy_max((B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_f16: kernel bmm_f16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -409,15 +409,15 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) bmm_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)));
     const int64_t i = tile_batch;
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -426,28 +426,28 @@ extern "C" __global__ void __launch_bounds__(256) bmm_bf16_k0(const __nv_bfloat1
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((K + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t m = ((tile_i * (int64_t)64) + ii);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? (float)emmy_f32(a[((((i * M) + m) * K) + k)]) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t n = ((tile_j * (int64_t)64) + jj);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? (float)emmy_f32(b[((((i * K) + k) * N) + n)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -461,8 +461,8 @@ extern "C" __global__ void __launch_bounds__(256) bmm_bf16_k0(const __nv_bfloat1
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -488,7 +488,7 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
   if (M < 0) return emmy_fail("bmm_bf16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_bf16: kernel bmm_bf16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -497,15 +497,15 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
 
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256) bmm_f32_k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)));
     const int64_t i = tile_batch;
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((N + (int64_t)63), (int64_t)64)), emmy_div((M + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((N + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -514,28 +514,28 @@ extern "C" __global__ void __launch_bounds__(256) bmm_f32_k0(const float* a, con
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((K + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((K + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t m = ((tile_i * (int64_t)64) + ii);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((m < M) && (k < K)) ? a[((((i * M) + m) * K) + k)] : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t n = ((tile_j * (int64_t)64) + jj);
         const int64_t k = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((n < N) && (k < K)) ? b[((((i * K) + k) * N) + n)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -549,8 +549,8 @@ extern "C" __global__ void __launch_bounds__(256) bmm_f32_k0(const float* a, con
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -576,7 +576,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
   if (M < 0) return emmy_fail("bmm_f32: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_f32_k0, dim3((unsigned)(emmy_min(emmy_max((B * (emmy_div((M + (int64_t)63), (int64_t)64) * emmy_div((N + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_f32_k0, dim3((unsigned)(emmy_min(emmy_max((B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_f32: kernel bmm_f32_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -596,7 +596,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_f16_k0(const __half*
 extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_f16_k0, dim3((unsigned)(emmy_min(emmy_max(emmy_div(((M * N) + (int64_t)255), (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((M * N) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_f16: kernel transpose_f16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -616,7 +616,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_bf16_k0(const __nv_b
 extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_bf16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(emmy_div(((M * N) + (int64_t)255), (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((M * N) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_bf16: kernel transpose_bf16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -636,7 +636,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_f32_k0(const float* 
 extern "C" int transpose_f32(const float* x, float* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f32: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_f32_k0, dim3((unsigned)(emmy_min(emmy_max(emmy_div(((M * N) + (int64_t)255), (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((M * N) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_f32: kernel transpose_f32_k0 failed: %s", cudaGetErrorString(error));
   return 0;

@@ -81,11 +81,11 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f16_k0(const __half* x
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -105,11 +105,11 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f16_k0(const __half* x
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
     __shared__ float s_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = s_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
     __syncthreads();
-    s_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? s_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
@@ -151,11 +151,11 @@ extern "C" __global__ void __launch_bounds__(256) softmax_bf16_k0(const __nv_bfl
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -175,11 +175,11 @@ extern "C" __global__ void __launch_bounds__(256) softmax_bf16_k0(const __nv_bfl
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
     __shared__ float s_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = s_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
     __syncthreads();
-    s_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? s_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
@@ -221,11 +221,11 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f32_k0(const float* x,
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -245,11 +245,11 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f32_k0(const float* x,
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
     __shared__ float s_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = s_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
     __syncthreads();
-    s_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? s_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
@@ -291,11 +291,11 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f16_k0(const __hal
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -315,11 +315,11 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f16_k0(const __hal
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
     __shared__ float s_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = s_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
     __syncthreads();
-    s_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? s_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
@@ -361,11 +361,11 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_bf16_k0(const __nv
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -385,11 +385,11 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_bf16_k0(const __nv
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
     __shared__ float s_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = s_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
     __syncthreads();
-    s_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? s_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
@@ -431,11 +431,11 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f32_k0(const float
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -455,11 +455,11 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f32_k0(const float
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
     __shared__ float s_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = s_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
     __syncthreads();
-    s_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? s_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
@@ -501,11 +501,11 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f16_k0(const __half*
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
     __shared__ float mu_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = mu_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
     }
     __syncthreads();
-    mu_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? mu_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
@@ -525,11 +525,11 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f16_k0(const __half*
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
     __shared__ float var_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = var_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
     }
     __syncthreads();
-    var_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? var_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
@@ -571,11 +571,11 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_bf16_k0(const __nv_b
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
     __shared__ float mu_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = mu_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
     }
     __syncthreads();
-    mu_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? mu_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
@@ -595,11 +595,11 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_bf16_k0(const __nv_b
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
     __shared__ float var_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = var_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
     }
     __syncthreads();
-    var_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? var_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
@@ -641,11 +641,11 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f32_k0(const float* 
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
     __shared__ float mu_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = mu_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
     }
     __syncthreads();
-    mu_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? mu_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
@@ -665,11 +665,11 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f32_k0(const float* 
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
     __shared__ float var_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = var_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
     }
     __syncthreads();
-    var_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? var_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
@@ -712,11 +712,11 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_f16_k0(const __half* x
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
     __shared__ float ms_acc_partials[8];
     __syncthreads();
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      ms_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = ms_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
     }
     __syncthreads();
-    ms_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? ms_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
@@ -759,11 +759,11 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_bf16_k0(const __nv_bfl
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
     __shared__ float ms_acc_partials[8];
     __syncthreads();
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      ms_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = ms_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
     }
     __syncthreads();
-    ms_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? ms_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
@@ -806,11 +806,11 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_f32_k0(const float* x,
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
     __shared__ float ms_acc_partials[8];
     __syncthreads();
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      ms_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = ms_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
     }
     __syncthreads();
-    ms_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? ms_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
@@ -837,13 +837,13 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
 
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256) linear_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((OUT + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((OUT + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -852,28 +852,28 @@ extern "C" __global__ void __launch_bounds__(256) linear_f16_k0(const __half* x,
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((IN + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((IN + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < IN)) ? (float)emmy_f32(x[((n * IN) + i)]) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < OUT) && (i < IN)) ? (float)emmy_f32(w[((o * IN) + i)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -887,8 +887,8 @@ extern "C" __global__ void __launch_bounds__(256) linear_f16_k0(const __half* x,
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -913,7 +913,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
   if (N < 0) return emmy_fail("linear_f16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f16: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_f16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f16: kernel linear_f16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -922,13 +922,13 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
 
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256) linear_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((OUT + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((OUT + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -937,28 +937,28 @@ extern "C" __global__ void __launch_bounds__(256) linear_bf16_k0(const __nv_bflo
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((IN + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((IN + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < IN)) ? (float)emmy_f32(x[((n * IN) + i)]) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < OUT) && (i < IN)) ? (float)emmy_f32(w[((o * IN) + i)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -972,8 +972,8 @@ extern "C" __global__ void __launch_bounds__(256) linear_bf16_k0(const __nv_bflo
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -998,7 +998,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
   if (N < 0) return emmy_fail("linear_bf16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_bf16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_bf16: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_bf16: kernel linear_bf16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -1007,13 +1007,13 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
 
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256) linear_f32_k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((OUT + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((OUT + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
     float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1022,28 +1022,28 @@ extern "C" __global__ void __launch_bounds__(256) linear_f32_k0(const float* x, 
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((IN + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((IN + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float acc_acc_lhs[1024];
       __shared__ float acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < IN)) ? x[((n * IN) + i)] : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < OUT) && (i < IN)) ? w[((o * IN) + i)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1057,8 +1057,8 @@ extern "C" __global__ void __launch_bounds__(256) linear_f32_k0(const float* x, 
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1083,7 +1083,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
   if (N < 0) return emmy_fail("linear_f32: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f32: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f32: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_f32_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((OUT + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f32: kernel linear_f32_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -1092,13 +1092,13 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
 
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((H + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((H + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
     float h__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1107,28 +1107,28 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, co
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((D + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((D + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float h__acc_acc_lhs[1024];
       __shared__ float h__acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         h__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < D)) ? (float)emmy_f32(x[((n * D) + i)]) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         h__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < H) && (i < D)) ? (float)emmy_f32(w1[((o * D) + i)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1142,8 +1142,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, co
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1163,13 +1163,13 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, co
 
 // Computes y__acc, y.
 extern "C" __global__ void __launch_bounds__(256) mlp_f16_k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((D + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((D + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
     float y__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1178,28 +1178,28 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k1(const __half* x, co
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((H + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float y__acc_acc_lhs[1024];
       __shared__ float y__acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         y__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < H)) ? (float)emmy_f32(emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc[((n * H) + i)] + (float)emmy_f32(b1[i]))))))) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         y__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < D) && (i < H)) ? (float)emmy_f32(w2[((o * H) + i)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1213,8 +1213,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k1(const __half* x, co
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1242,10 +1242,10 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
   float* h__acc = nullptr;
   if (cudaMallocAsync((void**)&h__acc, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_f16: cannot allocate the temporary h__acc");
-  EMMY_LAUNCH(mlp_f16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f16: kernel mlp_f16_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_f16_k1, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_f16_k1, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f16: kernel mlp_f16_k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h__acc, stream);
@@ -1255,13 +1255,13 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((H + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((H + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
     float h__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1270,28 +1270,28 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat1
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((D + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((D + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float h__acc_acc_lhs[1024];
       __shared__ float h__acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         h__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < D)) ? (float)emmy_f32(x[((n * D) + i)]) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         h__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < H) && (i < D)) ? (float)emmy_f32(w1[((o * D) + i)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1305,8 +1305,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat1
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1326,13 +1326,13 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat1
 
 // Computes y__acc, y.
 extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((D + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((D + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
     float y__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1341,28 +1341,28 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k1(const __nv_bfloat1
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((H + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float y__acc_acc_lhs[1024];
       __shared__ float y__acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         y__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < H)) ? (float)emmy_f32(emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc[((n * H) + i)] + (float)emmy_f32(b1[i]))))))) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         y__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < D) && (i < H)) ? (float)emmy_f32(w2[((o * H) + i)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1376,8 +1376,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k1(const __nv_bfloat1
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1405,10 +1405,10 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
   float* h__acc = nullptr;
   if (cudaMallocAsync((void**)&h__acc, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_bf16: cannot allocate the temporary h__acc");
-  EMMY_LAUNCH(mlp_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_bf16: kernel mlp_bf16_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_bf16_k1, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_bf16_k1, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_bf16: kernel mlp_bf16_k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h__acc, stream);
@@ -1418,13 +1418,13 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
 
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((H + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((H + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
     float h__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1433,28 +1433,28 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, con
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((D + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((D + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float h__acc_acc_lhs[1024];
       __shared__ float h__acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         h__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < D)) ? x[((n * D) + i)] : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         h__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < H) && (i < D)) ? w1[((o * D) + i)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1468,8 +1468,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, con
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1489,13 +1489,13 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, con
 
 // Computes y__acc, y.
 extern "C" __global__ void __launch_bounds__(256) mlp_f32_k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((D + (int64_t)63), (int64_t)64)), emmy_div((N + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((D + (int64_t)63), (int64_t)64));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
     float y__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1504,28 +1504,28 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k1(const float* x, con
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((H + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float y__acc_acc_lhs[1024];
       __shared__ float y__acc_acc_rhs[1024];
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e, (int64_t)16);
-        const int64_t kk = emmy_mod(e, (int64_t)16);
+        const int64_t ii = (e / (int64_t)16);
+        const int64_t kk = (e % (int64_t)16);
         const int64_t n = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
         y__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((n < N) && (i < H)) ? emmy_gelu((h__acc[((n * H) + i)] + b1[i])) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e, (int64_t)64);
-        const int64_t jj = emmy_mod(e, (int64_t)64);
+        const int64_t kk = (e / (int64_t)64);
+        const int64_t jj = (e % (int64_t)64);
         const int64_t o = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
         y__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((o < D) && (i < H)) ? w2[((o * H) + i)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1539,8 +1539,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k1(const float* x, con
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1568,10 +1568,10 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
   float* h__acc = nullptr;
   if (cudaMallocAsync((void**)&h__acc, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_f32: cannot allocate the temporary h__acc");
-  EMMY_LAUNCH(mlp_f32_k0, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((H + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f32: kernel mlp_f32_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_f32_k1, dim3((unsigned)(emmy_min(emmy_max((emmy_div((N + (int64_t)63), (int64_t)64) * emmy_div((D + (int64_t)63), (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
+  EMMY_LAUNCH(mlp_f32_k1, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w1, b1, w2, b2, y, h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f32: kernel mlp_f32_k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h__acc, stream);
@@ -1581,16 +1581,16 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
     const int64_t h = emmy_mod(tile_batch, H);
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((L + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((L + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((L + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((L + (int64_t)63) / (int64_t)64));
     float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1599,28 +1599,28 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k0(const __half*
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float scores_acc_lhs[1024];
       __shared__ float scores_acc_rhs[1024];
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e_1, (int64_t)16);
-        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t ii = (e_1 / (int64_t)16);
+        const int64_t kk = (e_1 % (int64_t)16);
         const int64_t s = ((tile_i * (int64_t)64) + ii);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((s < S) && (e < E)) ? (float)emmy_f32(q[((((((b * H) + h) * S) + s) * E) + e)]) : 0.0f);
       }
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e_1, (int64_t)64);
-        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t kk = (e_1 / (int64_t)64);
+        const int64_t jj = (e_1 % (int64_t)64);
         const int64_t l = ((tile_j * (int64_t)64) + jj);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((l < L) && (e < E)) ? (float)emmy_f32(k[((((((b * H) + h) * L) + l) * E) + e)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1634,8 +1634,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k0(const __half*
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1672,11 +1672,11 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k1(const __half*
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
     __shared__ float o__m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
     __syncthreads();
-    o__m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    o__m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 16));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 8));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
@@ -1696,11 +1696,11 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k1(const __half*
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
     __shared__ float o__den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
     __syncthreads();
-    o__den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    o__den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 16));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 8));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
@@ -1731,7 +1731,7 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * L) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("attention_f16: cannot allocate the temporary scores");
-  EMMY_LAUNCH(attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_f16: kernel attention_f16_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(attention_f16_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
@@ -1744,16 +1744,16 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
     const int64_t h = emmy_mod(tile_batch, H);
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((L + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((L + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((L + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((L + (int64_t)63) / (int64_t)64));
     float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1762,28 +1762,28 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k0(const __nv_b
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float scores_acc_lhs[1024];
       __shared__ float scores_acc_rhs[1024];
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e_1, (int64_t)16);
-        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t ii = (e_1 / (int64_t)16);
+        const int64_t kk = (e_1 % (int64_t)16);
         const int64_t s = ((tile_i * (int64_t)64) + ii);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((s < S) && (e < E)) ? (float)emmy_f32(q[((((((b * H) + h) * S) + s) * E) + e)]) : 0.0f);
       }
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e_1, (int64_t)64);
-        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t kk = (e_1 / (int64_t)64);
+        const int64_t jj = (e_1 % (int64_t)64);
         const int64_t l = ((tile_j * (int64_t)64) + jj);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((l < L) && (e < E)) ? (float)emmy_f32(k[((((((b * H) + h) * L) + l) * E) + e)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1797,8 +1797,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k0(const __nv_b
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1835,11 +1835,11 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k1(const __nv_b
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
     __shared__ float o__m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
     __syncthreads();
-    o__m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    o__m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 16));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 8));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
@@ -1859,11 +1859,11 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k1(const __nv_b
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
     __shared__ float o__den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
     __syncthreads();
-    o__den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    o__den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 16));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 8));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
@@ -1894,7 +1894,7 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * L) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("attention_bf16: cannot allocate the temporary scores");
-  EMMY_LAUNCH(attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_bf16: kernel attention_bf16_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(attention_bf16_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
@@ -1907,16 +1907,16 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
     const int64_t h = emmy_mod(tile_batch, H);
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((L + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((L + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((L + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((L + (int64_t)63) / (int64_t)64));
     float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1925,28 +1925,28 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k0(const float* 
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float scores_acc_lhs[1024];
       __shared__ float scores_acc_rhs[1024];
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e_1, (int64_t)16);
-        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t ii = (e_1 / (int64_t)16);
+        const int64_t kk = (e_1 % (int64_t)16);
         const int64_t s = ((tile_i * (int64_t)64) + ii);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((s < S) && (e < E)) ? q[((((((b * H) + h) * S) + s) * E) + e)] : 0.0f);
       }
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e_1, (int64_t)64);
-        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t kk = (e_1 / (int64_t)64);
+        const int64_t jj = (e_1 % (int64_t)64);
         const int64_t l = ((tile_j * (int64_t)64) + jj);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((l < L) && (e < E)) ? k[((((((b * H) + h) * L) + l) * E) + e)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -1960,8 +1960,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k0(const float* 
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -1998,11 +1998,11 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k1(const float* 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
     __shared__ float o__m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
     __syncthreads();
-    o__m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    o__m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 16));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 8));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
@@ -2022,11 +2022,11 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k1(const float* 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
     __shared__ float o__den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
     __syncthreads();
-    o__den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    o__den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 16));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 8));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
@@ -2057,7 +2057,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * L) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("attention_f32: cannot allocate the temporary scores");
-  EMMY_LAUNCH(attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((L + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_f32: kernel attention_f32_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(attention_f32_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E, L);
@@ -2070,16 +2070,16 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
     const int64_t h = emmy_mod(tile_batch, H);
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((S + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((S + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((S + (int64_t)63) / (int64_t)64));
     float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -2088,28 +2088,28 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k0(const 
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float scores_acc_lhs[1024];
       __shared__ float scores_acc_rhs[1024];
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e_1, (int64_t)16);
-        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t ii = (e_1 / (int64_t)16);
+        const int64_t kk = (e_1 % (int64_t)16);
         const int64_t i = ((tile_i * (int64_t)64) + ii);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < S) && (e < E)) ? (float)emmy_f32(q[((((((b * H) + h) * S) + i) * E) + e)]) : 0.0f);
       }
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e_1, (int64_t)64);
-        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t kk = (e_1 / (int64_t)64);
+        const int64_t jj = (e_1 % (int64_t)64);
         const int64_t j = ((tile_j * (int64_t)64) + jj);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < S) && (e < E)) ? (float)emmy_f32(k[((((((b * H) + h) * S) + j) * E) + e)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -2123,8 +2123,8 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k0(const 
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -2161,11 +2161,11 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k1(const 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
     __shared__ float o__m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
     __syncthreads();
-    o__m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    o__m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 16));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 8));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
@@ -2185,11 +2185,11 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k1(const 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
     __shared__ float o__den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
     __syncthreads();
-    o__den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    o__den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 16));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 8));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
@@ -2219,7 +2219,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * S) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("causal_attention_f16: cannot allocate the temporary scores");
-  EMMY_LAUNCH(causal_attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_f16: kernel causal_attention_f16_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(causal_attention_f16_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
@@ -2232,16 +2232,16 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
     const int64_t h = emmy_mod(tile_batch, H);
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((S + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((S + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((S + (int64_t)63) / (int64_t)64));
     float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -2250,28 +2250,28 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k0(const
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float scores_acc_lhs[1024];
       __shared__ float scores_acc_rhs[1024];
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e_1, (int64_t)16);
-        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t ii = (e_1 / (int64_t)16);
+        const int64_t kk = (e_1 % (int64_t)16);
         const int64_t i = ((tile_i * (int64_t)64) + ii);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < S) && (e < E)) ? (float)emmy_f32(q[((((((b * H) + h) * S) + i) * E) + e)]) : 0.0f);
       }
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e_1, (int64_t)64);
-        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t kk = (e_1 / (int64_t)64);
+        const int64_t jj = (e_1 % (int64_t)64);
         const int64_t j = ((tile_j * (int64_t)64) + jj);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < S) && (e < E)) ? (float)emmy_f32(k[((((((b * H) + h) * S) + j) * E) + e)]) : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -2285,8 +2285,8 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k0(const
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -2323,11 +2323,11 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k1(const
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
     __shared__ float o__m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
     __syncthreads();
-    o__m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    o__m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 16));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 8));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
@@ -2347,11 +2347,11 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k1(const
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
     __shared__ float o__den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
     __syncthreads();
-    o__den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    o__den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 16));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 8));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
@@ -2381,7 +2381,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * S) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("causal_attention_bf16: cannot allocate the temporary scores");
-  EMMY_LAUNCH(causal_attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(causal_attention_bf16_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
@@ -2394,16 +2394,16 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
 
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))); tile += (int64_t)gridDim.x) {
-    const int64_t tile_batch = emmy_div(tile, (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64)));
+  for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
+    const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
     const int64_t h = emmy_mod(tile_batch, H);
-    const int64_t tile_i = emmy_mod(emmy_div(tile, emmy_div((S + (int64_t)63), (int64_t)64)), emmy_div((S + (int64_t)63), (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, emmy_div((S + (int64_t)63), (int64_t)64));
+    const int64_t tile_i = emmy_mod(emmy_div(tile, ((S + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
+    const int64_t tile_j = emmy_mod(tile, ((S + (int64_t)63) / (int64_t)64));
     float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -2412,28 +2412,28 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k0(const 
         }
       }
     }
-    for (int64_t slice = (int64_t)0; slice < emmy_div((E + (int64_t)15), (int64_t)16); slice += (int64_t)1) {
+    for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
       __shared__ float scores_acc_lhs[1024];
       __shared__ float scores_acc_rhs[1024];
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t ii = emmy_div(e_1, (int64_t)16);
-        const int64_t kk = emmy_mod(e_1, (int64_t)16);
+        const int64_t ii = (e_1 / (int64_t)16);
+        const int64_t kk = (e_1 % (int64_t)16);
         const int64_t i = ((tile_i * (int64_t)64) + ii);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < S) && (e < E)) ? q[((((((b * H) + h) * S) + i) * E) + e)] : 0.0f);
       }
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
-        const int64_t kk = emmy_div(e_1, (int64_t)64);
-        const int64_t jj = emmy_mod(e_1, (int64_t)64);
+        const int64_t kk = (e_1 / (int64_t)64);
+        const int64_t jj = (e_1 % (int64_t)64);
         const int64_t j = ((tile_j * (int64_t)64) + jj);
         const int64_t e = ((slice * (int64_t)16) + kk);
         scores_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < S) && (e < E)) ? k[((((((b * H) + h) * S) + j) * E) + e)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = emmy_div(thread, (int64_t)16);
-        const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+        const int64_t thread_row = (thread / (int64_t)16);
+        const int64_t thread_col = (thread % (int64_t)16);
         #pragma unroll
         for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
           #pragma unroll
@@ -2447,8 +2447,8 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k0(const 
       }
     }
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = emmy_div(thread, (int64_t)16);
-      const int64_t thread_col = emmy_mod(thread, (int64_t)16);
+      const int64_t thread_row = (thread / (int64_t)16);
+      const int64_t thread_col = (thread % (int64_t)16);
       #pragma unroll
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
@@ -2485,11 +2485,11 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k1(const 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
     __shared__ float o__m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
     __syncthreads();
-    o__m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    o__m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 16));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 8));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
@@ -2509,11 +2509,11 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k1(const 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
     __shared__ float o__den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      o__den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = o__den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
     __syncthreads();
-    o__den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? o__den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    o__den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? o__den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 16));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 8));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
@@ -2543,7 +2543,7 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
   float* scores = nullptr;
   if (cudaMallocAsync((void**)&scores, (size_t)emmy_max((((B * H) * S) * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("causal_attention_f32: cannot allocate the temporary scores");
-  EMMY_LAUNCH(causal_attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (emmy_div((S + (int64_t)63), (int64_t)64) * emmy_div((S + (int64_t)63), (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_f32: kernel causal_attention_f32_k0 failed: %s", cudaGetErrorString(error));
   EMMY_LAUNCH(causal_attention_f32_k1, dim3((unsigned)(emmy_min(emmy_max(((B * H) * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, q, k, v, o, scores, scale, B, H, S, E);
@@ -2573,11 +2573,11 @@ extern "C" __global__ void __launch_bounds__(256) attend_f16_k0(const float* log
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -2597,11 +2597,11 @@ extern "C" __global__ void __launch_bounds__(256) attend_f16_k0(const float* log
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
     __shared__ float den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = den_acc;
     }
     __syncthreads();
-    den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 16));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 8));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
@@ -2655,11 +2655,11 @@ extern "C" __global__ void __launch_bounds__(256) attend_bf16_k0(const float* lo
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -2679,11 +2679,11 @@ extern "C" __global__ void __launch_bounds__(256) attend_bf16_k0(const float* lo
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
     __shared__ float den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = den_acc;
     }
     __syncthreads();
-    den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 16));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 8));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
@@ -2737,11 +2737,11 @@ extern "C" __global__ void __launch_bounds__(256) attend_f32_k0(const float* log
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
     __shared__ float m_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = m_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
     __syncthreads();
-    m_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? m_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : -INFINITY);
+    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
@@ -2761,11 +2761,11 @@ extern "C" __global__ void __launch_bounds__(256) attend_f32_k0(const float* log
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
     __shared__ float den_acc_partials[8];
-    if ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) == (int64_t)0)) {
-      den_acc_partials[emmy_div((int64_t)threadIdx.x, (int64_t)32)] = den_acc;
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = den_acc;
     }
     __syncthreads();
-    den_acc = ((emmy_mod((int64_t)threadIdx.x, (int64_t)32) < (int64_t)8) ? den_acc_partials[emmy_mod((int64_t)threadIdx.x, (int64_t)32)] : 0.0f);
+    den_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? den_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 16));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 8));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
