@@ -217,7 +217,9 @@ private:
   }
   void stmtNode(const kernel::Declare& node, int indent) {
     bool scalar = node.memory == kernel::Memory::Local && node.count == 1;
-    line(indent, fmt::format("{}{} {}{};", node.memory == kernel::Memory::Shared ? "__shared__ " : "",
+    // Local arrays are aligned for the 16-byte copies of vectorized loops.
+    line(indent, fmt::format("{}{}{} {}{};", node.memory == kernel::Memory::Shared ? "__shared__ " : "",
+                             scalar || node.memory == kernel::Memory::Shared ? "" : "alignas(16) ",
                              cudaTypeName(node.dtype), node.buffer, scalar ? "" : fmt::format("[{}]", node.count)));
   }
   void stmtNode(const kernel::Store& node, int indent) {
@@ -240,6 +242,24 @@ private:
     line(indent, fmt::format("{} = {};", node.buffer,
                              narrow(node.dtype, binaryText(node.op, computeType(node.dtype), widen(node.dtype, node.buffer),
                                                            widen(node.dtype, received)))));
+  }
+  void stmtNode(const kernel::VectorLoad& node, int indent) {
+    line(indent, fmt::format("*reinterpret_cast<uint4*>({}) = reinterpret_cast<const uint4*>({})[{}];", node.local,
+                             node.buffer, expr(*node.group)));
+  }
+  void stmtNode(const kernel::VectorStore& node, int indent) {
+    line(indent, fmt::format("reinterpret_cast<uint4*>({})[{}] = *reinterpret_cast<const uint4*>({});", node.buffer,
+                             expr(*node.group), node.local));
+  }
+  void stmtNode(const kernel::IfAligned& node, int indent) {
+    std::string addresses;
+    for (const std::string& buffer : node.buffers)
+      addresses += (addresses.empty() ? "" : " | ") + fmt::format("(unsigned long long)(const void*){}", buffer);
+    line(indent, fmt::format("if ((({}) & 15) == 0) {{", addresses));
+    stmt(*node.aligned, indent + 1);
+    line(indent, "} else {");
+    stmt(*node.otherwise, indent + 1);
+    line(indent, "}");
   }
   void stmtNode(const kernel::Block& node, int indent) {
     for (const kernel::StmtPtr& inner : node.stmts) stmt(*inner, indent);

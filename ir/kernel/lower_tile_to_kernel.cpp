@@ -43,6 +43,8 @@ public:
                          ? arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, top->extent, i64(nest_.threadsPerBlock - 1)),
                                       threads)
                          : top->extent;
+    if (top->vectorWidth > 1) blocks = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, blocks, i64(top->vectorWidth - 1)),
+                                                  i64(top->vectorWidth));
     blocks = arithmetic(BinaryOp::Min, arithmetic(BinaryOp::Max, blocks, i64(1)), i64(kMaxBlocks));
     return Function{nest_.name, nest_.stages, nest_.threadsPerBlock, blocks, lowerStmt(*nest_.body)};
   }
@@ -53,6 +55,8 @@ private:
   }
 
   StmtPtr lowerNode(const tile::Loop& node) {
+    if (node.vectorWidth > 1)
+      if (StmtPtr vectorized = lowerVectorized(node)) return vectorized;
     ExprPtr begin, step;
     switch (node.binding) {
       case tile::Binding::Serial:
@@ -66,6 +70,77 @@ private:
     }
     return std::make_shared<For>(node.var, begin, expr(node.extent), step, lowerStmt(*node.body),
                                  node.binding == tile::Binding::Unrolled);
+  }
+
+  // A grid-strided loop whose body ends in `out[indices] = value`: when `out` and every tensor that
+  // `value` reads at the same indices (with elements of the same size) start on 16-byte boundaries,
+  // each thread takes groups of `vectorWidth` consecutive elements, read and written 16 bytes at a time
+  // through local arrays, and the elements after the last whole group one by one; otherwise every
+  // element one by one. Null when the loop does not have that shape.
+  StmtPtr lowerVectorized(const tile::Loop& node) {
+    const auto* body = node.body->as<tile::Block>();
+    const tile::Store* store = body && !body->stmts.empty() ? body->stmts.back()->as<tile::Store>() : nullptr;
+    if (!store || !shapes_.count(store->buffer)) return nullptr;
+    const Shape shape = shapes_.at(store->buffer);
+    const Stage* out = program_.source.findStage(store->buffer);
+    if (!out) return nullptr;
+    DType outType = out->dtype;
+    int width = node.vectorWidth;
+    std::vector<std::string> aligned{store->buffer};
+    std::map<std::string, DType> vectorReads;
+    forEachNode(*store->value, [&](const Expr& e) {
+      const auto* load = e.as<Load>();
+      if (!load || load->padValue || !shapes_.count(load->tensor) || shapes_.at(load->tensor) != shape ||
+          dtypeBytes(load->dtype) != dtypeBytes(outType) || load->indices.size() != store->indices.size())
+        return;
+      for (size_t d = 0; d < load->indices.size(); ++d) {
+        const auto* a = load->indices[d]->as<AxisVar>();
+        const auto* b = store->indices[d]->as<AxisVar>();
+        if (!a || !b || a->name != b->name) return;
+      }
+      if (vectorReads.emplace(load->tensor, load->dtype).second) aligned.push_back(load->tensor);
+    });
+    auto local = [](const std::string& buffer) { return buffer + "__vector"; };
+    std::string group = node.var + "_group", lane = node.var + "_lane";
+    for (const auto& [tensor, dtype] : vectorReads) shapes_[local(tensor)] = {Dim::constant(width)};
+    shapes_[local(store->buffer)] = {Dim::constant(width)};
+
+    std::vector<ExprPtr> laneIndex{std::make_shared<AxisVar>(lane)};
+    ExprPtr value = rewrite(store->value, [&](const Expr& e) -> ExprPtr {
+      const auto* load = e.as<Load>();
+      if (!load || !vectorReads.count(load->tensor) || load->indices.size() != store->indices.size()) return nullptr;
+      for (size_t d = 0; d < load->indices.size(); ++d) {
+        const auto* a = load->indices[d]->as<AxisVar>();
+        if (!a || a->name != store->indices[d]->as<AxisVar>()->name) return nullptr;
+      }
+      return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
+    });
+    std::vector<tile::StmtPtr> laneStmts(body->stmts.begin(), body->stmts.end() - 1);
+    laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
+
+    ExprPtr gridBegin = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, blockIndex(), blockSize()), threadIndex());
+    ExprPtr gridStep = arithmetic(BinaryOp::Mul, gridSize(), blockSize());
+    ExprPtr total = expr(node.extent);
+    ExprPtr groups = arithmetic(BinaryOp::Div, total, i64(width));
+    std::vector<StmtPtr> groupBody;
+    for (const auto& [tensor, dtype] : vectorReads) {
+      groupBody.push_back(std::make_shared<Declare>(local(tensor), dtype, width, Memory::Local));
+      groupBody.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, std::make_shared<AxisVar>(group)));
+    }
+    groupBody.push_back(std::make_shared<Declare>(local(store->buffer), outType, width, Memory::Local));
+    ExprPtr element = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, std::make_shared<AxisVar>(group), i64(width)),
+                                 std::make_shared<AxisVar>(lane));
+    groupBody.push_back(std::make_shared<For>(
+        lane, i64(0), i64(width), i64(1),
+        std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element),
+                                                     lowerStmt(tile::Block(laneStmts))}),
+        true));
+    groupBody.push_back(std::make_shared<VectorStore>(store->buffer, std::make_shared<AxisVar>(group), local(store->buffer)));
+    StmtPtr vectorLoop = std::make_shared<For>(group, gridBegin, groups, gridStep, std::make_shared<Block>(groupBody));
+    StmtPtr tail = std::make_shared<For>(node.var, arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, groups, i64(width)), gridBegin),
+                                         total, gridStep, lowerStmt(*node.body));
+    StmtPtr scalar = std::make_shared<For>(node.var, gridBegin, total, gridStep, lowerStmt(*node.body));
+    return std::make_shared<IfAligned>(aligned, std::make_shared<Block>(std::vector<StmtPtr>{vectorLoop, tail}), scalar);
   }
 
   StmtPtr lowerNode(const tile::Let& node) { return std::make_shared<Let>(node.var, expr(node.value)); }

@@ -33,6 +33,9 @@ ExprPtr gridSize();
   X(If)                           \
   X(Barrier)                      \
   X(ShuffleCombine)               \
+  X(VectorLoad)                   \
+  X(VectorStore)                  \
+  X(IfAligned)                    \
   X(Block)
 
 enum class StmtKind {
@@ -118,6 +121,34 @@ struct ShuffleCombine final : Stmt {
   const DType dtype;
   const tensor::BinaryOp op;
   const int laneMask;
+};
+
+// The 16 bytes of the global `buffer` at 16-byte group `group` into the local array `local`.
+struct VectorLoad final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::VectorLoad;
+  VectorLoad(std::string local, std::string buffer, ExprPtr group)
+      : Stmt(kKind), local(std::move(local)), buffer(std::move(buffer)), group(std::move(group)) {}
+  const std::string local, buffer;
+  const ExprPtr group;
+};
+
+// The local array `local` into the 16 bytes of the global `buffer` at group `group`.
+struct VectorStore final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::VectorStore;
+  VectorStore(std::string buffer, ExprPtr group, std::string local)
+      : Stmt(kKind), buffer(std::move(buffer)), group(std::move(group)), local(std::move(local)) {}
+  const std::string buffer;
+  const ExprPtr group;
+  const std::string local;
+};
+
+// `aligned` when every one of `buffers` starts on a 16-byte boundary, `otherwise` else.
+struct IfAligned final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::IfAligned;
+  IfAligned(std::vector<std::string> buffers, StmtPtr aligned, StmtPtr otherwise)
+      : Stmt(kKind), buffers(std::move(buffers)), aligned(std::move(aligned)), otherwise(std::move(otherwise)) {}
+  const std::vector<std::string> buffers;
+  const StmtPtr aligned, otherwise;
 };
 
 struct Block final : Stmt {

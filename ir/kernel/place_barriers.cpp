@@ -143,6 +143,9 @@ private:
         collect(*node.body, accesses);
       } else if constexpr (std::is_same_v<Node, Block>) {
         for (const StmtPtr& inner : node.stmts) collect(*inner, accesses);
+      } else if constexpr (std::is_same_v<Node, IfAligned>) {
+        collect(*node.aligned, accesses);
+        collect(*node.otherwise, accesses);
       }
     });
   }
@@ -160,6 +163,7 @@ private:
       if constexpr (std::is_same_v<Node, For> || std::is_same_v<Node, If>) found = declaresShared(*node.body);
       if constexpr (std::is_same_v<Node, Block>)
         for (const StmtPtr& inner : node.stmts) found = found || declaresShared(*inner);
+      if constexpr (std::is_same_v<Node, IfAligned>) found = declaresShared(*node.aligned) || declaresShared(*node.otherwise);
     });
     return found;
   }

@@ -43,6 +43,20 @@ struct Printer {
     line(indent, fmt::format("{} = {}({}, shuffle_xor({}, {}))", node.buffer, tensor::binaryOpName(node.op),
                              node.buffer, node.buffer, node.laneMask));
   }
+  void printNode(const VectorLoad& node, int indent) {
+    line(indent, fmt::format("{} = 16 bytes of {} at group {}", node.local, node.buffer, e(node.group)));
+  }
+  void printNode(const VectorStore& node, int indent) {
+    line(indent, fmt::format("16 bytes of {} at group {} = {}", node.buffer, e(node.group), node.local));
+  }
+  void printNode(const IfAligned& node, int indent) {
+    std::string buffers;
+    for (const std::string& buffer : node.buffers) buffers += (buffers.empty() ? "" : ", ") + buffer;
+    line(indent, fmt::format("if {} start on 16-byte boundaries:", buffers));
+    print(*node.aligned, indent + 1);
+    line(indent, "else:");
+    print(*node.otherwise, indent + 1);
+  }
   void printNode(const Block& node, int indent) {
     for (const StmtPtr& stmt : node.stmts) print(*stmt, indent);
   }

@@ -103,6 +103,23 @@ private:
     if (divergent) fail(fmt::format("a shuffle of {} that only some lanes reach", node.buffer));
     checkAccess(node.buffer, 0, "a shuffle");
   }
+  void checkNode(const VectorLoad& node, bool) {
+    checkVector(node.local, node.buffer, node.group);
+  }
+  void checkNode(const VectorStore& node, bool) {
+    checkVector(node.local, node.buffer, node.group);
+  }
+  void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& group) {
+    if (!globals_.count(buffer)) fail(fmt::format("a 16-byte access to {}, which is not a global buffer", buffer));
+    if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a 16-byte access through {}, not a local array", local));
+    checkExpr(group);
+  }
+  void checkNode(const IfAligned& node, bool divergent) {
+    for (const std::string& buffer : node.buffers)
+      if (!globals_.count(buffer)) fail(fmt::format("an alignment test of {}, which is not a global buffer", buffer));
+    check(*node.aligned, divergent);
+    check(*node.otherwise, divergent);
+  }
   void checkNode(const Block& node, bool divergent) {
     auto vars = vars_;
     auto dependentVars = threadDependentVars_;

@@ -77,9 +77,12 @@ public:
     body.push_back(reduces ? rowLevel(*rows.body) : threadLevel(*rows.body));
     std::vector<std::string> axes;
     for (const loop::For* loop : rows.loops) axes.push_back(loop->stage + "." + loop->axis);
+    // Elementwise work moves 16 bytes per access: 4 f32, 8 f16 or bf16, 2 f64 or i64 per thread.
+    int bytes = dtypeBytes(root_->dtype);
+    int vectorWidth = !reduces && bytes >= 2 && root_->dtype != DType::Bool ? 16 / bytes : 1;
     StmtPtr top = std::make_shared<Loop>(var, totalExtent(rows.loops),
                                          reduces ? Binding::BlockStrided : Binding::GridStrided, axes,
-                                         std::make_shared<Block>(body));
+                                         std::make_shared<Block>(body), vectorWidth);
     return TileNest{nest.name, nest.stages, kThreadsPerBlock, top};
   }
 

@@ -52,17 +52,22 @@ enum class Binding {
 const char* bindingName(Binding binding);
 
 // for var in [0, extent), shared out by `binding`. `axes` names the Loop IR loops (stage.axis) fused
-// into this one, outermost first; Lets inside recover their variables.
+// into this one, outermost first; Lets inside recover their variables. A grid-strided loop whose body
+// ends in a store to var's element may be `vectorWidth` wide: each thread takes that many consecutive
+// iterations, and the store and the reads of tensors shaped like it use 16-byte accesses where the
+// pointers allow (Kernel IR checks at run time and falls back to single elements).
 struct Loop final : Stmt {
   static constexpr StmtKind kKind = StmtKind::Loop;
-  Loop(std::string var, ExprPtr extent, Binding binding, std::vector<std::string> axes, StmtPtr body)
+  Loop(std::string var, ExprPtr extent, Binding binding, std::vector<std::string> axes, StmtPtr body,
+       int vectorWidth = 1)
       : Stmt(kKind), var(std::move(var)), extent(std::move(extent)), binding(binding), axes(std::move(axes)),
-        body(std::move(body)) {}
+        body(std::move(body)), vectorWidth(vectorWidth) {}
   const std::string var;
   const ExprPtr extent;
   const Binding binding;
   const std::vector<std::string> axes;
   const StmtPtr body;
+  const int vectorWidth;
 };
 
 // var = value (i64) for the statements after it in its block.

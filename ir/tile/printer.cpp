@@ -32,8 +32,10 @@ struct Printer {
   void printNode(const Loop& node, int indent) {
     std::string axes;
     for (const std::string& axis : node.axes) axes += (axes.empty() ? "" : ", ") + axis;
-    line(indent, fmt::format("for {} < {} {}:{}", node.var, tensor::printExpr(*node.extent),
-                             bindingName(node.binding), axes.empty() ? "" : "  # " + axes));
+    line(indent, fmt::format("for {} < {} {}{}:{}", node.var, tensor::printExpr(*node.extent),
+                             bindingName(node.binding),
+                             node.vectorWidth > 1 ? fmt::format(" vectorized by {}", node.vectorWidth) : "",
+                             axes.empty() ? "" : "  # " + axes));
     print(*node.body, indent + 1);
   }
   void printNode(const Let& node, int indent) {

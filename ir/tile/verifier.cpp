@@ -59,6 +59,9 @@ private:
     if (node.binding == Binding::ThreadStrided && (!blockLevel || gridBound_))
       fail(fmt::format("thread-strided loop {} is inside another thread's work", node.var));
     checkExpr(node.extent);
+    if (node.vectorWidth != 1 && (node.binding != Binding::GridStrided || 16 % node.vectorWidth != 0))
+      fail(fmt::format("loop {} is vectorized by {} but is not a grid-strided loop of 16-byte groups", node.var,
+                       node.vectorWidth));
     if (vars_.count(node.var)) fail(fmt::format("loop variable {} shadows another", node.var));
     vars_.insert(node.var);
     bool uniform = node.binding == Binding::BlockStrided || node.binding == Binding::Serial ||

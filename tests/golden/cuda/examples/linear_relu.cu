@@ -69,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(256) linear_relu_k0(const float* x,
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((B + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((B + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
-    float y__matmul_acc_tile[16];
+    alignas(16) float y__matmul_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);

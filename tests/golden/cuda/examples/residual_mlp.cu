@@ -110,7 +110,7 @@ extern "C" __global__ void __launch_bounds__(256) residual_mlp_k1(const float* x
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
-    float y__y__acc_acc_tile[16];
+    alignas(16) float y__y__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);

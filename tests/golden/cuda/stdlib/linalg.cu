@@ -69,7 +69,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f16_k0(const __half* a,
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -154,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_bf16_k0(const __nv_bflo
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -239,7 +239,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_f32_k0(const float* a, 
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -326,7 +326,7 @@ extern "C" __global__ void __launch_bounds__(256) bmm_f16_k0(const __half* a, co
     const int64_t i = tile_batch;
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -414,7 +414,7 @@ extern "C" __global__ void __launch_bounds__(256) bmm_bf16_k0(const __nv_bfloat1
     const int64_t i = tile_batch;
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -502,7 +502,7 @@ extern "C" __global__ void __launch_bounds__(256) bmm_f32_k0(const float* a, con
     const int64_t i = tile_batch;
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -585,10 +585,29 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
 
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256) transpose_f16_k0(const __half* x, __half* y, int64_t M, int64_t N) {
-  for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-    const int64_t n = emmy_div(element, M);
-    const int64_t m = emmy_mod(element, M);
-    y[((n * M) + m)] = x[((m * N) + n)];
+  if ((((unsigned long long)(const void*)y) & 15) == 0) {
+    for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((M * N) / (int64_t)8); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      alignas(16) __half y__vector[8];
+      #pragma unroll
+      for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)8; element_lane += (int64_t)1) {
+        const int64_t element = ((element_group * (int64_t)8) + element_lane);
+        const int64_t n = emmy_div(element, M);
+        const int64_t m = emmy_mod(element, M);
+        y__vector[element_lane] = x[((m * N) + n)];
+      }
+      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+    }
+    for (int64_t element = ((((M * N) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      const int64_t n = emmy_div(element, M);
+      const int64_t m = emmy_mod(element, M);
+      y[((n * M) + m)] = x[((m * N) + n)];
+    }
+  } else {
+    for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      const int64_t n = emmy_div(element, M);
+      const int64_t m = emmy_mod(element, M);
+      y[((n * M) + m)] = x[((m * N) + n)];
+    }
   }
 }
 
@@ -596,7 +615,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_f16_k0(const __half*
 extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((M * N) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((((M * N) + (int64_t)255) / (int64_t)256) + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_f16: kernel transpose_f16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -605,10 +624,29 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
 
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256) transpose_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
-  for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-    const int64_t n = emmy_div(element, M);
-    const int64_t m = emmy_mod(element, M);
-    y[((n * M) + m)] = x[((m * N) + n)];
+  if ((((unsigned long long)(const void*)y) & 15) == 0) {
+    for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((M * N) / (int64_t)8); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      alignas(16) __nv_bfloat16 y__vector[8];
+      #pragma unroll
+      for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)8; element_lane += (int64_t)1) {
+        const int64_t element = ((element_group * (int64_t)8) + element_lane);
+        const int64_t n = emmy_div(element, M);
+        const int64_t m = emmy_mod(element, M);
+        y__vector[element_lane] = x[((m * N) + n)];
+      }
+      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+    }
+    for (int64_t element = ((((M * N) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      const int64_t n = emmy_div(element, M);
+      const int64_t m = emmy_mod(element, M);
+      y[((n * M) + m)] = x[((m * N) + n)];
+    }
+  } else {
+    for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      const int64_t n = emmy_div(element, M);
+      const int64_t m = emmy_mod(element, M);
+      y[((n * M) + m)] = x[((m * N) + n)];
+    }
   }
 }
 
@@ -616,7 +654,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_bf16_k0(const __nv_b
 extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_bf16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((M * N) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((((M * N) + (int64_t)255) / (int64_t)256) + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_bf16: kernel transpose_bf16_k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -625,10 +663,29 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
 
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256) transpose_f32_k0(const float* x, float* y, int64_t M, int64_t N) {
-  for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-    const int64_t n = emmy_div(element, M);
-    const int64_t m = emmy_mod(element, M);
-    y[((n * M) + m)] = x[((m * N) + n)];
+  if ((((unsigned long long)(const void*)y) & 15) == 0) {
+    for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((M * N) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      alignas(16) float y__vector[4];
+      #pragma unroll
+      for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
+        const int64_t element = ((element_group * (int64_t)4) + element_lane);
+        const int64_t n = emmy_div(element, M);
+        const int64_t m = emmy_mod(element, M);
+        y__vector[element_lane] = x[((m * N) + n)];
+      }
+      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+    }
+    for (int64_t element = ((((M * N) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      const int64_t n = emmy_div(element, M);
+      const int64_t m = emmy_mod(element, M);
+      y[((n * M) + m)] = x[((m * N) + n)];
+    }
+  } else {
+    for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+      const int64_t n = emmy_div(element, M);
+      const int64_t m = emmy_mod(element, M);
+      y[((n * M) + m)] = x[((m * N) + n)];
+    }
   }
 }
 
@@ -636,7 +693,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_f32_k0(const float* 
 extern "C" int transpose_f32(const float* x, float* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f32: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((M * N) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((((M * N) + (int64_t)255) / (int64_t)256) + (int64_t)3) / (int64_t)4), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_f32: kernel transpose_f32_k0 failed: %s", cudaGetErrorString(error));
   return 0;

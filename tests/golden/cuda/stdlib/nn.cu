@@ -840,7 +840,7 @@ extern "C" __global__ void __launch_bounds__(256) linear_f16_k0(const __half* x,
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -925,7 +925,7 @@ extern "C" __global__ void __launch_bounds__(256) linear_bf16_k0(const __nv_bflo
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1010,7 +1010,7 @@ extern "C" __global__ void __launch_bounds__(256) linear_f32_k0(const float* x, 
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
-    float acc_acc_tile[16];
+    alignas(16) float acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1095,7 +1095,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, co
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
-    float h__acc_acc_tile[16];
+    alignas(16) float h__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1166,7 +1166,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k1(const __half* x, co
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
-    float y__acc_acc_tile[16];
+    alignas(16) float y__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1258,7 +1258,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat1
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
-    float h__acc_acc_tile[16];
+    alignas(16) float h__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1329,7 +1329,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k1(const __nv_bfloat1
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
-    float y__acc_acc_tile[16];
+    alignas(16) float y__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1421,7 +1421,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, con
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
-    float h__acc_acc_tile[16];
+    alignas(16) float h__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1492,7 +1492,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k1(const float* x, con
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
-    float y__acc_acc_tile[16];
+    alignas(16) float y__acc_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1587,7 +1587,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k0(const __half*
     const int64_t h = emmy_mod(tile_batch, H);
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((L + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((L + (int64_t)63) / (int64_t)64));
-    float scores_acc_tile[16];
+    alignas(16) float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1750,7 +1750,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k0(const __nv_b
     const int64_t h = emmy_mod(tile_batch, H);
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((L + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((L + (int64_t)63) / (int64_t)64));
-    float scores_acc_tile[16];
+    alignas(16) float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -1913,7 +1913,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k0(const float* 
     const int64_t h = emmy_mod(tile_batch, H);
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((L + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((L + (int64_t)63) / (int64_t)64));
-    float scores_acc_tile[16];
+    alignas(16) float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -2076,7 +2076,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k0(const 
     const int64_t h = emmy_mod(tile_batch, H);
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((S + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((S + (int64_t)63) / (int64_t)64));
-    float scores_acc_tile[16];
+    alignas(16) float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -2238,7 +2238,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k0(const
     const int64_t h = emmy_mod(tile_batch, H);
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((S + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((S + (int64_t)63) / (int64_t)64));
-    float scores_acc_tile[16];
+    alignas(16) float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -2400,7 +2400,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k0(const 
     const int64_t h = emmy_mod(tile_batch, H);
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((S + (int64_t)63) / (int64_t)64)), ((S + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((S + (int64_t)63) / (int64_t)64));
-    float scores_acc_tile[16];
+    alignas(16) float scores_acc_tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
