@@ -40,8 +40,9 @@ struct BuildOptions {
   bool stats = false;
 };
 
-// The levels `--emit` names (spec section 6). `schedule` arrives with the schedule language.
-const std::vector<std::string> kEmitLevels = {"tensor", "loop", "tile", "kernel", "cuda", "ptx", "cubin"};
+// The levels `--emit` names (spec section 6).
+const std::vector<std::string> kEmitLevels = {"tensor", "loop",  "tile",  "kernel",  "cuda",
+                                              "ptx",    "cubin", "schedule"};
 
 int reportDiagnostics(const Diagnostics& diagnostics) {
   std::fputs(diagnostics.render().c_str(), stderr);
@@ -59,7 +60,7 @@ void writeFile(const fs::path& path, const std::string& bytes) {
 Level levelOf(const std::string& emit) {
   if (emit == "tensor") return Level::Tensor;
   if (emit == "loop") return Level::Loop;
-  if (emit == "tile") return Level::Tile;
+  if (emit == "tile" || emit == "schedule") return Level::Tile;
   return Level::Kernel;
 }
 
@@ -67,6 +68,7 @@ std::string printLevel(const Lowered& lowered, const std::string& emit) {
   if (emit == "tensor") return tensor::printKernel(lowered.tensor);
   if (emit == "loop") return loop::printProgram(lowered.loop);
   if (emit == "tile") return tile::printProgram(lowered.tile);
+  if (emit == "schedule") return tile::printSchedule(lowered.tile);
   return kernel::printProgram(lowered.kernel);
 }
 
@@ -99,7 +101,9 @@ int build(const BuildOptions& options) {
 
   std::string baseName = fs::path(options.file).stem().string();
   fs::path directory = options.outputDir.empty() ? fs::path(".") : fs::path(options.outputDir);
-  if (options.emit == "tensor" || options.emit == "loop" || options.emit == "tile" || options.emit == "kernel") {
+  bool textLevel = options.emit == "tensor" || options.emit == "loop" || options.emit == "tile" ||
+                   options.emit == "kernel" || options.emit == "schedule";
+  if (textLevel) {
     std::string text;
     for (const Lowered& instance : lowered) text += (text.empty() ? "" : "\n") + printLevel(instance, options.emit);
     if (options.outputDir.empty())

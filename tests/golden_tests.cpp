@@ -36,6 +36,7 @@ std::string irOf(const fs::path& relativePath, const std::string& level) {
     if (level == "tensor") text += emmy::tensor::printKernel(instance.tensor);
     if (level == "loop") text += emmy::loop::printProgram(instance.loop);
     if (level == "tile") text += emmy::tile::printProgram(instance.tile);
+    if (level == "schedule") text += emmy::tile::printSchedule(instance.tile);
     if (level == "kernel") text += emmy::kernel::printProgram(instance.kernel);
   }
   return text;
@@ -44,7 +45,7 @@ std::string irOf(const fs::path& relativePath, const std::string& level) {
 }  // namespace
 
 TEST_CASE("every IR level of every example and stdlib module matches its golden file", "[golden]") {
-  for (const char* level : {"tensor", "loop", "tile", "kernel", "cuda"}) {
+  for (const char* level : {"tensor", "loop", "tile", "schedule", "kernel", "cuda"}) {
     for (const char* folder : {"examples", "stdlib"}) {
       for (const fs::path& source : emmy::testing::sortedFiles(kSourceDir / folder, ".emmy")) {
         fs::path relative = fs::path(folder) / source.filename();

@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "ir/tensor/build.h"
+#include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
 #include "support/diagnostics.h"
 
@@ -62,7 +63,8 @@ ExprPtr totalExtent(const std::vector<const loop::For*>& loops) {
 
 class DefaultScheduler {
 public:
-  explicit DefaultScheduler(const loop::Program& program) : program_(program) {}
+  explicit DefaultScheduler(const loop::Program& program, std::vector<std::string>& directives)
+      : program_(program), directives_(directives) {}
 
   TileNest schedule(const loop::LoopNest& nest) {
     root_ = program_.source.findStage(nest.stages.back());
@@ -72,14 +74,38 @@ public:
     bool reduces = nest.stages.size() > 1 || root_->reduction.has_value();
     // The root's loops down to the first Allocate (a stage computed in place) or to the root itself.
     Fused rows = pureRootLoops(*nest.body);
-    std::string var = uniqueVar(reduces ? "row" : "element");
-    std::vector<StmtPtr> body = unflatten(var, rows.loops);
-    body.push_back(reduces ? rowLevel(*rows.body) : threadLevel(*rows.body));
     std::vector<std::string> axes;
     for (const loop::For* loop : rows.loops) axes.push_back(loop->stage + "." + loop->axis);
     // Elementwise work moves 16 bytes per access: 4 f32, 8 f16 or bf16, 2 f64 or i64 per thread.
     int bytes = dtypeBytes(root_->dtype);
     int vectorWidth = !reduces && bytes >= 2 && root_->dtype != DType::Bool ? 16 / bytes : 1;
+    for (const std::string& member : nest.stages)
+      if (member != root_->name) {
+        const Stage* stage = program_.source.findStage(member);
+        directives_.push_back(
+            fmt::format("compute {} at {}.{}", member, root_->name, root_->axes[stage->axes.size() - 1].name));
+      }
+    if (!axes.empty()) {
+      std::string fused = fuseDirective(axes);
+      std::string name = root_->name;
+      if (reduces) {
+        directives_.push_back(fmt::format("bind {}.{} to block.x", name, fused));
+      } else {
+        std::string groups = fused;
+        if (vectorWidth > 1) {
+          groups = fused + "_group";
+          directives_.push_back(fmt::format("split {}.{} by {} -> ({}, {}_lane)", name, fused, vectorWidth, groups, fused));
+          directives_.push_back(fmt::format("vectorize {}.{}_lane", name, fused));
+        }
+        directives_.push_back(fmt::format("split {}.{} by {} -> ({}_block, {}_thread)", name, groups,
+                                          kThreadsPerBlock, groups, groups));
+        directives_.push_back(fmt::format("bind {}.{}_block to block.x", name, groups));
+        directives_.push_back(fmt::format("bind {}.{}_thread to thread.x", name, groups));
+      }
+    }
+    std::string var = uniqueVar(reduces ? "row" : "element");
+    std::vector<StmtPtr> body = unflatten(var, rows.loops);
+    body.push_back(reduces ? rowLevel(*rows.body) : threadLevel(*rows.body));
     StmtPtr top = std::make_shared<Loop>(var, totalExtent(rows.loops),
                                          reduces ? Binding::BlockStrided : Binding::GridStrided, axes,
                                          std::make_shared<Block>(body), vectorWidth);
@@ -281,9 +307,49 @@ private:
                                              MemoryScope::Registers, block({initialise, slices, store})));
     std::vector<std::string> axes;
     for (const loop::For* loop : loops.loops) axes.push_back(loop->stage + "." + loop->axis);
+    recordContraction(*contraction, iLoop.axis, jLoop.axis, batch);
     ExprPtr tiles = batch.empty() ? perBatch : op(BinaryOp::Mul, dimValue(batchCount), perBatch);
     return TileNest{nest.name, nest.stages, threads,
                     std::make_shared<Loop>(tile, tiles, Binding::BlockStrided, axes, block(top))};
+  }
+
+  // The tensor an operand reads, when it is one read (perhaps converted), for `cache ... in shared`.
+  static std::optional<std::string> operandTensor(const ExprPtr& operand) {
+    const Expr* e = operand.get();
+    if (const auto* cast = e->as<Cast>()) e = cast->operand.get();
+    if (const auto* load = e->as<Load>()) return load->tensor;
+    return std::nullopt;
+  }
+
+  void recordContraction(const Contraction& contraction, const std::string& i, const std::string& j,
+                         const std::vector<const loop::For*>& batch) {
+    const std::string& root = root_->name;
+    const std::string& stage = contraction.reduction->stage;
+    const std::string& k = contraction.reduction->axis;
+    auto add = [&](std::string directive) { directives_.push_back(std::move(directive)); };
+    add(fmt::format("tile {} ({}, {}) by ({}, {}) -> ({}_tile, {}_tile, {}_in, {}_in)", root, i, j, kTile, kTile, i, j, i, j));
+    std::vector<std::string> blockAxes;
+    for (const loop::For* b : batch) blockAxes.push_back(root + "." + b->axis);
+    blockAxes.push_back(fmt::format("{}.{}_tile", root, i));
+    blockAxes.push_back(fmt::format("{}.{}_tile", root, j));
+    add(fmt::format("bind {}.{} to block.x", root, fuseDirective(blockAxes)));
+    add(fmt::format("tile {} ({}_in, {}_in) by ({}, {}) -> ({}_thread, {}_thread, {}_register, {}_register)", root, i, j,
+                    kRegister, kRegister, i, j, i, j));
+    std::string threadAxis =
+        fuseDirective({fmt::format("{}.{}_thread", root, i), fmt::format("{}.{}_thread", root, j)});
+    add(fmt::format("bind {}.{} to thread.x", root, threadAxis));
+    if (stage != root) add(fmt::format("compute {} at {}.{}_register", stage, root, j));
+    add(fmt::format("split {}.{} by {} -> ({}_slice, {}_in)", stage, k, kSlice, k, k));
+    for (const ExprPtr& operand : {contraction.lhs, contraction.rhs}) {
+      if (std::optional<std::string> tensor = operandTensor(operand))
+        add(fmt::format("cache {} in shared at {}.{}_slice", *tensor, stage, k));
+      else
+        add(fmt::format("# the operand {} is computed into shared memory at {}.{}_slice", printExpr(*operand), stage, k));
+    }
+    add(fmt::format("cache {} in registers at {}.{}", stage, root, threadAxis));
+    add(fmt::format("unroll {}.{}_in", stage, k));
+    add(fmt::format("unroll {}.{}_register", root, i));
+    add(fmt::format("unroll {}.{}_register", root, j));
   }
 
   bool isPureRootLoop(const loop::Stmt& stmt) const {
@@ -361,8 +427,15 @@ private:
     body.push_back(threadLevel(*fused.body));
     std::vector<std::string> axes;
     for (const loop::For* inner : fused.loops) axes.push_back(inner->stage + "." + inner->axis);
+    recordThreadBinding(axes);
     return std::make_shared<Loop>(var, totalExtent(fused.loops), Binding::ThreadStrided, axes,
                                   std::make_shared<Block>(body));
+  }
+
+  // `bind S.a to thread.x` for loops strided over the threads (fused first when there are several).
+  void recordThreadBinding(const std::vector<std::string>& axes) {
+    std::string stage = axes[0].substr(0, axes[0].find('.'));
+    directives_.push_back(fmt::format("bind {}.{} to thread.x", stage, fuseDirective(axes)));
   }
 
   // The combine after a cooperative reduction loop: its accumulator is the buffer its update stores.
@@ -403,7 +476,22 @@ private:
     return true;
   }
 
+  // The directives that say what this nest does, in the syntax of section 5 of the language: `fuse`
+  // for loops fused into one (returning the fused axis), then the caller's `split`s and `bind`s.
+  std::string fuseDirective(const std::vector<std::string>& axes) {
+    std::string stage = axes[0].substr(0, axes[0].find('.'));
+    std::string names, fused;
+    for (const std::string& axis : axes) {
+      std::string name = axis.substr(axis.find('.') + 1);
+      names += (names.empty() ? "" : ", ") + name;
+      fused += (fused.empty() ? "" : "_") + name;
+    }
+    if (axes.size() > 1) directives_.push_back(fmt::format("fuse {} ({}) -> {}", stage, names, fused));
+    return fused;
+  }
+
   const loop::Program& program_;
+  std::vector<std::string>& directives_;
   const Stage* root_ = nullptr;
   std::set<std::string> taken_;  // loop variables in use
 };
@@ -411,8 +499,15 @@ private:
 }  // namespace
 
 Program scheduleDefault(const loop::Program& program) {
-  Program tiled{program.source, program.temporaries, {}};
-  for (const loop::LoopNest& nest : program.kernels) tiled.kernels.push_back(DefaultScheduler(program).schedule(nest));
+  Program tiled{program.source, program.temporaries, {}, {}};
+  // Stages in no nest were inlined; non-output roots are kernels of their own.
+  std::set<std::string> computed;
+  for (const loop::LoopNest& nest : program.kernels) computed.insert(nest.stages.begin(), nest.stages.end());
+  for (const Stage& stage : program.source.stages)
+    if (!computed.count(stage.name) && !stage.reduction) tiled.schedule.push_back("inline " + stage.name);
+  for (const loop::Temporary& temporary : program.temporaries) tiled.schedule.push_back("root " + temporary.name);
+  for (const loop::LoopNest& nest : program.kernels)
+    tiled.kernels.push_back(DefaultScheduler(program, tiled.schedule).schedule(nest));
   return tiled;
 }
 

@@ -156,6 +156,9 @@ struct Program {
   tensor::Kernel source;
   std::vector<loop::Temporary> temporaries;
   std::vector<TileNest> kernels;
+  // The schedule these loops follow, one directive of section 5 of the language a line
+  // (`emmy build --emit schedule`), so that a user can start from it.
+  std::vector<std::string> schedule;
 };
 
 }  // namespace emmy::tile

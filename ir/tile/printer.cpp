@@ -82,4 +82,12 @@ std::string printProgram(const Program& program) {
   return printer.out;
 }
 
+std::string printSchedule(const Program& program) {
+  std::string out;
+  if (!program.source.typeArguments.empty()) out += fmt::format("# {}\n", program.source.instanceName());
+  out += fmt::format("schedule {} {{\n", program.source.name);
+  for (const std::string& directive : program.schedule) out += "    " + directive + "\n";
+  return out + "}\n";
+}
+
 }  // namespace emmy::tile

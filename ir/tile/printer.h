@@ -9,4 +9,7 @@ namespace emmy::tile {
 
 std::string printProgram(const Program& program);
 
+// The program's schedule as a `schedule NAME { ... }` block.
+std::string printSchedule(const Program& program);
+
 }  // namespace emmy::tile
