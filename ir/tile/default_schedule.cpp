@@ -109,7 +109,7 @@ public:
     StmtPtr top = std::make_shared<Loop>(var, totalExtent(rows.loops),
                                          reduces ? Binding::BlockStrided : Binding::GridStrided, axes,
                                          std::make_shared<Block>(body), vectorWidth);
-    return TileNest{nest.name, nest.stages, kThreadsPerBlock, top};
+    return TileNest{nest.name, nest.stages, reduces ? threadsForRows(*top) : kThreadsPerBlock, top};
   }
 
 private:
@@ -430,6 +430,35 @@ private:
     recordThreadBinding(axes);
     return std::make_shared<Loop>(var, totalExtent(fused.loops), Binding::ThreadStrided, axes,
                                   std::make_shared<Block>(body));
+  }
+
+  // Short rows of constant length take a warp (or the fewest warps that cover them) rather than a
+  // block of kThreadsPerBlock threads, most of which would have nothing to do.
+  static int threadsForRows(const Stmt& stmt) {
+    int64_t longest = 0;
+    bool constant = true;
+    std::function<void(const Stmt&)> visit = [&](const Stmt& s) {
+      dispatch(s, [&](const auto& node) {
+        using Node = std::decay_t<decltype(node)>;
+        if constexpr (std::is_same_v<Node, Loop>) {
+          if (node.binding == Binding::ThreadStrided) {
+            const auto* extent = node.extent->template as<IntImm>();
+            constant = constant && extent != nullptr;
+            if (extent) longest = std::max(longest, extent->value);
+          }
+          visit(*node.body);
+        } else if constexpr (std::is_same_v<Node, Allocate> || std::is_same_v<Node, SingleThread> ||
+                             std::is_same_v<Node, Guard>) {
+          visit(*node.body);
+        } else if constexpr (std::is_same_v<Node, Block>) {
+          for (const StmtPtr& inner : node.stmts) visit(*inner);
+        }
+      });
+    };
+    visit(stmt);
+    int threads = 32;
+    while (constant && threads < kThreadsPerBlock && threads < longest) threads *= 2;
+    return constant ? threads : kThreadsPerBlock;
   }
 
   // `bind S.a to thread.x` for loops strided over the threads (fused first when there are several).

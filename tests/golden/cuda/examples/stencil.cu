@@ -65,7 +65,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes out.
-extern "C" __global__ void __launch_bounds__(256) conv3x3_k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
+extern "C" __global__ void __launch_bounds__(32) conv3x3_k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
   for (int64_t row = (int64_t)blockIdx.x; row < (H * W); row += (int64_t)gridDim.x) {
     const int64_t i = emmy_div(row, W);
     const int64_t j = emmy_mod(row, W);
@@ -81,13 +81,13 @@ extern "C" __global__ void __launch_bounds__(256) conv3x3_k0(const float* img, c
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 4));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 2));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 1));
-    __shared__ float out_acc_partials[8];
+    __shared__ float out_acc_partials[1];
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       out_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = out_acc;
     }
     __syncthreads();
-    out_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? out_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    out_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)1) ? out_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 16));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 8));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 4));
@@ -103,7 +103,7 @@ extern "C" __global__ void __launch_bounds__(256) conv3x3_k0(const float* img, c
 extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, int64_t W, cudaStream_t stream) {
   if (H < 0) return emmy_fail("conv3x3: size H is negative (%lld)", (long long)H);
   if (W < 0) return emmy_fail("conv3x3: size W is negative (%lld)", (long long)W);
-  EMMY_LAUNCH(conv3x3_k0, dim3((unsigned)(emmy_min(emmy_max((H * W), (int64_t)1), (int64_t)65535))), dim3(256), stream, img, k, out, H, W);
+  EMMY_LAUNCH(conv3x3_k0, dim3((unsigned)(emmy_min(emmy_max((H * W), (int64_t)1), (int64_t)65535))), dim3(32), stream, img, k, out, H, W);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv3x3: kernel conv3x3_k0 failed: %s", cudaGetErrorString(error));
   return 0;
