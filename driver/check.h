@@ -24,13 +24,13 @@ struct CheckOptions {
   sim::SimulationOptions simulation;
 };
 
-// The CUDA that `emmy build` writes for a kernel. The driver passes the lowering in (with the values
-// of any `-D PARAM=VALUE` bound), so that checking and building cannot drift apart.
+// The CUDA that `emmy build` writes for a kernel. The driver passes the lowering in, so that checking
+// and building cannot drift apart.
 using CudaGenerator = std::function<sim::CudaSource(const tensor::Kernel&)>;
 
-// Runs the check and prints to `report` a line per kernel (its sizes) and one per output. Returns 0 when every output of every kernel is
-// within tolerance and no simulation reported a failure (race, out-of-bounds access, deadlock, crash,
-// timeout), 1 otherwise or after errors in the source (printed as diagnostics). Throws UsageError for
+// Runs the check and prints to `report` a line per kernel (its sizes) and one per output. Returns 0
+// when every output of every kernel is within tolerance and no simulation reported a failure
+// (deadlock, crash, timeout, an error of the host function), 1 otherwise or after errors in the source (printed as diagnostics). Throws UsageError for
 // a bad option, a bad input file or inputs that do not fit the kernel (exit code 2).
 //
 // Inputs not read from files are random: std::mt19937_64 seeded with `seed` afresh for each kernel,

@@ -136,8 +136,7 @@ int build(const BuildOptions& options) {
 
 int check(const CheckOptions& options) {
   return runCheck(options, [&](const tensor::Kernel& kernel) {
-    cuda::GeneratedCuda files = emitCudaFiles({lower(kernel, PipelineOptions{})}, options.file);
-    return sim::CudaSource{files.baseName, files.source, files.header};
+    return emitCudaFiles({lower(kernel, PipelineOptions{})}, options.file);
   });
 }
 

@@ -16,8 +16,7 @@ namespace fs = std::filesystem;
 using namespace emmy;
 
 sim::CudaSource cudaOf(const Lowered& lowered, const fs::path& source) {
-  cuda::GeneratedCuda files = emitCudaFiles({lowered}, source.string());
-  return sim::CudaSource{files.baseName, files.source, files.header};
+  return emitCudaFiles({lowered}, source.string());
 }
 
 // Runs `program` on random inputs with every size `size` and compares every output.
