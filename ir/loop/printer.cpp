@@ -43,12 +43,6 @@ struct Printer {
 
 }  // namespace
 
-std::string printStmt(const Stmt& stmt, int indent) {
-  Printer printer;
-  printer.print(stmt, indent);
-  return printer.out;
-}
-
 std::string printProgramHeader(const tensor::Kernel& source, const std::vector<Temporary>& temporaries) {
   std::string out = fmt::format("program {}\n", source.instanceName());
   for (const Temporary& temporary : temporaries)

@@ -8,7 +8,6 @@
 
 namespace emmy::loop {
 
-std::string printStmt(const Stmt& stmt, int indent = 0);
 std::string printProgram(const Program& program);
 
 // The first lines every level below Tensor IR prints for a program: its name and its temporaries.
