@@ -4,6 +4,7 @@
 
 #include "ir/loop/printer.h"
 #include "ir/tensor/printer.h"
+#include "support/text.h"
 
 namespace emmy::kernel {
 
@@ -50,9 +51,7 @@ struct Printer {
     line(indent, fmt::format("16 bytes of {} at group {} = {}", node.buffer, e(node.group), node.local));
   }
   void printNode(const IfAligned& node, int indent) {
-    std::string buffers;
-    for (const std::string& buffer : node.buffers) buffers += (buffers.empty() ? "" : ", ") + buffer;
-    line(indent, fmt::format("if {} start on 16-byte boundaries:", buffers));
+    line(indent, fmt::format("if {} start on 16-byte boundaries:", join(node.buffers, ", ")));
     print(*node.aligned, indent + 1);
     line(indent, "else:");
     print(*node.otherwise, indent + 1);
@@ -68,9 +67,7 @@ std::string printProgram(const Program& program) {
   Printer printer;
   printer.out = loop::printProgramHeader(program.source, program.temporaries);
   for (const Function& function : program.functions) {
-    std::string stages;
-    for (const std::string& stage : function.stages) stages += (stages.empty() ? "" : ", ") + stage;
-    printer.line(1, fmt::format("kernel {} computes {}: {} blocks of {} threads", function.name, stages,
+    printer.line(1, fmt::format("kernel {} computes {}: {} blocks of {} threads", function.name, join(function.stages, ", "),
                                 Printer::e(function.gridBlocks), function.threadsPerBlock));
     printer.print(*function.body, 2);
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "ir/tensor/printer.h"
+#include "support/text.h"
 
 namespace emmy::loop {
 
@@ -55,9 +56,7 @@ std::string printProgram(const Program& program) {
   Printer printer;
   printer.out = printProgramHeader(program.source, program.temporaries);
   for (const LoopNest& nest : program.kernels) {
-    std::string stages;
-    for (const std::string& stage : nest.stages) stages += (stages.empty() ? "" : ", ") + stage;
-    printer.line(1, fmt::format("kernel {} computes {}", nest.name, stages));
+    printer.line(1, fmt::format("kernel {} computes {}", nest.name, join(nest.stages, ", ")));
     printer.print(*nest.body, 2);
   }
   return printer.out;

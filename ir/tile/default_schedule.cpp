@@ -21,6 +21,7 @@
 #include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
 #include "support/diagnostics.h"
+#include "support/text.h"
 
 namespace emmy::tile {
 
@@ -509,13 +510,10 @@ private:
   // for loops fused into one (returning the fused axis), then the caller's `split`s and `bind`s.
   std::string fuseDirective(const std::vector<std::string>& axes) {
     std::string stage = axes[0].substr(0, axes[0].find('.'));
-    std::string names, fused;
-    for (const std::string& axis : axes) {
-      std::string name = axis.substr(axis.find('.') + 1);
-      names += (names.empty() ? "" : ", ") + name;
-      fused += (fused.empty() ? "" : "_") + name;
-    }
-    if (axes.size() > 1) directives_.push_back(fmt::format("fuse {} ({}) -> {}", stage, names, fused));
+    std::vector<std::string> names;
+    for (const std::string& axis : axes) names.push_back(axis.substr(axis.find('.') + 1));
+    std::string fused = join(names, "_");
+    if (axes.size() > 1) directives_.push_back(fmt::format("fuse {} ({}) -> {}", stage, join(names, ", "), fused));
     return fused;
   }
 

@@ -4,6 +4,7 @@
 
 #include "ir/loop/printer.h"
 #include "ir/tensor/printer.h"
+#include "support/text.h"
 
 namespace emmy::tile {
 
@@ -30,8 +31,7 @@ struct Printer {
   }
 
   void printNode(const Loop& node, int indent) {
-    std::string axes;
-    for (const std::string& axis : node.axes) axes += (axes.empty() ? "" : ", ") + axis;
+    std::string axes = join(node.axes, ", ");
     line(indent, fmt::format("for {} < {} {}{}:{}", node.var, tensor::printExpr(*node.extent),
                              bindingName(node.binding),
                              node.vectorWidth > 1 ? fmt::format(" vectorized by {}", node.vectorWidth) : "",
@@ -73,9 +73,7 @@ std::string printProgram(const Program& program) {
   Printer printer;
   printer.out = loop::printProgramHeader(program.source, program.temporaries);
   for (const TileNest& nest : program.kernels) {
-    std::string stages;
-    for (const std::string& stage : nest.stages) stages += (stages.empty() ? "" : ", ") + stage;
-    printer.line(1, fmt::format("kernel {} computes {} with {} threads per block", nest.name, stages,
+    printer.line(1, fmt::format("kernel {} computes {} with {} threads per block", nest.name, join(nest.stages, ", "),
                                 nest.threadsPerBlock));
     printer.print(*nest.body, 2);
   }
