@@ -41,14 +41,16 @@ install_missing_packages() {
 }
 
 # Stops unless nvcc and NVRTC's library are present: nvcc on PATH, in $CUDA_HOME/bin or in
-# /usr/local/cuda/bin, and libnvrtc.so* in one of the library folders of that toolkit.
+# /usr/local/cuda/bin, and libnvrtc.so* in one of the library folders of a toolkit. The nvcc on
+# PATH may be a wrapper script (/usr/local/bin/nvcc running /usr/local/cuda-13.0/bin/nvcc), so the
+# toolkit nvcc itself reports (its TOP) is asked before the folder above nvcc's own.
 check_cuda_toolkit() {
   local nvcc="" place places=()
   if nvcc=$(command -v nvcc); then
     places+=("PATH")
   else
     places+=("PATH ($PATH)")
-    for place in ${CUDA_HOME:+"$CUDA_HOME/bin"} /usr/local/cuda/bin; do
+    for place in ${CUDA_HOME:+"$CUDA_HOME/bin"} ${CUDA_PATH:+"$CUDA_PATH/bin"} /usr/local/cuda/bin; do
       [[ " ${places[*]} " == *" $place "* ]] && continue
       places+=("$place")
       if [[ -x "$place/nvcc" ]]; then nvcc="$place/nvcc"; break; fi
@@ -57,17 +59,24 @@ check_cuda_toolkit() {
   [[ -n "$nvcc" ]] || die "the CUDA toolkit is missing: no nvcc found. Looked in: $(join_by '; ' "${places[@]}").
 Install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) or set CUDA_HOME to its folder."
 
-  local toolkit library_dir library_dirs
-  toolkit=$(dirname "$(dirname "$(readlink -f "$nvcc")")")
-  library_dirs=("$toolkit/lib64" "$toolkit/lib" "$toolkit/targets/$(uname -m)-linux/lib"
-                "$toolkit/lib/$(uname -m)-linux-gnu")
-  for library_dir in "${library_dirs[@]}"; do
-    if compgen -G "$library_dir/libnvrtc.so*" >/dev/null; then
-      log "CUDA toolkit: $nvcc, NVRTC in $library_dir"
-      return
-    fi
+  local reported_top toolkit toolkits=() library_dir library_dirs=()
+  reported_top=$("$nvcc" -dryrun -x cu /dev/null -c -o /dev/null 2>&1 | sed -n 's/^#\$ TOP=//p' | head -n 1)
+  for toolkit in ${CUDA_HOME:+"$CUDA_HOME"} ${CUDA_PATH:+"$CUDA_PATH"} ${reported_top:+"$reported_top/.."} \
+                 "$(dirname "$(dirname "$(readlink -f "$nvcc")")")" /usr/local/cuda; do
+    toolkit=$(readlink -f "$toolkit" 2>/dev/null) || continue
+    [[ " ${toolkits[*]} " == *" $toolkit "* ]] && continue
+    toolkits+=("$toolkit")
+    for library_dir in "$toolkit/lib64" "$toolkit/lib" "$toolkit/targets/$(uname -m)-linux/lib" \
+                       "$toolkit/lib/$(uname -m)-linux-gnu"; do
+      library_dirs+=("$library_dir")
+      if compgen -G "$library_dir/libnvrtc.so*" >/dev/null; then
+        log "CUDA toolkit: $nvcc, NVRTC in $library_dir"
+        return
+      fi
+    done
   done
-  die "the CUDA toolkit at $toolkit is incomplete: nvcc is at $nvcc but libnvrtc.so is missing. Looked in: $(join_by '; ' "${library_dirs[@]}")."
+  die "the CUDA toolkit is incomplete: nvcc is at $nvcc but libnvrtc.so is missing. Looked in: $(join_by '; ' "${library_dirs[@]}").
+Set CUDA_HOME to the folder of a toolkit that has NVRTC."
 }
 
 join_by() { local separator=$1 first=$2; shift 2; printf '%s' "$first" "${@/#/$separator}"; }
