@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "driver/compare.h"
-#include "frontend/frontend.h"
+#include "driver/elaborate.h"
 #include "ir/tensor/evaluator.h"
 #include "support/diagnostics.h"
 #include "support/npy.h"
@@ -22,26 +22,6 @@ namespace fs = std::filesystem;
 
 constexpr int kAllPassed = 0;
 constexpr int kFailed = 1;
-
-// --size N=64 → {N: 64}.
-std::map<std::string, int64_t> parseSizes(const std::vector<std::string>& specs) {
-  std::map<std::string, int64_t> sizes;
-  for (const std::string& spec : specs) {
-    size_t equals = spec.find('=');
-    std::string name = spec.substr(0, equals), value = equals == std::string::npos ? "" : spec.substr(equals + 1);
-    size_t parsed = 0;
-    int64_t number = -1;
-    try {
-      number = std::stoll(value, &parsed);
-    } catch (const std::exception&) {
-      parsed = 0;
-    }
-    if (name.empty() || parsed == 0 || parsed != value.size() || number < 0)
-      throw UsageError(fmt::format("--size '{}': expected NAME=VALUE with a non-negative integer VALUE", spec));
-    if (!sizes.emplace(name, number).second) throw UsageError(fmt::format("--size {} is given twice", name));
-  }
-  return sizes;
-}
 
 // When several kernels are checked, a --size applies to those that have the size; one that none has is
 // a mistake.
@@ -178,21 +158,15 @@ bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
 }  // namespace
 
 int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, std::FILE* report) {
-  if (fs::path(options.file).extension() == ".pt")
-    throw UsageError("importing TorchScript models is not available in this version yet");
-  std::map<std::string, int64_t> givenSizes = parseSizes(options.sizes);
-
+  std::map<std::string, int64_t> givenSizes = parseNameValues(options.sizes, "--size");
   Diagnostics diagnostics;
-  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
-  const ast::Module* module = frontend.loadFile(options.file);
-  std::vector<tensor::Kernel> kernels;
-  if (module)
-    kernels = options.kernel.empty() ? frontend.elaborateAll(*module)
-                                     : frontend.elaborateSelected(*module, options.kernel, /*requireTypes=*/true);
-  if (diagnostics.hasErrors()) {
+  std::optional<std::vector<tensor::Kernel>> elaborated =
+      elaborateFile(options.file, options.kernel, /*requireTypes=*/true, parseNameValues(options.defines, "-D"), diagnostics);
+  if (!elaborated) {
     std::fputs(diagnostics.render().c_str(), stderr);
     return kFailed;
   }
+  const std::vector<tensor::Kernel>& kernels = *elaborated;
   if (kernels.empty()) throw UsageError(fmt::format("{} has no kernel to check", options.file));
   if (!options.saveDir.empty() && kernels.size() > 1) {
     std::vector<std::string> names;

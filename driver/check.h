@@ -17,6 +17,7 @@ struct CheckOptions {
   std::string file;
   std::string kernel;              // --kernel NAME or NAME<TYPE, ...>; empty: every kernel, every instance
   std::vector<std::string> sizes;  // --size N=64, repeated
+  std::vector<std::string> defines;  // -D BM=64, repeated: schedule params
   std::string inputsDir;           // --inputs DIR: DIR/NAME.npy per input tensor and scalar
   std::string saveDir;             // --save DIR: DIR/NAME.npy per output of the generated code
   uint64_t seed = 0;               // --seed S, for inputs that are not read from files

@@ -13,8 +13,8 @@
 
 #include "backend/nvrtc.h"
 #include "driver/check.h"
+#include "driver/elaborate.h"
 #include "driver/pipeline.h"
-#include "frontend/frontend.h"
 #include "ir/kernel/printer.h"
 #include "ir/loop/printer.h"
 #include "ir/tensor/printer.h"
@@ -37,6 +37,7 @@ struct BuildOptions {
   std::string kernel;
   std::string dumpAfter;
   std::string arch = "sm_90";
+  std::vector<std::string> defines;  // -D BM=64: schedule params
   bool stats = false;
 };
 
@@ -72,24 +73,11 @@ std::string printLevel(const Lowered& lowered, const std::string& emit) {
   return kernel::printProgram(lowered.kernel);
 }
 
-// The kernels of FILE that --kernel selects, elaborated; nullopt after printing diagnostics.
-std::optional<std::vector<tensor::Kernel>> elaborate(const std::string& file, const std::string& selector,
-                                                     bool requireTypes, Diagnostics& diagnostics) {
-  if (fs::path(file).extension() == ".pt")
-    throw UsageError("importing TorchScript models is not available in this version yet");
-  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
-  const ast::Module* module = frontend.loadFile(file);
-  if (!module) return std::nullopt;
-  std::vector<tensor::Kernel> kernels = selector.empty() ? frontend.elaborateAll(*module)
-                                                         : frontend.elaborateSelected(*module, selector, requireTypes);
-  if (diagnostics.hasErrors()) return std::nullopt;
-  return kernels;
-}
-
 int build(const BuildOptions& options) {
   validateCudaArch(options.arch);
   Diagnostics diagnostics;
-  std::optional<std::vector<tensor::Kernel>> kernels = elaborate(options.file, options.kernel, false, diagnostics);
+  std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(
+      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics);
   if (!kernels) return reportDiagnostics(diagnostics);
 
   PipelineOptions pipeline;
@@ -156,6 +144,7 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(kEmitLevels));
   buildCommand->add_option("--kernel", buildOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
   buildCommand->add_option("--arch", buildOptions.arch, "the CUDA target of --emit ptx|cubin and --stats (default sm_90)");
+  buildCommand->add_option("-D", buildOptions.defines, "set a schedule param, as BM=64 (repeatable)");
   buildCommand->add_flag("--stats", buildOptions.stats, "print ptxas resource usage per CUDA kernel");
   std::vector<std::string> dumpChoices = passNames();
   dumpChoices.push_back("all");
@@ -168,6 +157,7 @@ int main(int argc, char** argv) {
   checkCommand->add_option("FILE", checkOptions.file, "the .emmy file")->required();
   checkCommand->add_option("--kernel", checkOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
   checkCommand->add_option("--size", checkOptions.sizes, "a size, as N=64 (repeatable)");
+  checkCommand->add_option("-D", checkOptions.defines, "set a schedule param, as BM=64 (repeatable)");
   checkCommand->add_option("--inputs", checkOptions.inputsDir, "read inputs from DIR/NAME.npy");
   checkCommand->add_option("--save", checkOptions.saveDir, "write every output to DIR/NAME.npy");
   checkCommand->add_option("--seed", checkOptions.seed, "seed of the random inputs (default 0)");
@@ -182,6 +172,8 @@ int main(int argc, char** argv) {
   try {
     if (*buildCommand) return build(buildOptions);
     if (*checkCommand) return check(checkOptions);
+  } catch (const CompilationFailed& failed) {
+    return reportDiagnostics(failed.diagnostics);
   } catch (const UsageError& e) {
     fmt::print(stderr, "emmy: error: {}\n", e.what());
     return kUsageError;

@@ -12,6 +12,7 @@
 #include "ir/tensor/printer.h"
 #include "ir/tile/default_schedule.h"
 #include "ir/tile/printer.h"
+#include "ir/tile/schedule_model.h"
 #include "ir/tile/verifier.h"
 #include "ir/tensor/verifier.h"
 
@@ -51,6 +52,12 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   loop::verifyProgram(lowered.loop);
   dumpAfter(options, "lower-tensor-to-loops", [&] { return loop::printProgram(lowered.loop); });
   if (options.stopAfter == Level::Loop) return lowered;
+
+  // The directives are checked against the loops they name; applying them is not implemented yet, so
+  // every kernel gets the default schedule below.
+  Diagnostics scheduleErrors;
+  tile::checkSchedule(lowered.loop, scheduleErrors);
+  if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
 
   lowered.tile = tile::scheduleDefault(lowered.loop);
   tile::verifyProgram(lowered.tile);

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "ir/tensor/schedule.h"
+
 #include "support/source.h"
 
 namespace emmy::ast {
@@ -180,10 +182,9 @@ struct Import {
 };
 
 // ---------------------------------------------------------------------------------------------------
-// Schedules (section 5 of the language). Parsed here, checked and applied by the lowering.
-enum class DirectiveKind {
-  Param, Split, Tile, Reorder, Fuse, Bind, Inline, ComputeAt, Root, Cache, Vectorize, Unroll, Pad, DoubleBuffer
-};
+// Schedules (section 5 of the language). Parsed here; the frontend replaces params by their values
+// (schedule.cpp) and the lowering checks and applies the directives.
+using tensor::DirectiveKind;
 
 // A number written in a directive: a literal or a `param` name.
 struct Factor {
@@ -192,18 +193,16 @@ struct Factor {
   SourceLoc loc;
 };
 
-// One directive. Which fields are set depends on the kind:
-//   param P in [c, ...] = d         name=P, candidates, defaultValue
-//   split S.a by F -> (ao, ai)      stage=S, axes={a}, factors={F}, results={ao, ai}
-//   tile S (a, b) by (F, G) -> (ao, bo, ai, bi)
-//   reorder S (a, b, ...)           stage, axes
-//   fuse S (a, b) -> ab             stage, axes, results
-//   bind S.a to block.x [atomic]    stage, axes={a}, target={block, x}, atomic
-//   inline S / root S / double_buffer S        stage
-//   compute S at T.a                stage, at
-//   cache S in shared|registers at T.a [-> N]   stage, memory, at, results={N}?
-//   vectorize S.a / unroll S.a      stage, axes={a}
-//   pad S by N                      stage, factors={N}
+// `param P in [c, ...] = d`
+struct ParamDecl {
+  Ident name;
+  std::vector<Factor> candidates;
+  Factor defaultValue;
+  SourceLoc loc;
+};
+
+// One directive, with the fields of tensor::Directive (ir/tensor/schedule.h) as written: numbers may
+// be params, and the cache memory and bind target are the words written.
 struct Directive {
   DirectiveKind kind;
   SourceLoc loc;  // the whole directive
@@ -212,16 +211,14 @@ struct Directive {
   std::vector<Factor> factors;
   std::vector<Ident> results;
   Ident atStage, atAxis;
-  Ident memory;                // "shared" or "registers" as written
+  Ident memory;                  // "shared" or "registers" as written
   Ident targetScope, targetDim;  // "block" / "thread" / "warp", "x" / "y" / "z"
   bool atomic = false;
-  Ident name;                  // param name
-  std::vector<Factor> candidates;
-  std::optional<Factor> defaultValue;
 };
 
 struct Schedule {
   Ident kernel;
+  std::vector<ParamDecl> params;
   std::vector<Directive> directives;
   SourceLoc loc;
 };

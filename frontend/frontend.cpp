@@ -8,6 +8,7 @@
 
 #include "frontend/elaborator.h"
 #include "frontend/parser.h"
+#include "frontend/schedule.h"
 #include "support/text.h"
 
 namespace emmy {
@@ -272,9 +273,7 @@ std::vector<tensor::Kernel> Frontend::elaborateAll(const ast::Module& module) {
     if (loaded->kernels.at(def.name.name) != &def) continue;  // a duplicate, already reported
     std::vector<TypeArguments> instances = everyInstance(def);
     if (instances.empty()) instances.push_back({});  // an empty or invalid bound: let elaboration say why
-    for (const TypeArguments& types : instances)
-      if (const tensor::Kernel* kernel = elaborator_->instantiate(*loaded, def, types, def.name.loc))
-        kernels.push_back(*kernel);
+    for (tensor::Kernel& kernel : instantiate(*loaded, def, instances)) kernels.push_back(std::move(kernel));
   }
   return kernels;
 }
@@ -324,10 +323,24 @@ std::vector<tensor::Kernel> Frontend::elaborateSelected(const ast::Module& modul
     }
     instances.push_back(types);
   }
+  return instantiate(*loaded, def, instances);
+}
+
+std::vector<tensor::Kernel> Frontend::instantiate(const LoadedModule& module, const ast::KernelDef& def,
+                                                  const std::vector<TypeArguments>& instances) {
+  // The kernel's schedule applies to each of its instances (not where another kernel calls it).
+  std::vector<tensor::Directive> schedule;
+  for (const ast::Schedule& written : module.ast->schedules)
+    if (written.kernel.name == def.name.name) {
+      schedule = resolveSchedule(written, paramValues_, declaredParams_, diagnostics_);
+      break;
+    }
   std::vector<tensor::Kernel> kernels;
   for (const TypeArguments& types : instances)
-    if (const tensor::Kernel* kernel = elaborator_->instantiate(*loaded, def, types, def.name.loc))
+    if (const tensor::Kernel* kernel = elaborator_->instantiate(module, def, types, def.name.loc)) {
       kernels.push_back(*kernel);
+      kernels.back().schedule = schedule;
+    }
   return kernels;
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 namespace emmy {
 
 class Elaborator;
+struct LoadedModule;
 
 // Loads a file and everything it imports, and instantiates its kernels as Tensor IR. All errors go to
 // the Diagnostics given at construction; a method that cannot produce its result returns nullopt/empty
@@ -39,12 +41,22 @@ public:
   std::vector<tensor::Kernel> elaborateSelected(const ast::Module& module, const std::string& selector,
                                                 bool requireTypes);
 
+  // Values for schedule params (`-D P=V`), used by the elaborate calls after it.
+  void setParamValues(std::map<std::string, int64_t> values) { paramValues_ = std::move(values); }
+  // Every param name the schedules elaborated so far declare (so that a `-D` nobody uses is reported).
+  const std::set<std::string>& declaredParams() const { return declaredParams_; }
+
   // The folder of the standard library this build uses: $EMMY_STDLIB if set, else the installed one.
   static std::filesystem::path defaultStdlibDir();
 
 private:
+  std::vector<tensor::Kernel> instantiate(const LoadedModule& module, const ast::KernelDef& def,
+                                          const std::vector<std::map<std::string, DType>>& instances);
+
   Diagnostics& diagnostics_;
   std::unique_ptr<Elaborator> elaborator_;
+  std::map<std::string, int64_t> paramValues_;
+  std::set<std::string> declaredParams_;
 };
 
 }  // namespace emmy

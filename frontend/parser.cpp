@@ -566,9 +566,14 @@ private:
   // ---- schedules ----
 
   ast::Schedule buildSchedule(EmmyParser::ScheduleDefContext* ctx) {
-    ast::Schedule schedule{ident(ctx->kernel), {}, map_.node(ctx)};
-    for (auto* line : ctx->directiveLine())
-      if (line->directive()) schedule.directives.push_back(buildDirective(line->directive()));
+    ast::Schedule schedule{ident(ctx->kernel), {}, {}, map_.node(ctx)};
+    for (auto* line : ctx->directiveLine()) {
+      if (!line->directive()) continue;
+      if (auto* param = dynamic_cast<EmmyParser::ParamDirectiveContext*>(line->directive()))
+        schedule.params.push_back(buildParam(param));
+      else
+        schedule.directives.push_back(buildDirective(line->directive()));
+    }
     return schedule;
   }
 
@@ -577,8 +582,7 @@ private:
     d.loc = map_.node(ctx);
     using P = EmmyParser;
     using K = ast::DirectiveKind;
-    if (auto* c = dynamic_cast<P::ParamDirectiveContext*>(ctx)) buildParamDirective(c, d);
-    else if (auto* c = dynamic_cast<P::SplitDirectiveContext*>(ctx)) buildSplit(c, d);
+    if (auto* c = dynamic_cast<P::SplitDirectiveContext*>(ctx)) buildSplit(c, d);
     else if (auto* c = dynamic_cast<P::TileDirectiveContext*>(ctx)) buildTile(c, d);
     else if (auto* c = dynamic_cast<P::ReorderDirectiveContext*>(ctx)) buildReorder(c, d);
     else if (auto* c = dynamic_cast<P::FuseDirectiveContext*>(ctx)) buildFuse(c, d);
@@ -596,11 +600,8 @@ private:
   }
 
   // `param P in [c, ...] = d`
-  void buildParamDirective(EmmyParser::ParamDirectiveContext* ctx, ast::Directive& d) {
-    d.kind = ast::DirectiveKind::Param;
-    d.name = ident(ctx->name);
-    d.candidates = buildFactors(ctx->factorList());
-    d.defaultValue = buildFactor(ctx->defaultValue);
+  ast::ParamDecl buildParam(EmmyParser::ParamDirectiveContext* ctx) {
+    return {ident(ctx->name), buildFactors(ctx->factorList()), buildFactor(ctx->defaultValue), map_.node(ctx)};
   }
 
   // `split S.a by F -> (ao, ai)`

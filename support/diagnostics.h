@@ -39,6 +39,12 @@ std::string renderDiagnostic(const Diagnostic& diagnostic);
 // Thrown to abandon the current unit of work after its errors were reported to Diagnostics.
 struct CompilationAborted {};
 
+// Thrown by a lowering pass that found errors in the user's program (a schedule's directives), with
+// them; the driver prints them and exits with the user-error code.
+struct CompilationFailed {
+  Diagnostics diagnostics;
+};
+
 // A command-line mistake (exit code 2): a bad option value, an unknown --kernel.
 class UsageError : public std::runtime_error {
 public:

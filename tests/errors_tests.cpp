@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "driver/pipeline.h"
 #include "frontend/frontend.h"
 #include "golden_files.h"
 
@@ -18,13 +19,24 @@ using emmy::testing::sortedFiles;
 
 const fs::path kErrorsDir = fs::path(EMMY_SOURCE_DIR) / "tests" / "errors";
 
-// The diagnostics of `emmy build NAME.emmy --emit tensor` run in tests/errors.
+// The diagnostics of `emmy build NAME.emmy --emit tile` run in tests/errors: the frontend's, or else
+// the schedule's, which the lowering checks.
 std::string diagnosticsOf(const fs::path& fileName) {
   emmy::testing::CurrentDirectory inErrorsDir(kErrorsDir);
   emmy::Diagnostics diagnostics;
   emmy::Frontend frontend(diagnostics, {emmy::Frontend::defaultStdlibDir()});
-  if (const emmy::ast::Module* module = frontend.loadFile(fileName)) frontend.elaborateAll(*module);
-  return diagnostics.render();
+  const emmy::ast::Module* module = frontend.loadFile(fileName);
+  if (!module) return diagnostics.render();
+  std::vector<emmy::tensor::Kernel> kernels = frontend.elaborateAll(*module);
+  if (diagnostics.hasErrors()) return diagnostics.render();
+  emmy::PipelineOptions toTile;
+  toTile.stopAfter = emmy::Level::Tile;
+  try {
+    for (const emmy::tensor::Kernel& kernel : kernels) emmy::lower(kernel, toTile);
+  } catch (const emmy::CompilationFailed& failed) {
+    return failed.diagnostics.render();
+  }
+  return "";
 }
 
 }  // namespace

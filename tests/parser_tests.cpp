@@ -247,64 +247,64 @@ TEST_CASE("the matmul schedule of the spec", "[parser]") {
   const ast::Schedule& schedule = module->schedules[0];
   CHECK(schedule.kernel.name == "matmul");
   CHECK(spelled(schedule.loc) == "schedule matmul {");
+  const std::vector<ast::ParamDecl>& params = schedule.params;
+  REQUIRE(params.size() == 3);
+  CHECK(params[0].name.name == "BM");
+  REQUIRE(params[0].candidates.size() == 3);
+  CHECK(params[0].candidates[2].value == 128);
+  CHECK(spelled(params[0].candidates[2].loc) == "128");
+  CHECK(params[0].defaultValue.value == 64);
+  CHECK(spelled(params[0].loc) == "param BM in [32, 64, 128] = 64");
+  CHECK(params[2].candidates[0].value == 8);
+
   const std::vector<ast::Directive>& d = schedule.directives;
-  REQUIRE(d.size() == 18);
+  REQUIRE(d.size() == 15);
   using K = ast::DirectiveKind;
 
-  CHECK(d[0].kind == K::Param);
-  CHECK(d[0].name.name == "BM");
-  REQUIRE(d[0].candidates.size() == 3);
-  CHECK(d[0].candidates[2].value == 128);
-  CHECK(spelled(d[0].candidates[2].loc) == "128");
-  REQUIRE(d[0].defaultValue);
-  CHECK(d[0].defaultValue->value == 64);
-  CHECK(spelled(d[0].loc) == "param BM in [32, 64, 128] = 64");
-  CHECK(d[2].candidates[0].value == 8);
+  CHECK(d[0].kind == K::Tile);
+  CHECK(d[0].stage.name == "C");
+  CHECK(names(d[0].axes) == Strings{"i", "j"});
+  REQUIRE(d[0].factors.size() == 2);
+  CHECK_FALSE(d[0].factors[0].value);
+  CHECK(d[0].factors[0].param.name == "BM");
+  CHECK(spelled(d[0].factors[1].param.loc) == "BN");
+  CHECK(names(d[0].results) == Strings{"io", "jo", "ii", "ji"});
+  CHECK(spelled(d[0].loc) == "tile C (i, j) by (BM, BN) -> (io, jo, ii, ji)");
+  CHECK(d[3].factors[1].value == 4);
 
-  CHECK(d[3].kind == K::Tile);
-  CHECK(d[3].stage.name == "C");
-  CHECK(names(d[3].axes) == Strings{"i", "j"});
-  REQUIRE(d[3].factors.size() == 2);
-  CHECK_FALSE(d[3].factors[0].value);
-  CHECK(d[3].factors[0].param.name == "BM");
-  CHECK(spelled(d[3].factors[1].param.loc) == "BN");
-  CHECK(names(d[3].results) == Strings{"io", "jo", "ii", "ji"});
-  CHECK(spelled(d[3].loc) == "tile C (i, j) by (BM, BN) -> (io, jo, ii, ji)");
-  CHECK(d[6].factors[1].value == 4);
+  CHECK(d[1].kind == K::Bind);
+  CHECK(d[1].stage.name == "C");
+  CHECK(names(d[1].axes) == Strings{"io"});
+  CHECK(d[1].targetScope.name == "block");
+  CHECK(d[1].targetDim.name == "y");
+  CHECK_FALSE(d[1].atomic);
+  CHECK(d[5].targetScope.name == "thread");
 
-  CHECK(d[4].kind == K::Bind);
-  CHECK(d[4].stage.name == "C");
-  CHECK(names(d[4].axes) == Strings{"io"});
-  CHECK(d[4].targetScope.name == "block");
-  CHECK(d[4].targetDim.name == "y");
-  CHECK_FALSE(d[4].atomic);
-  CHECK(d[8].targetScope.name == "thread");
+  CHECK(d[6].kind == K::Split);
+  CHECK(names(d[6].axes) == Strings{"k"});
+  CHECK(d[6].factors.at(0).param.name == "BK");
+  CHECK(names(d[6].results) == Strings{"ko", "ki"});
 
-  CHECK(d[9].kind == K::Split);
-  CHECK(names(d[9].axes) == Strings{"k"});
-  CHECK(d[9].factors.at(0).param.name == "BK");
-  CHECK(names(d[9].results) == Strings{"ko", "ki"});
+  CHECK(d[7].kind == K::Reorder);
+  CHECK(names(d[7].axes) == Strings{"io", "jo", "it", "jt", "ko", "ki", "ir", "jr"});
 
-  CHECK(d[10].kind == K::Reorder);
-  CHECK(names(d[10].axes) == Strings{"io", "jo", "it", "jt", "ko", "ki", "ir", "jr"});
+  CHECK(d[8].kind == K::Cache);
+  CHECK(d[8].stage.name == "A");
+  CHECK(d[8].memory.name == "shared");
+  CHECK(d[8].atStage.name == "C");
+  CHECK(d[8].atAxis.name == "ko");
+  CHECK(names(d[8].results) == Strings{"As"});
+  CHECK(d[11].memory.name == "registers");
+  CHECK(d[11].results.empty());
 
-  CHECK(d[11].kind == K::Cache);
-  CHECK(d[11].stage.name == "A");
-  CHECK(d[11].memory.name == "shared");
-  CHECK(d[11].atStage.name == "C");
-  CHECK(d[11].atAxis.name == "ko");
-  CHECK(names(d[11].results) == Strings{"As"});
-  CHECK(d[14].memory.name == "registers");
-  CHECK(d[14].results.empty());
+  CHECK(d[10].kind == K::Pad);
+  CHECK(d[10].stage.name == "As");
+  CHECK(d[10].factors.at(0).value == 1);
 
-  CHECK(d[13].kind == K::Pad);
-  CHECK(d[13].stage.name == "As");
-  CHECK(d[13].factors.at(0).value == 1);
-
-  CHECK(d[15].kind == K::Unroll);
-  CHECK(names(d[16].axes) == Strings{"ir"});
-  CHECK(d[17].kind == K::Vectorize);
-  CHECK(spelled(d[17].loc) == "vectorize C.jr");
+  CHECK(d[12].kind == K::Unroll);
+  CHECK(names(d[13].axes) == Strings{"ir"});
+  CHECK(d[14].kind == K::Vectorize);
+  CHECK(spelled(d[14].loc) == "vectorize C.jr");
 }
 
 TEST_CASE("the directives the matmul schedule does not use", "[parser]") {

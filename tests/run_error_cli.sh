@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the real driver on every error case, from inside ERRORS_DIR as a user would:
-# `emmy build NAME.emmy --emit tensor` must exit with 1 and print exactly NAME.expected on stderr.
+# `emmy build NAME.emmy --emit tile` must exit with 1 and print exactly NAME.expected on stderr.
 # Usage: run_error_cli.sh EMMY ERRORS_DIR
 set -euo pipefail
 emmy=$1
@@ -20,7 +20,7 @@ failures=0
 for source in "${cases[@]}"; do
   expected=${source%.emmy}.expected
   status=0
-  "$emmy" build "$source" --emit tensor >/dev/null 2>"$stderr_file" || status=$?
+  "$emmy" build "$source" --emit tile >/dev/null 2>"$stderr_file" || status=$?
   if ((status != 1)); then
     echo "FAIL $source: exit code $status, expected 1"
     failures=$((failures + 1))

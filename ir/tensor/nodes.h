@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "ir/tensor/schedule.h"
 #include "support/dtype.h"
 #include "support/source.h"
 
@@ -248,6 +249,7 @@ struct Kernel {
   std::vector<ScalarParamDecl> scalars;
   std::vector<std::string> sizes;  // every size name, in order of first appearance in the signature
   std::vector<Stage> stages;       // in definition order: a stage reads only inputs and earlier stages
+  std::vector<Directive> schedule;  // the kernel's schedule block, empty when it has none
   SourceLoc loc;
 
   // "softmax" or, for an instance, "softmax_f16": the host function's name.

@@ -1,0 +1,55 @@
+#include "driver/elaborate.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "frontend/frontend.h"
+#include "support/text.h"
+
+namespace emmy {
+
+std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& specs, const std::string& option) {
+  std::map<std::string, int64_t> values;
+  for (const std::string& spec : specs) {
+    size_t equals = spec.find('=');
+    std::string name = spec.substr(0, equals), value = equals == std::string::npos ? "" : spec.substr(equals + 1);
+    size_t parsed = 0;
+    int64_t number = -1;
+    try {
+      number = std::stoll(value, &parsed);
+    } catch (const std::exception&) {
+      parsed = 0;
+    }
+    if (name.empty() || parsed == 0 || parsed != value.size() || number < 0)
+      throw UsageError(fmt::format("{} '{}': expected NAME=VALUE with a non-negative integer VALUE", option, spec));
+    if (!values.emplace(name, number).second) throw UsageError(fmt::format("{} {} is given twice", option, name));
+  }
+  return values;
+}
+
+std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
+                                                         bool requireTypes,
+                                                         const std::map<std::string, int64_t>& paramValues,
+                                                         Diagnostics& diagnostics) {
+  if (std::filesystem::path(file).extension() == ".pt")
+    throw UsageError("importing TorchScript models is not available in this version yet");
+  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
+  frontend.setParamValues(paramValues);
+  const ast::Module* module = frontend.loadFile(file);
+  if (!module) return std::nullopt;
+  std::vector<tensor::Kernel> kernels = selector.empty() ? frontend.elaborateAll(*module)
+                                                         : frontend.elaborateSelected(*module, selector, requireTypes);
+  if (diagnostics.hasErrors()) return std::nullopt;
+  const std::set<std::string>& declared = frontend.declaredParams();
+  std::vector<std::string> known(declared.begin(), declared.end());
+  for (const auto& [name, value] : paramValues)
+    if (!declared.count(name))
+      throw UsageError(withSuggestion(
+          fmt::format("-D {}: no schedule of the kernels built declares a param {}{}", name, name,
+                      known.empty() ? "" : " (params: " + join(known, ", ") + ")"),
+          name, known));
+  return kernels;
+}
+
+}  // namespace emmy

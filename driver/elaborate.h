@@ -1,0 +1,28 @@
+// What `emmy build` and `emmy check` share before lowering: reading NAME=VALUE options and elaborating
+// the kernels a command line selects.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/tensor/nodes.h"
+#include "support/diagnostics.h"
+
+namespace emmy {
+
+// `--size N=64` or `-D BM=64`, repeated: {N: 64}. Throws UsageError naming `option` for a malformed one,
+// a negative value or a name given twice.
+std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& specs, const std::string& option);
+
+// The kernels of `file` that `selector` (--kernel; empty: all) picks, every schedule param set by
+// `paramValues` (-D) or its default. Nullopt after errors were reported to `diagnostics`. Throws
+// UsageError for a bad selector or a -D that no schedule of the file declares.
+std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
+                                                         bool requireTypes,
+                                                         const std::map<std::string, int64_t>& paramValues,
+                                                         Diagnostics& diagnostics);
+
+}  // namespace emmy

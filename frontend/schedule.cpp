@@ -1,0 +1,175 @@
+#include "frontend/schedule.h"
+
+#include <algorithm>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "support/text.h"
+
+namespace emmy {
+
+namespace {
+
+class Resolver {
+public:
+  Resolver(const ParamValues& defines, Diagnostics& diagnostics) : defines_(defines), diagnostics_(diagnostics) {}
+
+  void declare(const ast::ParamDecl& param) {
+    const std::string& name = param.name.name;
+    if (auto seen = locations_.find(name); seen != locations_.end()) {
+      diagnostics_.error(param.name.loc, fmt::format("param '{}' is declared twice (first at {}:{})", name,
+                                                     seen->second.line, seen->second.column));
+      return;
+    }
+    locations_[name] = param.name.loc;
+    std::vector<int64_t> candidates;
+    bool valid = true;
+    for (const ast::Factor& candidate : param.candidates) {
+      if (!candidate.value) {
+        diagnostics_.error(candidate.loc, fmt::format("the candidates of param '{}' must be numbers, not '{}'", name,
+                                                      candidate.param.name));
+        valid = false;
+      } else {
+        candidates.push_back(*candidate.value);
+      }
+    }
+    std::string list = candidateList(candidates);
+    std::optional<int64_t> value;
+    if (!param.defaultValue.value) {
+      diagnostics_.error(param.defaultValue.loc,
+                         fmt::format("the default of param '{}' must be a number, not '{}'", name, param.defaultValue.param.name));
+      valid = false;
+    } else if (valid && !contains(candidates, *param.defaultValue.value)) {
+      diagnostics_.error(param.defaultValue.loc, fmt::format("the default {} of param '{}' is not one of its candidates {}",
+                                                             *param.defaultValue.value, name, list));
+      valid = false;
+    } else {
+      value = param.defaultValue.value;
+    }
+    if (auto defined = defines_.find(name); defined != defines_.end() && valid) {
+      if (contains(candidates, defined->second))
+        value = defined->second;
+      else
+        diagnostics_.error(param.name.loc, fmt::format("-D {}={} is not one of the candidates {} of param '{}'", name,
+                                                       defined->second, list, name));
+    }
+    if (value && valid) values_[name] = *value;
+  }
+
+  // The value of a number written in a directive, or nullopt after an error.
+  std::optional<tensor::Number> number(const ast::Factor& factor) {
+    if (factor.value) return tensor::Number{*factor.value, factor.loc};
+    const std::string& name = factor.param.name;
+    if (auto value = values_.find(name); value != values_.end()) return tensor::Number{value->second, factor.loc};
+    if (!locations_.count(name)) {
+      std::vector<std::string> known;
+      for (const auto& [param, loc] : locations_) known.push_back(param);
+      diagnostics_.error(factor.loc,
+                         withSuggestion(known.empty() ? fmt::format("unknown param '{}': this schedule declares none", name)
+                                                      : fmt::format("unknown param '{}' (params: {})", name, join(known, ", ")),
+                                        name, known));
+    }
+    return std::nullopt;  // a param whose own declaration has an error, already reported
+  }
+
+  std::optional<tensor::Directive> directive(const ast::Directive& written) {
+    tensor::Directive d;
+    d.kind = written.kind;
+    d.loc = written.loc;
+    d.stage = name(written.stage);
+    for (const ast::Ident& axis : written.axes) d.axes.push_back(name(axis));
+    for (const ast::Ident& result : written.results) d.results.push_back(name(result));
+    d.atStage = name(written.atStage);
+    d.atAxis = name(written.atAxis);
+    d.atomic = written.atomic;
+    bool valid = true;
+    for (const ast::Factor& factor : written.factors) {
+      std::optional<tensor::Number> value = number(factor);
+      if (value) d.factors.push_back(*value);
+      valid = valid && value.has_value();
+    }
+    if (written.kind == tensor::DirectiveKind::Cache) {
+      if (written.memory.name == "shared") {
+        d.memory = tensor::CacheMemory::Shared;
+      } else if (written.memory.name == "registers") {
+        d.memory = tensor::CacheMemory::Registers;
+      } else {
+        diagnostics_.error(written.memory.loc,
+                           withSuggestion(fmt::format("a cache lives 'in shared' or 'in registers', not 'in {}'",
+                                                      written.memory.name),
+                                          written.memory.name, {"shared", "registers"}));
+        valid = false;
+      }
+    }
+    if (written.kind == tensor::DirectiveKind::Bind) valid = target(written, d.target) && valid;
+    if (written.atomic && written.kind == tensor::DirectiveKind::Bind && d.target.scope == tensor::HardwareScope::Block) {
+      diagnostics_.error(written.loc, "'atomic' applies to a reduction axis bound to thread.* or warp.x, not to block.*");
+      valid = false;
+    }
+    if (!valid) return std::nullopt;
+    return d;
+  }
+
+private:
+  static tensor::Name name(const ast::Ident& ident) { return {ident.name, ident.loc}; }
+
+  static bool contains(const std::vector<int64_t>& list, int64_t value) {
+    return std::find(list.begin(), list.end(), value) != list.end();
+  }
+
+  static std::string candidateList(const std::vector<int64_t>& candidates) {
+    std::vector<std::string> texts;
+    for (int64_t candidate : candidates) texts.push_back(std::to_string(candidate));
+    return "[" + join(texts, ", ") + "]";
+  }
+
+  bool target(const ast::Directive& written, tensor::HardwareIndex& index) {
+    const std::string& scope = written.targetScope.name;
+    const std::string& dimension = written.targetDim.name;
+    SourceLoc loc = written.targetScope.loc;
+    loc.length = written.targetDim.loc.column + written.targetDim.loc.length - loc.column;
+    if (scope == "block") index.scope = tensor::HardwareScope::Block;
+    else if (scope == "thread") index.scope = tensor::HardwareScope::Thread;
+    else if (scope == "warp") index.scope = tensor::HardwareScope::Warp;
+    else {
+      diagnostics_.error(written.targetScope.loc,
+                         withSuggestion(fmt::format("unknown hardware index '{}.{}': a loop binds to block.x, block.y, "
+                                                    "block.z, thread.x, thread.y, thread.z or warp.x",
+                                                    scope, dimension),
+                                        scope, {"block", "thread", "warp"}));
+      return false;
+    }
+    if (dimension.size() != 1 || dimension[0] < 'x' || dimension[0] > 'z' ||
+        (index.scope == tensor::HardwareScope::Warp && dimension != "x")) {
+      diagnostics_.error(loc, fmt::format("unknown hardware index '{}.{}': {} has {}", scope, dimension, scope,
+                                          index.scope == tensor::HardwareScope::Warp ? "only x (the lanes of a warp)"
+                                                                                     : "x, y and z"));
+      return false;
+    }
+    index.dimension = dimension[0] - 'x';
+    return true;
+  }
+
+  const ParamValues& defines_;
+  Diagnostics& diagnostics_;
+  std::map<std::string, SourceLoc> locations_;
+  std::map<std::string, int64_t> values_;
+};
+
+}  // namespace
+
+std::vector<tensor::Directive> resolveSchedule(const ast::Schedule& schedule, const ParamValues& defines,
+                                               std::set<std::string>& declared, Diagnostics& diagnostics) {
+  Resolver resolver(defines, diagnostics);
+  for (const ast::ParamDecl& param : schedule.params) {
+    resolver.declare(param);
+    declared.insert(param.name.name);
+  }
+  std::vector<tensor::Directive> directives;
+  for (const ast::Directive& written : schedule.directives)
+    if (std::optional<tensor::Directive> directive = resolver.directive(written)) directives.push_back(*directive);
+  return directives;
+}
+
+}  // namespace emmy

@@ -1,0 +1,27 @@
+// Schedules from the AST to the lowering's form (ir/tensor/schedule.h): each `param` takes its value
+// (its default, or the value `-D P=V` gives it), every number written as a param name is replaced by
+// that value, and the words of `cache ... in MEMORY` and `bind ... to SCOPE.DIM` are checked. What the
+// directives mean for a kernel's stages and loops is checked by the lowering, which knows them.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "frontend/ast.h"
+#include "ir/tensor/schedule.h"
+#include "support/diagnostics.h"
+
+namespace emmy {
+
+// `-D P=V` values from the command line, by param name.
+using ParamValues = std::map<std::string, int64_t>;
+
+// The directives of `schedule` with params replaced. Errors go to `diagnostics`; a directive with an
+// error is left out. `declared` collects the param names the schedule declares.
+std::vector<tensor::Directive> resolveSchedule(const ast::Schedule& schedule, const ParamValues& defines,
+                                               std::set<std::string>& declared, Diagnostics& diagnostics);
+
+}  // namespace emmy

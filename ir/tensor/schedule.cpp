@@ -1,0 +1,65 @@
+#include "ir/tensor/schedule.h"
+
+#include <fmt/format.h>
+
+#include "support/text.h"
+
+namespace emmy::tensor {
+
+const char* directiveWord(DirectiveKind kind) {
+  switch (kind) {
+#define EMMY_CASE(Kind, word) \
+  case DirectiveKind::Kind: return word;
+    EMMY_DIRECTIVE_KINDS(EMMY_CASE)
+#undef EMMY_CASE
+  }
+  __builtin_unreachable();
+}
+
+std::string hardwareIndexName(HardwareIndex index) {
+  const char* scope = index.scope == HardwareScope::Block ? "block" : index.scope == HardwareScope::Thread ? "thread" : "warp";
+  return fmt::format("{}.{}", scope, "xyz"[index.dimension]);
+}
+
+namespace {
+
+std::string names(const std::vector<Name>& list) {
+  std::vector<std::string> texts;
+  for (const Name& name : list) texts.push_back(name.text);
+  return join(texts, ", ");
+}
+
+std::string numbers(const std::vector<Number>& list) {
+  std::vector<std::string> texts;
+  for (const Number& number : list) texts.push_back(std::to_string(number.value));
+  return join(texts, ", ");
+}
+
+}  // namespace
+
+std::string printDirective(const Directive& d) {
+  const std::string& stage = d.stage.text;
+  switch (d.kind) {
+    case DirectiveKind::Split:
+      return fmt::format("split {}.{} by {} -> ({})", stage, d.axes[0].text, d.factors[0].value, names(d.results));
+    case DirectiveKind::Tile:
+      return fmt::format("tile {} ({}) by ({}) -> ({})", stage, names(d.axes), numbers(d.factors), names(d.results));
+    case DirectiveKind::Reorder: return fmt::format("reorder {} ({})", stage, names(d.axes));
+    case DirectiveKind::Fuse: return fmt::format("fuse {} ({}) -> {}", stage, names(d.axes), d.results[0].text);
+    case DirectiveKind::Bind:
+      return fmt::format("bind {}.{} to {}{}", stage, d.axes[0].text, hardwareIndexName(d.target), d.atomic ? " atomic" : "");
+    case DirectiveKind::Inline: return "inline " + stage;
+    case DirectiveKind::Root: return "root " + stage;
+    case DirectiveKind::DoubleBuffer: return "double_buffer " + stage;
+    case DirectiveKind::ComputeAt: return fmt::format("compute {} at {}.{}", stage, d.atStage.text, d.atAxis.text);
+    case DirectiveKind::Cache:
+      return fmt::format("cache {} in {} at {}.{}{}", stage, d.memory == CacheMemory::Shared ? "shared" : "registers",
+                         d.atStage.text, d.atAxis.text, d.results.empty() ? "" : " -> " + d.results[0].text);
+    case DirectiveKind::Vectorize: return fmt::format("vectorize {}.{}", stage, d.axes[0].text);
+    case DirectiveKind::Unroll: return fmt::format("unroll {}.{}", stage, d.axes[0].text);
+    case DirectiveKind::Pad: return fmt::format("pad {} by {}", stage, d.factors[0].value);
+  }
+  __builtin_unreachable();
+}
+
+}  // namespace emmy::tensor

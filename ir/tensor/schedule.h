@@ -1,0 +1,82 @@
+// A kernel's schedule (section 5 of the language) as the lowering reads it: the directives in order,
+// each with its source place, every `param` already replaced by its value (its default or `-D`). The
+// frontend builds it; Loop IR applies the fusion directives (inline, compute at, root) and Tile IR the
+// rest. Directive words, stage names and axis names are kept as written so that diagnostics can
+// quote them and `--emit schedule` can print them back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "support/source.h"
+
+namespace emmy::tensor {
+
+#define EMMY_DIRECTIVE_KINDS(X)                                                                         \
+  X(Split, "split") X(Tile, "tile") X(Reorder, "reorder") X(Fuse, "fuse") X(Bind, "bind")               \
+  X(Inline, "inline") X(ComputeAt, "compute") X(Root, "root") X(Cache, "cache") X(Vectorize, "vectorize") \
+  X(Unroll, "unroll") X(Pad, "pad") X(DoubleBuffer, "double_buffer")
+
+enum class DirectiveKind {
+#define EMMY_ENUM_ENTRY(Kind, word) Kind,
+  EMMY_DIRECTIVE_KINDS(EMMY_ENUM_ENTRY)
+#undef EMMY_ENUM_ENTRY
+};
+const char* directiveWord(DirectiveKind kind);
+
+// A name as written in a directive.
+struct Name {
+  std::string text;
+  SourceLoc loc;
+};
+
+// A number as written in a directive, with its value (a `param` is replaced by its value).
+struct Number {
+  int64_t value = 0;
+  SourceLoc loc;
+};
+
+enum class HardwareScope { Block, Thread, Warp };
+
+// Where `bind` sends a loop: block.x/y/z, thread.x/y/z or warp.x.
+struct HardwareIndex {
+  HardwareScope scope = HardwareScope::Block;
+  int dimension = 0;  // 0, 1, 2 for x, y, z
+  bool operator==(const HardwareIndex& other) const { return scope == other.scope && dimension == other.dimension; }
+  bool operator<(const HardwareIndex& other) const {
+    return scope != other.scope ? scope < other.scope : dimension < other.dimension;
+  }
+};
+std::string hardwareIndexName(HardwareIndex index);
+
+enum class CacheMemory { Shared, Registers };
+
+// One directive. Which fields are set depends on the kind:
+//   split S.a by F -> (ao, ai)                   stage, axes={a}, factors={F}, results={ao, ai}
+//   tile S (a, b) by (Fa, Fb) -> (ao, bo, ai, bi) stage, axes, factors, results
+//   reorder S (a, b, ...)                        stage, axes
+//   fuse S (a, b) -> ab                          stage, axes, results={ab}
+//   bind S.a to block.x [atomic]                 stage, axes={a}, target, atomic
+//   inline S / root S / double_buffer S          stage
+//   compute S at T.a                             stage, atStage, atAxis
+//   cache S in shared|registers at T.a [-> N]    stage, memory, atStage, atAxis, results={N} or {}
+//   vectorize S.a / unroll S.a                   stage, axes={a}
+//   pad S by N                                   stage, factors={N}
+struct Directive {
+  DirectiveKind kind = DirectiveKind::Split;
+  SourceLoc loc;  // the whole directive
+  Name stage;
+  std::vector<Name> axes;
+  std::vector<Number> factors;
+  std::vector<Name> results;
+  Name atStage, atAxis;
+  CacheMemory memory = CacheMemory::Shared;
+  HardwareIndex target;
+  bool atomic = false;
+};
+
+// The directive in the syntax of section 5, numbers as values.
+std::string printDirective(const Directive& directive);
+
+}  // namespace emmy::tensor

@@ -1,0 +1,753 @@
+#include "ir/tile/schedule_model.h"
+
+#include <algorithm>
+#include <functional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/tensor/rewrite.h"
+#include "support/text.h"
+
+namespace emmy::tile {
+
+using namespace tensor;
+
+namespace {
+
+std::string loopNames(const std::vector<ScheduledLoop>& loops) {
+  std::vector<std::string> names;
+  for (const ScheduledLoop& loop : loops) names.push_back(loop.name);
+  return join(names, ", ");
+}
+
+// An index as sum(coefficient * axis) + constant, when it is one.
+std::optional<std::map<std::string, int64_t>> affineTerms(const Expr& e) {
+  if (e.as<IntImm>()) return std::map<std::string, int64_t>{};
+  if (const auto* axis = e.as<AxisVar>()) return std::map<std::string, int64_t>{{axis->name, 1}};
+  const auto* binary = e.as<Binary>();
+  if (!binary) return std::nullopt;
+  auto lhs = affineTerms(*binary->lhs), rhs = affineTerms(*binary->rhs);
+  if (!lhs || !rhs) return std::nullopt;
+  if (binary->op == BinaryOp::Add || binary->op == BinaryOp::Sub) {
+    for (const auto& [axis, coefficient] : *rhs) (*lhs)[axis] += binary->op == BinaryOp::Add ? coefficient : -coefficient;
+    return lhs;
+  }
+  if (binary->op == BinaryOp::Mul) {
+    const auto* constant = binary->rhs->as<IntImm>();
+    std::map<std::string, int64_t> scaled = *lhs;
+    if (!constant) {
+      constant = binary->lhs->as<IntImm>();
+      scaled = *rhs;
+    }
+    if (!constant) return std::nullopt;
+    for (auto& [axis, coefficient] : scaled) coefficient *= constant->value;
+    return scaled;
+  }
+  return std::nullopt;
+}
+
+class ScheduleChecker {
+public:
+  ScheduleChecker(const loop::Program& program, Diagnostics& diagnostics)
+      : program_(program), kernel_(program.source), diagnostics_(diagnostics) {
+    for (const Stage& stage : kernel_.stages) {
+      StageSchedule schedule{stage.name, {}, Placement::Default, {}, {}, {}};
+      auto addLoop = [&](const Axis& axis, bool reduction) {
+        ScheduledLoop loop;
+        loop.name = axis.name;
+        if (axis.extent.isConstant()) loop.extent = axis.extent.factor;
+        loop.extentText = axis.extent.toString();
+        loop.reduction = reduction;
+        loop.coefficients[axis.name] = 1;
+        schedule.loops.push_back(loop);
+      };
+      for (const Axis& axis : stage.axes) addLoop(axis, false);
+      if (stage.reduction)
+        for (const Axis& axis : stage.reduction->axes) addLoop(axis, true);
+      model_.stages.emplace(stage.name, schedule);
+    }
+  }
+
+  ScheduleModel run() {
+    for (const Directive& directive : kernel_.schedule) apply(directive);
+    for (const auto& [name, stage] : model_.stages) checkBlockLoopsOutermost(stage);
+    checkThreadsPerKernel();
+    checkSharedMemory();
+    return model_;
+  }
+
+private:
+  void apply(const Directive& d) {
+    switch (d.kind) {
+      case DirectiveKind::Split: return split(d);
+      case DirectiveKind::Tile: return tile(d);
+      case DirectiveKind::Reorder: return reorder(d);
+      case DirectiveKind::Fuse: return fuse(d);
+      case DirectiveKind::Bind: return bind(d);
+      case DirectiveKind::Inline:
+      case DirectiveKind::Root:
+      case DirectiveKind::ComputeAt: return place(d);
+      case DirectiveKind::Cache: return cache(d);
+      case DirectiveKind::Vectorize: return vectorize(d);
+      case DirectiveKind::Unroll: return unroll(d);
+      case DirectiveKind::Pad:
+      case DirectiveKind::DoubleBuffer: return shapeCache(d);
+    }
+  }
+
+  // ---- names ----
+
+  std::vector<std::string> stageNames() const {
+    std::vector<std::string> names;
+    for (const Stage& stage : kernel_.stages) names.push_back(stage.name);
+    return names;
+  }
+
+  StageSchedule* findStage(const Name& name) {
+    auto found = model_.stages.find(name.text);
+    if (found != model_.stages.end()) return &found->second;
+    std::vector<std::string> names = stageNames();
+    std::string message = fmt::format("unknown stage '{}' in kernel {} (stages: {})", name.text, kernel_.name, join(names, ", "));
+    if (kernel_.findInput(name.text)) message = fmt::format("'{}' is an input of {}, not a stage: only stages have loops to schedule", name.text, kernel_.name);
+    if (findCache(name.text)) message = fmt::format("'{}' is a cache: its loops are placed by its 'cache' directive", name.text);
+    diagnostics_.error(name.loc, withSuggestion(message, name.text, names));
+    return nullptr;
+  }
+
+  CacheStage* findCache(const std::string& name) {
+    for (CacheStage& cache : model_.caches)
+      if (cache.name == name) return &cache;
+    return nullptr;
+  }
+
+  // The position of loop `name` in `stage`, or nullopt after an error naming the stage's loops.
+  std::optional<size_t> findLoop(const StageSchedule& stage, const Name& name) {
+    for (size_t k = 0; k < stage.loops.size(); ++k)
+      if (stage.loops[k].name == name.text) return k;
+    std::vector<std::string> names;
+    for (const ScheduledLoop& loop : stage.loops) names.push_back(loop.name);
+    diagnostics_.error(name.loc, withSuggestion(fmt::format("stage {} has no loop '{}' (loops of {}: {})", stage.name,
+                                                            name.text, stage.name, loopNames(stage.loops)),
+                                                name.text, names));
+    return std::nullopt;
+  }
+
+  // The names of the loops a directive makes: distinct, and no other loop of the stage (but those it
+  // replaces) has them.
+  bool freshLoopNames(const StageSchedule& stage, const std::vector<Name>& results, const std::set<std::string>& replaced) {
+    std::set<std::string> seen;
+    for (const Name& result : results) {
+      bool taken = std::any_of(stage.loops.begin(), stage.loops.end(), [&](const ScheduledLoop& loop) {
+        return loop.name == result.text && !replaced.count(loop.name);
+      });
+      if (taken || !seen.insert(result.text).second) {
+        diagnostics_.error(result.loc, fmt::format("stage {} already has a loop named '{}'", stage.name, result.text));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // Loops that bind or otherwise mark a loop must be split, fused and reordered before it is marked.
+  bool unmarked(const StageSchedule& stage, const ScheduledLoop& loop, const Directive& d, const Name& where) {
+    if (!loop.binding && !loop.unrolled && !loop.vectorized) return true;
+    std::string what = loop.binding ? "bound to " + hardwareIndexName(*loop.binding) : loop.unrolled ? "unrolled" : "vectorized";
+    diagnostics_.error(where.loc, fmt::format("{}.{} is already {}: {} a loop before binding, unrolling or vectorizing it",
+                                              stage.name, loop.name, what, directiveWord(d.kind)));
+    return false;
+  }
+
+  // ---- loops ----
+
+  static ScheduledLoop outerPart(const ScheduledLoop& loop, const std::string& name, int64_t factor) {
+    ScheduledLoop outer = loop;
+    outer.name = name;
+    outer.extent = loop.extent ? std::optional<int64_t>((*loop.extent + factor - 1) / factor) : std::nullopt;
+    outer.extentText = outer.extent ? std::to_string(*outer.extent) : fmt::format("ceil({} / {})", loop.extentText, factor);
+    for (auto& [axis, coefficient] : outer.coefficients) coefficient *= factor;
+    return outer;
+  }
+
+  static ScheduledLoop innerPart(const ScheduledLoop& loop, const std::string& name, int64_t factor) {
+    ScheduledLoop inner = loop;
+    inner.name = name;
+    inner.extent = factor;
+    inner.extentText = std::to_string(factor);
+    return inner;
+  }
+
+  bool positiveFactor(const Number& factor, const std::string& verb) {
+    if (factor.value > 0) return true;
+    diagnostics_.error(factor.loc, fmt::format("{} by {}: the factor must be a positive constant", verb, factor.value));
+    return false;
+  }
+
+  void split(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    std::optional<size_t> at = findLoop(*stage, d.axes[0]);
+    if (!at || !positiveFactor(d.factors[0], "split") || !unmarked(*stage, stage->loops[*at], d, d.axes[0]) ||
+        !freshLoopNames(*stage, d.results, {d.axes[0].text}))
+      return;
+    ScheduledLoop loop = stage->loops[*at];
+    int64_t factor = d.factors[0].value;
+    stage->loops[*at] = outerPart(loop, d.results[0].text, factor);
+    stage->loops.insert(stage->loops.begin() + *at + 1, innerPart(loop, d.results[1].text, factor));
+  }
+
+  void tile(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    std::optional<size_t> a = findLoop(*stage, d.axes[0]), b = findLoop(*stage, d.axes[1]);
+    if (!a || !b) return;
+    if (*a == *b) {
+      diagnostics_.error(d.axes[1].loc, fmt::format("tile names loop {} twice", d.axes[0].text));
+      return;
+    }
+    if (!positiveFactor(d.factors[0], "tile") || !positiveFactor(d.factors[1], "tile") ||
+        !unmarked(*stage, stage->loops[*a], d, d.axes[0]) || !unmarked(*stage, stage->loops[*b], d, d.axes[1]) ||
+        !freshLoopNames(*stage, d.results, {d.axes[0].text, d.axes[1].text}))
+      return;
+    ScheduledLoop first = stage->loops[*a], second = stage->loops[*b];
+    std::vector<ScheduledLoop> tiled{outerPart(first, d.results[0].text, d.factors[0].value),
+                                     outerPart(second, d.results[1].text, d.factors[1].value),
+                                     innerPart(first, d.results[2].text, d.factors[0].value),
+                                     innerPart(second, d.results[3].text, d.factors[1].value)};
+    size_t position = std::min(*a, *b);
+    stage->loops.erase(stage->loops.begin() + std::max(*a, *b));
+    stage->loops.erase(stage->loops.begin() + position);
+    stage->loops.insert(stage->loops.begin() + position, tiled.begin(), tiled.end());
+  }
+
+  void reorder(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    std::vector<size_t> positions;
+    std::set<std::string> seen;
+    for (const Name& axis : d.axes) {
+      std::optional<size_t> at = findLoop(*stage, axis);
+      if (!at) return;
+      if (!seen.insert(axis.text).second) {
+        diagnostics_.error(axis.loc, fmt::format("reorder names loop {} twice", axis.text));
+        return;
+      }
+      positions.push_back(*at);
+    }
+    // The named loops take the places they held, in the order written.
+    std::vector<size_t> places = positions;
+    std::sort(places.begin(), places.end());
+    std::vector<ScheduledLoop> loops = stage->loops;
+    for (size_t k = 0; k < positions.size(); ++k) loops[places[k]] = stage->loops[positions[k]];
+    if (!accumulatorsFit(*stage, loops, d)) return;
+    stage->loops = loops;
+  }
+
+  // A reduction loop outside some of the stage's own loops keeps one accumulator per iteration of those
+  // loops in each thread's registers: they need constant extents, and not too many of them.
+  bool accumulatorsFit(const StageSchedule& stage, const std::vector<ScheduledLoop>& loops, const Directive& d) {
+    auto firstReduction = std::find_if(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return l.reduction; });
+    int64_t accumulators = 1;
+    for (auto inner = firstReduction; inner != loops.end(); ++inner) {
+      if (inner->reduction || (inner->binding && inner->binding->scope != HardwareScope::Block)) continue;
+      if (!inner->extent) {
+        diagnostics_.error(d.loc, fmt::format("reorder {} moves reduction loop {} outside loop {}, whose extent {} is not "
+                                              "a constant: the partial results of every {} would have to be kept; keep {} "
+                                              "inside {}, or split {} by a constant and keep {} inside the outer part",
+                                              stage.name, firstReduction->name, inner->name, inner->extentText, inner->name,
+                                              firstReduction->name, inner->name, inner->name, firstReduction->name));
+        return false;
+      }
+      accumulators *= *inner->extent;
+    }
+    if (accumulators > kMaxRegisterElements) {
+      diagnostics_.error(d.loc, fmt::format("reorder {} moves reduction loop {} outside loops that need {} accumulators "
+                                            "per thread, more than the {} registers a thread may use",
+                                            stage.name, firstReduction->name, accumulators, kMaxRegisterElements));
+      return false;
+    }
+    return true;
+  }
+
+  void fuse(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    std::optional<size_t> a = findLoop(*stage, d.axes[0]), b = findLoop(*stage, d.axes[1]);
+    if (!a || !b) return;
+    const ScheduledLoop &outer = stage->loops[*a], &inner = stage->loops[*b];
+    if (*b != *a + 1) {
+      diagnostics_.error(d.loc, fmt::format("fuse {} ({}, {}): {} must be directly outside {} (loops of {}: {})", stage->name,
+                                            outer.name, inner.name, outer.name, inner.name, stage->name, loopNames(stage->loops)));
+      return;
+    }
+    if (outer.reduction != inner.reduction) {
+      diagnostics_.error(d.loc, fmt::format("fuse {} ({}, {}): {} is a reduction loop and {} is not; only loops of the same "
+                                            "kind fuse", stage->name, outer.name, inner.name,
+                                            outer.reduction ? outer.name : inner.name, outer.reduction ? inner.name : outer.name));
+      return;
+    }
+    if (!unmarked(*stage, outer, d, d.axes[0]) || !unmarked(*stage, inner, d, d.axes[1]) ||
+        !freshLoopNames(*stage, d.results, {outer.name, inner.name}))
+      return;
+    ScheduledLoop fused = outer;
+    fused.name = d.results[0].text;
+    fused.extent = outer.extent && inner.extent ? std::optional<int64_t>(*outer.extent * *inner.extent) : std::nullopt;
+    fused.extentText = fused.extent ? std::to_string(*fused.extent) : outer.extentText + " * " + inner.extentText;
+    for (const auto& [axis, coefficient] : inner.coefficients) fused.coefficients[axis] = coefficient;
+    fused.fused = true;
+    stage->loops[*a] = fused;
+    stage->loops.erase(stage->loops.begin() + *b);
+  }
+
+  void bind(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    std::optional<size_t> at = findLoop(*stage, d.axes[0]);
+    if (!at) return;
+    ScheduledLoop& loop = stage->loops[*at];
+    const std::string index = hardwareIndexName(d.target);
+    if (loop.binding) {
+      diagnostics_.error(d.axes[0].loc, fmt::format("{}.{} is already bound to {} (at line {})", stage->name, loop.name,
+                                                    hardwareIndexName(*loop.binding), loop.boundAt.line));
+      return;
+    }
+    for (const ScheduledLoop& other : stage->loops)
+      if (other.binding && *other.binding == d.target) {
+        diagnostics_.error(d.loc, fmt::format("{} is already bound to {}.{} (at line {}); each hardware index takes one loop "
+                                              "of a stage", index, stage->name, other.name, other.boundAt.line));
+        return;
+      }
+    if (!unmarked(*stage, loop, d, d.axes[0])) return;
+    if (d.target.scope == HardwareScope::Block && loop.reduction) {
+      diagnostics_.error(d.loc, fmt::format("{}.{} is a reduction loop: blocks cannot combine their partial results, so a "
+                                            "reduction binds to thread.* or warp.x, never to block.*", stage->name, loop.name));
+      return;
+    }
+    if (d.atomic && !loop.reduction) {
+      diagnostics_.error(d.loc, fmt::format("'atomic' combines the partial results of a reduction loop, and {}.{} is not one",
+                                            stage->name, loop.name));
+      return;
+    }
+    if (d.target.scope != HardwareScope::Block) {
+      if (!loop.extent) {
+        diagnostics_.error(d.loc, fmt::format("a loop bound to {} needs a constant extent, and {}.{} has extent {}: split it "
+                                              "by a constant first (split {}.{} by 128 -> ({}_outer, {}_inner)) and bind the "
+                                              "inner part", index, stage->name, loop.name, loop.extentText, stage->name,
+                                              loop.name, loop.name, loop.name));
+        return;
+      }
+      int64_t most = d.target.scope == HardwareScope::Warp ? 32 : kMaxThreadsPerBlock;
+      if (*loop.extent > most) {
+        diagnostics_.error(d.loc, fmt::format("{}.{} has {} iterations, more than the {} {} has", stage->name, loop.name,
+                                              *loop.extent, most,
+                                              d.target.scope == HardwareScope::Warp ? "lanes a warp" : "threads a block"));
+        return;
+      }
+    }
+    loop.binding = d.target;
+    loop.atomic = d.atomic;
+    loop.boundAt = d.loc;
+  }
+
+  void unroll(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    std::optional<size_t> at = findLoop(*stage, d.axes[0]);
+    if (!at) return;
+    ScheduledLoop& loop = stage->loops[*at];
+    if (!unmarked(*stage, loop, d, d.axes[0])) return;
+    if (!loop.extent) {
+      diagnostics_.error(d.loc, fmt::format("unroll {}.{}: its extent {} is not a constant; split it by a constant and "
+                                            "unroll the inner part", stage->name, loop.name, loop.extentText));
+      return;
+    }
+    loop.unrolled = true;
+  }
+
+  void vectorize(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    std::optional<size_t> at = findLoop(*stage, d.axes[0]);
+    if (!at) return;
+    ScheduledLoop& loop = stage->loops[*at];
+    if (!unmarked(*stage, loop, d, d.axes[0])) return;
+    if (!loop.extent || (*loop.extent != 2 && *loop.extent != 4 && *loop.extent != 8)) {
+      diagnostics_.error(d.loc, fmt::format("vectorize {}.{}: its extent is {}, and a vector access takes 2, 4 or 8 elements; "
+                                            "split it by one of those first", stage->name, loop.name, loop.extentText));
+      return;
+    }
+    const Stage* source = kernel_.findStage(stage->name);
+    const std::string& innermost = source->axes.empty() ? "" : source->axes.back().name;
+    bool contiguous = !loop.reduction && !loop.fused && loop.coefficients.size() == 1 &&
+                      loop.coefficients.count(innermost) && loop.coefficients.at(innermost) == 1;
+    if (!contiguous) {
+      std::string why = loop.reduction ? "it is a reduction loop, which stores nothing"
+                        : innermost.empty() ? fmt::format("{} is a single element", stage->name)
+                                            : fmt::format("consecutive iterations are not consecutive elements of {} (its "
+                                                          "innermost axis is {})", stage->name, innermost);
+      diagnostics_.error(d.loc, fmt::format("vectorize {}.{}: {}", stage->name, loop.name, why));
+      return;
+    }
+    loop.vectorized = true;
+  }
+
+  // ---- placement ----
+
+  // The stages and inputs `stage` reads, looking through the stages the default policy inlines.
+  std::set<std::string> readsOf(const Stage& stage) const {
+    std::set<std::string> reads;
+    std::function<void(const Expr&)> visit = [&](const Expr& body) {
+      forEachNode(body, [&](const Expr& node) {
+        const auto* load = node.as<Load>();
+        if (!load || !reads.insert(load->tensor).second) return;
+        if (const Stage* producer = kernel_.findStage(load->tensor); producer && isInlinedByDefault(*producer))
+          visit(*producer->body);
+      });
+    };
+    visit(*stage.body);
+    return reads;
+  }
+
+  bool isOutput(const std::string& name) const {
+    return std::any_of(kernel_.outputs.begin(), kernel_.outputs.end(), [&](const TensorParam& p) { return p.name == name; });
+  }
+
+  bool isInlinedByDefault(const Stage& stage) const { return !stage.reduction && !isOutput(stage.name); }
+
+  // "y.n, y.d, root": where `stage` may be computed.
+  std::string legalPlaces(const std::string& stage) {
+    std::vector<std::string> places;
+    for (const Stage& consumer : kernel_.stages)
+      if (consumer.name != stage && readsOf(consumer).count(stage) &&
+          (!isInlinedByDefault(consumer) || model_.stages.at(consumer.name).placement == Placement::Root))
+        for (const ScheduledLoop& loop : model_.stages.at(consumer.name).loops)
+          places.push_back(consumer.name + "." + loop.name);
+    places.push_back("root");
+    return join(places, ", ");
+  }
+
+  void place(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    if (stage->placement != Placement::Default) {
+      diagnostics_.error(d.loc, fmt::format("{} is already placed by the directive at line {}", stage->name, stage->placedAt.line));
+      return;
+    }
+    const Stage& source = *kernel_.findStage(stage->name);
+    if (d.kind == DirectiveKind::Root) {
+      stage->placement = Placement::Root;
+      stage->placedAt = d.loc;
+      return;
+    }
+    if (isOutput(stage->name)) {
+      diagnostics_.error(d.stage.loc, fmt::format("{} is an output: it is stored to global memory by a kernel of its own and "
+                                                  "cannot be {}", stage->name,
+                                                  d.kind == DirectiveKind::Inline ? "inlined" : "computed inside another stage"));
+      return;
+    }
+    if (d.kind == DirectiveKind::Inline) {
+      if (source.reduction) {
+        diagnostics_.error(d.stage.loc, fmt::format("{} is a reduction and cannot be inlined; legal places to compute {}: {}",
+                                                    stage->name, stage->name, legalPlaces(stage->name)));
+        return;
+      }
+      stage->placement = Placement::Inline;
+      stage->placedAt = d.loc;
+      return;
+    }
+    StageSchedule* at = findStage(d.atStage);
+    if (!at) return;
+    bool reads = at->name != stage->name && readsOf(*kernel_.findStage(at->name)).count(stage->name);
+    bool found = std::any_of(at->loops.begin(), at->loops.end(), [&](const ScheduledLoop& l) { return l.name == d.atAxis.text; });
+    if (!reads || !found) {
+      std::string why = !reads ? fmt::format("{} does not read {}", at->name, stage->name)
+                               : fmt::format("{} has no loop '{}'", at->name, d.atAxis.text);
+      diagnostics_.error(reads ? d.atAxis.loc : d.atStage.loc,
+                         fmt::format("cannot compute {} at {}.{}: {}; legal places to compute {}: {}", stage->name, at->name,
+                                     d.atAxis.text, why, stage->name, legalPlaces(stage->name)));
+      return;
+    }
+    stage->placement = Placement::ComputeAt;
+    stage->atStage = at->name;
+    stage->atLoop = d.atAxis.text;
+    stage->placedAt = d.loc;
+  }
+
+  // ---- caches ----
+
+  // The extent, along each dimension of `source`, of the part of it that `stage` reads while `varying`
+  // loops run; nullopt after an error.
+  std::optional<std::vector<int64_t>> footprint(const Directive& d, const StageSchedule& stage,
+                                                 const std::vector<const ScheduledLoop*>& varying,
+                                                 const std::string& source, const std::vector<ExprPtr>& indices,
+                                                 const Shape& shape) {
+    std::vector<int64_t> extents;
+    for (size_t dim = 0; dim < indices.size(); ++dim) {
+      std::optional<std::map<std::string, int64_t>> terms = affineTerms(*indices[dim]);
+      int64_t width = 1;
+      bool whole = !terms.has_value();
+      if (terms)
+        for (const auto& [axis, axisCoefficient] : *terms)
+          for (const ScheduledLoop* loop : varying) {
+            auto moves = loop->coefficients.find(axis);
+            if (moves == loop->coefficients.end()) continue;
+            if (loop->fused) whole = true;
+            if (!loop->extent) {
+              diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: loop {} inside it has extent {}, which is not a "
+                                                    "constant, so the part of {} to copy has no constant size; cache at a "
+                                                    "loop inside {}", source, stage.name, d.atAxis.text, loop->name,
+                                                    loop->extentText, source, loop->name));
+              return std::nullopt;
+            }
+            width += std::abs(axisCoefficient * moves->second) * (*loop->extent - 1);
+          }
+      if (shape[dim].isConstant()) width = std::min(width, shape[dim].factor);
+      if (whole) {
+        if (!shape[dim].isConstant()) {
+          diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: the part of {} to copy spans the whole of dimension {} "
+                                                "(extent {}), which is not a constant size",
+                                                source, stage.name, d.atAxis.text, source, dim, shape[dim].toString()));
+          return std::nullopt;
+        }
+        width = shape[dim].factor;
+      }
+      extents.push_back(width);
+    }
+    return extents;
+  }
+
+  // The reads of `source` that `stage`'s expression makes, with indices over the stage's axes.
+  std::vector<std::vector<ExprPtr>> readsOf(const Stage& stage, const std::string& source) const {
+    std::vector<std::vector<ExprPtr>> found;
+    std::function<void(const ExprPtr&)> visit = [&](const ExprPtr& body) {
+      forEachNode(*body, [&](const Expr& node) {
+        const auto* load = node.as<Load>();
+        if (!load) return;
+        if (load->tensor == source) {
+          found.push_back(load->indices);
+          return;
+        }
+        const Stage* producer = kernel_.findStage(load->tensor);
+        if (!producer || !isInlinedByDefault(*producer)) return;
+        std::map<std::string, ExprPtr> axes;
+        for (size_t k = 0; k < producer->axes.size(); ++k) axes[producer->axes[k].name] = load->indices[k];
+        visit(rewrite(producer->body, [&](const Expr& e) -> ExprPtr {
+          const auto* axis = e.as<AxisVar>();
+          return axis && axes.count(axis->name) ? axes.at(axis->name) : nullptr;
+        }));
+      });
+    };
+    visit(stage.body);
+    return found;
+  }
+
+  void cache(const Directive& d) {
+    const std::string& source = d.stage.text;
+    const Stage* sourceStage = kernel_.findStage(source);
+    const TensorParam* input = kernel_.findInput(source);
+    if (!sourceStage && !input) {
+      std::vector<std::string> names = stageNames();
+      for (const TensorParam& p : kernel_.inputs) names.push_back(p.name);
+      diagnostics_.error(d.stage.loc, withSuggestion(fmt::format("cache {}: {} has no input or stage named '{}' (tensors: {})",
+                                                                 source, kernel_.name, source, join(names, ", ")),
+                                                     source, names));
+      return;
+    }
+    StageSchedule* at = findStage(d.atStage);
+    if (!at) return;
+    std::optional<size_t> loopAt = findLoop(*at, d.atAxis);
+    if (!loopAt) return;
+    const Stage& consumer = *kernel_.findStage(at->name);
+    bool own = source == at->name;
+    std::vector<std::vector<ExprPtr>> reads;
+    if (own) {
+      std::vector<ExprPtr> indices;
+      for (const Axis& axis : consumer.axes) indices.push_back(std::make_shared<AxisVar>(axis.name));
+      reads.push_back(indices);
+    } else {
+      reads = readsOf(consumer, source);
+    }
+    if (reads.empty()) {
+      std::vector<std::string> readable;
+      for (const std::string& tensor : readsOf(consumer)) readable.push_back(tensor);
+      diagnostics_.error(d.stage.loc, fmt::format("cache {} at {}.{}: {} does not read {} (it reads {})", source, at->name,
+                                                  d.atAxis.text, at->name, source, join(readable, ", ")));
+      return;
+    }
+    std::string name = d.results.empty() ? defaultCacheName(source, d.memory) : d.results[0].text;
+    if (kernel_.findStage(name) || kernel_.findInput(name) || findCache(name)) {
+      diagnostics_.error(d.results.empty() ? d.loc : d.results[0].loc,
+                         fmt::format("cache {}: a tensor named '{}' already exists", source, name));
+      return;
+    }
+    // A shared copy serves the whole block: loops bound to threads vary within it wherever they are.
+    bool shared = d.memory == CacheMemory::Shared;
+    std::vector<const ScheduledLoop*> varying;
+    for (size_t k = 0; k < at->loops.size(); ++k) {
+      const ScheduledLoop& loop = at->loops[k];
+      bool threads = loop.binding && loop.binding->scope != HardwareScope::Block;
+      if (shared ? (k > *loopAt || threads) : (k > *loopAt && !threads)) varying.push_back(&loop);
+    }
+    if (shared && at->loops[*loopAt].binding && at->loops[*loopAt].binding->scope != HardwareScope::Block) {
+      diagnostics_.error(d.atAxis.loc, fmt::format("cache {} in shared at {}.{}: that loop is bound to {}, so each thread "
+                                                   "runs a different iteration of it; cache at a loop outside the thread "
+                                                   "loops", source, at->name, d.atAxis.text,
+                                                   hardwareIndexName(*at->loops[*loopAt].binding)));
+      return;
+    }
+    const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
+    std::vector<int64_t> extents(shape.size(), 0);
+    for (const std::vector<ExprPtr>& indices : reads) {
+      std::optional<std::vector<int64_t>> part = footprint(d, *at, varying, source, indices, shape);
+      if (!part) return;
+      for (size_t dim = 0; dim < extents.size(); ++dim) extents[dim] = std::max(extents[dim], (*part)[dim]);
+    }
+    int64_t elements = 1;
+    for (int64_t extent : extents) elements *= extent;
+    if (!shared && elements > kMaxRegisterElements) {
+      diagnostics_.error(d.loc, fmt::format("cache {} in registers at {}.{}: each thread would hold {} elements, more than "
+                                            "the {} registers a thread may use; cache at a loop further in",
+                                            source, at->name, d.atAxis.text, elements, kMaxRegisterElements));
+      return;
+    }
+    DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
+    model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, extents, 0, false,
+                                       dtypeBytes(dtype), d.loc});
+  }
+
+  std::string defaultCacheName(const std::string& source, CacheMemory memory) {
+    std::string base = source + (memory == CacheMemory::Shared ? "_shared" : "_local");
+    std::string name = base;
+    for (int k = 1; kernel_.findStage(name) || kernel_.findInput(name) || findCache(name); ++k)
+      name = fmt::format("{}_{}", base, k);
+    return name;
+  }
+
+  // `pad S by N` and `double_buffer S`: S is a shared-memory cache.
+  void shapeCache(const Directive& d) {
+    CacheStage* cache = findCache(d.stage.text);
+    const char* word = directiveWord(d.kind);
+    if (!cache || cache->memory != CacheMemory::Shared) {
+      std::vector<std::string> shared;
+      for (const CacheStage& c : model_.caches)
+        if (c.memory == CacheMemory::Shared) shared.push_back(c.name);
+      std::string what = cache ? fmt::format("{} is a register cache", cache->name)
+                               : fmt::format("{} is not a cache", d.stage.text);
+      diagnostics_.error(d.stage.loc, withSuggestion(fmt::format("{} applies to a shared-memory cache made by an earlier "
+                                                                 "'cache ... in shared', and {} (shared caches: {})",
+                                                                 word, what, shared.empty() ? "none" : join(shared, ", ")),
+                                                     d.stage.text, shared));
+      return;
+    }
+    if (d.kind == DirectiveKind::Pad) {
+      cache->pad = d.factors[0].value;
+      return;
+    }
+    const StageSchedule& at = model_.stages.at(cache->atStage);
+    for (const ScheduledLoop& loop : at.loops)
+      if (loop.name == cache->atLoop && (loop.binding || loop.unrolled)) {
+        diagnostics_.error(d.loc, fmt::format("double_buffer {}: it is loaded once per iteration of {}.{}, which is {}, so "
+                                              "there is no next iteration to load ahead; cache at a serial loop",
+                                              cache->name, at.name, loop.name,
+                                              loop.binding ? "bound to " + hardwareIndexName(*loop.binding) : "unrolled"));
+        return;
+      }
+    cache->doubleBuffered = true;
+  }
+
+  // ---- whole-kernel limits ----
+
+  void checkBlockLoopsOutermost(const StageSchedule& stage) {
+    bool unbound = false;
+    std::string firstUnbound;
+    for (const ScheduledLoop& loop : stage.loops) {
+      bool block = loop.binding && loop.binding->scope == HardwareScope::Block;
+      if (block && unbound) {
+        diagnostics_.error(loop.boundAt, fmt::format("{}.{} is bound to {} but loop {}, outside it, is not bound to a block: "
+                                                     "loops bound to blocks must be outermost (reorder {} first)",
+                                                     stage.name, loop.name, hardwareIndexName(*loop.binding), firstUnbound,
+                                                     stage.name));
+        return;
+      }
+      if (!block && !unbound) firstUnbound = loop.name;
+      unbound = unbound || !block;
+    }
+  }
+
+  // Stages of one CUDA kernel that bind the same thread index bind the same extent, and a block has at
+  // most kMaxThreadsPerBlock threads.
+  void checkThreadsPerKernel() {
+    for (const loop::LoopNest& nest : program_.kernels) {
+      std::map<HardwareIndex, std::pair<int64_t, std::string>> extents;  // index -> (extent, stage.loop)
+      for (const std::string& name : nest.stages)
+        for (const ScheduledLoop& loop : model_.stages.at(name).loops) {
+          if (!loop.binding || loop.binding->scope == HardwareScope::Block || !loop.extent) continue;
+          HardwareIndex index = *loop.binding;
+          if (index.scope == HardwareScope::Warp) index = HardwareIndex{HardwareScope::Thread, 0};
+          std::string where = name + "." + loop.name;
+          auto [it, fresh] = extents.emplace(index, std::make_pair(*loop.extent, where));
+          if (!fresh && it->second.first != *loop.extent)
+            diagnostics_.error(loop.boundAt, fmt::format("{} has extent {} for {} but {} for {}: stages of one kernel that "
+                                                         "bind the same index bind the same extent",
+                                                         hardwareIndexName(index), *loop.extent, where,
+                                                         it->second.first, it->second.second));
+        }
+      int64_t threads = 1;
+      std::vector<std::string> parts;
+      for (const auto& [index, bound] : extents) {
+        threads *= bound.first;
+        parts.push_back(fmt::format("{} = {} ({})", hardwareIndexName(index), bound.first, bound.second));
+      }
+      if (threads > kMaxThreadsPerBlock)
+        diagnostics_.error(lastThreadBind(nest),
+                           fmt::format("the blocks of {} would have {} threads ({}), more than the {} a block may have",
+                                       nest.name, threads, join(parts, ", "), kMaxThreadsPerBlock));
+    }
+  }
+
+  // The bind directive, among those of `nest`'s thread loops, written last.
+  SourceLoc lastThreadBind(const loop::LoopNest& nest) const {
+    SourceLoc last;
+    for (const std::string& name : nest.stages)
+      for (const ScheduledLoop& loop : model_.stages.at(name).loops)
+        if (loop.binding && loop.binding->scope != HardwareScope::Block && loop.boundAt.line > last.line) last = loop.boundAt;
+    return last;
+  }
+
+  void checkSharedMemory() {
+    for (const loop::LoopNest& nest : program_.kernels) {
+      int64_t bytes = 0;
+      std::vector<std::string> parts;
+      const CacheStage* last = nullptr;
+      for (const CacheStage& cache : model_.caches) {
+        if (cache.memory != CacheMemory::Shared ||
+            std::find(nest.stages.begin(), nest.stages.end(), cache.atStage) == nest.stages.end())
+          continue;
+        int64_t elements = 1;
+        for (size_t dim = 0; dim < cache.shape.size(); ++dim)
+          elements *= cache.shape[dim] + (dim + 1 == cache.shape.size() ? cache.pad : 0);
+        int64_t size = elements * cache.elementBytes * (cache.doubleBuffered ? 2 : 1);
+        bytes += size;
+        parts.push_back(fmt::format("{} {} bytes", cache.name, size));
+        last = &cache;
+      }
+      if (bytes > kStaticSharedMemoryBytes)
+        diagnostics_.error(last->loc, fmt::format("the shared-memory caches of {} take {} bytes ({}), more than the {} bytes "
+                                                  "of shared memory a block may declare", nest.name, bytes,
+                                                  join(parts, ", "), kStaticSharedMemoryBytes));
+    }
+  }
+
+  const loop::Program& program_;
+  const Kernel& kernel_;
+  Diagnostics& diagnostics_;
+  ScheduleModel model_;
+};
+
+}  // namespace
+
+ScheduleModel checkSchedule(const loop::Program& program, Diagnostics& diagnostics) {
+  return ScheduleChecker(program, diagnostics).run();
+}
+
+}  // namespace emmy::tile

@@ -1,0 +1,74 @@
+// The loops a kernel's schedule describes, stage by stage, and the legality of every directive
+// (section 5 of the language). Each stage starts with one loop per axis (its reduction axes innermost);
+// `split`, `tile`, `fuse` and `reorder` rewrite that list, `bind`, `unroll` and `vectorize` mark its
+// loops, and `compute`, `inline`, `root` and `cache` place stages and copies. An illegal directive is a
+// diagnostic on its line that says why and, where there is a choice, lists the legal alternatives; the
+// model goes on without it, so that every error of a schedule is reported.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ir/loop/nodes.h"
+#include "support/diagnostics.h"
+
+namespace emmy::tile {
+
+// A loop of a stage after the directives so far.
+struct ScheduledLoop {
+  std::string name;
+  std::optional<int64_t> extent;  // when it is a constant
+  std::string extentText;         // for messages: "M", "ceil(M / 64)", "16"
+  bool reduction = false;
+  // How each axis of the stage moves with this loop: axis = ... + coefficient * loop + ... A loop made
+  // by `fuse` moves its axes in no affine way (`fused`).
+  std::map<std::string, int64_t> coefficients;
+  bool fused = false;
+  std::optional<tensor::HardwareIndex> binding;
+  bool atomic = false, unrolled = false, vectorized = false;
+  SourceLoc boundAt;  // the bind directive
+};
+
+enum class Placement { Default, Inline, Root, ComputeAt };
+
+// A copy of (part of) a tensor made by `cache`.
+struct CacheStage {
+  std::string name;
+  std::string source;         // the tensor it copies
+  std::string atStage, atLoop;
+  tensor::CacheMemory memory = tensor::CacheMemory::Shared;
+  std::vector<int64_t> shape;  // the footprint, one extent per dimension of the source
+  int64_t pad = 0;            // extra elements per row (`pad`)
+  bool doubleBuffered = false;
+  int elementBytes = 4;
+  SourceLoc loc;
+};
+
+struct StageSchedule {
+  std::string name;
+  std::vector<ScheduledLoop> loops;  // outermost first
+  Placement placement = Placement::Default;
+  std::string atStage, atLoop;       // for ComputeAt
+  SourceLoc placedAt;                // the directive that placed it
+};
+
+struct ScheduleModel {
+  std::map<std::string, StageSchedule> stages;
+  std::vector<CacheStage> caches;
+};
+
+// The model of `program.source.schedule` over `program`'s stages and nests. Errors go to `diagnostics`.
+ScheduleModel checkSchedule(const loop::Program& program, Diagnostics& diagnostics);
+
+// The most shared memory a block may declare statically (CUDA's limit without opting in, on every
+// target Emmy supports).
+constexpr int64_t kStaticSharedMemoryBytes = 48 * 1024;
+// The most threads a block may have.
+constexpr int64_t kMaxThreadsPerBlock = 1024;
+// The most elements a register cache may hold per thread.
+constexpr int64_t kMaxRegisterElements = 255;
+
+}  // namespace emmy::tile
