@@ -287,7 +287,7 @@ private:
     body_.clear();
     stmt(*function.body, 1);
     return fmt::format("// Computes {}.\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{}}}\n\n",
-                       join(function.stages, ", "), function.threadsPerBlock, function.name,
+                       join(function.stages, ", "), function.threadsPerBlock(), function.name,
                        join(kernelParameters(true), ", "), body_);
   }
 
@@ -323,8 +323,14 @@ private:
       line(2, fmt::format("return emmy_fail(\"{}: cannot allocate the temporary {}\");", name, temporary.name));
     }
     for (const kernel::Function& function : program_.functions) {
-      line(1, fmt::format("EMMY_LAUNCH({}, dim3((unsigned)({})), dim3({}), stream, {});", function.name,
-                          expr(*function.gridBlocks), function.threadsPerBlock, join(kernelParameters(false), ", ")));
+      const std::array<ExprPtr, 3>& g = function.gridBlocks;
+      const std::array<int, 3>& t = function.blockThreads;
+      std::string grid = function.flatGrid() ? fmt::format("(unsigned)({})", expr(*g[0]))
+                                             : fmt::format("(unsigned)({}), (unsigned)({}), (unsigned)({})", expr(*g[0]),
+                                                           expr(*g[1]), expr(*g[2]));
+      std::string block = function.flatBlock() ? std::to_string(t[0]) : fmt::format("{}, {}, {}", t[0], t[1], t[2]);
+      line(1, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
+                          join(kernelParameters(false), ", ")));
       line(1, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
       line(2, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
                           function.name));

@@ -36,20 +36,46 @@ public:
   }
 
   Function lower() {
-    const auto* top = nest_.body->as<tile::Loop>();
-    EMMY_INTERNAL_ASSERT(top != nullptr, "kernel {} does not start with its grid loop", nest_.name);
-    ExprPtr threads = i64(nest_.threadsPerBlock);
-    ExprPtr blocks = top->binding == tile::Binding::GridStrided
-                         ? arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, top->extent, i64(nest_.threadsPerBlock - 1)),
-                                      threads)
-                         : top->extent;
-    if (top->vectorWidth > 1) blocks = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, blocks, i64(top->vectorWidth - 1)),
-                                                  i64(top->vectorWidth));
-    blocks = arithmetic(BinaryOp::Min, arithmetic(BinaryOp::Max, blocks, i64(1)), i64(kMaxBlocks));
-    return Function{nest_.name, nest_.stages, nest_.threadsPerBlock, blocks, lowerStmt(*nest_.body)};
+    const std::array<int, 3>& threads = nest_.threads;
+    std::array<ExprPtr, 3> blocks{i64(1), i64(1), i64(1)};
+    findBlockLoops(*nest_.body, blocks);
+    return Function{nest_.name, nest_.stages, threads, blocks, lowerStmt(*nest_.body)};
   }
 
 private:
+  // The grid: along each dimension, as many blocks as the loop bound to it has iterations (a grid-strided
+  // loop: enough blocks of the block's threads for all of them), at most kMaxBlocks.
+  void findBlockLoops(const tile::Stmt& stmt, std::array<ExprPtr, 3>& blocks) {
+    const auto* loop = stmt.as<tile::Loop>();
+    if (const auto* block = stmt.as<tile::Block>())
+      for (const tile::StmtPtr& inner : block->stmts) findBlockLoops(*inner, blocks);
+    if (const auto* let = stmt.as<tile::Allocate>()) findBlockLoops(*let->body, blocks);
+    if (!loop || (loop->binding != tile::Binding::BlockStrided && loop->binding != tile::Binding::GridStrided)) return;
+    ExprPtr count = loop->extent;
+    if (loop->binding == tile::Binding::GridStrided) {
+      int threads = nest_.threads[0] * nest_.threads[1] * nest_.threads[2];
+      count = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, count, i64(threads - 1)), i64(threads));
+    }
+    if (loop->vectorWidth > 1)
+      count = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, count, i64(loop->vectorWidth - 1)), i64(loop->vectorWidth));
+    blocks[loop->dimension] = arithmetic(BinaryOp::Min, arithmetic(BinaryOp::Max, count, i64(1)), i64(kMaxBlocks));
+    findBlockLoops(*loop->body, blocks);
+  }
+
+  bool flatBlock() const { return nest_.threads[1] == 1 && nest_.threads[2] == 1; }
+
+  // The thread's position among all the threads of its block, and their number.
+  ExprPtr linearThreadIndex() const {
+    if (flatBlock()) return threadIndex();
+    const std::array<int, 3>& t = nest_.threads;
+    return arithmetic(BinaryOp::Add, threadIndex(0),
+                      arithmetic(BinaryOp::Mul, i64(t[0]),
+                                 arithmetic(BinaryOp::Add, threadIndex(1), arithmetic(BinaryOp::Mul, i64(t[1]), threadIndex(2)))));
+  }
+  ExprPtr threadCount() const {
+    return flatBlock() ? blockSize() : i64(nest_.threads[0] * nest_.threads[1] * nest_.threads[2]);
+  }
+
   StmtPtr lowerStmt(const tile::Stmt& stmt) {
     return tile::dispatch(stmt, [&](const auto& node) -> StmtPtr { return lowerNode(node); });
   }
@@ -62,11 +88,14 @@ private:
       case tile::Binding::Serial:
       case tile::Binding::Unrolled: begin = i64(0), step = i64(1); break;
       case tile::Binding::GridStrided:
-        begin = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, blockIndex(), blockSize()), threadIndex());
-        step = arithmetic(BinaryOp::Mul, gridSize(), blockSize());
+        begin = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, blockIndex(), threadCount()), linearThreadIndex());
+        step = arithmetic(BinaryOp::Mul, gridSize(), threadCount());
         break;
-      case tile::Binding::BlockStrided: begin = blockIndex(), step = gridSize(); break;
-      case tile::Binding::ThreadStrided: begin = threadIndex(), step = blockSize(); break;
+      case tile::Binding::BlockStrided: begin = blockIndex(node.dimension), step = gridSize(node.dimension); break;
+      case tile::Binding::ThreadStrided: begin = linearThreadIndex(), step = threadCount(); break;
+      case tile::Binding::ThreadIndex:
+        return std::make_shared<Block>(
+            std::vector<StmtPtr>{std::make_shared<Let>(node.var, threadIndex(node.dimension)), lowerStmt(*node.body)});
     }
     return std::make_shared<For>(node.var, begin, expr(node.extent), step, lowerStmt(*node.body),
                                  node.binding == tile::Binding::Unrolled);
@@ -162,15 +191,58 @@ private:
   }
 
   StmtPtr lowerNode(const tile::SingleThread& node) {
-    return std::make_shared<If>(compare(BinaryOp::Eq, threadIndex(), i64(0)), lowerStmt(*node.body));
+    ExprPtr first;
+    for (int dimension : node.dimensions) {
+      if (nest_.threads[dimension] == 1) continue;
+      ExprPtr atZero = compare(BinaryOp::Eq, threadIndex(dimension), i64(0));
+      first = first ? std::make_shared<Binary>(DType::Bool, BinaryOp::And, first, atZero) : atZero;
+    }
+    return first ? std::make_shared<If>(first, lowerStmt(*node.body)) : lowerStmt(*node.body);
   }
 
+  // A combine across the threads that differ only in x. The barriers around shared arrays are placed by
+  // place_barriers.cpp.
   StmtPtr lowerNode(const tile::CrossThreadReduce& node) {
-    // Every warp combines its lanes; lane 0 of each warp publishes its warp's result; then every warp
-    // combines the published results, so that every thread ends with the total. The barriers around
-    // the shared array are placed by place_barriers.cpp.
+    const std::array<int, 3>& t = nest_.threads;
+    int rows = t[1] * t[2];
+    bool powerOfTwo = (t[0] & (t[0] - 1)) == 0;
+    if (rows == 1 && t[0] % kWarpSize == 0) return combineBlock(node);
+    if (t[0] <= kWarpSize && powerOfTwo && (t[0] * rows) % kWarpSize == 0) return combineWithinWarps(node);
+    return combineThroughSharedMemory(node);
+  }
+
+  // Each row of x lanes lies within one warp: shuffles over the lanes of the row.
+  StmtPtr combineWithinWarps(const tile::CrossThreadReduce& node) {
+    std::vector<StmtPtr> stmts;
+    for (int mask = nest_.threads[0] / 2; mask >= 1; mask /= 2)
+      stmts.push_back(std::make_shared<ShuffleCombine>(node.buffer, node.dtype, reductionStep(node.op), mask));
+    return std::make_shared<Block>(stmts);
+  }
+
+  // Any shape: every thread publishes its partial result, then folds those of its row in order.
+  StmtPtr combineThroughSharedMemory(const tile::CrossThreadReduce& node) {
+    const std::array<int, 3>& t = nest_.threads;
+    std::string partials = node.buffer + "_partials", lane = node.buffer + "_lane";
+    ExprPtr own = std::make_shared<Load>(node.dtype, node.buffer, std::vector<ExprPtr>{});
+    ExprPtr rowStart = arithmetic(BinaryOp::Sub, linearThreadIndex(), threadIndex(0));
+    ExprPtr published = std::make_shared<Load>(
+        node.dtype, partials, std::vector<ExprPtr>{arithmetic(BinaryOp::Add, rowStart, std::make_shared<AxisVar>(lane))});
+    return std::make_shared<Block>(std::vector<StmtPtr>{
+        std::make_shared<Declare>(partials, node.dtype, t[0] * t[1] * t[2], Memory::Shared),
+        std::make_shared<Store>(partials, linearThreadIndex(), own),
+        std::make_shared<Store>(node.buffer, nullptr, immediateOf(reductionIdentity(node.op, node.dtype))),
+        std::make_shared<For>(lane, i64(0), i64(t[0]), i64(1),
+                              std::make_shared<Store>(node.buffer, nullptr,
+                                                      std::make_shared<Binary>(node.dtype, reductionStep(node.op), own,
+                                                                               published)))});
+  }
+
+  // A one-dimensional block of whole warps: every warp combines its lanes; lane 0 of each warp
+  // publishes its warp's result; then every warp combines the published results, so that every thread
+  // ends with the total.
+  StmtPtr combineBlock(const tile::CrossThreadReduce& node) {
     BinaryOp step = reductionStep(node.op);
-    int warps = (nest_.threadsPerBlock + kWarpSize - 1) / kWarpSize;
+    int warps = (nest_.threads[0] + kWarpSize - 1) / kWarpSize;
     std::string partials = node.buffer + "_partials";
     auto combineWarp = [&](std::vector<StmtPtr>& out) {
       for (int mask = kWarpSize / 2; mask >= 1; mask /= 2)

@@ -3,7 +3,7 @@
 // positions; the cross-thread combines of Tile IR are spelled out as warp shuffles, shared memory and
 // barriers. The CUDA printer (backend/cuda) turns this level into text and decides nothing.
 //
-// Expressions are Tensor IR's. The hardware indices are the variables named in kHardwareIndices (i64);
+// Expressions are Tensor IR's. The hardware indices are the variables threadIdx.x ... gridDim.z (i64);
 // every other AxisVar is a loop variable or a Let.
 #pragma once
 
@@ -18,12 +18,13 @@ namespace emmy::kernel {
 
 using tensor::ExprPtr;
 
-inline constexpr std::array<const char*, 4> kHardwareIndices = {"threadIdx.x", "blockIdx.x", "blockDim.x", "gridDim.x"};
 bool isHardwareIndex(const std::string& name);
-ExprPtr threadIndex();
-ExprPtr blockIndex();
-ExprPtr blockSize();
-ExprPtr gridSize();
+bool isThreadIndex(const std::string& name);  // threadIdx.x, .y or .z
+// The hardware indices along `dimension` (0, 1, 2 for x, y, z).
+ExprPtr threadIndex(int dimension = 0);
+ExprPtr blockIndex(int dimension = 0);
+ExprPtr blockSize(int dimension = 0);
+ExprPtr gridSize(int dimension = 0);
 
 #define EMMY_KERNEL_STMT_NODES(X) \
   X(For)                          \
@@ -168,14 +169,20 @@ decltype(auto) dispatch(const Stmt& stmt, Visitor&& visitor) {
   __builtin_unreachable();
 }
 
-// One CUDA kernel: launched with `gridBlocks` blocks (an i64 expression of the sizes) of
-// `threadsPerBlock` threads; it receives every input, output, temporary, scalar and size.
+// One CUDA kernel: launched with a grid of `gridBlocks` blocks along x, y and z (i64 expressions of
+// the sizes) of `blockThreads` threads along x, y and z; it receives every input, output, temporary,
+// scalar and size.
 struct Function {
   std::string name;
   std::vector<std::string> stages;
-  int threadsPerBlock;
-  ExprPtr gridBlocks;
+  std::array<int, 3> blockThreads;
+  std::array<ExprPtr, 3> gridBlocks;
   StmtPtr body;
+
+  int threadsPerBlock() const { return blockThreads[0] * blockThreads[1] * blockThreads[2]; }
+  // Only x has more than one block (or thread): printers then show one number.
+  bool flatGrid() const;
+  bool flatBlock() const { return blockThreads[1] == 1 && blockThreads[2] == 1; }
 };
 
 struct Program {

@@ -93,7 +93,7 @@ private:
       bool found = false;
       forEachNode(*expr, [&](const Expr& node) {
         if (const auto* var = node.as<AxisVar>())
-          found |= var->name == kHardwareIndices[0] || threadVars_.count(var->name);
+          found |= isThreadIndex(var->name) || threadVars_.count(var->name);
       });
       return found;
     };

@@ -67,8 +67,12 @@ std::string printProgram(const Program& program) {
   Printer printer;
   printer.out = loop::printProgramHeader(program.source, program.temporaries);
   for (const Function& function : program.functions) {
+    const std::array<ExprPtr, 3>& g = function.gridBlocks;
+    const std::array<int, 3>& t = function.blockThreads;
+    std::string blocks = function.flatGrid() ? Printer::e(g[0]) : fmt::format("({}, {}, {})", Printer::e(g[0]), Printer::e(g[1]), Printer::e(g[2]));
+    std::string threads = function.flatBlock() ? std::to_string(t[0]) : fmt::format("{}x{}x{}", t[0], t[1], t[2]);
     printer.line(1, fmt::format("kernel {} computes {}: {} blocks of {} threads", function.name, join(function.stages, ", "),
-                                Printer::e(function.gridBlocks), function.threadsPerBlock));
+                                blocks, threads));
     printer.print(*function.body, 2);
   }
   return printer.out;

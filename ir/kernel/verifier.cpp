@@ -24,7 +24,7 @@ public:
   }
 
   void check() {
-    checkExpr(function_.gridBlocks);
+    for (const ExprPtr& blocks : function_.gridBlocks) checkExpr(blocks);
     check(*function_.body, false);
   }
 
@@ -39,7 +39,7 @@ private:
     bool dependent = false;
     forEachNode(expr, [&](const Expr& node) {
       if (const auto* var = node.as<AxisVar>())
-        dependent |= var->name == kHardwareIndices[0] || threadDependentVars_.count(var->name);
+        dependent |= isThreadIndex(var->name) || threadDependentVars_.count(var->name);
     });
     return dependent;
   }

@@ -110,7 +110,7 @@ public:
     StmtPtr top = std::make_shared<Loop>(var, totalExtent(rows.loops),
                                          reduces ? Binding::BlockStrided : Binding::GridStrided, axes,
                                          std::make_shared<Block>(body), vectorWidth);
-    return TileNest{nest.name, nest.stages, reduces ? threadsForRows(*top) : kThreadsPerBlock, top};
+    return TileNest{nest.name, nest.stages, {reduces ? threadsForRows(*top) : kThreadsPerBlock, 1, 1}, top};
   }
 
 private:
@@ -310,7 +310,7 @@ private:
     for (const loop::For* loop : loops.loops) axes.push_back(loop->stage + "." + loop->axis);
     recordContraction(*contraction, iLoop.axis, jLoop.axis, batch);
     ExprPtr tiles = batch.empty() ? perBatch : op(BinaryOp::Mul, dimValue(batchCount), perBatch);
-    return TileNest{nest.name, nest.stages, threads,
+    return TileNest{nest.name, nest.stages, {threads, 1, 1},
                     std::make_shared<Loop>(tile, tiles, Binding::BlockStrided, axes, block(top))};
   }
 

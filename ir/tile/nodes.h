@@ -4,6 +4,7 @@
 // per thread. The default schedule (default_schedule.cpp) is the only producer so far.
 #pragma once
 
+#include <array>
 #include <memory>
 #include <string>
 #include <vector>
@@ -45,8 +46,10 @@ using StmtPtr = std::shared_ptr<const Stmt>;
 enum class Binding {
   Serial,         // every thread runs all of them
   GridStrided,    // across every thread of the grid (blocks x threads), striding by the grid's size
-  BlockStrided,   // one iteration per block, striding by the number of blocks
-  ThreadStrided,  // across the threads of a block, striding by the block's size
+  BlockStrided,   // one iteration per block along the loop's `dimension`, striding by the blocks along it
+  ThreadStrided,  // across all the threads of a block, striding by the block's size
+  ThreadIndex,    // the iteration at the thread's own index along `dimension`: the extent is the block's
+                  // size along it, so every thread runs exactly one and no control flow depends on it
   Unrolled,       // every thread runs all of them, fully unrolled (a constant extent)
 };
 const char* bindingName(Binding binding);
@@ -59,15 +62,16 @@ const char* bindingName(Binding binding);
 struct Loop final : Stmt {
   static constexpr StmtKind kKind = StmtKind::Loop;
   Loop(std::string var, ExprPtr extent, Binding binding, std::vector<std::string> axes, StmtPtr body,
-       int vectorWidth = 1)
+       int vectorWidth = 1, int dimension = 0)
       : Stmt(kKind), var(std::move(var)), extent(std::move(extent)), binding(binding), axes(std::move(axes)),
-        body(std::move(body)), vectorWidth(vectorWidth) {}
+        body(std::move(body)), vectorWidth(vectorWidth), dimension(dimension) {}
   const std::string var;
   const ExprPtr extent;
   const Binding binding;
   const std::vector<std::string> axes;
   const StmtPtr body;
   const int vectorWidth;
+  const int dimension;  // 0, 1, 2 for x, y, z: of BlockStrided and ThreadIndex loops
 };
 
 // var = value (i64) for the statements after it in its block.
@@ -103,7 +107,8 @@ struct Store final : Stmt {
 };
 
 // Each thread of the block holds a partial result of `op` in the register buffer `buffer` (rank 0);
-// afterwards every thread holds the combination of all of them.
+// afterwards every thread holds the combination of the partial results of the threads that differ from
+// it only in their x index (with a one-dimensional block: of every thread of the block).
 struct CrossThreadReduce final : Stmt {
   static constexpr StmtKind kKind = StmtKind::CrossThreadReduce;
   CrossThreadReduce(std::string buffer, DType dtype, tensor::ReduceOp op)
@@ -113,11 +118,14 @@ struct CrossThreadReduce final : Stmt {
   const tensor::ReduceOp op;
 };
 
-// `body` runs in one thread of the block (a result every thread holds is stored once).
+// `body` runs only in the threads whose index is 0 along each of `dimensions` (by default: in one
+// thread of the block), so that a result many threads hold is stored once.
 struct SingleThread final : Stmt {
   static constexpr StmtKind kKind = StmtKind::SingleThread;
-  explicit SingleThread(StmtPtr body) : Stmt(kKind), body(std::move(body)) {}
+  explicit SingleThread(StmtPtr body, std::vector<int> dimensions = {0, 1, 2})
+      : Stmt(kKind), body(std::move(body)), dimensions(std::move(dimensions)) {}
   const StmtPtr body;
+  const std::vector<int> dimensions;
 };
 
 // `body` runs only where `condition` holds: the ragged edge of a tile.
@@ -148,8 +156,8 @@ decltype(auto) dispatch(const Stmt& stmt, Visitor&& visitor) {
 struct TileNest {
   std::string name;
   std::vector<std::string> stages;
-  int threadsPerBlock;
-  StmtPtr body;  // its outermost loop is the only one bound to blocks or the grid
+  std::array<int, 3> threads;  // the block's size along x, y and z
+  StmtPtr body;                // loops bound to blocks or the grid enclose every other loop
 };
 
 struct Program {

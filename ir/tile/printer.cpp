@@ -14,6 +14,7 @@ const char* bindingName(Binding binding) {
     case Binding::GridStrided: return "grid-strided";
     case Binding::BlockStrided: return "block-strided";
     case Binding::ThreadStrided: return "thread-strided";
+    case Binding::ThreadIndex: return "thread-index";
     case Binding::Unrolled: return "unrolled";
   }
   return "?";
@@ -32,8 +33,10 @@ struct Printer {
 
   void printNode(const Loop& node, int indent) {
     std::string axes = join(node.axes, ", ");
-    line(indent, fmt::format("for {} < {} {}{}:{}", node.var, tensor::printExpr(*node.extent),
-                             bindingName(node.binding),
+    bool dimensioned = node.binding == Binding::ThreadIndex ||
+                       (node.binding == Binding::BlockStrided && node.dimension != 0);
+    line(indent, fmt::format("for {} < {} {}{}{}:{}", node.var, tensor::printExpr(*node.extent),
+                             bindingName(node.binding), dimensioned ? fmt::format(" {}", "xyz"[node.dimension]) : "",
                              node.vectorWidth > 1 ? fmt::format(" vectorized by {}", node.vectorWidth) : "",
                              axes.empty() ? "" : "  # " + axes));
     print(*node.body, indent + 1);
@@ -55,7 +58,9 @@ struct Printer {
     line(indent, fmt::format("combine {} across the block ({})", node.buffer, tensor::reduceOpName(node.op)));
   }
   void printNode(const SingleThread& node, int indent) {
-    line(indent, "in one thread:");
+    std::string along;
+    for (int dimension : node.dimensions) along += "xyz"[dimension];
+    line(indent, along == "xyz" ? "in one thread:" : fmt::format("in the threads at index 0 along {}:", along));
     print(*node.body, indent + 1);
   }
   void printNode(const Guard& node, int indent) {
@@ -73,8 +78,10 @@ std::string printProgram(const Program& program) {
   Printer printer;
   printer.out = loop::printProgramHeader(program.source, program.temporaries);
   for (const TileNest& nest : program.kernels) {
+    const std::array<int, 3>& t = nest.threads;
+    std::string threads = t[1] == 1 && t[2] == 1 ? std::to_string(t[0]) : fmt::format("{}x{}x{}", t[0], t[1], t[2]);
     printer.line(1, fmt::format("kernel {} computes {} with {} threads per block", nest.name, join(nest.stages, ", "),
-                                nest.threadsPerBlock));
+                                threads));
     printer.print(*nest.body, 2);
   }
   return printer.out;

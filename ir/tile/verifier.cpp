@@ -1,5 +1,6 @@
 #include "ir/tile/verifier.h"
 
+#include <algorithm>
 #include <set>
 
 #include <fmt/format.h>
@@ -23,12 +24,11 @@ public:
   }
 
   void checkKernel() {
+    const std::array<int, 3>& threads = nest_.threads;
+    if (threads[0] < 1 || threads[1] < 1 || threads[2] < 1 || threads[0] * threads[1] * threads[2] > 1024)
+      fail(fmt::format("{}x{}x{} threads per block", threads[0], threads[1], threads[2]));
     const auto* top = nest_.body->as<Loop>();
-    if (!top || (top->binding != Binding::BlockStrided && top->binding != Binding::GridStrided))
-      fail("its outermost statement must be a loop bound to blocks or to the grid");
-    if (nest_.threadsPerBlock < 1 || nest_.threadsPerBlock > 1024 || nest_.threadsPerBlock % 32 != 0)
-      fail(fmt::format("{} threads per block", nest_.threadsPerBlock));
-    gridBound_ = top->binding == Binding::GridStrided;
+    gridBound_ = top && top->binding == Binding::GridStrided;
     check(*nest_.body, true);
   }
 
@@ -54,10 +54,19 @@ private:
 
   void checkNode(const Loop& node, bool blockLevel) {
     bool top = &node == nest_.body.get();
-    if ((node.binding == Binding::BlockStrided || node.binding == Binding::GridStrided) && !top)
-      fail(fmt::format("loop {} is bound to blocks or the grid but is not the outermost", node.var));
-    if (node.binding == Binding::ThreadStrided && (!blockLevel || gridBound_))
+    bool blocks = node.binding == Binding::BlockStrided || node.binding == Binding::GridStrided;
+    if (blocks && (insideOtherLoop_ || (node.binding == Binding::GridStrided && !top)))
+      fail(fmt::format("loop {} is bound to blocks or the grid inside a loop that is not", node.var));
+    if (node.binding == Binding::ThreadStrided && (!blockLevel || gridBound_ || !threadDimensionsInUse_.empty()))
       fail(fmt::format("thread-strided loop {} is inside another thread's work", node.var));
+    if (node.binding == Binding::ThreadIndex) {
+      const auto* extent = node.extent->as<IntImm>();
+      if (node.dimension < 0 || node.dimension > 2 || !extent || extent->value != nest_.threads[node.dimension] ||
+          threadDimensionsInUse_.count(node.dimension))
+        fail(fmt::format("loop {} over the thread index {} has extent {} in a block of {} along it, or is inside "
+                         "another loop over that index",
+                         node.var, node.dimension, printExpr(*node.extent), nest_.threads[std::clamp(node.dimension, 0, 2)]));
+    }
     checkExpr(node.extent);
     if (node.vectorWidth != 1 && (node.binding != Binding::GridStrided || 16 % node.vectorWidth != 0))
       fail(fmt::format("loop {} is vectorized by {} but is not a grid-strided loop of 16-byte groups", node.var,
@@ -65,9 +74,16 @@ private:
     if (vars_.count(node.var)) fail(fmt::format("loop variable {} shadows another", node.var));
     vars_.insert(node.var);
     bool uniform = node.binding == Binding::BlockStrided || node.binding == Binding::Serial ||
-                   node.binding == Binding::Unrolled;
+                   node.binding == Binding::Unrolled || node.binding == Binding::ThreadIndex;
     bool innerBlockLevel = blockLevel && uniform && !gridBound_;
+    std::set<int> outerDimensions = threadDimensionsInUse_;
+    if (node.binding == Binding::ThreadIndex) threadDimensionsInUse_.insert(node.dimension);
+    if (node.binding == Binding::ThreadStrided || node.binding == Binding::GridStrided) threadDimensionsInUse_ = {0, 1, 2};
+    bool outerInsideOther = insideOtherLoop_;
+    insideOtherLoop_ = insideOtherLoop_ || !blocks;
     check(*node.body, innerBlockLevel);
+    insideOtherLoop_ = outerInsideOther;
+    threadDimensionsInUse_ = outerDimensions;
     vars_.erase(node.var);
   }
   void checkNode(const Let& node, bool) {
@@ -87,11 +103,15 @@ private:
     checkExpr(node.value);
   }
   void checkNode(const CrossThreadReduce& node, bool blockLevel) {
-    if (!blockLevel) fail(fmt::format("the combine of {} is not reached by every thread of the block", node.buffer));
+    if (!blockLevel || threadDimensionsInUse_.count(0))
+      fail(fmt::format("the combine of {} is not reached by every thread of the block, or is inside a loop over the "
+                       "x index it combines across", node.buffer));
     if (!buffers_.count(node.buffer)) fail(fmt::format("combines {}, which is not in scope", node.buffer));
   }
-  void checkNode(const SingleThread& node, bool blockLevel) {
-    if (!blockLevel) fail("a single-thread section inside a thread's own loop");
+  void checkNode(const SingleThread& node, bool) {
+    for (int dimension : node.dimensions)
+      if (threadDimensionsInUse_.count(dimension))
+        fail("a single-thread section inside a loop over the thread index it selects by");
     check(*node.body, false);
   }
   void checkNode(const Guard& node, bool) {
@@ -108,6 +128,8 @@ private:
   const Program& program_;
   const TileNest& nest_;
   bool gridBound_ = false;
+  bool insideOtherLoop_ = false;        // inside a loop not bound to blocks or the grid
+  std::set<int> threadDimensionsInUse_;  // thread indices that enclosing loops take their iterations from
   std::set<std::string> vars_;
   std::set<std::string> buffers_;
 };
