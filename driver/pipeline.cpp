@@ -10,9 +10,9 @@
 #include "ir/loop/printer.h"
 #include "ir/loop/verifier.h"
 #include "ir/tensor/printer.h"
+#include "ir/tile/apply_schedule.h"
 #include "ir/tile/default_schedule.h"
 #include "ir/tile/printer.h"
-#include "ir/tile/schedule_model.h"
 #include "ir/tile/verifier.h"
 #include "ir/tensor/verifier.h"
 
@@ -53,13 +53,14 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   dumpAfter(options, "lower-tensor-to-loops", [&] { return loop::printProgram(lowered.loop); });
   if (options.stopAfter == Level::Loop) return lowered;
 
-  // The directives are checked against the loops they name; applying them is not implemented yet, so
-  // every kernel gets the default schedule below.
-  Diagnostics scheduleErrors;
-  tile::checkSchedule(lowered.loop, scheduleErrors);
-  if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
-
-  lowered.tile = tile::scheduleDefault(lowered.loop);
+  if (kernel.schedule.empty()) {
+    lowered.tile = tile::scheduleDefault(lowered.loop);
+  } else {
+    Diagnostics scheduleErrors;
+    tile::ScheduleModel model = tile::checkSchedule(lowered.loop, scheduleErrors);
+    if (!scheduleErrors.hasErrors()) lowered.tile = tile::applySchedule(lowered.loop, model, scheduleErrors);
+    if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
+  }
   tile::verifyProgram(lowered.tile);
   dumpAfter(options, "schedule-default", [&] { return tile::printProgram(lowered.tile); });
   if (options.stopAfter == Level::Tile) return lowered;

@@ -83,7 +83,33 @@ private:
       pending.add(own);
       return stmt;
     }
+    // A loop that conflicts with what is pending before it may need fewer barriers inside when one
+    // comes before it (run once rather than at every iteration).
+    if (stmt->as<For>() && pending.conflictsWith(accessesOf(*stmt))) {
+      Accesses kept = pending, fresh;
+      StmtPtr asIs = place(stmt, kept), afterBarrier = place(stmt, fresh);
+      if (barrierCount(*afterBarrier) < barrierCount(*asIs)) {
+        out.push_back(std::make_shared<Barrier>());
+        pending = fresh;
+        return afterBarrier;
+      }
+      pending = kept;
+      return asIs;
+    }
     return place(stmt, pending);
+  }
+
+  static int barrierCount(const Stmt& stmt) {
+    int count = 0;
+    dispatch(stmt, [&](const auto& node) {
+      using Node = std::decay_t<decltype(node)>;
+      if constexpr (std::is_same_v<Node, Barrier>) count = 1;
+      if constexpr (std::is_same_v<Node, For> || std::is_same_v<Node, If>) count = barrierCount(*node.body);
+      if constexpr (std::is_same_v<Node, Block>)
+        for (const StmtPtr& inner : node.stmts) count += barrierCount(*inner);
+      if constexpr (std::is_same_v<Node, IfAligned>) count = barrierCount(*node.aligned) + barrierCount(*node.otherwise);
+    });
+    return count;
   }
 
   // True when the statement's control flow depends on the thread's index (a thread-strided loop, a

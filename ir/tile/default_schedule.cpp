@@ -525,6 +525,11 @@ private:
 
 }  // namespace
 
+TileNest scheduleNestByDefault(const loop::Program& program, const loop::LoopNest& nest,
+                               std::vector<std::string>& directives) {
+  return DefaultScheduler(program, directives).schedule(nest);
+}
+
 Program scheduleDefault(const loop::Program& program) {
   Program tiled{program.source, program.temporaries, {}, {}};
   // Stages in no nest were inlined; non-output roots are kernels of their own.
@@ -533,8 +538,7 @@ Program scheduleDefault(const loop::Program& program) {
   for (const Stage& stage : program.source.stages)
     if (!computed.count(stage.name) && !stage.reduction) tiled.schedule.push_back("inline " + stage.name);
   for (const loop::Temporary& temporary : program.temporaries) tiled.schedule.push_back("root " + temporary.name);
-  for (const loop::LoopNest& nest : program.kernels)
-    tiled.kernels.push_back(DefaultScheduler(program, tiled.schedule).schedule(nest));
+  for (const loop::LoopNest& nest : program.kernels) tiled.kernels.push_back(scheduleNestByDefault(program, nest, tiled.schedule));
   return tiled;
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
 #include "support/text.h"
 
@@ -52,7 +53,8 @@ public:
   ScheduleChecker(const loop::Program& program, Diagnostics& diagnostics)
       : program_(program), kernel_(program.source), diagnostics_(diagnostics) {
     for (const Stage& stage : kernel_.stages) {
-      StageSchedule schedule{stage.name, {}, Placement::Default, {}, {}, {}};
+      StageSchedule schedule;
+      schedule.name = stage.name;
       auto addLoop = [&](const Axis& axis, bool reduction) {
         ScheduledLoop loop;
         loop.name = axis.name;
@@ -133,16 +135,19 @@ private:
     return std::nullopt;
   }
 
-  // The names of the loops a directive makes: distinct, and no other loop of the stage (but those it
-  // replaces) has them.
-  bool freshLoopNames(const StageSchedule& stage, const std::vector<Name>& results, const std::set<std::string>& replaced) {
+  // The names of the loops a directive makes: distinct, and new to the stage (a name the stage ever had
+  // would make its loops ambiguous).
+  bool freshLoopNames(const StageSchedule& stage, const std::vector<Name>& results) {
     std::set<std::string> seen;
     for (const Name& result : results) {
       bool taken = std::any_of(stage.loops.begin(), stage.loops.end(), [&](const ScheduledLoop& loop) {
-        return loop.name == result.text && !replaced.count(loop.name);
-      });
+                     return loop.name == result.text;
+                   }) ||
+                   std::any_of(stage.derivations.begin(), stage.derivations.end(), [&](const LoopDerivation& derivation) {
+                     return std::find(derivation.from.begin(), derivation.from.end(), result.text) != derivation.from.end();
+                   });
       if (taken || !seen.insert(result.text).second) {
-        diagnostics_.error(result.loc, fmt::format("stage {} already has a loop named '{}'", stage.name, result.text));
+        diagnostics_.error(result.loc, fmt::format("stage {} has or had a loop named '{}': new loops need new names", stage.name, result.text));
         return false;
       }
     }
@@ -188,12 +193,13 @@ private:
     if (!stage) return;
     std::optional<size_t> at = findLoop(*stage, d.axes[0]);
     if (!at || !positiveFactor(d.factors[0], "split") || !unmarked(*stage, stage->loops[*at], d, d.axes[0]) ||
-        !freshLoopNames(*stage, d.results, {d.axes[0].text}))
+        !freshLoopNames(*stage, d.results))
       return;
     ScheduledLoop loop = stage->loops[*at];
     int64_t factor = d.factors[0].value;
     stage->loops[*at] = outerPart(loop, d.results[0].text, factor);
     stage->loops.insert(stage->loops.begin() + *at + 1, innerPart(loop, d.results[1].text, factor));
+    stage->derivations.push_back({{loop.name}, {d.results[0].text, d.results[1].text}, factor});
   }
 
   void tile(const Directive& d) {
@@ -207,13 +213,15 @@ private:
     }
     if (!positiveFactor(d.factors[0], "tile") || !positiveFactor(d.factors[1], "tile") ||
         !unmarked(*stage, stage->loops[*a], d, d.axes[0]) || !unmarked(*stage, stage->loops[*b], d, d.axes[1]) ||
-        !freshLoopNames(*stage, d.results, {d.axes[0].text, d.axes[1].text}))
+        !freshLoopNames(*stage, d.results))
       return;
     ScheduledLoop first = stage->loops[*a], second = stage->loops[*b];
     std::vector<ScheduledLoop> tiled{outerPart(first, d.results[0].text, d.factors[0].value),
                                      outerPart(second, d.results[1].text, d.factors[1].value),
                                      innerPart(first, d.results[2].text, d.factors[0].value),
                                      innerPart(second, d.results[3].text, d.factors[1].value)};
+    stage->derivations.push_back({{first.name}, {d.results[0].text, d.results[2].text}, d.factors[0].value});
+    stage->derivations.push_back({{second.name}, {d.results[1].text, d.results[3].text}, d.factors[1].value});
     size_t position = std::min(*a, *b);
     stage->loops.erase(stage->loops.begin() + std::max(*a, *b));
     stage->loops.erase(stage->loops.begin() + position);
@@ -287,7 +295,7 @@ private:
       return;
     }
     if (!unmarked(*stage, outer, d, d.axes[0]) || !unmarked(*stage, inner, d, d.axes[1]) ||
-        !freshLoopNames(*stage, d.results, {outer.name, inner.name}))
+        !freshLoopNames(*stage, d.results))
       return;
     ScheduledLoop fused = outer;
     fused.name = d.results[0].text;
@@ -295,6 +303,7 @@ private:
     fused.extentText = fused.extent ? std::to_string(*fused.extent) : outer.extentText + " * " + inner.extentText;
     for (const auto& [axis, coefficient] : inner.coefficients) fused.coefficients[axis] = coefficient;
     fused.fused = true;
+    stage->derivations.push_back({{outer.name, inner.name}, {fused.name}, 0});
     stage->loops[*a] = fused;
     stage->loops.erase(stage->loops.begin() + *b);
   }
@@ -483,35 +492,22 @@ private:
                                                  const Shape& shape) {
     std::vector<int64_t> extents;
     for (size_t dim = 0; dim < indices.size(); ++dim) {
-      std::optional<std::map<std::string, int64_t>> terms = affineTerms(*indices[dim]);
-      int64_t width = 1;
-      bool whole = !terms.has_value();
-      if (terms)
-        for (const auto& [axis, axisCoefficient] : *terms)
-          for (const ScheduledLoop* loop : varying) {
-            auto moves = loop->coefficients.find(axis);
-            if (moves == loop->coefficients.end()) continue;
-            if (loop->fused) whole = true;
-            if (!loop->extent) {
-              diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: loop {} inside it has extent {}, which is not a "
-                                                    "constant, so the part of {} to copy has no constant size; cache at a "
-                                                    "loop inside {}", source, stage.name, d.atAxis.text, loop->name,
-                                                    loop->extentText, source, loop->name));
-              return std::nullopt;
-            }
-            width += std::abs(axisCoefficient * moves->second) * (*loop->extent - 1);
-          }
-      if (shape[dim].isConstant()) width = std::min(width, shape[dim].factor);
-      if (whole) {
-        if (!shape[dim].isConstant()) {
-          diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: the part of {} to copy spans the whole of dimension {} "
-                                                "(extent {}), which is not a constant size",
-                                                source, stage.name, d.atAxis.text, source, dim, shape[dim].toString()));
-          return std::nullopt;
-        }
-        width = shape[dim].factor;
+      const ScheduledLoop* symbolic = nullptr;
+      std::optional<int64_t> width = footprintWidth(*indices[dim], varying, shape[dim], &symbolic);
+      if (width) {
+        extents.push_back(*width);
+      } else if (symbolic) {
+        diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: loop {} inside it has extent {}, which is not a "
+                                              "constant, so the part of {} to copy has no constant size; cache at a "
+                                              "loop inside {}", source, stage.name, d.atAxis.text, symbolic->name,
+                                              symbolic->extentText, source, symbolic->name));
+        return std::nullopt;
+      } else {
+        diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: the part of {} to copy spans the whole of dimension {} "
+                                              "(extent {}), which is not a constant size",
+                                              source, stage.name, d.atAxis.text, source, dim, shape[dim].toString()));
+        return std::nullopt;
       }
-      extents.push_back(width);
     }
     return extents;
   }
@@ -566,6 +562,18 @@ private:
       reads.push_back(indices);
     } else {
       reads = readsOf(consumer, source);
+    }
+    std::set<std::string> places;
+    for (const std::vector<ExprPtr>& indices : reads) {
+      std::vector<std::string> printed;
+      for (const ExprPtr& index : indices) printed.push_back(printExpr(*index));
+      places.insert(fmt::format("{}[{}]", source, join(printed, ", ")));
+    }
+    if (places.size() > 1) {
+      diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: {} reads {} at several places ({}); a cache of one place "
+                                            "is all that is supported yet", source, at->name, d.atAxis.text, at->name,
+                                            source, join(std::vector<std::string>(places.begin(), places.end()), ", ")));
+      return;
     }
     if (reads.empty()) {
       std::vector<std::string> readable;
@@ -745,6 +753,28 @@ private:
 };
 
 }  // namespace
+
+std::optional<int64_t> footprintWidth(const Expr& index, const std::vector<const ScheduledLoop*>& varying,
+                                      const Dim& extent, const ScheduledLoop** symbolicLoop) {
+  std::optional<std::map<std::string, int64_t>> terms = affineTerms(index);
+  int64_t width = 1;
+  bool whole = !terms.has_value();
+  if (terms)
+    for (const auto& [axis, axisCoefficient] : *terms)
+      for (const ScheduledLoop* loop : varying) {
+        auto moves = loop->coefficients.find(axis);
+        if (moves == loop->coefficients.end()) continue;
+        whole = whole || loop->fused;
+        if (!loop->extent) {
+          *symbolicLoop = loop;
+          return std::nullopt;
+        }
+        width += std::abs(axisCoefficient * moves->second) * (*loop->extent - 1);
+      }
+  if (whole && !extent.isConstant()) return std::nullopt;
+  if (whole) return extent.factor;
+  return extent.isConstant() ? std::min(width, extent.factor) : width;
+}
 
 ScheduleModel checkSchedule(const loop::Program& program, Diagnostics& diagnostics) {
   return ScheduleChecker(program, diagnostics).run();

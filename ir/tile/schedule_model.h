@@ -47,9 +47,17 @@ struct CacheStage {
   SourceLoc loc;
 };
 
+// How `split`, `tile` and `fuse` made loops from others: split {a} -> {ao, ai} by factor (a = ao *
+// factor + ai), fuse {a, b} -> {ab} (a = ab / extent(b), b = ab % extent(b)).
+struct LoopDerivation {
+  std::vector<std::string> from, to;
+  int64_t factor = 0;  // of a split; 0 for a fuse
+};
+
 struct StageSchedule {
   std::string name;
   std::vector<ScheduledLoop> loops;  // outermost first
+  std::vector<LoopDerivation> derivations;  // in the order the directives made them
   Placement placement = Placement::Default;
   std::string atStage, atLoop;       // for ComputeAt
   SourceLoc placedAt;                // the directive that placed it
@@ -59,6 +67,12 @@ struct ScheduleModel {
   std::map<std::string, StageSchedule> stages;
   std::vector<CacheStage> caches;
 };
+
+// The extent of the part of one dimension of a tensor read at `index` (over a stage's axes) while the
+// loops `varying` run and the others stay. Nullopt when it is not a constant: then `symbolicLoop` is the
+// varying loop whose extent is not, or null when the read spans the whole dimension (`extent`).
+std::optional<int64_t> footprintWidth(const tensor::Expr& index, const std::vector<const ScheduledLoop*>& varying,
+                                      const tensor::Dim& extent, const ScheduledLoop** symbolicLoop);
 
 // The model of `program.source.schedule` over `program`'s stages and nests. Errors go to `diagnostics`.
 ScheduleModel checkSchedule(const loop::Program& program, Diagnostics& diagnostics);

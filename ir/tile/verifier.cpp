@@ -57,7 +57,7 @@ private:
     bool blocks = node.binding == Binding::BlockStrided || node.binding == Binding::GridStrided;
     if (blocks && (insideOtherLoop_ || (node.binding == Binding::GridStrided && !top)))
       fail(fmt::format("loop {} is bound to blocks or the grid inside a loop that is not", node.var));
-    if (node.binding == Binding::ThreadStrided && (!blockLevel || gridBound_ || !threadDimensionsInUse_.empty()))
+    if (node.binding == Binding::ThreadStrided && (!blockLevel || gridBound_))
       fail(fmt::format("thread-strided loop {} is inside another thread's work", node.var));
     if (node.binding == Binding::ThreadIndex) {
       const auto* extent = node.extent->as<IntImm>();

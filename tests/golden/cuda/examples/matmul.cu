@@ -66,68 +66,69 @@ static int emmy_fail(const char* format, ...) {
 
 // Computes C.
 extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
-  for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
-    const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
-    const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
-    alignas(16) float C_acc_tile[16];
-    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = (thread / (int64_t)16);
-      const int64_t thread_col = (thread % (int64_t)16);
+  for (int64_t io = (int64_t)blockIdx.y; io < ((M + (int64_t)63) / (int64_t)64); io += (int64_t)gridDim.y) {
+    for (int64_t jo = (int64_t)blockIdx.x; jo < ((N + (int64_t)63) / (int64_t)64); jo += (int64_t)gridDim.x) {
+      const int64_t it = (int64_t)threadIdx.y;
+      const int64_t jt = (int64_t)threadIdx.x;
+      alignas(16) float C_acc[16];
       #pragma unroll
-      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
-        #pragma unroll
-        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
-          C_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
-        }
-      }
-    }
-    for (int64_t slice = (int64_t)0; slice < ((K + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float C_acc_lhs[1024];
-      __shared__ float C_acc_rhs[1024];
-      __syncthreads();
-      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t ii = (e / (int64_t)16);
-        const int64_t kk = (e % (int64_t)16);
-        const int64_t i = ((tile_i * (int64_t)64) + ii);
-        const int64_t k = ((slice * (int64_t)16) + kk);
-        C_acc_lhs[((ii * (int64_t)16) + kk)] = (((i < M) && (k < K)) ? A[((i * K) + k)] : 0.0f);
-      }
-      for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
-        const int64_t kk = (e / (int64_t)64);
-        const int64_t jj = (e % (int64_t)64);
-        const int64_t j = ((tile_j * (int64_t)64) + jj);
-        const int64_t k = ((slice * (int64_t)16) + kk);
-        C_acc_rhs[((kk * (int64_t)64) + jj)] = (((j < N) && (k < K)) ? B[((k * N) + j)] : 0.0f);
-      }
-      __syncthreads();
-      for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-        const int64_t thread_row = (thread / (int64_t)16);
-        const int64_t thread_col = (thread % (int64_t)16);
-        #pragma unroll
-        for (int64_t kk = (int64_t)0; kk < (int64_t)16; kk += (int64_t)1) {
+      for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
+        const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
+        if ((i < M)) {
           #pragma unroll
-          for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
-            #pragma unroll
-            for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
-              C_acc_tile[((r * (int64_t)4) + c)] = (C_acc_tile[((r * (int64_t)4) + c)] + (C_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * C_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+          for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
+            const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
+            if ((j < N)) {
+              C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))] = 0.0f;
             }
           }
         }
       }
-    }
-    for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
-      const int64_t thread_row = (thread / (int64_t)16);
-      const int64_t thread_col = (thread % (int64_t)16);
-      #pragma unroll
-      for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
+      for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
+        __shared__ float As[1088];
+        __syncthreads();
+        for (int64_t As_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); As_element < (int64_t)1024; As_element += (int64_t)256) {
+          const int64_t As_0 = ((As_element / (int64_t)16) % (int64_t)64);
+          const int64_t As_1 = (As_element % (int64_t)16);
+          As[((As_0 * (int64_t)17) + As_1)] = (((((io * (int64_t)64) + As_0) < M) && (((ko * (int64_t)16) + As_1) < K)) ? A[((((io * (int64_t)64) + As_0) * K) + ((ko * (int64_t)16) + As_1))] : 0.0f);
+        }
+        __shared__ float Bs[1024];
+        for (int64_t Bs_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); Bs_element < (int64_t)1024; Bs_element += (int64_t)256) {
+          const int64_t Bs_0 = ((Bs_element / (int64_t)64) % (int64_t)16);
+          const int64_t Bs_1 = (Bs_element % (int64_t)64);
+          Bs[((Bs_0 * (int64_t)64) + Bs_1)] = (((((ko * (int64_t)16) + Bs_0) < K) && (((jo * (int64_t)64) + Bs_1) < N)) ? B[((((ko * (int64_t)16) + Bs_0) * N) + ((jo * (int64_t)64) + Bs_1))] : 0.0f);
+        }
+        __syncthreads();
         #pragma unroll
-        for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
-          const int64_t i = ((tile_i * (int64_t)64) + ((thread_row * (int64_t)4) + r));
-          const int64_t j = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
-          if (((i < M) && (j < N))) {
-            float C_acc;
-            C_acc = C_acc_tile[((r * (int64_t)4) + c)];
-            C[((i * N) + j)] = C_acc;
+        for (int64_t ki = (int64_t)0; ki < (int64_t)16; ki += (int64_t)1) {
+          const int64_t k = ((ko * (int64_t)16) + ki);
+          if ((k < K)) {
+            #pragma unroll
+            for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
+              const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
+              if ((i < M)) {
+                #pragma unroll
+                for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
+                  const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
+                  if ((j < N)) {
+                    C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))] = (C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))] + (As[(((i - (io * (int64_t)64)) * (int64_t)17) + (k - (ko * (int64_t)16)))] * Bs[(((k - (ko * (int64_t)16)) * (int64_t)64) + (j - (jo * (int64_t)64)))]));
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+      #pragma unroll
+      for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
+        const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
+        if ((i < M)) {
+          #pragma unroll
+          for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
+            const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
+            if ((j < N)) {
+              C[((i * N) + j)] = C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))];
+            }
           }
         }
       }
@@ -140,7 +141,7 @@ extern "C" int matmul(const float* A, const float* B, float* C, int64_t M, int64
   if (M < 0) return emmy_fail("matmul: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_k0, dim3((unsigned)(emmy_min(emmy_max((((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, A, B, C, M, K, N);
+  EMMY_LAUNCH(matmul_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, A, B, C, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul: kernel matmul_k0 failed: %s", cudaGetErrorString(error));
   return 0;

@@ -1,0 +1,815 @@
+// Loop IR -> Tile IR following a kernel's schedule.
+//
+// A nest's root stage runs its loops in the order and with the bindings its schedule gives. Every axis
+// is a Let of the loops it was split or fused into, emitted as soon as they are all open; a split whose
+// factor does not divide leaves a ragged tail, guarded where it becomes known. Members (stages computed
+// in place) are computed where `compute ... at` puts them, or as soon as the root's axes they need are
+// known. A reduction accumulates in registers shaped by the root's pure loops inside its scope (the
+// loop a `cache R in registers at R.a` names, or the one outside the first reduction loop): initialised
+// there, updated in the loops, combined across threads when a reduction loop is bound to thread.x or
+// warp.x, and stored by replaying the pure loops. A `cache S in shared|registers at R.a` copies the part
+// of S the root reads inside loop a (by the whole block, or by each thread) and the root reads the copy.
+//
+// A ragged tail that depends on the thread's index cannot be a condition around work that needs every
+// thread of the block (a combine, a shared copy): there, the axis is clamped into range instead and the
+// stores to global memory and to accumulators are masked.
+#include "ir/tile/apply_schedule.h"
+
+#include <algorithm>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/tensor/build.h"
+#include "ir/tensor/printer.h"
+#include "ir/tensor/rewrite.h"
+#include "ir/tensor/scalar_ops.h"
+#include "ir/tensor/simplify.h"
+#include "ir/tile/default_schedule.h"
+#include "support/text.h"
+
+namespace emmy::tile {
+
+using namespace tensor;
+
+namespace {
+
+ExprPtr i64(int64_t value) { return std::make_shared<IntImm>(DType::I64, value); }
+ExprPtr var(const std::string& name) { return std::make_shared<AxisVar>(name); }
+ExprPtr arithmetic(BinaryOp op, ExprPtr a, ExprPtr b) {
+  return simplifyIndex(std::make_shared<Binary>(DType::I64, op, std::move(a), std::move(b)));
+}
+ExprPtr compare(BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::Bool, op, std::move(a), std::move(b)); }
+ExprPtr conjunction(const std::vector<ExprPtr>& terms) {
+  ExprPtr all;
+  for (const ExprPtr& term : terms) all = all ? std::make_shared<Binary>(DType::Bool, BinaryOp::And, all, term) : term;
+  return all;
+}
+StmtPtr block(std::vector<StmtPtr> stmts) { return std::make_shared<Block>(std::move(stmts)); }
+
+ExprPtr substitute(const ExprPtr& expr, const std::map<std::string, ExprPtr>& values) {
+  return simplifyIndex(rewrite(expr, [&](const Expr& node) -> ExprPtr {
+    const auto* axis = node.as<AxisVar>();
+    if (!axis) return nullptr;
+    auto value = values.find(axis->name);
+    return value == values.end() ? nullptr : value->second;
+  }));
+}
+
+// Thrown after a diagnostic to give up on the current nest.
+struct NestAbandoned {};
+
+// ---- The Loop IR of a nest, as lower_tensor_to_loops.cpp builds it ----
+
+// One stage's computation: `store`, or for a reduction: init, the reduction loops around update, and
+// finalize (which stores the result).
+struct Computation {
+  const Stage* stage = nullptr;
+  const loop::Store* store = nullptr;
+  std::string accumulator;
+  DType accumulatorType = DType::F32;
+  const loop::Store* init = nullptr;
+  std::vector<const loop::For*> reductionLoops;
+  const loop::Store* update = nullptr;
+  const loop::Store* finalize = nullptr;
+};
+
+Computation parseComputation(const loop::Stmt& stmt, const Stage& stage) {
+  Computation computation;
+  computation.stage = &stage;
+  if ((computation.store = stmt.as<loop::Store>())) return computation;
+  const auto* accumulator = stmt.as<loop::Allocate>();
+  const auto* steps = accumulator ? accumulator->body->as<loop::Block>() : nullptr;
+  EMMY_INTERNAL_ASSERT(steps && steps->stmts.size() == 3, "the Loop IR of stage {} is not a store or a reduction", stage.name);
+  computation.accumulator = accumulator->buffer;
+  computation.accumulatorType = accumulator->dtype;
+  computation.init = steps->stmts[0]->as<loop::Store>();
+  const loop::Stmt* inner = steps->stmts[1].get();
+  while (const auto* loop = inner->as<loop::For>()) {
+    computation.reductionLoops.push_back(loop);
+    inner = loop->body.get();
+  }
+  computation.update = inner->as<loop::Store>();
+  computation.finalize = steps->stmts[2]->as<loop::Store>();
+  EMMY_INTERNAL_ASSERT(computation.init && computation.update && computation.finalize,
+                       "the reduction of stage {} has an unexpected shape in Loop IR", stage.name);
+  return computation;
+}
+
+struct Member {
+  Computation computation;
+  size_t depth;  // it needs the root's first `depth` axes
+};
+
+struct NestParts {
+  std::vector<std::string> rootVars;  // the Loop IR variable of each root axis
+  std::vector<Member> members;
+  Computation root;
+};
+
+void parseLevel(const loop::Stmt& stmt, size_t depth, const Kernel& kernel, const loop::LoopNest& nest, const Stage& root,
+                NestParts& parts) {
+  const loop::Stmt* level = &stmt;
+  while (const auto* local = level->as<loop::Allocate>()) {
+    bool member = local->buffer != root.name &&
+                  std::find(nest.stages.begin(), nest.stages.end(), local->buffer) != nest.stages.end();
+    if (!member) break;
+    const auto* scope = local->body->as<loop::Block>();
+    EMMY_INTERNAL_ASSERT(scope && scope->stmts.size() == 2, "member {} has an unexpected shape in Loop IR", local->buffer);
+    parts.members.push_back({parseComputation(*scope->stmts[0], *kernel.findStage(local->buffer)), depth});
+    level = scope->stmts[1].get();
+  }
+  if (const auto* loop = level->as<loop::For>();
+      loop && loop->stage == root.name && depth < root.axes.size() && loop->axis == root.axes[depth].name) {
+    parts.rootVars.push_back(loop->var);
+    parseLevel(*loop->body, depth + 1, kernel, nest, root, parts);
+    return;
+  }
+  parts.root = parseComputation(*level, root);
+}
+
+// ---- A stage's loops after its schedule ----
+
+struct FinalLoop {
+  const ScheduledLoop* scheduled;
+  std::string var;
+  ExprPtr extent;
+};
+
+// A split that does not divide: `condition` (value < extent) holds in the iterations that exist.
+struct Tail {
+  std::string parent;
+  bool isAxis;          // the parent is an axis of the stage
+  bool reduction;
+  ExprPtr condition;
+  std::set<std::string> loops;  // the final loops it depends on
+};
+
+struct StageLoops {
+  std::vector<FinalLoop> loops;
+  std::map<std::string, ExprPtr> values;              // axes and intermediate loops, over final loop variables
+  std::map<std::string, ExprPtr> extents;             // of every axis and loop
+  std::map<std::string, std::set<std::string>> loopsOf;  // the final loops each value depends on
+  std::vector<Tail> tails;
+  std::map<std::string, std::string> axisVars;        // each axis's Loop IR variable
+  std::vector<std::string> axisOrder;                 // pure axes, then reduction axes
+};
+
+// Stage loops from `schedule`. `axisVars` names the Loop IR variable of each axis; `uniqueVar` names a
+// final loop that is not an axis.
+StageLoops buildStageLoops(const StageSchedule& schedule, const Stage& stage, std::map<std::string, std::string> axisVars,
+                           const std::function<std::string(const std::string&)>& uniqueVar) {
+  StageLoops result;
+  result.axisVars = std::move(axisVars);
+  std::map<std::string, bool> reduction;
+  for (const Axis& axis : stage.axes) {
+    result.extents[axis.name] = dimValue(axis.extent);
+    reduction[axis.name] = false;
+    result.axisOrder.push_back(axis.name);
+  }
+  if (stage.reduction)
+    for (const Axis& axis : stage.reduction->axes) {
+      result.extents[axis.name] = dimValue(axis.extent);
+      reduction[axis.name] = true;
+      result.axisOrder.push_back(axis.name);
+    }
+  std::set<std::string> replaced;
+  for (const LoopDerivation& derivation : schedule.derivations) {
+    replaced.insert(derivation.from.begin(), derivation.from.end());
+    const std::string& first = derivation.from[0];
+    if (derivation.factor > 0) {
+      ExprPtr extent = result.extents.at(first);
+      result.extents[derivation.to[0]] =
+          arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, extent, i64(derivation.factor - 1)), i64(derivation.factor));
+      result.extents[derivation.to[1]] = i64(derivation.factor);
+      reduction[derivation.to[0]] = reduction[derivation.to[1]] = reduction.at(first);
+    } else {
+      result.extents[derivation.to[0]] =
+          arithmetic(BinaryOp::Mul, result.extents.at(first), result.extents.at(derivation.from[1]));
+      reduction[derivation.to[0]] = reduction.at(first);
+    }
+  }
+  for (const ScheduledLoop& loop : schedule.loops) {
+    bool axis = result.axisVars.count(loop.name) && !replaced.count(loop.name);
+    std::string name = axis ? result.axisVars.at(loop.name) : uniqueVar(loop.name);
+    result.loops.push_back({&loop, name, result.extents.at(loop.name)});
+    result.values[loop.name] = var(name);
+    result.loopsOf[loop.name] = {loop.name};
+  }
+  for (auto derivation = schedule.derivations.rbegin(); derivation != schedule.derivations.rend(); ++derivation) {
+    if (derivation->factor > 0) {
+      const std::string &parent = derivation->from[0], &outer = derivation->to[0], &inner = derivation->to[1];
+      result.values[parent] = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, result.values.at(outer), i64(derivation->factor)),
+                                         result.values.at(inner));
+      std::set<std::string> loops = result.loopsOf.at(outer);
+      loops.insert(result.loopsOf.at(inner).begin(), result.loopsOf.at(inner).end());
+      result.loopsOf[parent] = loops;
+      const auto* extent = result.extents.at(parent)->as<IntImm>();
+      if (!extent || extent->value % derivation->factor != 0)
+        result.tails.push_back({parent, result.axisVars.count(parent) > 0, reduction.at(parent),
+                                compare(BinaryOp::Lt, result.values.at(parent), result.extents.at(parent)), loops});
+    } else {
+      const std::string &a = derivation->from[0], &b = derivation->from[1], &fused = derivation->to[0];
+      result.values[a] = arithmetic(BinaryOp::Div, result.values.at(fused), result.extents.at(b));
+      result.values[b] = arithmetic(BinaryOp::Mod, result.values.at(fused), result.extents.at(b));
+      result.loopsOf[a] = result.loopsOf[b] = result.loopsOf.at(fused);
+    }
+  }
+  return result;
+}
+
+bool includes(const std::set<std::string>& open, const std::set<std::string>& needed) {
+  return std::includes(open.begin(), open.end(), needed.begin(), needed.end());
+}
+
+bool boundToThreads(const ScheduledLoop& loop) { return loop.binding && loop.binding->scope != HardwareScope::Block; }
+
+// ---- One nest ----
+
+class NestScheduler {
+public:
+  NestScheduler(const loop::Program& program, const loop::LoopNest& nest, const ScheduleModel& model, Diagnostics& diagnostics)
+      : program_(program), kernel_(program.source), nest_(nest), model_(model), diagnostics_(diagnostics) {}
+
+  TileNest run() {
+    root_ = kernel_.findStage(nest_.stages.back());
+    parseLevel(*nest_.body, 0, kernel_, nest_, *root_, parts_);
+    collectTaken(*nest_.body);
+    for (const std::string& stage : nest_.stages)
+      for (const ScheduledLoop& loop : model_.stages.at(stage).loops)
+        if (boundToThreads(loop)) threads_[loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension] = *loop.extent;
+    std::map<std::string, std::string> axisVars;
+    for (size_t d = 0; d < root_->axes.size(); ++d) axisVars[root_->axes[d].name] = parts_.rootVars[d];
+    for (const loop::For* loop : parts_.root.reductionLoops) axisVars[loop->axis] = loop->var;
+    root_loops_ = buildStageLoops(model_.stages.at(root_->name), *root_, axisVars, [&](const std::string& n) { return uniqueVar(n); });
+    placeMembers();
+    placeCaches();
+    placeAccumulator();
+    StmtPtr body = generate(0, {}, {});
+    return TileNest{nest_.name, nest_.stages, threads_, body};
+  }
+
+private:
+  // ---- placement ----
+
+  [[noreturn]] void unsupported(const SourceLoc& loc, const std::string& message) {
+    diagnostics_.error(loc, message + " (not supported yet)");
+    throw NestAbandoned{};
+  }
+
+  // Where a directive about `stage` was written, for diagnostics that belong to no one directive.
+  SourceLoc directiveAbout(const std::string& stage) const {
+    for (const Directive& directive : kernel_.schedule)
+      if (directive.stage.text == stage || directive.atStage.text == stage) return directive.loc;
+    return kernel_.schedule.empty() ? SourceLoc{} : kernel_.schedule.front().loc;
+  }
+
+  // The position (number of root loops open) after root loop `name`.
+  size_t positionAfter(const std::string& name) const {
+    for (size_t k = 0; k < root_loops_.loops.size(); ++k)
+      if (root_loops_.loops[k].scheduled->name == name) return k + 1;
+    EMMY_INTERNAL_ASSERT(false, "stage {} has no loop {}", root_->name, name);
+  }
+
+  // The fewest root loops that define every one of `axes`.
+  size_t positionDefining(const std::vector<std::string>& axes) const {
+    size_t position = 0;
+    for (const std::string& axis : axes)
+      for (const std::string& loop : root_loops_.loopsOf.at(axis)) position = std::max(position, positionAfter(loop));
+    return position;
+  }
+
+  std::set<std::string> openAt(size_t position) const {
+    std::set<std::string> open;
+    for (size_t k = 0; k < position; ++k) open.insert(root_loops_.loops[k].scheduled->name);
+    return open;
+  }
+
+  void placeMembers() {
+    for (const Member& member : parts_.members) {
+      const StageSchedule& schedule = model_.stages.at(member.computation.stage->name);
+      std::vector<std::string> needed;
+      for (size_t d = 0; d < member.depth; ++d) needed.push_back(root_->axes[d].name);
+      size_t earliest = positionDefining(needed);
+      size_t position = earliest;
+      if (schedule.placement == Placement::ComputeAt) {
+        if (schedule.atStage != root_->name)
+          unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed in the kernel of {}", schedule.name,
+                                                     schedule.atStage, schedule.atLoop, schedule.name, root_->name));
+        position = positionAfter(schedule.atLoop);
+        if (position < earliest)
+          unsupported(schedule.placedAt,
+                      fmt::format("compute {} at {}.{}: {} needs the axes {} of {}, which are known only inside {}.{}",
+                                  schedule.name, root_->name, schedule.atLoop, schedule.name, join(needed, ", "), root_->name,
+                                  root_->name, root_loops_.loops[earliest - 1].scheduled->name));
+      } else if (schedule.placement != Placement::Default) {
+        unsupported(schedule.placedAt, fmt::format("{} {}: the kernel computes {} inside {}",
+                                                   schedule.placement == Placement::Root ? "root" : "inline", schedule.name,
+                                                   schedule.name, root_->name));
+      }
+      memberPositions_.push_back(position);
+    }
+    for (const auto& [name, schedule] : model_.stages)
+      if (schedule.placement == Placement::ComputeAt && std::find(nest_.stages.begin(), nest_.stages.end(), name) == nest_.stages.end() &&
+          schedule.atStage == root_->name)
+        unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed by a kernel of its own", name,
+                                                   schedule.atStage, schedule.atLoop, name));
+  }
+
+  struct PlacedCache {
+    const CacheStage* cache;
+    size_t position;
+    std::vector<ExprPtr> indices;  // where the root reads the source, over Loop IR variables
+    std::vector<ExprPtr> base;     // the copy's first element, over the loops open at `position`
+    DType dtype;
+  };
+
+  void placeCaches() {
+    for (const CacheStage& cache : model_.caches) {
+      if (std::find(nest_.stages.begin(), nest_.stages.end(), cache.atStage) == nest_.stages.end()) continue;
+      if (cache.atStage != root_->name)
+        unsupported(cache.loc, fmt::format("cache {} at {}.{}: caches serve the root stage {} of its kernel", cache.source,
+                                           cache.atStage, cache.atLoop, root_->name));
+      size_t position = positionAfter(cache.atLoop);
+      if (cache.source == root_->name) {
+        if (cache.memory != CacheMemory::Registers)
+          unsupported(cache.loc, fmt::format("cache {} in shared: a stage accumulates in registers", cache.source));
+        if (!root_->reduction) unsupported(cache.loc, fmt::format("cache {} at {}.{}: {} is not a reduction", cache.source,
+                                                                  cache.atStage, cache.atLoop, cache.source));
+        ownCachePosition_ = position;
+        continue;
+      }
+      bool global = kernel_.findInput(cache.source) ||
+                    std::any_of(program_.temporaries.begin(), program_.temporaries.end(),
+                                [&](const loop::Temporary& t) { return t.name == cache.source; });
+      if (!global)
+        unsupported(cache.loc, fmt::format("cache {}: only inputs and tensors of earlier kernels are copied", cache.source));
+      const Load* read = rootReadOf(cache.source);
+      EMMY_INTERNAL_ASSERT(read != nullptr, "the root {} does not read {}", root_->name, cache.source);
+      if (read->padValue)
+        unsupported(cache.loc, fmt::format("cache {}: {} reads it with a pad value", cache.source, root_->name));
+      // The copy starts where the root's read is when the loops that vary within it are at 0.
+      std::map<std::string, ExprPtr> atStart;
+      for (size_t k = 0; k < root_loops_.loops.size(); ++k) {
+        const FinalLoop& loop = root_loops_.loops[k];
+        bool threads = boundToThreads(*loop.scheduled);
+        if (cache.memory == CacheMemory::Shared ? (k >= position || threads) : (k >= position && !threads))
+          atStart[loop.var] = i64(0);
+      }
+      std::map<std::string, ExprPtr> axisValues;
+      for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
+      PlacedCache placed{&cache, position, read->indices, {}, read->dtype};
+      for (const ExprPtr& index : read->indices) placed.base.push_back(substitute(index, axisValues));
+      caches_.push_back(placed);
+    }
+  }
+
+  // The root's read of `tensor` (the checker allows one place).
+  const Load* rootReadOf(const std::string& tensor) const {
+    const Load* found = nullptr;
+    for (const loop::Store* store : {parts_.root.store, parts_.root.update, parts_.root.finalize})
+      if (store)
+        forEachNode(*store->value, [&](const Expr& node) {
+          if (const auto* load = node.as<Load>(); load && load->tensor == tensor && !found) found = load;
+        });
+    return found;
+  }
+
+  void placeAccumulator() {
+    const std::vector<FinalLoop>& loops = root_loops_.loops;
+    auto firstReduction = std::find_if(loops.begin(), loops.end(), [](const FinalLoop& l) { return l.scheduled->reduction; });
+    if (!root_->reduction) return;
+    size_t first = firstReduction - loops.begin();
+    accumulatorPosition_ = ownCachePosition_.value_or(first);
+    if (accumulatorPosition_ > first)
+      unsupported(directiveAbout(root_->name),
+                  fmt::format("cache {} in registers at {}.{}: the accumulators must live outside the first reduction loop {}",
+                              root_->name, root_->name, loops[accumulatorPosition_ - 1].scheduled->name,
+                              loops[first].scheduled->name));
+    // The accumulators: one per iteration of the pure loops inside the scope that each thread runs.
+    std::vector<const ScheduledLoop*> varying;
+    std::map<std::string, ExprPtr> atStart;
+    for (size_t k = accumulatorPosition_; k < loops.size(); ++k) {
+      const ScheduledLoop& loop = *loops[k].scheduled;
+      if (loop.reduction) {
+        if (boundToThreads(loop)) {
+          if (loop.binding->dimension != 0 && loop.binding->scope == HardwareScope::Thread)
+            unsupported(loop.boundAt, fmt::format("bind {}.{} to {}: a reduction combines across thread.x or warp.x", root_->name,
+                                                  loop.name, hardwareIndexName(*loop.binding)));
+          cooperative_ = true;
+        }
+        continue;
+      }
+      if (boundToThreads(loop)) continue;
+      varying.push_back(&loop);
+      atStart[loops[k].var] = i64(0);
+    }
+    for (const Axis& axis : root_->axes) {
+      const ScheduledLoop* symbolic = nullptr;
+      std::optional<int64_t> width = footprintWidth(AxisVar(axis.name), varying, axis.extent, &symbolic);
+      EMMY_INTERNAL_ASSERT(width.has_value(), "the accumulators of {} have no constant shape", root_->name);
+      if (*width == 1) continue;
+      accumulatorShape_.push_back(Dim::constant(*width));
+      accumulatorIndex_.push_back(arithmetic(BinaryOp::Sub, var(root_loops_.axisVars.at(axis.name)),
+                                             substitute(root_loops_.values.at(axis.name), atStart)));
+    }
+    if (cooperative_ && !accumulatorShape_.empty())
+      unsupported(directiveAbout(root_->name),
+                  fmt::format("{}: a reduction combined across threads keeps one accumulator per thread, and the loops "
+                              "inside the first reduction loop would need {}", root_->name, accumulatorShape_.size()));
+    accumulator_ = parts_.root.accumulator;
+  }
+
+  // Does work that needs every thread of the block (a combine, a shared copy) happen at `position` or
+  // further in?
+  bool cooperativeFrom(size_t position) const {
+    for (size_t m = 0; m < parts_.members.size(); ++m)
+      if (memberPositions_[m] >= position && memberIsCooperative(parts_.members[m])) return true;
+    for (const PlacedCache& cache : caches_)
+      if (cache.position >= position && cache.cache->memory == CacheMemory::Shared) return true;
+    return cooperative_ && accumulatorPosition_ >= position;
+  }
+
+  bool memberIsCooperative(const Member& member) const {
+    for (const ScheduledLoop& loop : model_.stages.at(member.computation.stage->name).loops)
+      if (loop.reduction && boundToThreads(loop)) return true;
+    return false;
+  }
+
+  bool threadDependent(const Tail& tail, const StageLoops& loops) const {
+    for (const FinalLoop& loop : loops.loops)
+      if (tail.loops.count(loop.scheduled->name) && boundToThreads(*loop.scheduled)) return true;
+    return false;
+  }
+
+  // ---- generation ----
+
+  // What has been emitted in the enclosing scopes: axis Lets and tails, by name.
+  using Defined = std::set<std::string>;
+
+  // The Lets of the root's axes that `open` completes, and the conditions of its tails (as Guards
+  // around `rest`, or, with `clamp`, as clamps and masks).
+  struct Ready {
+    std::vector<StmtPtr> lets;
+    std::vector<ExprPtr> guards;
+  };
+
+  // `cooperative`: the statements these guard need every thread of the block.
+  Ready emitReady(const StageLoops& loops, const std::set<std::string>& open, Defined& defined, bool cooperative,
+                  std::vector<ExprPtr>& masks) {
+    Ready ready;
+    std::set<std::string> clamped;
+    for (const Tail& tail : loops.tails) {
+      if (defined.count("tail " + tail.parent) || !includes(open, tail.loops)) continue;
+      defined.insert("tail " + tail.parent);
+      bool dependent = threadDependent(tail, loops);
+      if (cooperative && dependent && tail.reduction)
+        unsupported(directiveAbout(root_->name),
+                    fmt::format("{}: the ragged end of reduction loop {} depends on the thread and encloses work every "
+                                "thread of the block does together", root_->name, tail.parent));
+      bool clamp = cooperative && dependent;
+      if (!clamp) {
+        // An axis's Let comes first: the guard reads it.
+        ready.guards.push_back(tail.isAxis ? compare(BinaryOp::Lt, var(loops.axisVars.at(tail.parent)), loops.extents.at(tail.parent))
+                                           : tail.condition);
+        continue;
+      }
+      masks.push_back(tail.condition);
+      if (tail.isAxis) clamped.insert(tail.parent);
+    }
+    for (const std::string& axis : loops.axisOrder) {
+      if (defined.count(axis) || !includes(open, loops.loopsOf.at(axis))) continue;
+      defined.insert(axis);
+      ExprPtr value = loops.values.at(axis);
+      const std::string& name = loops.axisVars.at(axis);
+      if (const auto* same = value->as<AxisVar>(); same && same->name == name) continue;
+      if (clamped.count(axis))
+        value = arithmetic(BinaryOp::Min, value, arithmetic(BinaryOp::Sub, loops.extents.at(axis), i64(1)));
+      ready.lets.push_back(std::make_shared<Let>(name, value));
+    }
+    return ready;
+  }
+
+  static StmtPtr wrap(const Ready& ready, StmtPtr rest) {
+    if (!ready.guards.empty()) rest = std::make_shared<Guard>(conjunction(ready.guards), rest);
+    std::vector<StmtPtr> stmts = ready.lets;
+    stmts.push_back(rest);
+    return stmts.size() == 1 ? rest : block(stmts);
+  }
+
+  // The root's loops from `position` on, with everything placed among them.
+  StmtPtr generate(size_t position, Defined defined, std::vector<ExprPtr> masks) {
+    Ready ready = emitReady(root_loops_, openAt(position), defined, cooperativeFrom(position), masks);
+    for (const PlacedCache& cache : caches_)
+      if (cache.position == position) activeCaches_.push_back(&cache);
+    StmtPtr rest = inner(position, defined, masks);
+    for (const PlacedCache& cache : caches_)
+      if (cache.position == position) activeCaches_.pop_back();
+    // Caches and members placed here, innermost last.
+    for (size_t c = caches_.size(); c-- > 0;)
+      if (caches_[c].position == position) rest = cacheCopy(caches_[c], rest);
+    for (size_t m = parts_.members.size(); m-- > 0;)
+      if (memberPositions_[m] == position) rest = member(parts_.members[m], rest);
+    return wrap(ready, rest);
+  }
+
+  StmtPtr inner(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
+    if (root_->reduction && position == accumulatorPosition_ && !accumulatorOpen_) return reductionRegion(position, defined, masks);
+    if (position == root_loops_.loops.size()) return core(masks);
+    return loop(position, defined, masks);
+  }
+
+  Binding bindingOf(const FinalLoop& loop, size_t position) const {
+    const ScheduledLoop& scheduled = *loop.scheduled;
+    if (scheduled.binding)
+      return scheduled.binding->scope == HardwareScope::Block ? Binding::BlockStrided : Binding::ThreadIndex;
+    if (position == 0 && defaultBlockLoop()) return Binding::BlockStrided;
+    return scheduled.unrolled || scheduled.vectorized ? Binding::Unrolled : Binding::Serial;
+  }
+
+  // With no loop bound to blocks, the root's outermost loop (when it is a pure one) runs across them.
+  bool defaultBlockLoop() const {
+    const std::vector<FinalLoop>& loops = root_loops_.loops;
+    bool anyBlock = std::any_of(loops.begin(), loops.end(), [](const FinalLoop& l) {
+      return l.scheduled->binding && l.scheduled->binding->scope == HardwareScope::Block;
+    });
+    return !anyBlock && !loops.empty() && !loops[0].scheduled->reduction && !boundToThreads(*loops[0].scheduled) &&
+           !loops[0].scheduled->unrolled;
+  }
+
+  static int dimensionOf(const ScheduledLoop& loop) {
+    return loop.binding && loop.binding->scope != HardwareScope::Warp ? loop.binding->dimension : 0;
+  }
+
+  StmtPtr loop(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
+    const FinalLoop& loop = root_loops_.loops[position];
+    Binding binding = bindingOf(loop, position);
+    int dimension = dimensionOf(*loop.scheduled);
+    if (binding == Binding::ThreadIndex) threadBound_.insert(dimension);
+    StmtPtr body = generate(position + 1, defined, masks);
+    if (binding == Binding::ThreadIndex) threadBound_.erase(dimension);
+    return std::make_shared<Loop>(loop.var, loop.extent, binding,
+                                  std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body, 1, dimension);
+  }
+
+  // A store to global memory: masked where axes were clamped, and made once by the threads that would
+  // each make it (those of a dimension of the block no enclosing loop takes its iterations from).
+  StmtPtr globalStore(StmtPtr store, const std::vector<ExprPtr>& masks) const {
+    if (!masks.empty()) store = std::make_shared<Guard>(conjunction(masks), store);
+    std::vector<int> dimensions;
+    for (int d = 0; d < 3; ++d)
+      if (threads_[d] > 1 && !threadBound_.count(d)) dimensions.push_back(d);
+    return dimensions.empty() ? store : std::make_shared<SingleThread>(store, dimensions);
+  }
+
+  // A Loop IR expression of the root's, reading the copies that are active and the accumulators.
+  ExprPtr rootExpr(const ExprPtr& expr) const {
+    return rewrite(expr, [&](const Expr& node) -> ExprPtr {
+      const auto* load = node.as<Load>();
+      if (!load) return nullptr;
+      if (load->tensor == parts_.root.accumulator) return std::make_shared<Load>(load->dtype, accumulator_, accumulatorIndex_);
+      for (auto active = activeCaches_.rbegin(); active != activeCaches_.rend(); ++active) {
+        const PlacedCache& cache = **active;
+        if (cache.cache->source != load->tensor) continue;
+        std::vector<ExprPtr> index;
+        for (size_t d = 0; d < load->indices.size(); ++d)
+          index.push_back(arithmetic(BinaryOp::Sub, load->indices[d], cache.base[d]));
+        return std::make_shared<Load>(load->dtype, cache.cache->name, index);
+      }
+      return nullptr;
+    });
+  }
+
+  StmtPtr core(const std::vector<ExprPtr>& masks) {
+    if (const loop::Store* store = parts_.root.store)
+      return globalStore(std::make_shared<Store>(store->buffer, store->indices, rootExpr(store->value)), masks);
+    StmtPtr update = std::make_shared<Store>(accumulator_, accumulatorIndex_, rootExpr(parts_.root.update->value));
+    return masks.empty() ? update : std::make_shared<Guard>(conjunction(masks), update);
+  }
+
+  // The accumulators, their initialisation, the loops, the combine and the stores of the results.
+  StmtPtr reductionRegion(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
+    accumulatorOpen_ = true;
+    const Computation& root = parts_.root;
+    StmtPtr init = replayPureLoops(position, position, defined, masks, [&](const std::vector<ExprPtr>&) -> StmtPtr {
+      return std::make_shared<Store>(accumulator_, accumulatorIndex_, rootExpr(root.init->value));
+    });
+    StmtPtr loops = inner(position, defined, masks);
+    std::vector<StmtPtr> stmts{init, loops};
+    if (cooperative_) stmts.push_back(std::make_shared<CrossThreadReduce>(accumulator_, root.accumulatorType, root_->reduction->op));
+    stmts.push_back(replayPureLoops(position, position, defined, masks, [&](const std::vector<ExprPtr>& leafMasks) -> StmtPtr {
+      const loop::Store& finalize = *root.finalize;
+      return globalStore(std::make_shared<Store>(finalize.buffer, finalize.indices, rootExpr(finalize.value)), leafMasks);
+    }));
+    accumulatorOpen_ = false;
+    return std::make_shared<Allocate>(accumulator_, root.accumulatorType, accumulatorShape_, MemoryScope::Registers, block(stmts));
+  }
+
+  // The root's pure loops from `position` on (reduction loops left out), with their Lets and tails as
+  // guards, around `leaf`.
+  StmtPtr replayPureLoops(size_t start, size_t position, Defined defined, std::vector<ExprPtr> masks,
+                          const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf) {
+    std::set<std::string> open = openAt(start);
+    for (size_t k = start; k < position; ++k)
+      if (!root_loops_.loops[k].scheduled->reduction) open.insert(root_loops_.loops[k].scheduled->name);
+    Ready ready = emitReady(root_loops_, open, defined, false, masks);
+    size_t next = position;
+    while (next < root_loops_.loops.size() && root_loops_.loops[next].scheduled->reduction) ++next;
+    if (next == root_loops_.loops.size()) return wrap(ready, leaf(masks));
+    const FinalLoop& loop = root_loops_.loops[next];
+    Binding binding = bindingOf(loop, next);
+    int dimension = dimensionOf(*loop.scheduled);
+    if (binding == Binding::ThreadIndex) threadBound_.insert(dimension);
+    StmtPtr body = replayPureLoops(start, next + 1, defined, masks, leaf);
+    if (binding == Binding::ThreadIndex) threadBound_.erase(dimension);
+    // Init and store loops are siblings of the loops they replay, and may reuse their variables.
+    return wrap(ready, std::make_shared<Loop>(loop.var, loop.extent, binding,
+                                              std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body, 1,
+                                              dimension));
+  }
+
+  // `cache S ... at R.a`: the copy, filled before `rest` reads it.
+  StmtPtr cacheCopy(const PlacedCache& placed, StmtPtr rest) {
+    const CacheStage& cache = *placed.cache;
+    std::vector<Dim> shape;
+    int64_t elements = 1;
+    for (size_t d = 0; d < cache.shape.size(); ++d) {
+      int64_t extent = cache.shape[d] + (d + 1 == cache.shape.size() ? cache.pad : 0);
+      shape.push_back(Dim::constant(extent));
+      elements *= cache.shape[d];
+    }
+    const Shape& sourceShape = kernel_.findInput(cache.source) ? kernel_.findInput(cache.source)->shape : temporaryShape(cache.source);
+    std::string element = uniqueVar(cache.name + "_element");
+    std::vector<StmtPtr> fill;
+    std::vector<ExprPtr> local, global;
+    std::vector<ExprPtr> inside;
+    int64_t stride = elements;
+    for (size_t d = 0; d < cache.shape.size(); ++d) {
+      stride /= cache.shape[d];
+      std::string coordinate = uniqueVar(fmt::format("{}_{}", cache.name, d));
+      fill.push_back(std::make_shared<Let>(
+          coordinate, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));
+      local.push_back(var(coordinate));
+      global.push_back(arithmetic(BinaryOp::Add, placed.base[d], var(coordinate)));
+      inside.push_back(compare(BinaryOp::Lt, global.back(), dimValue(sourceShape[d])));
+    }
+    ExprPtr value = std::make_shared<Select>(conjunction(inside), std::make_shared<Load>(placed.dtype, cache.source, global),
+                                             immediate(placed.dtype, 0));
+    fill.push_back(std::make_shared<Store>(cache.name, local, value));
+    bool shared = cache.memory == CacheMemory::Shared;
+    StmtPtr copy = std::make_shared<Loop>(element, i64(elements), shared ? Binding::ThreadStrided : Binding::Unrolled,
+                                          std::vector<std::string>{}, block(fill));
+    return std::make_shared<Allocate>(cache.name, placed.dtype, shape, shared ? MemoryScope::Shared : MemoryScope::Registers,
+                                      block({copy, rest}));
+  }
+
+  Shape temporaryShape(const std::string& name) const {
+    for (const loop::Temporary& temporary : program_.temporaries)
+      if (temporary.name == name) return temporary.shape;
+    EMMY_INTERNAL_ASSERT(false, "{} is not a temporary", name);
+  }
+
+  // A member computed in place: its local, its accumulator, its reduction loops and combine.
+  StmtPtr member(const Member& placed, StmtPtr rest) {
+    const Computation& computation = placed.computation;
+    const Stage& stage = *computation.stage;
+    const StageSchedule& schedule = model_.stages.at(stage.name);
+    for (const ScheduledLoop& loop : schedule.loops)
+      if (!loop.reduction && (loop.binding || loop.unrolled || loop.vectorized || loop.fused ||
+                              std::none_of(stage.axes.begin(), stage.axes.end(), [&](const Axis& a) { return a.name == loop.name; })))
+        unsupported(directiveAbout(stage.name), fmt::format("{} is computed inside {}'s loops, so its loop over {} is {}'s: "
+                                                            "schedule only its reduction loops", stage.name, root_->name,
+                                                            loop.name, root_->name));
+    std::map<std::string, std::string> axisVars;
+    for (size_t d = 0; d < stage.axes.size(); ++d) axisVars[stage.axes[d].name] = parts_.rootVars[d];
+    for (const loop::For* loop : computation.reductionLoops) axisVars[loop->axis] = loop->var;
+    StageLoops loops = buildStageLoops(schedule, stage, axisVars, [&](const std::string& n) { return uniqueVar(n); });
+    std::vector<const FinalLoop*> reductionLoops;
+    bool cooperative = false;
+    for (const FinalLoop& loop : loops.loops) {
+      if (!loop.scheduled->reduction) continue;
+      reductionLoops.push_back(&loop);
+      if (!boundToThreads(*loop.scheduled)) continue;
+      if (dimensionOf(*loop.scheduled) != 0)
+        unsupported(loop.scheduled->boundAt, fmt::format("bind {}.{} to {}: a reduction combines across thread.x or warp.x",
+                                                         stage.name, loop.scheduled->name, hardwareIndexName(*loop.scheduled->binding)));
+      if (threadBound_.count(0))
+        unsupported(loop.scheduled->boundAt, fmt::format("{} combines across thread.x inside a loop of {} bound to thread.x",
+                                                         stage.name, root_->name));
+      cooperative = true;
+    }
+    std::set<std::string> open;
+    for (const Axis& axis : stage.axes) open.insert(axis.name);  // the root's, known where it is placed
+    Defined defined(open.begin(), open.end());
+    std::function<StmtPtr(size_t)> loopsFrom = [&](size_t k) -> StmtPtr {
+      std::vector<ExprPtr> unusedMasks;
+      Ready ready = emitReady(loops, open, defined, false, unusedMasks);
+      if (k == reductionLoops.size())
+        return wrap(ready, std::make_shared<Store>(computation.update->buffer, computation.update->indices, computation.update->value));
+      const FinalLoop& loop = *reductionLoops[k];
+      open.insert(loop.scheduled->name);
+      bool threads = boundToThreads(*loop.scheduled);
+      StmtPtr body = loopsFrom(k + 1);
+      return wrap(ready, std::make_shared<Loop>(loop.var, loop.extent,
+                                                threads ? Binding::ThreadIndex
+                                                        : loop.scheduled->unrolled ? Binding::Unrolled : Binding::Serial,
+                                                std::vector<std::string>{stage.name + "." + loop.scheduled->name}, body, 1,
+                                                dimensionOf(*loop.scheduled)));
+    };
+    std::vector<StmtPtr> steps{std::make_shared<Store>(computation.init->buffer, computation.init->indices, computation.init->value),
+                               loopsFrom(0)};
+    if (cooperative) steps.push_back(std::make_shared<CrossThreadReduce>(computation.accumulator, computation.accumulatorType,
+                                                                         stage.reduction->op));
+    steps.push_back(std::make_shared<Store>(computation.finalize->buffer, computation.finalize->indices, computation.finalize->value));
+    StmtPtr compute = std::make_shared<Allocate>(computation.accumulator, computation.accumulatorType, std::vector<Dim>{},
+                                                 MemoryScope::Registers, block(steps));
+    return std::make_shared<Allocate>(stage.name, stage.dtype, std::vector<Dim>{}, MemoryScope::Registers, block({compute, rest}));
+  }
+
+  // ---- names ----
+
+  void collectTaken(const loop::Stmt& stmt) {
+    loop::dispatch(stmt, [&](const auto& node) {
+      using Node = std::decay_t<decltype(node)>;
+      if constexpr (std::is_same_v<Node, loop::For>) {
+        taken_.insert(node.var);
+        collectTaken(*node.body);
+      } else if constexpr (std::is_same_v<Node, loop::Allocate>) {
+        taken_.insert(node.buffer);
+        collectTaken(*node.body);
+      } else if constexpr (std::is_same_v<Node, loop::Block>) {
+        for (const loop::StmtPtr& inner : node.stmts) collectTaken(*inner);
+      }
+    });
+    for (const TensorParam& p : kernel_.inputs) taken_.insert(p.name);
+    for (const TensorParam& p : kernel_.outputs) taken_.insert(p.name);
+    for (const ScalarParamDecl& p : kernel_.scalars) taken_.insert(p.name);
+    for (const std::string& size : kernel_.sizes) taken_.insert(size);
+    for (const Stage& stage : kernel_.stages) taken_.insert(stage.name);
+    for (const CacheStage& cache : model_.caches) taken_.insert(cache.name);
+  }
+
+  std::string uniqueVar(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; taken_.count(name); ++k) name = fmt::format("{}_{}", base, k);
+    taken_.insert(name);
+    return name;
+  }
+
+  const loop::Program& program_;
+  const Kernel& kernel_;
+  const loop::LoopNest& nest_;
+  const ScheduleModel& model_;
+  Diagnostics& diagnostics_;
+  const Stage* root_ = nullptr;
+  NestParts parts_;
+  StageLoops root_loops_;
+  std::array<int, 3> threads_{1, 1, 1};
+  std::vector<size_t> memberPositions_;
+  std::vector<PlacedCache> caches_;
+  std::vector<const PlacedCache*> activeCaches_;
+  std::optional<size_t> ownCachePosition_;
+  size_t accumulatorPosition_ = 0;
+  bool accumulatorOpen_ = false;
+  bool cooperative_ = false;
+  std::string accumulator_;
+  std::vector<Dim> accumulatorShape_;
+  std::vector<ExprPtr> accumulatorIndex_;
+  std::set<int> threadBound_;  // thread dimensions enclosing loops of the root take
+  std::set<std::string> taken_;
+};
+
+// Does any directive name a stage of `nest` (or a copy read by one)?
+bool scheduled(const loop::LoopNest& nest, const Kernel& kernel) {
+  for (const Directive& directive : kernel.schedule)
+    for (const std::string& stage : nest.stages)
+      if (directive.stage.text == stage || directive.atStage.text == stage) return true;
+  return false;
+}
+
+}  // namespace
+
+Program applySchedule(const loop::Program& program, const ScheduleModel& model, Diagnostics& diagnostics) {
+  Program tiled{program.source, program.temporaries, {}, {}};
+  for (const Directive& directive : program.source.schedule) tiled.schedule.push_back(printDirective(directive));
+  std::vector<std::string> defaults;
+  for (const loop::LoopNest& nest : program.kernels) {
+    if (!scheduled(nest, program.source)) {
+      tiled.kernels.push_back(scheduleNestByDefault(program, nest, defaults));
+      continue;
+    }
+    try {
+      tiled.kernels.push_back(NestScheduler(program, nest, model, diagnostics).run());
+    } catch (const NestAbandoned&) {
+    }
+  }
+  if (!defaults.empty()) {
+    tiled.schedule.push_back("# the kernels the schedule does not name follow the default schedule:");
+    tiled.schedule.insert(tiled.schedule.end(), defaults.begin(), defaults.end());
+  }
+  return tiled;
+}
+
+}  // namespace emmy::tile
