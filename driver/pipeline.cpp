@@ -19,7 +19,7 @@
 namespace emmy {
 
 const std::vector<std::string>& passNames() {
-  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule-default", "lower-tile-to-kernel", "place-barriers"};
+  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule", "lower-tile-to-kernel", "place-barriers"};
   return names;
 }
 
@@ -62,7 +62,7 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
     if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
   }
   tile::verifyProgram(lowered.tile);
-  dumpAfter(options, "schedule-default", [&] { return tile::printProgram(lowered.tile); });
+  dumpAfter(options, "schedule", [&] { return tile::printProgram(lowered.tile); });
   if (options.stopAfter == Level::Tile) return lowered;
 
   lowered.kernel = kernel::lowerTileToKernel(lowered.tile);

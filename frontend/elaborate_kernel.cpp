@@ -31,7 +31,16 @@ void KernelElaboration::error(const SourceLoc& loc, std::string message) { fail(
 
 namespace {
 
-bool reservedName(const std::string& name) { return name.find("__") != std::string::npos; }
+}  // namespace
+
+std::optional<std::string> reservedNameProblem(const std::string& name) {
+  if (name.find("__") != std::string::npos) return fmt::format("'{}': names containing '__' are reserved for the compiler", name);
+  if (isReservedInCuda(name))
+    return fmt::format("'{}' is reserved in C++ or CUDA, and the generated code could not use it as a name", name);
+  return std::nullopt;
+}
+
+namespace {
 
 const char* symbolKindName(Symbol::Kind kind) {
   switch (kind) {
@@ -82,7 +91,7 @@ std::optional<Kernel> KernelElaboration::run() {
 // Signature
 
 void KernelElaboration::declare(const std::string& name, Symbol symbol) {
-  if (reservedName(name)) error(symbol.loc, fmt::format("'{}': names containing '__' are reserved for the compiler", name));
+  if (std::optional<std::string> problem = reservedNameProblem(name)) error(symbol.loc, *problem);
   auto [it, fresh] = symbols.emplace(name, symbol);
   if (!fresh)
     error(symbol.loc, fmt::format("duplicate definition of '{}' (already {} at {}:{})", name,
@@ -195,8 +204,7 @@ void KernelElaboration::statement(const ast::Statement& s) {
 }
 
 void KernelElaboration::checkTarget(const ast::Ident& name) {
-  if (reservedName(name.name))
-    error(name.loc, fmt::format("'{}': names containing '__' are reserved for the compiler", name.name));
+  if (std::optional<std::string> problem = reservedNameProblem(name.name)) error(name.loc, *problem);
   auto it = symbols.find(name.name);
   if (it == symbols.end()) return;
   const Symbol& existing = it->second;

@@ -64,6 +64,10 @@ private:
   std::vector<std::string> instantiating_;                          // for recursive kernel calls
 };
 
+// Why `name` cannot name a tensor, index, size or parameter (it would clash in the generated code), or
+// nullopt when it can.
+std::optional<std::string> reservedNameProblem(const std::string& name);
+
 // The name a statement's tensors and hoisted stages are built under.
 struct Symbol {
   enum class Kind { Input, Output, Stage, Scalar, Size, TypeParam };

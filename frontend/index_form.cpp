@@ -212,6 +212,7 @@ void KernelElaboration::indexStatement(const ast::Statement& s) {
   stage.name = name.name;
   stage.loc = s.loc;
   for (const ast::Ident& index : s.indices) {
+    if (std::optional<std::string> problem = reservedNameProblem(index.name)) error(index.loc, *problem);
     scope.indices.push_back(IndexBinding{index.name, statementRanges.at(&index), index.loc});
     stage.axes.push_back(Axis{index.name, statementRanges.at(&index)});
   }
@@ -337,6 +338,7 @@ KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const a
   size_t depth = scope.indices.size();
   Reduction reduction{*op, {}, DType::F32};
   for (const ast::Ident& index : e.indices) {
+    if (std::optional<std::string> problem = reservedNameProblem(index.name)) error(index.loc, *problem);
     scope.indices.push_back(IndexBinding{index.name, ranges->at(&index), index.loc});
     reduction.axes.push_back(Axis{index.name, ranges->at(&index)});
   }

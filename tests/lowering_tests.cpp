@@ -21,17 +21,9 @@ sim::CudaSource cudaOf(const Lowered& lowered, const fs::path& source) {
 
 // Runs `program` on random inputs with every size `size` and compares every output.
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKernel& program, int64_t size) {
-  INFO(kernel.instanceName() << " with every size " << size);
-  tensor::EvaluationInputs inputs = testing::randomInputs(kernel, size, 1000 + size);
-  std::map<std::string, Buffer> reference = tensor::evaluate(kernel, inputs);
-  sim::SimulationResult simulated = program.run(inputs);
-  INFO(simulated.failure.value_or(""));
-  REQUIRE_FALSE(simulated.failure);
-  for (const tensor::TensorParam& output : kernel.outputs) {
-    OutputComparison comparison = compareOutput(output.name, simulated.outputs.at(output.name), reference.at(output.name));
-    INFO(formatComparison(comparison));
-    CHECK(comparison.ok());
-  }
+  std::map<std::string, int64_t> sizes;
+  for (const std::string& name : kernel.sizes) sizes[name] = size;
+  testing::checkAgainstEvaluator(kernel, program, sizes, 1000 + size);
 }
 
 }  // namespace

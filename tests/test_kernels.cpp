@@ -3,7 +3,9 @@
 #include <random>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
+#include "driver/compare.h"
 #include "frontend/frontend.h"
 #include "golden_files.h"
 
@@ -35,11 +37,46 @@ std::vector<tensor::Kernel> kernelsOf(const fs::path& file) {
   return kernels;
 }
 
+std::vector<tensor::Kernel> kernelsOfText(const std::string& source) {
+  Diagnostics diagnostics;
+  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
+  std::vector<tensor::Kernel> kernels;
+  if (const ast::Module* module = frontend.loadText("test.emmy", source, Frontend::defaultStdlibDir()))
+    kernels = frontend.elaborateAll(*module);
+  INFO(source << diagnostics.render());
+  REQUIRE_FALSE(diagnostics.hasErrors());
+  return kernels;
+}
+
 tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, int64_t size, uint64_t seed) {
+  std::map<std::string, int64_t> sizes;
+  for (const std::string& name : kernel.sizes) sizes[name] = size;
+  return randomInputs(kernel, sizes, seed);
+}
+
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKernel& program,
+                           const std::map<std::string, int64_t>& sizes, uint64_t seed) {
+  std::string sizeText;
+  for (const auto& [name, value] : sizes) sizeText += fmt::format(" {}={}", name, value);
+  INFO(kernel.instanceName() << " with" << sizeText);
+  tensor::EvaluationInputs inputs = randomInputs(kernel, sizes, seed);
+  std::map<std::string, Buffer> reference = tensor::evaluate(kernel, inputs);
+  sim::SimulationResult simulated = program.run(inputs);
+  INFO(simulated.failure.value_or(""));
+  REQUIRE_FALSE(simulated.failure);
+  for (const tensor::TensorParam& output : kernel.outputs) {
+    OutputComparison comparison = compareOutput(output.name, simulated.outputs.at(output.name), reference.at(output.name));
+    INFO(formatComparison(comparison));
+    CHECK(comparison.ok());
+  }
+}
+
+tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes,
+                                      uint64_t seed) {
   std::mt19937_64 random(seed);
   std::uniform_real_distribution<double> uniform(-1, 1);
   tensor::EvaluationInputs inputs;
-  for (const std::string& name : kernel.sizes) inputs.sizes[name] = size;
+  for (const std::string& name : kernel.sizes) inputs.sizes[name] = sizes.at(name);
   for (const tensor::TensorParam& input : kernel.inputs) {
     std::vector<int64_t> shape;
     for (const tensor::Dim& dim : input.shape) shape.push_back(tensor::evaluateDim(dim, inputs.sizes));

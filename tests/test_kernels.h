@@ -4,8 +4,11 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <map>
+#include <string>
 #include <vector>
 
+#include "backend/sim/simulator.h"
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/nodes.h"
 
@@ -20,8 +23,20 @@ std::vector<std::filesystem::path> loweringSources();
 // Every kernel instance of `file` (a Catch2 failure with the diagnostics when it does not compile).
 std::vector<tensor::Kernel> kernelsOf(const std::filesystem::path& file);
 
-// Inputs with every size equal to `size` and every scalar without a default set to 0.5; floats are
-// uniform in [-1, 1), integers in [-8, 8].
+// The kernel instances of the text `source` (a Catch2 failure with the diagnostics when it does not
+// compile); imports resolve in the standard library.
+std::vector<tensor::Kernel> kernelsOfText(const std::string& source);
+
+// Inputs with `sizes` and every scalar without a default set to 0.5; floats are uniform in [-1, 1),
+// integers in [-8, 8].
+tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes,
+                                      uint64_t seed);
+// The same with every size equal to `size`.
 tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, int64_t size, uint64_t seed);
+
+// Runs `program` (the generated CUDA of `kernel`) on those inputs and checks every output against the
+// reference evaluator within the dtype's tolerance; a failed simulation (deadlock, crash) fails the test.
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKernel& program,
+                           const std::map<std::string, int64_t>& sizes, uint64_t seed);
 
 }  // namespace emmy::testing

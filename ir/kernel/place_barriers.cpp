@@ -35,6 +35,10 @@ class BarrierPlacement {
 public:
   // Only the statements between the last barrier and the current point matter: `pending`.
   StmtPtr place(const StmtPtr& stmt, Accesses& pending) {
+    // A loop or condition whose body is one statement may need a barrier before it too.
+    auto asBlock = [](const StmtPtr& body) -> StmtPtr {
+      return body->as<Block>() ? body : std::make_shared<Block>(std::vector<StmtPtr>{body});
+    };
     if (!dependsOnThread(*stmt) && !stmt->as<Barrier>()) {
       if (const auto* block = stmt->as<Block>()) {
         std::vector<StmtPtr> stmts;
@@ -48,16 +52,16 @@ public:
         // The body as the first iteration sees it, then again as the next iteration sees what the
         // previous one left pending; the second version is right for every iteration.
         Accesses first = pending;
-        place(loop->body, first);
+        place(asBlock(loop->body), first);
         Accesses looped = pending;
         looped.add(first);
-        StmtPtr body = place(loop->body, looped);
+        StmtPtr body = place(asBlock(loop->body), looped);
         pending.add(looped);
         return std::make_shared<For>(loop->var, loop->begin, loop->end, loop->step, body, loop->unroll);
       }
       if (const auto* branch = stmt->as<If>(); branch && containsShared(*branch->body)) {
         Accesses inside = pending;
-        StmtPtr body = place(branch->body, inside);
+        StmtPtr body = place(asBlock(branch->body), inside);
         pending.add(inside);
         return std::make_shared<If>(branch->condition, body);
       }

@@ -7,6 +7,7 @@
 //     nest, into a local buffer: a row reduction feeding work over the same rows (softmax, layernorm).
 //  4. Every other stage is the root of a loop nest of its own: one CUDA kernel, storing to global
 //     memory (an output, or a temporary between kernels).
+// A `root S` directive of the kernel's schedule makes S a root whatever 2 and 3 would do.
 #include "ir/loop/lower_tensor_to_loops.h"
 
 #include <algorithm>
@@ -29,6 +30,12 @@ namespace {
 bool isOutput(const Kernel& kernel, const std::string& name) {
   return std::any_of(kernel.outputs.begin(), kernel.outputs.end(),
                      [&](const TensorParam& output) { return output.name == name; });
+}
+
+bool placedAtRoot(const Kernel& kernel, const std::string& name) {
+  return std::any_of(kernel.schedule.begin(), kernel.schedule.end(), [&](const Directive& directive) {
+    return directive.kind == DirectiveKind::Root && directive.stage.text == name;
+  });
 }
 
 std::set<std::string> tensorsRead(const Expr& expr) {
@@ -100,7 +107,7 @@ std::vector<ComputeStage> inlineElementwise(const Kernel& kernel, const std::vec
       });
     };
     ExprPtr body = substitute(stage->body);
-    if (!isOutput(kernel, stage->name) && !stage->reduction)
+    if (!isOutput(kernel, stage->name) && !stage->reduction && !placedAtRoot(kernel, stage->name))
       inlined[stage->name] = {stage, body};
     else
       computed.push_back({stage, body});
@@ -140,7 +147,7 @@ std::map<std::string, Placement> placeStages(const Kernel& kernel, const std::ve
     const Stage& stage = *it->stage;
     size_t rank = stage.axes.size();
     placement[stage.name] = Placement{stage.name, rank};
-    if (isOutput(kernel, stage.name) || !stage.reduction || rank == 0) continue;
+    if (isOutput(kernel, stage.name) || !stage.reduction || rank == 0 || placedAtRoot(kernel, stage.name)) continue;
     std::set<std::string> roots;
     bool fusable = true;
     for (const ComputeStage& user : computed) {

@@ -341,6 +341,8 @@ private:
         ownCachePosition_ = position;
         continue;
       }
+      if (cache.doubleBuffered)
+        unsupported(cache.loc, fmt::format("double_buffer {}: copies are loaded in the iteration that reads them", cache.name));
       bool global = kernel_.findInput(cache.source) ||
                     std::any_of(program_.temporaries.begin(), program_.temporaries.end(),
                                 [&](const loop::Temporary& t) { return t.name == cache.source; });
@@ -792,22 +794,17 @@ bool scheduled(const loop::LoopNest& nest, const Kernel& kernel) {
 }  // namespace
 
 Program applySchedule(const loop::Program& program, const ScheduleModel& model, Diagnostics& diagnostics) {
-  Program tiled{program.source, program.temporaries, {}, {}};
+  Program tiled{program.source, program.temporaries, {}, {}, {}};
   for (const Directive& directive : program.source.schedule) tiled.schedule.push_back(printDirective(directive));
-  std::vector<std::string> defaults;
   for (const loop::LoopNest& nest : program.kernels) {
     if (!scheduled(nest, program.source)) {
-      tiled.kernels.push_back(scheduleNestByDefault(program, nest, defaults));
+      tiled.kernels.push_back(scheduleNestByDefault(program, nest, tiled.defaultSchedule));
       continue;
     }
     try {
       tiled.kernels.push_back(NestScheduler(program, nest, model, diagnostics).run());
     } catch (const NestAbandoned&) {
     }
-  }
-  if (!defaults.empty()) {
-    tiled.schedule.push_back("# the kernels the schedule does not name follow the default schedule:");
-    tiled.schedule.insert(tiled.schedule.end(), defaults.begin(), defaults.end());
   }
   return tiled;
 }

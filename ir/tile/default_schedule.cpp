@@ -531,14 +531,15 @@ TileNest scheduleNestByDefault(const loop::Program& program, const loop::LoopNes
 }
 
 Program scheduleDefault(const loop::Program& program) {
-  Program tiled{program.source, program.temporaries, {}, {}};
+  Program tiled{program.source, program.temporaries, {}, {}, {}};
   // Stages in no nest were inlined; non-output roots are kernels of their own.
   std::set<std::string> computed;
   for (const loop::LoopNest& nest : program.kernels) computed.insert(nest.stages.begin(), nest.stages.end());
+  std::vector<std::string>& directives = tiled.defaultSchedule;
   for (const Stage& stage : program.source.stages)
-    if (!computed.count(stage.name) && !stage.reduction) tiled.schedule.push_back("inline " + stage.name);
-  for (const loop::Temporary& temporary : program.temporaries) tiled.schedule.push_back("root " + temporary.name);
-  for (const loop::LoopNest& nest : program.kernels) tiled.kernels.push_back(scheduleNestByDefault(program, nest, tiled.schedule));
+    if (!computed.count(stage.name) && !stage.reduction) directives.push_back("inline " + stage.name);
+  for (const loop::Temporary& temporary : program.temporaries) directives.push_back("root " + temporary.name);
+  for (const loop::LoopNest& nest : program.kernels) tiled.kernels.push_back(scheduleNestByDefault(program, nest, directives));
   return tiled;
 }
 

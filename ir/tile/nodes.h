@@ -164,9 +164,12 @@ struct Program {
   tensor::Kernel source;
   std::vector<loop::Temporary> temporaries;
   std::vector<TileNest> kernels;
-  // The schedule these loops follow, one directive of section 5 of the language a line
-  // (`emmy build --emit schedule`), so that a user can start from it.
+  // The schedule these loops follow, one directive of section 5 of the language a line (`emmy build
+  // --emit schedule`): the kernel's own directives, and what the default policy chose for the rest, which
+  // is printed as comments since some of its choices (a grid-strided loop, threads striding over a row of
+  // any length) have no directive yet.
   std::vector<std::string> schedule;
+  std::vector<std::string> defaultSchedule;
 };
 
 }  // namespace emmy::tile

@@ -146,6 +146,11 @@ private:
                    std::any_of(stage.derivations.begin(), stage.derivations.end(), [&](const LoopDerivation& derivation) {
                      return std::find(derivation.from.begin(), derivation.from.end(), result.text) != derivation.from.end();
                    });
+      if (isReservedInCuda(result.text)) {
+        diagnostics_.error(result.loc, fmt::format("'{}' is reserved in C++ or CUDA, and the generated code could not use it "
+                                                   "as a loop name", result.text));
+        return false;
+      }
       if (taken || !seen.insert(result.text).second) {
         diagnostics_.error(result.loc, fmt::format("stage {} has or had a loop named '{}': new loops need new names", stage.name, result.text));
         return false;
@@ -583,6 +588,11 @@ private:
       return;
     }
     std::string name = d.results.empty() ? defaultCacheName(source, d.memory) : d.results[0].text;
+    if (isReservedInCuda(name)) {
+      diagnostics_.error(d.results[0].loc, fmt::format("'{}' is reserved in C++ or CUDA, and the generated code could not "
+                                                       "use it as a name", name));
+      return;
+    }
     if (kernel_.findStage(name) || kernel_.findInput(name) || findCache(name)) {
       diagnostics_.error(d.results.empty() ? d.loc : d.results[0].loc,
                          fmt::format("cache {}: a tensor named '{}' already exists", source, name));
