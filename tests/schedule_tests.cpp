@@ -27,15 +27,6 @@ kernel matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {
 }
 )";
 
-const char* const kSoftmax = R"(
-kernel softmax(x: f32[N, D]) -> (y: f32[N, D]) {
-    m[n]    = max[d](x[n, d])
-    e[n, d] = exp(x[n, d] - m[n])
-    s[n]    = sum[d](e[n, d])
-    y[n, d] = e[n, d] / s[n]
-}
-)";
-
 const char* const kLayernorm = R"(
 kernel layernorm(x: f32[N, D], w: f32[D], b: f32[D], eps: f32 = 1e-5) -> (y: f32[N, D]) {
     mu[n]   = mean[d](x[n, d])
@@ -51,8 +42,13 @@ kernel chain(x: f32[N, D], b: f32[D]) -> (y: f32[N, D]) {
 }
 )";
 
+std::string example(const std::string& name) {
+  return testing::readFile(std::filesystem::path(EMMY_SOURCE_DIR) / "examples" / (name + ".emmy"));
+}
 // examples/matmul.emmy: the matrix product with the schedule of section 5 of the language.
-std::string specMatmul() { return testing::readFile(std::filesystem::path(EMMY_SOURCE_DIR) / "examples" / "matmul.emmy"); }
+std::string specMatmul() { return example("matmul"); }
+// examples/softmax.emmy: m, e, s and y over rows n and columns d.
+std::string softmaxKernel() { return example("softmax"); }
 
 // Rows across blocks; each reduction and the output row across 128 threads.
 const char* const kCooperativeSoftmaxSchedule = R"(
@@ -234,7 +230,7 @@ TEST_CASE("a -D value changes the tiles it names", "[schedule]") {
 }
 
 TEST_CASE("a cooperative softmax schedule combines each reduction across the block with warp shuffles", "[schedule]") {
-  Built built = build(std::string(kSoftmax) + kCooperativeSoftmaxSchedule);
+  Built built = build(softmaxKernel() + kCooperativeSoftmaxSchedule);
   checkRuns(built, {{{"N", 3}, {"D", 300}}, {{"N", 1}, {"D", 1}}, {{"N", 2}, {"D", 128}}});
   const std::string& cu = built.cuda.source;
   CHECK(contains(cu, R"(__shfl_xor_sync)"));
@@ -247,13 +243,13 @@ TEST_CASE("a cooperative softmax schedule combines each reduction across the blo
 TEST_CASE("schedules drawn at random from the legal space all agree with the reference", "[schedule]") {
   std::mt19937_64 random(2026);
   struct Family {
-    const char* kernel;
+    std::string kernel;
     std::function<std::string(std::mt19937_64&)> draw;
     std::vector<Sizes> sizes;
   };
   std::vector<Family> families{
       {kMatmul, randomMatmulSchedule, {{{"M", 37}, {"K", 19}, {"N", 45}}, {{"M", 1}, {"K", 3}, {"N", 2}}}},
-      {kSoftmax, [](std::mt19937_64& r) { return randomRowSchedule(r, "softmax", {"m", "s"}, "y"); },
+      {softmaxKernel(), [](std::mt19937_64& r) { return randomRowSchedule(r, "softmax", {"m", "s"}, "y"); },
        {{{"N", 5}, {"D", 77}}, {{"N", 2}, {"D", 1}}}},
       {kLayernorm, [](std::mt19937_64& r) { return randomRowSchedule(r, "layernorm", {"mu", "var"}, "y"); },
        {{{"N", 6}, {"D", 45}}, {{"N", 1}, {"D", 3}}}},
@@ -263,7 +259,7 @@ TEST_CASE("schedules drawn at random from the legal space all agree with the ref
   int tried = 0;
   for (const Family& family : families)
     for (int k = 0; k < kPerFamily; ++k) {
-      std::string source = std::string(family.kernel) + family.draw(random);
+      std::string source = family.kernel + family.draw(random);
       INFO(source);
       Built built = build(source);
       checkRuns(built, family.sizes);
@@ -277,7 +273,7 @@ TEST_CASE("schedules drawn at random from the legal space all agree with the ref
 TEST_CASE("the printed schedule, fed back, gives the same CUDA byte for byte", "[schedule]") {
   std::mt19937_64 random(11);
   std::vector<std::string> sources{specMatmul(),
-                                   std::string(kSoftmax) + kCooperativeSoftmaxSchedule, kSoftmax, kMatmul,
+                                   softmaxKernel() + kCooperativeSoftmaxSchedule, softmaxKernel(), kMatmul,
                                    std::string(kChain) + randomChainSchedule(random),
                                    std::string(kLayernorm) + randomRowSchedule(random, "layernorm", {"mu", "var"}, "y")};
   for (const std::string& source : sources) {
