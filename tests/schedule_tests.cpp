@@ -128,8 +128,9 @@ std::string randomMatmulSchedule(std::mt19937_64& random) {
   if (registerBlocked) {
     s += "  reorder C (io, jo, it, jt, ko, ki, ir, jr)\n";
     if (coin(random)) s += "  cache C in registers at C.jt\n";
-    if (coin(random)) s += "  cache A in shared at C.ko -> As\n";
+    if (coin(random)) s += coin(random) ? "  cache A in shared at C.ko -> As\n" : "  cache A in shared at C.ko -> As\n  double_buffer As\n";
     if (coin(random)) s += fmt::format("  cache B in shared at C.ko\n  pad B_shared by {}\n", pick<int64_t>(random, {0, 1, 4}));
+    if (s.find("B_shared") != std::string::npos && coin(random)) s += "  double_buffer B_shared\n";
   } else if (coin(random)) {
     s += "  cache A in registers at C.ko\n";
   }
@@ -211,6 +212,23 @@ TEST_CASE("the matmul schedule of section 5 runs correctly at ragged sizes, with
   CHECK(contains(cu, R"(const int64_t it = \(int64_t\)threadIdx.y;)"));
   CHECK(contains(cu, R"(EMMY_LAUNCH\(matmul_k0, dim3\(.*\), dim3\(16, 16, 1\))"));
   checkCompiles(built);
+}
+
+TEST_CASE("double-buffered copies load the next slice while this one is used: cp.async from sm_80 on", "[schedule]") {
+  std::string source = specMatmul() + "";
+  source.insert(source.rfind("}"), "    double_buffer As\n    double_buffer Bs\n");
+  Built built = build(source);
+  checkRuns(built, {{{"M", 67}, {"K", 33}, {"N", 70}}, {{"M", 1}, {"K", 1}, {"N", 1}}, {{"M", 5}, {"K", 100}, {"N", 3}}});
+  CHECK(contains(built.cuda.source, R"(emmy_copy_async\(&As\[)"));
+  CHECK(contains(tile::printProgram(built.lowered.tile), R"(shared As: f32\[2, 64, 17\])"));
+  std::string whyNot;
+  REQUIRE(nvrtcAvailable(&whyNot));
+  for (const char* arch : {"sm_75", "sm_80", "sm_90"}) {
+    CudaCompileResult compiled = compileCuda(built.cuda.source, "test.cu", arch, false);
+    INFO(arch << "\n" << compiled.log);
+    REQUIRE(compiled.ok);
+    CHECK(contains(compiled.ptx, "cp\\.async") == (std::string(arch) != "sm_75"));
+  }
 }
 
 TEST_CASE("a -D value changes the tiles it names", "[schedule]") {

@@ -265,6 +265,13 @@ private:
     return std::make_shared<Block>(stmts);
   }
 
+  StmtPtr lowerNode(const tile::CopyAsync& node) {
+    return std::make_shared<CopyAsync>(node.buffer, flatIndex(node.buffer, node.indices), node.source,
+                                       flatIndex(node.source, node.sourceIndices), expr(node.condition), node.dtype);
+  }
+
+  StmtPtr lowerNode(const tile::WaitForCopies& node) { return std::make_shared<WaitForCopies>(node.pending); }
+
   StmtPtr lowerNode(const tile::Guard& node) {
     return std::make_shared<If>(expr(node.condition), lowerStmt(*node.body));
   }

@@ -37,6 +37,8 @@ ExprPtr gridSize(int dimension = 0);
   X(VectorLoad)                   \
   X(VectorStore)                  \
   X(IfAligned)                    \
+  X(CopyAsync)                    \
+  X(WaitForCopies)                \
   X(Block)
 
 enum class StmtKind {
@@ -122,6 +124,28 @@ struct ShuffleCombine final : Stmt {
   const DType dtype;
   const tensor::BinaryOp op;
   const int laneMask;
+};
+
+// Starts copying source[sourceIndex] (or 0 where `condition` fails) into the shared buffer[index]; it
+// may complete at any time until a WaitForCopies covers it (cp.async on sm_80 and later).
+struct CopyAsync final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::CopyAsync;
+  CopyAsync(std::string buffer, ExprPtr index, std::string source, ExprPtr sourceIndex, ExprPtr condition, DType dtype)
+      : Stmt(kKind), buffer(std::move(buffer)), index(std::move(index)), source(std::move(source)),
+        sourceIndex(std::move(sourceIndex)), condition(std::move(condition)), dtype(dtype) {}
+  const std::string buffer;
+  const ExprPtr index;
+  const std::string source;
+  const ExprPtr sourceIndex;
+  const ExprPtr condition;
+  const DType dtype;
+};
+
+// Closes the thread's current group of copies and waits until at most `pending` groups are in flight.
+struct WaitForCopies final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::WaitForCopies;
+  explicit WaitForCopies(int pending) : Stmt(kKind), pending(pending) {}
+  const int pending;
 };
 
 // The 16 bytes of the global `buffer` at 16-byte group `group` into the local array `local`.

@@ -168,6 +168,10 @@ private:
         if (shared_.count(node.buffer)) accesses.writes.insert(node.buffer);
         if (node.index) readsIn(node.index, accesses);
         readsIn(node.value, accesses);
+      } else if constexpr (std::is_same_v<Node, CopyAsync>) {
+        // Counted as written when it starts: what reads it waits for the copy (WaitForCopies) first.
+        accesses.writes.insert(node.buffer);
+        readsIn(node.index, accesses), readsIn(node.sourceIndex, accesses), readsIn(node.condition, accesses);
       } else if constexpr (std::is_same_v<Node, If>) {
         readsIn(node.condition, accesses);
         collect(*node.body, accesses);

@@ -44,6 +44,13 @@ struct Printer {
     line(indent, fmt::format("{} = {}({}, shuffle_xor({}, {}))", node.buffer, tensor::binaryOpName(node.op),
                              node.buffer, node.buffer, node.laneMask));
   }
+  void printNode(const CopyAsync& node, int indent) {
+    line(indent, fmt::format("{}[{}] = copy of {}[{}] if {}", node.buffer, e(node.index), node.source, e(node.sourceIndex),
+                             e(node.condition)));
+  }
+  void printNode(const WaitForCopies& node, int indent) {
+    line(indent, fmt::format("wait for the copies but the last {}", node.pending));
+  }
   void printNode(const VectorLoad& node, int indent) {
     line(indent, fmt::format("{} = 16 bytes of {} at group {}", node.local, node.buffer, e(node.group)));
   }

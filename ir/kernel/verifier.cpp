@@ -103,6 +103,14 @@ private:
     if (divergent) fail(fmt::format("a shuffle of {} that only some lanes reach", node.buffer));
     checkAccess(node.buffer, 0, "a shuffle");
   }
+  void checkNode(const CopyAsync& node, bool) {
+    if (!shared_.count(node.buffer)) fail(fmt::format("a copy into {}, which is not a shared buffer in scope", node.buffer));
+    checkAccess(node.source, 1, "a copy from " + node.source);
+    checkExpr(node.index);
+    checkExpr(node.sourceIndex);
+    checkExpr(node.condition);
+  }
+  void checkNode(const WaitForCopies&, bool) {}
   void checkNode(const VectorLoad& node, bool) {
     checkVector(node.local, node.buffer, node.group);
   }

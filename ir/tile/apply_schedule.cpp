@@ -324,6 +324,7 @@ private:
     std::vector<ExprPtr> indices;  // where the root reads the source, over Loop IR variables
     std::vector<ExprPtr> base;     // the copy's first element, over the loops open at `position`
     DType dtype;
+    std::string stageVar;          // the variable of the loop it is cached at (double buffering)
   };
 
   void placeCaches() {
@@ -341,8 +342,6 @@ private:
         ownCachePosition_ = position;
         continue;
       }
-      if (cache.doubleBuffered)
-        unsupported(cache.loc, fmt::format("double_buffer {}: copies are loaded in the iteration that reads them", cache.name));
       bool global = kernel_.findInput(cache.source) ||
                     std::any_of(program_.temporaries.begin(), program_.temporaries.end(),
                                 [&](const loop::Temporary& t) { return t.name == cache.source; });
@@ -362,7 +361,7 @@ private:
       }
       std::map<std::string, ExprPtr> axisValues;
       for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
-      PlacedCache placed{&cache, position, read->indices, {}, read->dtype};
+      PlacedCache placed{&cache, position, read->indices, {}, read->dtype, root_loops_.loops[position - 1].var};
       for (const ExprPtr& index : read->indices) placed.base.push_back(substitute(index, axisValues));
       caches_.push_back(placed);
     }
@@ -509,9 +508,17 @@ private:
     StmtPtr rest = inner(position, defined, masks);
     for (const PlacedCache& cache : caches_)
       if (cache.position == position) activeCaches_.pop_back();
-    // Caches and members placed here, innermost last.
+    // Caches and members placed here, innermost last; double-buffered copies at the loop just made
+    // start before it.
+    std::vector<const PlacedCache*> here, next;
+    for (const PlacedCache& cache : caches_) {
+      if (cache.position == position && cache.cache->doubleBuffered) here.push_back(&cache);
+      if (cache.position == position + 1 && cache.cache->doubleBuffered) next.push_back(&cache);
+    }
+    if (!next.empty()) rest = doubleBufferedCopies(next, rest);
+    if (!here.empty()) rest = prefetchNext(here, rest);
     for (size_t c = caches_.size(); c-- > 0;)
-      if (caches_[c].position == position) rest = cacheCopy(caches_[c], rest);
+      if (caches_[c].position == position && !caches_[c].cache->doubleBuffered) rest = cacheCopy(caches_[c], rest);
     for (size_t m = parts_.members.size(); m-- > 0;)
       if (memberPositions_[m] == position) rest = member(parts_.members[m], rest);
     return wrap(ready, rest);
@@ -576,6 +583,7 @@ private:
         const PlacedCache& cache = **active;
         if (cache.cache->source != load->tensor) continue;
         std::vector<ExprPtr> index;
+        if (cache.cache->doubleBuffered) index.push_back(arithmetic(BinaryOp::Mod, var(cache.stageVar), i64(2)));
         for (size_t d = 0; d < load->indices.size(); ++d)
           index.push_back(arithmetic(BinaryOp::Sub, load->indices[d], cache.base[d]));
         return std::make_shared<Load>(load->dtype, cache.cache->name, index);
@@ -634,37 +642,86 @@ private:
 
   // `cache S ... at R.a`: the copy, filled before `rest` reads it.
   StmtPtr cacheCopy(const PlacedCache& placed, StmtPtr rest) {
+    bool shared = placed.cache->memory == CacheMemory::Shared;
+    return std::make_shared<Allocate>(placed.cache->name, placed.dtype, cacheShape(placed),
+                                      shared ? MemoryScope::Shared : MemoryScope::Registers,
+                                      block({fill(placed, placed.base, nullptr, false), rest}));
+  }
+
+  // The copy's shape: its footprint, rows widened by `pad`, and two stages when double-buffered.
+  static std::vector<Dim> cacheShape(const PlacedCache& placed) {
     const CacheStage& cache = *placed.cache;
     std::vector<Dim> shape;
+    if (cache.doubleBuffered) shape.push_back(Dim::constant(2));
+    for (size_t d = 0; d < cache.shape.size(); ++d)
+      shape.push_back(Dim::constant(cache.shape[d] + (d + 1 == cache.shape.size() ? cache.pad : 0)));
+    return shape;
+  }
+
+  // The loop that copies the footprint starting at `base` (into stage `stage` of a double-buffered
+  // copy, by asynchronous copies when `async`): by the whole block for a shared copy, by each thread for
+  // a register copy. Elements outside the source read as 0.
+  StmtPtr fill(const PlacedCache& placed, const std::vector<ExprPtr>& base, const ExprPtr& stage, bool async) {
+    const CacheStage& cache = *placed.cache;
     int64_t elements = 1;
-    for (size_t d = 0; d < cache.shape.size(); ++d) {
-      int64_t extent = cache.shape[d] + (d + 1 == cache.shape.size() ? cache.pad : 0);
-      shape.push_back(Dim::constant(extent));
-      elements *= cache.shape[d];
-    }
+    for (int64_t extent : cache.shape) elements *= extent;
     const Shape& sourceShape = kernel_.findInput(cache.source) ? kernel_.findInput(cache.source)->shape : temporaryShape(cache.source);
     std::string element = uniqueVar(cache.name + "_element");
-    std::vector<StmtPtr> fill;
-    std::vector<ExprPtr> local, global;
-    std::vector<ExprPtr> inside;
+    std::vector<StmtPtr> stmts;
+    std::vector<ExprPtr> local, global, inside;
+    if (stage) local.push_back(stage);
     int64_t stride = elements;
     for (size_t d = 0; d < cache.shape.size(); ++d) {
       stride /= cache.shape[d];
       std::string coordinate = uniqueVar(fmt::format("{}_{}", cache.name, d));
-      fill.push_back(std::make_shared<Let>(
+      stmts.push_back(std::make_shared<Let>(
           coordinate, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));
       local.push_back(var(coordinate));
-      global.push_back(arithmetic(BinaryOp::Add, placed.base[d], var(coordinate)));
+      global.push_back(arithmetic(BinaryOp::Add, base[d], var(coordinate)));
       inside.push_back(compare(BinaryOp::Lt, global.back(), dimValue(sourceShape[d])));
     }
-    ExprPtr value = std::make_shared<Select>(conjunction(inside), std::make_shared<Load>(placed.dtype, cache.source, global),
-                                             immediate(placed.dtype, 0));
-    fill.push_back(std::make_shared<Store>(cache.name, local, value));
+    if (async) {
+      stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, conjunction(inside), placed.dtype));
+    } else {
+      ExprPtr value = std::make_shared<Select>(conjunction(inside), std::make_shared<Load>(placed.dtype, cache.source, global),
+                                               immediate(placed.dtype, 0));
+      stmts.push_back(std::make_shared<Store>(cache.name, local, value));
+    }
     bool shared = cache.memory == CacheMemory::Shared;
-    StmtPtr copy = std::make_shared<Loop>(element, i64(elements), shared ? Binding::ThreadStrided : Binding::Unrolled,
-                                          std::vector<std::string>{}, block(fill));
-    return std::make_shared<Allocate>(cache.name, placed.dtype, shape, shared ? MemoryScope::Shared : MemoryScope::Registers,
-                                      block({copy, rest}));
+    return std::make_shared<Loop>(element, i64(elements), shared ? Binding::ThreadStrided : Binding::Unrolled,
+                                  std::vector<std::string>{}, block(stmts));
+  }
+
+  // The double-buffered copies at loop a: before the loop, the first iteration's part is copied into
+  // stage 0; in iteration a, the next one's into stage (a + 1) % 2 while stage a % 2 is read. Each
+  // iteration's copies are one group, waited for one iteration later. Copies past the last iteration
+  // copy zeros, which nothing reads.
+  StmtPtr doubleBufferedCopies(const std::vector<const PlacedCache*>& caches, StmtPtr loop) {
+    std::vector<StmtPtr> stmts;
+    for (const PlacedCache* placed : caches) {
+      std::vector<ExprPtr> first;
+      for (const ExprPtr& index : placed->base) first.push_back(substitute(index, {{placed->stageVar, i64(0)}}));
+      stmts.push_back(fill(*placed, first, i64(0), true));
+    }
+    stmts.push_back(std::make_shared<WaitForCopies>(1));
+    stmts.push_back(loop);
+    StmtPtr result = block(stmts);
+    for (const PlacedCache* placed : caches)
+      result = std::make_shared<Allocate>(placed->cache->name, placed->dtype, cacheShape(*placed), MemoryScope::Shared, result);
+    return result;
+  }
+
+  StmtPtr prefetchNext(const std::vector<const PlacedCache*>& caches, StmtPtr rest) {
+    std::vector<StmtPtr> stmts;
+    for (const PlacedCache* placed : caches) {
+      ExprPtr next = arithmetic(BinaryOp::Add, var(placed->stageVar), i64(1));
+      std::vector<ExprPtr> base;
+      for (const ExprPtr& index : placed->base) base.push_back(substitute(index, {{placed->stageVar, next}}));
+      stmts.push_back(fill(*placed, base, arithmetic(BinaryOp::Mod, next, i64(2)), true));
+    }
+    stmts.push_back(std::make_shared<WaitForCopies>(1));
+    stmts.push_back(rest);
+    return block(stmts);
   }
 
   Shape temporaryShape(const std::string& name) const {

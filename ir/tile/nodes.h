@@ -24,6 +24,8 @@ using tensor::ExprPtr;
   X(CrossThreadReduce)          \
   X(SingleThread)               \
   X(Guard)                      \
+  X(CopyAsync)                  \
+  X(WaitForCopies)              \
   X(Block)
 
 enum class StmtKind {
@@ -134,6 +136,30 @@ struct Guard final : Stmt {
   Guard(ExprPtr condition, StmtPtr body) : Stmt(kKind), condition(std::move(condition)), body(std::move(body)) {}
   const ExprPtr condition;
   const StmtPtr body;
+};
+
+// Starts copying source[sourceIndices] (or 0 where `condition` fails) into buffer[indices], a shared
+// buffer: the copy may complete at any time until a WaitForCopies that covers it (double buffering).
+struct CopyAsync final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::CopyAsync;
+  CopyAsync(std::string buffer, std::vector<ExprPtr> indices, std::string source, std::vector<ExprPtr> sourceIndices,
+            ExprPtr condition, DType dtype)
+      : Stmt(kKind), buffer(std::move(buffer)), indices(std::move(indices)), source(std::move(source)),
+        sourceIndices(std::move(sourceIndices)), condition(std::move(condition)), dtype(dtype) {}
+  const std::string buffer;
+  const std::vector<ExprPtr> indices;
+  const std::string source;
+  const std::vector<ExprPtr> sourceIndices;
+  const ExprPtr condition;
+  const DType dtype;
+};
+
+// Closes the group of copies this thread started since the last one and waits until at most `pending`
+// groups are still in flight.
+struct WaitForCopies final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::WaitForCopies;
+  explicit WaitForCopies(int pending) : Stmt(kKind), pending(pending) {}
+  const int pending;
 };
 
 struct Block final : Stmt {

@@ -67,8 +67,21 @@ struct Printer {
     line(indent, fmt::format("if {}:", tensor::printExpr(*node.condition)));
     print(*node.body, indent + 1);
   }
+  void printNode(const CopyAsync& node, int indent) {
+    line(indent, fmt::format("{}[{}] = copy of {}[{}] if {}", node.buffer, indexList(node.indices), node.source,
+                             indexList(node.sourceIndices), tensor::printExpr(*node.condition)));
+  }
+  void printNode(const WaitForCopies& node, int indent) {
+    line(indent, fmt::format("wait for the copies but the last {}", node.pending));
+  }
   void printNode(const Block& node, int indent) {
     for (const StmtPtr& stmt : node.stmts) print(*stmt, indent);
+  }
+
+  static std::string indexList(const std::vector<ExprPtr>& indices) {
+    std::vector<std::string> printed;
+    for (const ExprPtr& index : indices) printed.push_back(tensor::printExpr(*index));
+    return join(printed, ", ");
   }
 };
 

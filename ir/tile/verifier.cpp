@@ -118,6 +118,14 @@ private:
     checkExpr(node.condition);
     check(*node.body, false);
   }
+  void checkNode(const CopyAsync& node, bool) {
+    if (!buffers_.count(node.buffer) || !buffers_.count(node.source))
+      fail(fmt::format("copies {} into {}, one of which is not in scope", node.source, node.buffer));
+    for (const ExprPtr& index : node.indices) checkExpr(index);
+    for (const ExprPtr& index : node.sourceIndices) checkExpr(index);
+    checkExpr(node.condition);
+  }
+  void checkNode(const WaitForCopies&, bool) {}
   void checkNode(const Block& node, bool blockLevel) {
     // Lets are scoped to their block.
     std::set<std::string> outer = vars_;
