@@ -217,11 +217,14 @@ private:
     line(indent, fmt::format("const int64_t {} = {};", node.var, expr(*node.value)));
   }
   void stmtNode(const kernel::Declare& node, int indent) {
-    bool scalar = node.memory == kernel::Memory::Local && node.count == 1;
+    if (node.memory == kernel::Memory::Shared) {
+      line(indent, fmt::format("EMMY_SHARED({}, {}, {});", cudaTypeName(node.dtype), node.buffer, node.count));
+      return;
+    }
+    bool scalar = node.count == 1;
     // Local arrays are aligned for the 16-byte copies of vectorized loops.
-    line(indent, fmt::format("{}{}{} {}{};", node.memory == kernel::Memory::Shared ? "__shared__ " : "",
-                             scalar || node.memory == kernel::Memory::Shared ? "" : "alignas(16) ",
-                             cudaTypeName(node.dtype), node.buffer, scalar ? "" : fmt::format("[{}]", node.count)));
+    line(indent, fmt::format("{}{} {}{};", scalar ? "" : "alignas(16) ", cudaTypeName(node.dtype), node.buffer,
+                             scalar ? "" : fmt::format("[{}]", node.count)));
   }
   void stmtNode(const kernel::Store& node, int indent) {
     line(indent, fmt::format("{}{} = {};", node.buffer, node.index ? "[" + expr(*node.index) + "]" : "",
@@ -343,6 +346,11 @@ const char* kPrelude = R"(#include <stdint.h>
 #ifndef EMMY_SIMULATE
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
+#endif
+
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
 #endif
 
 #define EMMY_INLINE static __host__ __device__ __forceinline__
