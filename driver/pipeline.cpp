@@ -69,7 +69,7 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   kernel::verifyProgram(lowered.kernel);
   dumpAfter(options, "lower-tile-to-kernel", [&] { return kernel::printProgram(lowered.kernel); });
 
-  lowered.kernel = kernel::placeBarriers(lowered.kernel);
+  lowered.kernel = kernel::placeBarriers(lowered.kernel, options.dropBarrier);
   kernel::verifyProgram(lowered.kernel);
   dumpAfter(options, "place-barriers", [&] { return kernel::printProgram(lowered.kernel); });
   return lowered;

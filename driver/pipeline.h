@@ -2,6 +2,7 @@
 // pass that produces it, and can be dumped after any pass (`emmy build --dump-after=PASS|all`).
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -19,6 +20,9 @@ struct PipelineOptions {
   Level stopAfter = Level::Kernel;
   std::string dumpAfter;           // a pass name, "all", or empty
   std::ostream* dump = nullptr;    // where dumps go
+  // Debugging: the barrier that place-barriers leaves out (see kernel::placeBarriers), so that the
+  // simulation's race detection can be seen at work.
+  std::optional<int> dropBarrier;
 };
 
 struct Lowered {

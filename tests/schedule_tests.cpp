@@ -204,8 +204,8 @@ TEST_CASE("the matmul schedule of section 5 runs correctly at ragged sizes, with
   Built built = build(specMatmul());
   checkRuns(built, {{{"M", 67}, {"K", 33}, {"N", 70}}, {{"M", 1}, {"K", 1}, {"N", 1}}, {{"M", 64}, {"K", 16}, {"N", 128}}});
   const std::string& cu = built.cuda.source;
-  CHECK(contains(cu, R"(__shared__ float As\[1088\];)"));  // 64 x (16 + 1 of padding)
-  CHECK(contains(cu, R"(__shared__ float Bs\[1024\];)"));
+  CHECK(contains(cu, R"(EMMY_SHARED\(float, As, 1088\);)"));  // 64 x (16 + 1 of padding)
+  CHECK(contains(cu, R"(EMMY_SHARED\(float, Bs, 1024\);)"));
   CHECK(contains(cu, R"(float C_acc\[16\];)"));  // 4 x 4 accumulators per thread
   CHECK(contains(cu, R"(__syncthreads\(\);)"));
   CHECK(contains(cu, R"(#pragma unroll\n\s*for \(int64_t ki)"));
@@ -219,7 +219,7 @@ TEST_CASE("double-buffered copies load the next slice while this one is used: cp
   source.insert(source.rfind("}"), "    double_buffer As\n    double_buffer Bs\n");
   Built built = build(source);
   checkRuns(built, {{{"M", 67}, {"K", 33}, {"N", 70}}, {{"M", 1}, {"K", 1}, {"N", 1}}, {{"M", 5}, {"K", 100}, {"N", 3}}});
-  CHECK(contains(built.cuda.source, R"(emmy_copy_async\(&As\[)"));
+  CHECK(contains(built.cuda.source, R"(emmy_copy_async\(As, )"));
   CHECK(contains(tile::printProgram(built.lowered.tile), R"(shared As: f32\[2, 64, 17\])"));
   std::string whyNot;
   REQUIRE(nvrtcAvailable(&whyNot));
@@ -252,7 +252,7 @@ TEST_CASE("a cooperative softmax schedule combines each reduction across the blo
   checkRuns(built, {{{"N", 3}, {"D", 300}}, {{"N", 1}, {"D", 1}}, {{"N", 2}, {"D", 128}}});
   const std::string& cu = built.cuda.source;
   CHECK(contains(cu, R"(__shfl_xor_sync)"));
-  CHECK(contains(cu, R"(__shared__ float m_acc_partials\[4\];)"));
+  CHECK(contains(cu, R"(EMMY_SHARED\(float, m_acc_partials, 4\);)"));
   CHECK(contains(cu, R"(const int64_t d_lane = \(int64_t\)threadIdx.x;)"));
   CHECK(contains(cu, R"(__launch_bounds__\(128\))"));
   checkCompiles(built);

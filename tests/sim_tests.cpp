@@ -130,6 +130,36 @@ const char* const kDeadlockReports =
     "cudaGetLastError after the report was read: 0\n"
     "a good launch afterwards: 0, 0 wrong\n";
 
+const char* const kSafetyReports =
+    "broadcast with a barrier: 0: ok\n"
+    "broadcast without a barrier: 1: data race on shared buffer value in kernel broadcast_k0: thread (1,0,0) of "
+    "block (0,0,0) reads value[0], which thread (0,0,0) wrote, with no __syncthreads() between\n"
+    "read then write with a barrier: 0: ok\n"
+    "read then write without a barrier: 1: data race on shared buffer staged in kernel read_then_write_k0: thread "
+    "(1,0,0) of block (0,0,0) writes staged[1], which thread (0,0,0) read, with no __syncthreads() between\n"
+    "write write: 1: data race on shared buffer flag in kernel write_write_k0: thread (9,0,0) of block (0,0,0) "
+    "writes flag[0], which thread (5,0,0) wrote, with no __syncthreads() between\n"
+    "own elements: 0: ok\n"
+    "tree sum with barriers: 0: ok\n"
+    "tree sum without barriers: 1: data race on shared buffer partial in kernel tree_sum_k0: thread (1,0,0) of "
+    "block (0,0,0) writes partial[1], which thread (0,0,0) read, with no __syncthreads() between\n"
+    "shared overflow: 1: out-of-bounds access in kernel shared_overflow_k0: thread (32,0,0) of block (0,0,0) "
+    "writes staged[32] but shared buffer staged has 32 elements\n"
+    "shared underflow: 1: out-of-bounds access in kernel shared_underflow_k0: thread (0,0,0) of block (0,0,0) "
+    "reads staged[-1] but shared buffer staged has 32 elements\n"
+    "shifted copy: 1: out-of-bounds access in kernel shifted_copy_k0: thread (35,0,0) of block (1,0,0) reads "
+    "x[100] but global buffer x has 100 elements\n"
+    "write before: 1: out-of-bounds access in kernel write_before_k0: thread (0,0,0) of block (0,0,0) writes "
+    "y[-1000] but global buffer y has 100 elements\n"
+    "wild read: 1: invalid memory access in kernel wild_read_k0: thread (0,0,0) of block (0,0,0) reads address "
+    "0x10, which is in no buffer\n"
+    "deep stack: 1: stack overflow in kernel deep_stack_k0: thread (0,0,0) of block (0,0,0) used more than its "
+    "65536 bytes of stack (raise EMMY_SIM_STACK_BYTES)\n"
+    "fill temporary: 1: out-of-bounds access in kernel fill_temporary_k0: thread (44,0,0) of block (2,0,0) writes "
+    "scratch[300] but global buffer scratch has 300 elements\n"
+    "broadcast afterwards: 0: ok\n"
+    "cudaFree: 0, twice: 1\n";
+
 }  // namespace
 
 TEST_CASE("simulation: elementwise kernel with a grid-stride loop and a ragged tail", "[sim]") {
@@ -170,6 +200,16 @@ TEST_CASE("simulation: deadlocks and invalid shuffles are reported, and later la
   CHECK(outcome.output == kDeadlockReports);
 }
 
+// The race detector of EMMY_SHARED arrays (accesses between barriers: many readers, a thread with its
+// own element, a barrier between are fine; a write and another thread's access are not), their bounds,
+// and the guard pages of global buffers.
+TEST_CASE("simulation: data races, out-of-bounds accesses and stack overflows stop the launch with a report",
+          "[sim]") {
+  const Outcome outcome = compileAndRun({"safety.cu", "safety_main.cpp"});
+  CHECK(outcome.exitCode == 0);
+  CHECK(outcome.output == kSafetyReports);
+}
+
 TEST_CASE("simulation: several kernels and launches reuse shared memory", "[sim]") {
   const Outcome outcome = compileAndRun({"shared_memory.cu", "shared_memory_main.cpp"});
   INFO(outcome.output);
@@ -204,8 +244,9 @@ TEST_CASE("simulation: launch order, atomics and invalid launch configurations",
         "cudaGetErrorString(cudaErrorInvalidValue): invalid argument\n");
 }
 
-// `emmy check` must also see out-of-bounds accesses; building the simulated program with AddressSanitizer
-// does that, as long as the simulation tells ASan about its fibers' stacks.
+// Building the simulated program with AddressSanitizer catches the out-of-bounds accesses that the
+// simulation does not see itself (in memory that is not from cudaMalloc, in plain `__shared__` arrays),
+// as long as the simulation tells ASan about its fibers' stacks.
 TEST_CASE("simulation: under AddressSanitizer, good kernels run clean and bad accesses name the thread", "[sim]") {
   const std::string flags = "-fsanitize=address -fno-omit-frame-pointer";
   const Outcome clean = compileAndRun({"deadlocks.cu", "elementwise.cu", "deadlocks_main.cpp"}, flags);
@@ -225,6 +266,12 @@ TEST_CASE("simulation: under AddressSanitizer, good kernels run clean and bad ac
   CHECK(shared.output.find("AddressSanitizer: global-buffer-overflow") != std::string::npos);
   CHECK(shared.output.find("emmy simulation: the error above happened in kernel shared_overflow_k0, thread (32,0,0) "
                            "of block (0,0,0)\n") != std::string::npos);
+
+  // Buffers from cudaMalloc are the simulation's own, between guard pages: its fault handler reports
+  // accesses past them under AddressSanitizer too.
+  const Outcome safety = compileAndRun({"safety.cu", "safety_main.cpp"}, flags);
+  CHECK(safety.exitCode == 0);
+  CHECK(safety.output == kSafetyReports);
 }
 
 // The portable context switch, which non-x86-64 machines and CET shadow stacks use, behaves the same.
@@ -236,4 +283,8 @@ TEST_CASE("simulation: the ucontext fibers give the same results and reports", "
   const Outcome results = compileAndRun({"shared_memory.cu", "shared_memory_main.cpp"}, "-DEMMY_SIM_USE_UCONTEXT");
   INFO(results.output);
   CHECK(results.exitCode == 0);
+  // A fault handler that switches back to the host: swapcontext from the signal's stack.
+  const Outcome safety = compileAndRun({"safety.cu", "safety_main.cpp"}, "-DEMMY_SIM_USE_UCONTEXT");
+  CHECK(safety.exitCode == 0);
+  CHECK(safety.output == kSafetyReports);
 }

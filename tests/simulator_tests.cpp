@@ -12,15 +12,18 @@
 #include <string>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "backend/sim/process.h"
 #include "backend/sim/simulator.h"
 #include "driver/check.h"
 #include "driver/compare.h"
+#include "driver/pipeline.h"
 #include "frontend/frontend.h"
 #include "ir/tensor/evaluator.h"
 #include "support/diagnostics.h"
 #include "support/npy.h"
+#include "test_kernels.h"
 
 using namespace emmy;
 namespace fs = std::filesystem;
@@ -45,7 +48,7 @@ std::string replaced(std::string text, const std::string& placeholder, const std
   return text.replace(at, placeholder.size(), replacement);
 }
 
-// The parts every generated .cu shares: includes, EMMY_LAUNCH for nvcc, emmy_last_error, and a host
+// The parts every generated .cu shares: includes, EMMY_LAUNCH and EMMY_SHARED for nvcc, emmy_last_error, and a host
 // function that turns a failed launch (a deadlock, in the simulation) into its return code.
 constexpr const char* kCuPrologue = R"cpp(// Written by hand after the contract of generated code (tests/simulator_tests.cpp).
 #ifndef __CUDACC_RTC__
@@ -54,6 +57,9 @@ constexpr const char* kCuPrologue = R"cpp(// Written by hand after the contract 
 #ifndef EMMY_SIMULATE
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
+#endif
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
 #endif
 #include <stdint.h>
 
@@ -497,4 +503,97 @@ TEST_CASE("emmy check takes scalars from 0-d arrays and reports errors in the so
   std::ofstream(folder / "scale.emmy") << "kernel broken(x: f32[N]) -> (y: f32[N]) {\n  y[i] = x[j]\n}\n";
   CHECK(runCheck(options, generate(kScaleBody), quiet) == 1);
   std::fclose(quiet);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The safety net of the simulation: data races on shared memory and out-of-bounds accesses stop the run
+// with a report that names the kernel, the buffer, the thread and the block.
+
+namespace {
+
+const char* kMatmulEmmy = "kernel matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
+                          "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n";
+
+std::vector<tensor::Kernel> safetyKernels() {
+  std::vector<tensor::Kernel> kernels = testing::kernelsOf(fs::path(EMMY_SOURCE_DIR) / "examples" / "softmax.emmy");
+  kernels.push_back(elaborate(kMatmulEmmy));
+  return kernels;
+}
+
+sim::CudaSource loweredCuda(const tensor::Kernel& kernel, std::optional<int> dropBarrier = std::nullopt) {
+  PipelineOptions options;
+  options.dropBarrier = dropBarrier;
+  return emitCudaFiles({lower(kernel, options)}, kernel.name + ".emmy");
+}
+
+}  // namespace
+
+TEST_CASE("the lowered softmax and matmul pass the race detector, and fail it with any barrier dropped",
+          "[safety]") {
+  // 37 for every size: ragged, and more than one slice of k for the matmul's shared tiles.
+  const int64_t size = 37;
+  for (const tensor::Kernel& kernel : safetyKernels()) {
+    CAPTURE(kernel.name);
+    tensor::EvaluationInputs inputs = testing::randomInputs(kernel, size, 7);
+    sim::SimulationResult intact = sim::SimulatedKernel(kernel, loweredCuda(kernel)).run(inputs);
+    INFO(intact.failure.value_or(""));
+    REQUIRE_FALSE(intact.failure);
+    for (const auto& [name, expected] : tensor::evaluate(kernel, inputs))
+      CHECK(compareOutput(name, intact.outputs.at(name), expected).ok());
+
+    int barriers = 0;
+    for (;; ++barriers) {
+      CAPTURE(barriers);
+      sim::CudaSource source;
+      try {
+        source = loweredCuda(kernel, barriers);
+      } catch (const UsageError& error) {
+        CHECK_THAT(error.what(), Catch::StartsWith(fmt::format("cannot drop barrier {} of {}: its kernels have {} "
+                                                               "barrier(s)", barriers, kernel.name, barriers)));
+        break;
+      }
+      sim::SimulationResult dropped = sim::SimulatedKernel(kernel, source).run(inputs);
+      REQUIRE(dropped.failure);
+      std::smatch report;
+      REQUIRE(std::regex_search(*dropped.failure, report,
+                                std::regex("data race on shared buffer (\\w+) in kernel " + kernel.name +
+                                           "_k\\d+: thread \\(\\d+,0,0\\) of block \\(\\d+,0,0\\) (reads|writes) "
+                                           "\\1\\[\\d+\\], which thread \\(\\d+,0,0\\) (read|wrote), with no "
+                                           "__syncthreads\\(\\) between$")));
+      CHECK(source.source.find("EMMY_SHARED(float, " + report[1].str() + ", ") != std::string::npos);
+    }
+    CHECK(barriers >= 2);
+  }
+}
+
+TEST_CASE("emmy check fails a kernel whose schedule races and prints the report", "[safety]") {
+  CheckOptions options;
+  options.file = (fs::path(EMMY_SOURCE_DIR) / "examples" / "softmax.emmy").string();
+  options.sizes = {"N=3", "D=37"};
+  MemoryStream report;
+  int exitCode = runCheck(options, [](const tensor::Kernel& kernel) { return loweredCuda(kernel, 0); }, report.file);
+  std::string text = report.take();
+  CHECK(exitCode == 1);
+  CHECK_THAT(text, Catch::StartsWith("softmax (N=3, D=37)\n  FAILED: softmax: kernel softmax_k0 failed: data race on "
+                                     "shared buffer "));
+}
+
+TEST_CASE("out-of-bounds accesses of generated code name the buffer, the thread and the block", "[safety]") {
+  tensor::Kernel kernel = elaborate(kScaleEmmy);
+  // 64 floats end exactly at a guard page.
+  sim::SimulationResult global =
+      sim::SimulatedKernel(kernel, scaleCuda("if (i < N) y[i] = x[i + 1] * s + 1.0f;")).run(inputsWithX({64}));
+  REQUIRE(global.failure);
+  CHECK(*global.failure ==
+        "out-of-bounds access in kernel scale_k0: thread (63,0,0) of block (0,0,0) reads x[64] but global buffer x has "
+        "64 elements");
+
+  sim::SimulationResult shared =
+      sim::SimulatedKernel(kernel, scaleCuda("EMMY_SHARED(float, staged, 100);\n  staged[threadIdx.x] = 1.0f;\n"
+                                             "  if (i < N) y[i] = x[i] * s + 1.0f;"))
+          .run(inputsWithX({300}));
+  REQUIRE(shared.failure);
+  CHECK(*shared.failure ==
+        "out-of-bounds access in kernel scale_k0: thread (100,0,0) of block (0,0,0) writes staged[100] but shared "
+        "buffer staged has 100 elements");
 }

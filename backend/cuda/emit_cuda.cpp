@@ -219,11 +219,14 @@ private:
     line(indent, fmt::format("const int64_t {} = {};", node.var, expr(*node.value)));
   }
   void stmtNode(const kernel::Declare& node, int indent) {
-    bool scalar = node.memory == kernel::Memory::Local && node.count == 1;
+    if (node.memory == kernel::Memory::Shared) {
+      line(indent, fmt::format("EMMY_SHARED({}, {}, {});", cudaTypeName(node.dtype), node.buffer, node.count));
+      return;
+    }
+    bool scalar = node.count == 1;
     // Local arrays are aligned for the 16-byte copies of vectorized loops.
-    line(indent, fmt::format("{}{}{} {}{};", node.memory == kernel::Memory::Shared ? "__shared__ " : "",
-                             scalar || node.memory == kernel::Memory::Shared ? "" : "alignas(16) ",
-                             cudaTypeName(node.dtype), node.buffer, scalar ? "" : fmt::format("[{}]", node.count)));
+    line(indent, fmt::format("{}{} {}{};", scalar ? "" : "alignas(16) ", cudaTypeName(node.dtype), node.buffer,
+                             scalar ? "" : fmt::format("[{}]", node.count)));
   }
   void stmtNode(const kernel::Store& node, int indent) {
     line(indent, fmt::format("{}{} = {};", node.buffer, node.index ? "[" + expr(*node.index) + "]" : "",
@@ -248,7 +251,7 @@ private:
   }
   void stmtNode(const kernel::CopyAsync& node, int indent) {
     copiesAsynchronously_ = true;
-    line(indent, fmt::format("emmy_copy_async(&{}[{}], &{}[{}], {});", node.buffer, expr(*node.index), node.source,
+    line(indent, fmt::format("emmy_copy_async({}, {}, {}, {}, {});", node.buffer, expr(*node.index), node.source,
                              expr(*node.sourceIndex), expr(*node.condition)));
   }
   void stmtNode(const kernel::WaitForCopies& node, int indent) {
@@ -362,6 +365,11 @@ const char* kPrelude = R"(#include <stdint.h>
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -400,15 +408,16 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 
 // Double buffering: cp.async on sm_80 and later for elements of 4, 8 or 16 bytes (a source out of bounds
 // copies 0 and is not read), an ordinary copy elsewhere (and in the CPU simulation).
-const char* kAsyncCopyPrelude = R"(template <typename T> static __device__ __forceinline__ void emmy_copy_async(T* shared, const T* global, bool inside) {
+const char* kAsyncCopyPrelude = R"(template <typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i, const T* global, int64_t j, bool inside) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16) {
-    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"((unsigned)__cvta_generic_to_shared(shared)),
-                 "l"(global), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                 "l"(global + j), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
     return;
   }
 #endif
-  *shared = inside ? *global : T{};
+  shared[i] = inside ? global[j] : T{};
 }
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

@@ -10,6 +10,10 @@
 //     nothing can run any more but some threads wait, the launch stops with a deadlock report naming the
 //     kernel, the block and a waiting thread (cudaGetLastError / cudaGetErrorString), and the rest of
 //     the grid is skipped. Nothing hangs and the process goes on.
+//   - the same happens, with a report naming the kernel, the buffer, the thread and the block, at a data
+//     race on a shared array declared with EMMY_SHARED (two threads access an element between barriers,
+//     at least one of them writing), at an index out of its bounds, and at an access past a global
+//     buffer from cudaMalloc (which lies between guard pages) or any other fault in a kernel.
 // Read backend/sim/ARCHITECTURE.md for the design and its limits (stack size, what is not simulated).
 //
 // This file is self-contained (C++17 standard library and POSIX only) because it is compiled in a
@@ -20,11 +24,13 @@
 // math.h (not only cmath) puts the float overloads, exp(float) and so on, in the global namespace, where
 // CUDA has them.
 #include <math.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdarg>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -32,6 +38,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 // A hand-written context switch (a few pushes and a stack-pointer swap) makes a softmax simulate eight
@@ -76,6 +83,11 @@
 // exactly what shared memory is: one copy per block, seen by all its threads (and, like shared memory,
 // not cleared between blocks). `__restrict__` needs nothing: GCC and Clang know it.
 #define __shared__ static
+// Generated code declares its shared arrays with EMMY_SHARED (its prelude defines it as
+// `__shared__ type name[count]` for the GPU). Here the array is a static local too, whose elements
+// record who accessed them since the last barrier, so that a data race or an index out of bounds is
+// reported (SharedArray, below).
+#define EMMY_SHARED(type, name, count) static ::emmy_sim::detail::SharedArray<type, (count)> name{#name, {}, {}}
 // `#pragma unroll` is CUDA's; GCC would warn about it under -Wall (Clang knows it).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wunknown-pragmas"
@@ -382,14 +394,67 @@ inline cudaError_t cudaGetLastError() {
 
 inline cudaError_t cudaPeekAtLastError() { return emmy_sim::detail::lastError; }
 
-// Device memory is host memory; the stream-ordered calls happen at once, since launches are synchronous.
+// Device memory is host memory, each allocation mapped on its own between two inaccessible guard pages:
+// its end lies as close to the page after it as a 16-byte aligned start allows (the alignment of
+// cudaMalloc that vector accesses need, kept so that the simulation takes the same paths as the GPU), so
+// that a kernel reading or writing past the end, or far enough before the start, faults at once and the
+// fault is reported with the buffer and the thread (Scheduler::describeFault). An access less than 16
+// bytes past the end of a buffer whose size is not a multiple of 16 bytes stays unseen.
+namespace emmy_sim::detail {
+
+struct GlobalAllocation {
+  char* mapping;  // the leading guard page, the data pages, the trailing guard page
+  size_t mappingBytes;
+  char* data;
+  size_t bytes;
+};
+
+inline std::vector<GlobalAllocation> globalAllocations;
+
+inline void* allocateGuarded(size_t bytes) {
+  const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+  const size_t alignedBytes = (bytes + 15) / 16 * 16;
+  const size_t dataBytes = (alignedBytes + page - 1) / page * page;
+  const size_t mappingBytes = dataBytes + 2 * page;
+  void* mapping = mmap(nullptr, mappingBytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (mapping == MAP_FAILED) return nullptr;
+  char* first = static_cast<char*>(mapping) + page;
+  if (dataBytes > 0 && mprotect(first, dataBytes, PROT_READ | PROT_WRITE) != 0) {
+    munmap(mapping, mappingBytes);
+    return nullptr;
+  }
+  char* data = first + dataBytes - alignedBytes;
+  globalAllocations.push_back({static_cast<char*>(mapping), mappingBytes, data, bytes});
+  return data;
+}
+
+inline bool freeGuarded(void* data) {
+  for (auto it = globalAllocations.begin(); it != globalAllocations.end(); ++it) {
+    if (it->data != data) continue;
+    munmap(it->mapping, it->mappingBytes);
+    globalAllocations.erase(it);
+    return true;
+  }
+  return false;
+}
+
+// The allocation whose mapping, guard pages included, holds `address`.
+inline const GlobalAllocation* allocationAround(const void* address) {
+  const char* byte = static_cast<const char*>(address);
+  for (const GlobalAllocation& allocation : globalAllocations)
+    if (byte >= allocation.mapping && byte < allocation.mapping + allocation.mappingBytes) return &allocation;
+  return nullptr;
+}
+
+}  // namespace emmy_sim::detail
+
+// The stream-ordered calls happen at once, since launches are synchronous.
 inline cudaError_t cudaMalloc(void** pointer, size_t bytes) {
-  *pointer = std::malloc(bytes == 0 ? 1 : bytes);
+  *pointer = emmy_sim::detail::allocateGuarded(bytes);
   return *pointer ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 inline cudaError_t cudaFree(void* pointer) {
-  std::free(pointer);
-  return cudaSuccess;
+  return pointer == nullptr || emmy_sim::detail::freeGuarded(pointer) ? cudaSuccess : cudaErrorInvalidValue;
 }
 inline cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t) { return cudaMalloc(pointer, bytes); }
 inline cudaError_t cudaFreeAsync(void* pointer, cudaStream_t) { return cudaFree(pointer); }
@@ -471,8 +536,11 @@ struct Context {
 inline void forgetFramesOfLastRun(Context& context) {
 #if EMMY_SIM_ASAN
   if (context.deepestFrame == nullptr) return;
-  const char* top = static_cast<const char*>(context.stack.bottom) + context.stack.bytes;
-  const char* from = std::max(static_cast<const char*>(context.stack.bottom), context.deepestFrame - 1024);
+  const char* bottom = static_cast<const char*>(context.stack.bottom);
+  const char* top = bottom + context.stack.bytes;
+  // A thread stopped at a fault switched away from the signal stack: its whole stack is forgotten.
+  const bool onItsStack = context.deepestFrame > bottom && context.deepestFrame <= top;
+  const char* from = onItsStack ? std::max(bottom, context.deepestFrame - 1024) : bottom;
   ASAN_UNPOISON_MEMORY_REGION(from, static_cast<size_t>(top - from));
   context.deepestFrame = nullptr;
 #else
@@ -568,6 +636,9 @@ public:
   }
 
   char* usable() const { return usable_; }
+  bool guardHolds(const void* address) const {
+    return static_cast<const char*>(address) >= mapping_ && static_cast<const char*>(address) < usable_;
+  }
 
 private:
   char* mapping_ = nullptr;
@@ -590,6 +661,17 @@ enum class ShuffleMode : uint8_t { Index, Up, Down, Xor };
 
 constexpr unsigned kWarpSize = 32;
 
+// printf into a string: a report takes few instructions this way, which keeps the header quick to
+// compile.
+__attribute__((format(printf, 1, 2))) inline std::string formatted(const char* format, ...) {
+  char text[1024];
+  va_list arguments;
+  va_start(arguments, format);
+  std::vsnprintf(text, sizeof text, format, arguments);
+  va_end(arguments);
+  return text;
+}
+
 inline std::string coordinates(dim3 d) {
   return "(" + std::to_string(d.x) + "," + std::to_string(d.y) + "," + std::to_string(d.z) + ")";
 }
@@ -610,6 +692,30 @@ inline unsigned shuffleSourceLane(ShuffleMode mode, unsigned lane, int operand, 
   }
   return lane;
 }
+
+// What an element of a shared array remembers of its accesses since the last barrier. An epoch numbers
+// the stretches between barriers (it grows at every barrier and at the start of every block), so that a
+// record of an earlier epoch is simply stale and nothing needs clearing. Besides the last writer, two
+// readers are kept (the first and any other), enough to name a reader other than any given thread.
+struct SharedAccesses {
+  uint32_t writeEpoch;
+  uint32_t readEpoch;
+  uint16_t writer;
+  uint16_t firstReader;
+  uint16_t otherReader;
+};
+
+constexpr uint16_t kNoThread = 0xffff;  // blocks have at most 1024 threads
+
+enum class Access : uint8_t { Read, Write };
+
+// A pointer argument of the launch running: where it points and the size of what it points to, to name
+// the buffer of a faulting address.
+struct PointerArgument {
+  unsigned position;
+  const void* pointer;
+  size_t elementBytes;
+};
 
 struct SimThread {
   Context context;
@@ -634,13 +740,31 @@ public:
   // fails.
   bool runGrid(const char* kernelName, dim3 grid, dim3 block, KernelBody body, const void* closure);
 
+  // The names of the launch's arguments as written (`#__VA_ARGS__`) and those that are pointers.
+  void setArguments(const char* names, std::vector<PointerArgument> pointers);
+
   void arriveAtBarrier();
   uint64_t shuffle(const char* name, ShuffleMode mode, unsigned mask, uint64_t value, int operand, int width);
   unsigned activeLaneMask() const;
 
+  // An access of the running thread to element `index` of the shared array `buffer` of `count`
+  // elements: stops the block with a report if the index is out of bounds or if another thread
+  // accessed the element since the last barrier and one of the two accesses is a write.
+  inline void noteSharedAccess(Access access, SharedAccesses* records, const char* buffer, int64_t index,
+                               int64_t count);
+
 private:
   static void threadMain();
   static void reportWhereAddressSanitizerStopped();
+  static void installFaultHandler();
+  static void onFault(int signal, siginfo_t* info, void* context);
+
+  // Reports, rare by nature: cold, so that they do not weigh on the code around the accesses.
+  [[noreturn]] __attribute__((cold)) void stopAtOutOfBounds(Access access, const char* buffer, int64_t index,
+                                                             int64_t count);
+  [[noreturn]] __attribute__((cold)) void stopAtRace(Access access, const char* buffer, int64_t index, Access earlier,
+                                                      unsigned other);
+  [[noreturn]] __attribute__((cold)) void stopAtFault(const void* address, const char* verb);
 
   [[noreturn]] void exitThread();
 
@@ -655,6 +779,8 @@ private:
   std::string describeThreads(const std::vector<unsigned>& threads) const;
   std::string describeDeadlock() const;
   std::string describeCall(const char* function, const std::string& how) const;
+  __attribute__((cold)) std::string describeFault(const void* address, const char* verb) const;
+  std::string argumentName(unsigned position) const;
 
   std::vector<std::unique_ptr<SimThread>> pool_;  // stable addresses: a ucontext points into itself
   Context host_;
@@ -667,6 +793,11 @@ private:
   unsigned atBarrier_ = 0;
   std::vector<unsigned> atShuffle_;  // per warp
   std::string failure_;
+  uint32_t epoch_ = 0;  // of the shared-memory accesses, see SharedAccesses (a run ends long before it wraps)
+  const char* argumentNames_ = "";
+  std::vector<PointerArgument> pointerArguments_;
+  bool describingFault_ = false;
+  struct sigaction previousFaultAction_ {};
 };
 
 inline Scheduler scheduler;
@@ -715,6 +846,7 @@ inline bool Scheduler::runGrid(const char* kernelName, dim3 grid, dim3 block, Ke
 #if EMMY_SIM_ASAN
   __sanitizer_set_death_callback(&Scheduler::reportWhereAddressSanitizerStopped);
 #endif
+  installFaultHandler();
   kernelName_ = kernelName;
   body_ = body;
   closure_ = closure;
@@ -736,6 +868,110 @@ inline bool Scheduler::runGrid(const char* kernelName, dim3 grid, dim3 block, Ke
   return succeeded;
 }
 
+inline void Scheduler::setArguments(const char* names, std::vector<PointerArgument> pointers) {
+  argumentNames_ = names;
+  pointerArguments_ = std::move(pointers);
+}
+
+// A fault in a kernel (an access to a guard page of a global buffer, a stack overflow, a wild pointer)
+// stops the launch with a report, as a deadlock does, instead of killing the program. The handler runs
+// on a stack of its own (the fiber's may be the one that overflowed) and never returns: it switches to
+// the host, like any stop, which is as safe as the usual longjmp out of a handler of a synchronous
+// fault. SA_NODEFER keeps the signal unblocked for the next fault, since the handler never returns.
+inline void Scheduler::installFaultHandler() {
+  static bool installed = false;
+  if (installed) return;
+  installed = true;
+  static char signalStack[64 * 1024];
+  stack_t stack{};
+  stack.ss_sp = signalStack;
+  stack.ss_size = sizeof signalStack;
+  sigaltstack(&stack, nullptr);
+  struct sigaction action {};
+  action.sa_sigaction = &Scheduler::onFault;
+  action.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+  sigemptyset(&action.sa_mask);
+  sigaction(SIGSEGV, &action, &scheduler.previousFaultAction_);
+}
+
+inline void Scheduler::onFault(int, siginfo_t* info, void* context) {
+  if (scheduler.kernelName_ == nullptr || scheduler.describingFault_) {
+    // Not a kernel's access, or a fault while reporting one: the fault happens again when the handler
+    // returns, and is handled as it would be without the simulation.
+    sigaction(SIGSEGV, &scheduler.previousFaultAction_, nullptr);
+    return;
+  }
+  const char* verb = "accesses";
+#if defined(__x86_64__) && defined(__linux__)
+  // Bit 1 of the page fault's error code: the access was a write.
+  verb = (static_cast<const ucontext_t*>(context)->uc_mcontext.gregs[REG_ERR] & 2) != 0 ? "writes" : "reads";
+#else
+  (void)context;
+#endif
+  scheduler.stopAtFault(info->si_addr, verb);
+}
+
+inline void Scheduler::stopAtFault(const void* address, const char* verb) {
+  describingFault_ = true;
+  failure_ = describeFault(address, verb);
+  describingFault_ = false;
+  stopBlock();
+}
+
+// The argument at `position` as the launch spelled it: the text between the commas outside brackets.
+inline std::string Scheduler::argumentName(unsigned position) const {
+  const char* start = argumentNames_;
+  unsigned at = 0;
+  int depth = 0;
+  for (const char* c = argumentNames_;; ++c) {
+    if (*c == '\0' || (*c == ',' && depth == 0)) {
+      if (at == position) {
+        const char* end = c;
+        while (start < end && *start == ' ') ++start;
+        while (end > start && end[-1] == ' ') --end;
+        return std::string(start, end);
+      }
+      if (*c == '\0') return "?";
+      ++at;
+      start = c + 1;
+    } else if (*c == '(' || *c == '[' || *c == '{') {
+      ++depth;
+    } else if (*c == ')' || *c == ']' || *c == '}') {
+      --depth;
+    }
+  }
+}
+
+// Names the buffer of a faulting address by the pointer argument of the launch that points into its
+// allocation, and the element by that argument's type.
+inline std::string Scheduler::describeFault(const void* address, const char* verb) const {
+  const std::string thread = threadInBlock(current_);
+  if (const GlobalAllocation* allocation = allocationAround(address)) {
+    const char* end = allocation->data + allocation->bytes;
+    for (const PointerArgument& argument : pointerArguments_) {
+      const char* pointer = static_cast<const char*>(argument.pointer);
+      if (pointer < allocation->data || pointer > end) continue;
+      const auto size = static_cast<long long>(argument.elementBytes);
+      const long long offset = static_cast<const char*>(address) - pointer;
+      const long long element = offset >= 0 ? offset / size : -((size - 1 - offset) / size);
+      const std::string name = argumentName(argument.position);
+      return formatted("out-of-bounds access in kernel %s: %s %s %s[%lld] but global buffer %s has %lld elements",
+                       kernelName_, thread.c_str(), verb, name.c_str(), element, name.c_str(), (end - pointer) / size);
+    }
+    return formatted("out-of-bounds access in kernel %s: %s %s byte %lld of a global allocation of %zu bytes that no "
+                     "argument of the kernel points to",
+                     kernelName_, thread.c_str(), verb,
+                     static_cast<long long>(static_cast<const char*>(address) - allocation->data), allocation->bytes);
+  }
+  for (unsigned t = 0; t < threadCount_; ++t)
+    if (pool_[t]->stack.guardHolds(address))
+      return formatted("stack overflow in kernel %s: %s used more than its %zu bytes of stack (raise "
+                       "EMMY_SIM_STACK_BYTES)",
+                       kernelName_, threadInBlock(t).c_str(), static_cast<size_t>(EMMY_SIM_STACK_BYTES));
+  return formatted("invalid memory access in kernel %s: %s %s address %p, which is in no buffer", kernelName_,
+                   thread.c_str(), verb, address);
+}
+
 // AddressSanitizer's report names the kernel's function but cannot know which simulated thread ran it.
 inline void Scheduler::reportWhereAddressSanitizerStopped() {
   if (scheduler.kernelName_ == nullptr) return;
@@ -745,6 +981,7 @@ inline void Scheduler::reportWhereAddressSanitizerStopped() {
 
 inline bool Scheduler::runBlock(uint3 blockIndex) {
   currentBlockIdx = blockIndex;
+  ++epoch_;
   for (unsigned t = 0; t < threadCount_; ++t) {
     SimThread& thread = *pool_[t];
     thread.state = ThreadState::Runnable;
@@ -805,6 +1042,7 @@ inline void Scheduler::arriveAtBarrier() {
   if (++atBarrier_ == threadCount_) {
     // The last to arrive releases everyone and goes on without a switch.
     atBarrier_ = 0;
+    ++epoch_;
     for (unsigned t = 0; t < threadCount_; ++t) pool_[t]->state = ThreadState::Runnable;
     return;
   }
@@ -851,6 +1089,46 @@ inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned 
     switchToNextRunnable();
   }
   return self.received;
+}
+
+inline void Scheduler::noteSharedAccess(Access access, SharedAccesses* records, const char* buffer, int64_t index,
+                                        int64_t count) {
+  if (static_cast<uint64_t>(index) >= static_cast<uint64_t>(count)) stopAtOutOfBounds(access, buffer, index, count);
+  SharedAccesses& record = records[index];
+  const auto self = static_cast<uint16_t>(current_);
+  if (record.writeEpoch == epoch_ && record.writer != self) stopAtRace(access, buffer, index, Access::Write, record.writer);
+  if (access == Access::Read) {
+    if (record.readEpoch != epoch_) {
+      record.readEpoch = epoch_;
+      record.firstReader = self;
+      record.otherReader = kNoThread;
+    } else if (record.otherReader == kNoThread && record.firstReader != self) {
+      record.otherReader = self;  // once: storing at every read would cost more
+    }
+    return;
+  }
+  if (record.readEpoch == epoch_) {
+    const uint16_t otherReader = record.firstReader != self ? record.firstReader : record.otherReader;
+    if (otherReader != kNoThread) stopAtRace(access, buffer, index, Access::Read, otherReader);
+  }
+  record.writeEpoch = epoch_;
+  record.writer = self;
+}
+
+inline void Scheduler::stopAtOutOfBounds(Access access, const char* buffer, int64_t index, int64_t count) {
+  failure_ = formatted("out-of-bounds access in kernel %s: %s %s %s[%lld] but shared buffer %s has %lld elements",
+                       kernelName_, threadInBlock(current_).c_str(), access == Access::Read ? "reads" : "writes",
+                       buffer, static_cast<long long>(index), buffer, static_cast<long long>(count));
+  stopBlock();
+}
+
+inline void Scheduler::stopAtRace(Access access, const char* buffer, int64_t index, Access earlier, unsigned other) {
+  failure_ = formatted("data race on shared buffer %s in kernel %s: %s %s %s[%lld], which thread %s %s, with no "
+                       "__syncthreads() between",
+                       buffer, kernelName_, threadInBlock(current_).c_str(), access == Access::Read ? "reads" : "writes",
+                       buffer, static_cast<long long>(index), coordinates(pool_[other]->index).c_str(),
+                       earlier == Access::Read ? "read" : "wrote");
+  stopBlock();
 }
 
 inline unsigned Scheduler::activeLaneMask() const {
@@ -938,9 +1216,30 @@ inline void invokeBody(const void* closure) {
   (*static_cast<const Body*>(closure))();
 }
 
-template <class Body>
-inline void launch(const char* kernelName, dim3 grid, dim3 block, const Body& body) {
-  scheduler.runGrid(kernelName, grid, block, &invokeBody<Body>, &body);
+template <class Element>
+constexpr size_t elementBytes = sizeof(Element);
+template <>
+constexpr size_t elementBytes<void> = 1;
+
+template <class Argument>
+inline void addIfPointer(std::vector<PointerArgument>& pointers, unsigned position, const Argument& argument) {
+  if constexpr (std::is_pointer_v<Argument>)
+    pointers.push_back({position, argument, elementBytes<std::remove_cv_t<std::remove_pointer_t<Argument>>>});
+}
+
+template <class... Arguments, size_t... Positions>
+inline std::vector<PointerArgument> pointerArguments(std::index_sequence<Positions...>, const Arguments&... arguments) {
+  std::vector<PointerArgument> pointers;
+  (addIfPointer(pointers, Positions, arguments), ...);
+  return pointers;
+}
+
+template <class Kernel, class... Arguments>
+inline void launch(const char* kernelName, const char* argumentNames, dim3 grid, dim3 block, Kernel kernel,
+                   Arguments... arguments) {
+  scheduler.setArguments(argumentNames, pointerArguments(std::index_sequence_for<Arguments...>{}, arguments...));
+  const auto body = [&] { kernel(arguments...); };
+  scheduler.runGrid(kernelName, grid, block, &invokeBody<decltype(body)>, &body);
 }
 
 // The value a shuffle carries, as the bits of any type of up to 8 bytes.
@@ -962,6 +1261,49 @@ inline T shuffleValue(uint64_t bits) {
 // Shared memory is plain static storage the compiler sees no other thread touch; the barrier also tells
 // it that memory may have changed while this thread was switched out.
 inline void memoryBarrier() { asm volatile("" ::: "memory"); }
+
+template <class T, int64_t Count>
+struct SharedArray;
+
+// What `array[index]` is: reading it (converting it to T) and assigning to it are the accesses that
+// SharedArray checks.
+template <class T, int64_t Count>
+class SharedElement {
+public:
+  SharedElement(SharedArray<T, Count>& array, int64_t index) : array_(array), index_(index) {}
+
+  operator T() const { return array_.read(index_); }
+  void operator=(const T& value) { array_.write(index_, value); }
+  void operator=(const SharedElement& other) { array_.write(index_, static_cast<T>(other)); }
+  void operator+=(const T& value) { array_.write(index_, static_cast<T>(array_.read(index_) + value)); }
+  void operator-=(const T& value) { array_.write(index_, static_cast<T>(array_.read(index_) - value)); }
+  void operator*=(const T& value) { array_.write(index_, static_cast<T>(array_.read(index_) * value)); }
+  void operator/=(const T& value) { array_.write(index_, static_cast<T>(array_.read(index_) / value)); }
+
+private:
+  SharedArray<T, Count>& array_;
+  int64_t index_;
+};
+
+// A shared array of EMMY_SHARED: its elements and, for each, a record of the accesses since the last
+// barrier (SharedAccesses). An aggregate, so that the static local it is gets constant-initialized.
+template <class T, int64_t Count>
+struct SharedArray {
+  const char* name;
+  T elements[Count];
+  SharedAccesses accesses[Count];
+
+  SharedElement<T, Count> operator[](int64_t index) { return {*this, index}; }
+
+  T read(int64_t index) {
+    scheduler.noteSharedAccess(Access::Read, accesses, name, index, Count);
+    return elements[index];
+  }
+  void write(int64_t index, const T& value) {
+    scheduler.noteSharedAccess(Access::Write, accesses, name, index, Count);
+    elements[index] = value;
+  }
+};
 
 }  // namespace emmy_sim::detail
 
@@ -998,9 +1340,10 @@ EMMY_SIM_SHUFFLE(__shfl_xor_sync, Xor)
 #undef EMMY_SIM_SHUFFLE
 
 // Runs the whole grid before returning. Every thread calls the kernel with its own copies of the
-// arguments, captured once by value. The stream is accepted and ignored: everything is synchronous.
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...)                                   \
-  do {                                                                                  \
-    (void)(stream);                                                                     \
-    ::emmy_sim::detail::launch(#kernel, (grid), (block), [=] { kernel(__VA_ARGS__); }); \
+// arguments, evaluated once; their names as written name the buffers in reports of faults. The stream is
+// accepted and ignored: everything is synchronous.
+#define EMMY_LAUNCH(kernel, grid, block, stream, ...)                                                      \
+  do {                                                                                                     \
+    (void)(stream);                                                                                        \
+    ::emmy_sim::detail::launch(#kernel, #__VA_ARGS__, (grid), (block), kernel, ##__VA_ARGS__);             \
   } while (0)

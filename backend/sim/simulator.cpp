@@ -54,7 +54,8 @@ std::string firstLines(const std::string& text, size_t count) {
 // every input, then of every output, then every size of the kernel; each input and scalar is NAME.bin,
 // written byte for byte from its Buffer, and each output is written back as NAME.bin. Variables are
 // prefixed so that no parameter name can clash with a C++ keyword, helpers so that none clashes with
-// the .cu's. Memory is 256-byte aligned, as cudaMalloc's is.
+// the .cu's. Every buffer comes from the simulation's cudaMalloc, between guard pages, so that the
+// simulation reports a kernel's access out of its bounds.
 std::string harnessSource(const tensor::Kernel& kernel, const CudaSource& source, const SimulationOptions& options) {
   EMMY_INTERNAL_ASSERT(!kernel.outputs.empty(), "kernel {} has no outputs", kernel.instanceName());
   std::string declarations, arguments, writes;
@@ -93,10 +94,9 @@ std::string harnessSource(const tensor::Kernel& kernel, const CudaSource& source
 #include <cstring>
 
 static void* emmy_harness_allocate(int64_t bytes, int fill) {{
-  size_t rounded = ((size_t)bytes + 255) / 256 * 256 + 256;
-  void* data = std::aligned_alloc(256, rounded);
-  if (!data) {{ std::printf("harness: cannot allocate %lld bytes\n", (long long)bytes); std::exit(4); }}
-  std::memset(data, fill, rounded);
+  void* data = nullptr;
+  if (cudaMalloc(&data, (size_t)bytes) != cudaSuccess) {{ std::printf("harness: cannot allocate %lld bytes\n", (long long)bytes); std::exit(4); }}
+  std::memset(data, fill, (size_t)bytes);
   return data;
 }}
 

@@ -7,7 +7,10 @@
 
 #include <set>
 
+#include <fmt/format.h>
+
 #include "ir/tensor/rewrite.h"
+#include "support/diagnostics.h"
 
 namespace emmy::kernel {
 
@@ -206,14 +209,49 @@ private:
   std::set<std::string> threadVars_;  // variables that depend on the thread's index
 };
 
+// Removes the barrier numbered `target`, counting barriers in the order of the generated code.
+class BarrierDropper {
+public:
+  explicit BarrierDropper(int target) : target_(target) {}
+
+  StmtPtr drop(const StmtPtr& stmt) {
+    if (stmt->as<Barrier>()) return seen_++ == target_ ? std::make_shared<Block>(std::vector<StmtPtr>{}) : stmt;
+    if (const auto* block = stmt->as<Block>()) {
+      std::vector<StmtPtr> stmts;
+      for (const StmtPtr& inner : block->stmts) stmts.push_back(drop(inner));
+      return std::make_shared<Block>(stmts);
+    }
+    if (const auto* loop = stmt->as<For>())
+      return std::make_shared<For>(loop->var, loop->begin, loop->end, loop->step, drop(loop->body), loop->unroll);
+    if (const auto* branch = stmt->as<If>()) return std::make_shared<If>(branch->condition, drop(branch->body));
+    if (const auto* aligned = stmt->as<IfAligned>()) {
+      StmtPtr vectorized = drop(aligned->aligned);  // first, as it is printed first
+      return std::make_shared<IfAligned>(aligned->buffers, vectorized, drop(aligned->otherwise));
+    }
+    return stmt;
+  }
+
+  int seen() const { return seen_; }
+
+private:
+  int target_;
+  int seen_ = 0;
+};
+
 }  // namespace
 
-Program placeBarriers(const Program& program) {
+Program placeBarriers(const Program& program, std::optional<int> dropBarrier) {
   Program placed = program;
   for (Function& function : placed.functions) {
     Accesses pending;
     function.body = BarrierPlacement().place(function.body, pending);
   }
+  if (!dropBarrier) return placed;
+  BarrierDropper dropper(*dropBarrier);
+  for (Function& function : placed.functions) function.body = dropper.drop(function.body);
+  if (*dropBarrier < 0 || *dropBarrier >= dropper.seen())
+    throw UsageError(fmt::format("cannot drop barrier {} of {}: its kernels have {} barrier(s)", *dropBarrier,
+                                 program.source.instanceName(), dropper.seen()));
   return placed;
 }
 

@@ -8,6 +8,11 @@
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -82,8 +87,8 @@ extern "C" __global__ void __launch_bounds__(256) linear_relu_k0(const float* x,
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((IN + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float y__matmul_acc_lhs[1024];
-      __shared__ float y__matmul_acc_rhs[1024];
+      EMMY_SHARED(float, y__matmul_acc_lhs, 1024);
+      EMMY_SHARED(float, y__matmul_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);

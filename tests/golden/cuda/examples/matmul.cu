@@ -8,6 +8,11 @@
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -85,14 +90,14 @@ extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, cons
         }
       }
       for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
-        __shared__ float As[1088];
+        EMMY_SHARED(float, As, 1088);
         __syncthreads();
         for (int64_t As_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); As_element < (int64_t)1024; As_element += (int64_t)256) {
           const int64_t As_0 = ((As_element / (int64_t)16) % (int64_t)64);
           const int64_t As_1 = (As_element % (int64_t)16);
           As[((As_0 * (int64_t)17) + As_1)] = (((((io * (int64_t)64) + As_0) < M) && (((ko * (int64_t)16) + As_1) < K)) ? A[((((io * (int64_t)64) + As_0) * K) + ((ko * (int64_t)16) + As_1))] : 0.0f);
         }
-        __shared__ float Bs[1024];
+        EMMY_SHARED(float, Bs, 1024);
         for (int64_t Bs_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); Bs_element < (int64_t)1024; Bs_element += (int64_t)256) {
           const int64_t Bs_0 = ((Bs_element / (int64_t)64) % (int64_t)16);
           const int64_t Bs_1 = (Bs_element % (int64_t)64);

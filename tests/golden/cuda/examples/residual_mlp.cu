@@ -8,6 +8,11 @@
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -80,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(256) residual_mlp_k0(const float* x
     h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 4));
     h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 2));
     h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 1));
-    __shared__ float h__ms_acc_partials[8];
+    EMMY_SHARED(float, h__ms_acc_partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       h__ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms_acc;
@@ -123,8 +128,8 @@ extern "C" __global__ void __launch_bounds__(256) residual_mlp_k1(const float* x
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float y__y__acc_acc_lhs[1024];
-      __shared__ float y__y__acc_acc_rhs[1024];
+      EMMY_SHARED(float, y__y__acc_acc_lhs, 1024);
+      EMMY_SHARED(float, y__y__acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);

@@ -8,6 +8,11 @@
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -80,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_k0(const float* x, flo
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -104,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_k0(const float* x, flo
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __shared__ float s_acc_partials[8];
+    EMMY_SHARED(float, s_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }

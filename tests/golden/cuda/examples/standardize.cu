@@ -8,6 +8,11 @@
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -81,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k0(const float* x,
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __shared__ float mu_acc_partials[8];
+    EMMY_SHARED(float, mu_acc_partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
@@ -116,7 +121,7 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k1(const float* x,
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __shared__ float var_acc_partials[8];
+    EMMY_SHARED(float, var_acc_partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;

@@ -8,6 +8,11 @@
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -81,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(32) conv3x3_k0(const float* img, co
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 4));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 2));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 1));
-    __shared__ float out_acc_partials[1];
+    EMMY_SHARED(float, out_acc_partials, 1);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       out_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = out_acc;

@@ -8,6 +8,11 @@
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }

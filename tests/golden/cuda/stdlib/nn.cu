@@ -8,6 +8,11 @@
 #include <cuda_bf16.h>
 #endif
 
+// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+#ifndef EMMY_SHARED
+#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#endif
+
 #define EMMY_INLINE static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -80,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f16_k0(const __half* x
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -104,7 +109,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f16_k0(const __half* x
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __shared__ float s_acc_partials[8];
+    EMMY_SHARED(float, s_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
@@ -150,7 +155,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_bf16_k0(const __nv_bfl
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -174,7 +179,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_bf16_k0(const __nv_bfl
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __shared__ float s_acc_partials[8];
+    EMMY_SHARED(float, s_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
@@ -220,7 +225,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f32_k0(const float* x,
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -244,7 +249,7 @@ extern "C" __global__ void __launch_bounds__(256) softmax_f32_k0(const float* x,
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __shared__ float s_acc_partials[8];
+    EMMY_SHARED(float, s_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
@@ -290,7 +295,7 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f16_k0(const __hal
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -314,7 +319,7 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f16_k0(const __hal
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __shared__ float s_acc_partials[8];
+    EMMY_SHARED(float, s_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
@@ -360,7 +365,7 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_bf16_k0(const __nv
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -384,7 +389,7 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_bf16_k0(const __nv
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __shared__ float s_acc_partials[8];
+    EMMY_SHARED(float, s_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
@@ -430,7 +435,7 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f32_k0(const float
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -454,7 +459,7 @@ extern "C" __global__ void __launch_bounds__(256) log_softmax_f32_k0(const float
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
     s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    __shared__ float s_acc_partials[8];
+    EMMY_SHARED(float, s_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
     }
@@ -500,7 +505,7 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f16_k0(const __half*
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __shared__ float mu_acc_partials[8];
+    EMMY_SHARED(float, mu_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
     }
@@ -524,7 +529,7 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f16_k0(const __half*
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __shared__ float var_acc_partials[8];
+    EMMY_SHARED(float, var_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
     }
@@ -570,7 +575,7 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_bf16_k0(const __nv_b
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __shared__ float mu_acc_partials[8];
+    EMMY_SHARED(float, mu_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
     }
@@ -594,7 +599,7 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_bf16_k0(const __nv_b
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __shared__ float var_acc_partials[8];
+    EMMY_SHARED(float, var_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
     }
@@ -640,7 +645,7 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f32_k0(const float* 
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    __shared__ float mu_acc_partials[8];
+    EMMY_SHARED(float, mu_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
     }
@@ -664,7 +669,7 @@ extern "C" __global__ void __launch_bounds__(256) layernorm_f32_k0(const float* 
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    __shared__ float var_acc_partials[8];
+    EMMY_SHARED(float, var_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
     }
@@ -710,7 +715,7 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_f16_k0(const __half* x
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    __shared__ float ms_acc_partials[8];
+    EMMY_SHARED(float, ms_acc_partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
@@ -757,7 +762,7 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_bf16_k0(const __nv_bfl
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    __shared__ float ms_acc_partials[8];
+    EMMY_SHARED(float, ms_acc_partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
@@ -804,7 +809,7 @@ extern "C" __global__ void __launch_bounds__(256) rmsnorm_f32_k0(const float* x,
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
     ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    __shared__ float ms_acc_partials[8];
+    EMMY_SHARED(float, ms_acc_partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
@@ -853,8 +858,8 @@ extern "C" __global__ void __launch_bounds__(256) linear_f16_k0(const __half* x,
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((IN + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float acc_acc_lhs[1024];
-      __shared__ float acc_acc_rhs[1024];
+      EMMY_SHARED(float, acc_acc_lhs, 1024);
+      EMMY_SHARED(float, acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -938,8 +943,8 @@ extern "C" __global__ void __launch_bounds__(256) linear_bf16_k0(const __nv_bflo
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((IN + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float acc_acc_lhs[1024];
-      __shared__ float acc_acc_rhs[1024];
+      EMMY_SHARED(float, acc_acc_lhs, 1024);
+      EMMY_SHARED(float, acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -1023,8 +1028,8 @@ extern "C" __global__ void __launch_bounds__(256) linear_f32_k0(const float* x, 
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((IN + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float acc_acc_lhs[1024];
-      __shared__ float acc_acc_rhs[1024];
+      EMMY_SHARED(float, acc_acc_lhs, 1024);
+      EMMY_SHARED(float, acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -1108,8 +1113,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, co
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((D + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float h__acc_acc_lhs[1024];
-      __shared__ float h__acc_acc_rhs[1024];
+      EMMY_SHARED(float, h__acc_acc_lhs, 1024);
+      EMMY_SHARED(float, h__acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -1179,8 +1184,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k1(const __half* x, co
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float y__acc_acc_lhs[1024];
-      __shared__ float y__acc_acc_rhs[1024];
+      EMMY_SHARED(float, y__acc_acc_lhs, 1024);
+      EMMY_SHARED(float, y__acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -1271,8 +1276,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat1
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((D + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float h__acc_acc_lhs[1024];
-      __shared__ float h__acc_acc_rhs[1024];
+      EMMY_SHARED(float, h__acc_acc_lhs, 1024);
+      EMMY_SHARED(float, h__acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -1342,8 +1347,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k1(const __nv_bfloat1
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float y__acc_acc_lhs[1024];
-      __shared__ float y__acc_acc_rhs[1024];
+      EMMY_SHARED(float, y__acc_acc_lhs, 1024);
+      EMMY_SHARED(float, y__acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -1434,8 +1439,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, con
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((D + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float h__acc_acc_lhs[1024];
-      __shared__ float h__acc_acc_rhs[1024];
+      EMMY_SHARED(float, h__acc_acc_lhs, 1024);
+      EMMY_SHARED(float, h__acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -1505,8 +1510,8 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k1(const float* x, con
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float y__acc_acc_lhs[1024];
-      __shared__ float y__acc_acc_rhs[1024];
+      EMMY_SHARED(float, y__acc_acc_lhs, 1024);
+      EMMY_SHARED(float, y__acc_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
@@ -1600,8 +1605,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k0(const __half*
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float scores_acc_lhs[1024];
-      __shared__ float scores_acc_rhs[1024];
+      EMMY_SHARED(float, scores_acc_lhs, 1024);
+      EMMY_SHARED(float, scores_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
         const int64_t ii = (e_1 / (int64_t)16);
@@ -1671,7 +1676,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k1(const __half*
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __shared__ float o__m_acc_partials[8];
+    EMMY_SHARED(float, o__m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
@@ -1695,7 +1700,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k1(const __half*
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __shared__ float o__den_acc_partials[8];
+    EMMY_SHARED(float, o__den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
@@ -1763,8 +1768,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k0(const __nv_b
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float scores_acc_lhs[1024];
-      __shared__ float scores_acc_rhs[1024];
+      EMMY_SHARED(float, scores_acc_lhs, 1024);
+      EMMY_SHARED(float, scores_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
         const int64_t ii = (e_1 / (int64_t)16);
@@ -1834,7 +1839,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k1(const __nv_b
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __shared__ float o__m_acc_partials[8];
+    EMMY_SHARED(float, o__m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
@@ -1858,7 +1863,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k1(const __nv_b
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __shared__ float o__den_acc_partials[8];
+    EMMY_SHARED(float, o__den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
@@ -1926,8 +1931,8 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k0(const float* 
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float scores_acc_lhs[1024];
-      __shared__ float scores_acc_rhs[1024];
+      EMMY_SHARED(float, scores_acc_lhs, 1024);
+      EMMY_SHARED(float, scores_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
         const int64_t ii = (e_1 / (int64_t)16);
@@ -1997,7 +2002,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k1(const float* 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __shared__ float o__m_acc_partials[8];
+    EMMY_SHARED(float, o__m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
@@ -2021,7 +2026,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k1(const float* 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __shared__ float o__den_acc_partials[8];
+    EMMY_SHARED(float, o__den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
@@ -2089,8 +2094,8 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k0(const 
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float scores_acc_lhs[1024];
-      __shared__ float scores_acc_rhs[1024];
+      EMMY_SHARED(float, scores_acc_lhs, 1024);
+      EMMY_SHARED(float, scores_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
         const int64_t ii = (e_1 / (int64_t)16);
@@ -2160,7 +2165,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k1(const 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __shared__ float o__m_acc_partials[8];
+    EMMY_SHARED(float, o__m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
@@ -2184,7 +2189,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k1(const 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __shared__ float o__den_acc_partials[8];
+    EMMY_SHARED(float, o__den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
@@ -2251,8 +2256,8 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k0(const
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float scores_acc_lhs[1024];
-      __shared__ float scores_acc_rhs[1024];
+      EMMY_SHARED(float, scores_acc_lhs, 1024);
+      EMMY_SHARED(float, scores_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
         const int64_t ii = (e_1 / (int64_t)16);
@@ -2322,7 +2327,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k1(const
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __shared__ float o__m_acc_partials[8];
+    EMMY_SHARED(float, o__m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
@@ -2346,7 +2351,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k1(const
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __shared__ float o__den_acc_partials[8];
+    EMMY_SHARED(float, o__den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
@@ -2413,8 +2418,8 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k0(const 
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((E + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      __shared__ float scores_acc_lhs[1024];
-      __shared__ float scores_acc_rhs[1024];
+      EMMY_SHARED(float, scores_acc_lhs, 1024);
+      EMMY_SHARED(float, scores_acc_rhs, 1024);
       __syncthreads();
       for (int64_t e_1 = (int64_t)threadIdx.x; e_1 < (int64_t)1024; e_1 += (int64_t)blockDim.x) {
         const int64_t ii = (e_1 / (int64_t)16);
@@ -2484,7 +2489,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k1(const 
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 4));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 2));
     o__m_acc = emmy_max(o__m_acc, __shfl_xor_sync(0xffffffffu, o__m_acc, 1));
-    __shared__ float o__m_acc_partials[8];
+    EMMY_SHARED(float, o__m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__m_acc;
     }
@@ -2508,7 +2513,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k1(const 
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 4));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 2));
     o__den_acc = (o__den_acc + __shfl_xor_sync(0xffffffffu, o__den_acc, 1));
-    __shared__ float o__den_acc_partials[8];
+    EMMY_SHARED(float, o__den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       o__den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = o__den_acc;
     }
@@ -2572,7 +2577,7 @@ extern "C" __global__ void __launch_bounds__(256) attend_f16_k0(const float* log
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -2596,7 +2601,7 @@ extern "C" __global__ void __launch_bounds__(256) attend_f16_k0(const float* log
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
-    __shared__ float den_acc_partials[8];
+    EMMY_SHARED(float, den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = den_acc;
     }
@@ -2654,7 +2659,7 @@ extern "C" __global__ void __launch_bounds__(256) attend_bf16_k0(const float* lo
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -2678,7 +2683,7 @@ extern "C" __global__ void __launch_bounds__(256) attend_bf16_k0(const float* lo
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
-    __shared__ float den_acc_partials[8];
+    EMMY_SHARED(float, den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = den_acc;
     }
@@ -2736,7 +2741,7 @@ extern "C" __global__ void __launch_bounds__(256) attend_f32_k0(const float* log
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
     m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    __shared__ float m_acc_partials[8];
+    EMMY_SHARED(float, m_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
     }
@@ -2760,7 +2765,7 @@ extern "C" __global__ void __launch_bounds__(256) attend_f32_k0(const float* log
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 4));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 2));
     den_acc = (den_acc + __shfl_xor_sync(0xffffffffu, den_acc, 1));
-    __shared__ float den_acc_partials[8];
+    EMMY_SHARED(float, den_acc_partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
       den_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = den_acc;
     }
