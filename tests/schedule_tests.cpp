@@ -35,7 +35,7 @@ kernel layernorm(x: f32[N, D], w: f32[D], b: f32[D], eps: f32 = 1e-5) -> (y: f32
 }
 )";
 
-const char* const kChain = R"(
+const std::string kChain = R"(
 kernel chain(x: f32[N, D], b: f32[D]) -> (y: f32[N, D]) {
     t[n, d] = x[n, d] * 2.0 + b[d]
     y[n, d] = gelu(t[n, d]) - x[n, d]
@@ -211,6 +211,7 @@ TEST_CASE("the matmul schedule of section 5 runs correctly at ragged sizes, with
   CHECK(contains(cu, R"(#pragma unroll\n\s*for \(int64_t ki)"));
   CHECK(contains(cu, R"(const int64_t it = \(int64_t\)threadIdx.y;)"));
   CHECK(contains(cu, R"(EMMY_LAUNCH\(matmul_k0, dim3\(.*\), dim3\(16, 16, 1\))"));
+  CHECK(contains(cu, R"(\*reinterpret_cast<uint4\*>\(&C\[)"));  // vectorize C.jr: 16-byte stores of C
   checkCompiles(built);
 }
 
@@ -228,6 +229,27 @@ TEST_CASE("double-buffered copies load the next slice while this one is used: cp
     INFO(arch << "\n" << compiled.log);
     REQUIRE(compiled.ok);
     CHECK(contains(compiled.ptx, "cp\\.async") == (std::string(arch) != "sm_75"));
+  }
+}
+
+TEST_CASE("vectorize makes 8- and 16-byte accesses where aligned and in bounds, lane by lane elsewhere", "[schedule]") {
+  for (int width : {2, 4}) {
+    std::string schedule = fmt::format(R"(
+schedule chain {{
+    split y.d by {} -> (d_out, d_in)
+    split y.d_in by {} -> (d_thread, d_vector)
+    bind y.n to block.x
+    bind y.d_thread to thread.x
+    vectorize y.d_vector
+}}
+)", 32 * width, width);
+    Built built = build(kChain + schedule);
+    // Multiples of the width take the vector path; 45 and 1 also the lane-by-lane one.
+    checkRuns(built, {{{"N", 3}, {"D", 128}}, {{"N", 7}, {"D", 45}}, {{"N", 2}, {"D", 1}}});
+    std::string vector = width == 4 ? "uint4" : "uint2";
+    CHECK(contains(built.cuda.source, "reinterpret_cast<const " + vector + R"(\*>\(&x\[)"));
+    CHECK(contains(built.cuda.source, "reinterpret_cast<" + vector + R"(\*>\(&y\[)"));
+    checkCompiles(built);
   }
 }
 

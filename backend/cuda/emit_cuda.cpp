@@ -258,18 +258,23 @@ private:
     line(indent, fmt::format("emmy_wait_for_copies<{}>();", node.pending));
   }
   void stmtNode(const kernel::VectorLoad& node, int indent) {
-    line(indent, fmt::format("*reinterpret_cast<uint4*>({}) = reinterpret_cast<const uint4*>({})[{}];", node.local,
-                             node.buffer, expr(*node.group)));
+    const char* vector = node.bytes == 16 ? "uint4" : "uint2";
+    line(indent, fmt::format("*reinterpret_cast<{}*>({}) = *reinterpret_cast<const {}*>(&{}[{}]);", vector, node.local,
+                             vector, node.buffer, expr(*node.element)));
   }
   void stmtNode(const kernel::VectorStore& node, int indent) {
-    line(indent, fmt::format("reinterpret_cast<uint4*>({})[{}] = *reinterpret_cast<const uint4*>({});", node.buffer,
-                             expr(*node.group), node.local));
+    const char* vector = node.bytes == 16 ? "uint4" : "uint2";
+    line(indent, fmt::format("*reinterpret_cast<{}*>(&{}[{}]) = *reinterpret_cast<const {}*>({});", vector, node.buffer,
+                             expr(*node.element), vector, node.local));
   }
   void stmtNode(const kernel::IfAligned& node, int indent) {
     std::string addresses;
-    for (const std::string& buffer : node.buffers)
-      addresses += (addresses.empty() ? "" : " | ") + fmt::format("(unsigned long long)(const void*){}", buffer);
-    line(indent, fmt::format("if ((({}) & 15) == 0) {{", addresses));
+    for (const kernel::Address& address : node.addresses)
+      addresses += (addresses.empty() ? "" : " | ") +
+                   (address.element ? fmt::format("(unsigned long long)(const void*)&{}[{}]", address.buffer, expr(*address.element))
+                                    : fmt::format("(unsigned long long)(const void*){}", address.buffer));
+    std::string condition = node.condition ? " && " + expr(*node.condition) : "";
+    line(indent, fmt::format("if ((({}) & {}) == 0{}) {{", addresses, node.bytes - 1, condition));
     stmt(*node.aligned, indent + 1);
     line(indent, "} else {");
     stmt(*node.otherwise, indent + 1);

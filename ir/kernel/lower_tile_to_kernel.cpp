@@ -4,13 +4,18 @@
 // shared array of one partial result per warp. Barriers come later (place_barriers.cpp).
 #include "ir/kernel/lower_tile_to_kernel.h"
 
+#include <algorithm>
+#include <functional>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "ir/tensor/build.h"
 #include "ir/tensor/rewrite.h"
+#include "ir/tensor/printer.h"
 #include "ir/tensor/scalar_ops.h"
+#include "ir/tensor/simplify.h"
 #include "support/diagnostics.h"
 
 namespace emmy::kernel {
@@ -26,6 +31,11 @@ constexpr int kWarpSize = 32;
 ExprPtr i64(int64_t value) { return std::make_shared<IntImm>(DType::I64, value); }
 ExprPtr arithmetic(BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::I64, op, a, b); }
 ExprPtr compare(BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::Bool, op, a, b); }
+ExprPtr conjunction(const std::vector<ExprPtr>& terms) {
+  ExprPtr all;
+  for (const ExprPtr& term : terms) all = all ? std::make_shared<Binary>(DType::Bool, BinaryOp::And, all, term) : term;
+  return all;
+}
 
 class Lowering {
 public:
@@ -81,8 +91,10 @@ private:
   }
 
   StmtPtr lowerNode(const tile::Loop& node) {
-    if (node.vectorWidth > 1)
+    if (node.vectorWidth > 1 && node.binding == tile::Binding::GridStrided)
       if (StmtPtr vectorized = lowerVectorized(node)) return vectorized;
+    if (node.vectorWidth > 1 && node.binding == tile::Binding::Unrolled)
+      if (StmtPtr vectorized = lowerVectorLanes(node)) return vectorized;
     ExprPtr begin, step;
     switch (node.binding) {
       case tile::Binding::Serial:
@@ -152,9 +164,10 @@ private:
     ExprPtr total = expr(node.extent);
     ExprPtr groups = arithmetic(BinaryOp::Div, total, i64(width));
     std::vector<StmtPtr> groupBody;
+    ExprPtr groupStart = arithmetic(BinaryOp::Mul, std::make_shared<AxisVar>(group), i64(width));
     for (const auto& [tensor, dtype] : vectorReads) {
       groupBody.push_back(std::make_shared<Declare>(local(tensor), dtype, width, Memory::Local));
-      groupBody.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, std::make_shared<AxisVar>(group)));
+      groupBody.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, groupStart, 16));
     }
     groupBody.push_back(std::make_shared<Declare>(local(store->buffer), outType, width, Memory::Local));
     ExprPtr element = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, std::make_shared<AxisVar>(group), i64(width)),
@@ -164,12 +177,136 @@ private:
         std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element),
                                                      lowerStmt(tile::Block(laneStmts))}),
         true));
-    groupBody.push_back(std::make_shared<VectorStore>(store->buffer, std::make_shared<AxisVar>(group), local(store->buffer)));
+    groupBody.push_back(std::make_shared<VectorStore>(store->buffer, groupStart, local(store->buffer), 16));
     StmtPtr vectorLoop = std::make_shared<For>(group, gridBegin, groups, gridStep, std::make_shared<Block>(groupBody));
     StmtPtr tail = std::make_shared<For>(node.var, arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, groups, i64(width)), gridBegin),
                                          total, gridStep, lowerStmt(*node.body));
     StmtPtr scalar = std::make_shared<For>(node.var, gridBegin, total, gridStep, lowerStmt(*node.body));
-    return std::make_shared<IfAligned>(aligned, std::make_shared<Block>(std::vector<StmtPtr>{vectorLoop, tail}), scalar);
+    std::vector<Address> addresses;
+    for (const std::string& buffer : aligned) addresses.push_back({buffer, nullptr});
+    return std::make_shared<IfAligned>(addresses, 16, nullptr, std::make_shared<Block>(std::vector<StmtPtr>{vectorLoop, tail}),
+                                       scalar);
+  }
+
+  // The coefficient of `var` in `e` when `e` is affine in it (0 when it does not use it).
+  static std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var) {
+    if (const auto* axis = e.as<AxisVar>()) return axis->name == var ? 1 : 0;
+    bool uses = false;
+    forEachNode(e, [&](const Expr& node) {
+      if (const auto* axis = node.as<AxisVar>(); axis && axis->name == var) uses = true;
+    });
+    if (!uses) return 0;
+    const auto* binary = e.as<Binary>();
+    if (!binary || binary->dtype != DType::I64) return std::nullopt;
+    std::optional<int64_t> lhs = coefficientOf(*binary->lhs, var), rhs = coefficientOf(*binary->rhs, var);
+    if (!lhs || !rhs) return std::nullopt;
+    if (binary->op == BinaryOp::Add) return *lhs + *rhs;
+    if (binary->op == BinaryOp::Sub) return *lhs - *rhs;
+    if (binary->op == BinaryOp::Mul) {
+      const auto* constant = (*lhs == 0 ? binary->lhs : binary->rhs)->as<IntImm>();
+      if (*lhs != 0 && *rhs != 0) return std::nullopt;
+      if (!constant) return std::nullopt;
+      return constant->value * (*lhs == 0 ? *rhs : *lhs);
+    }
+    return std::nullopt;
+  }
+
+  static ExprPtr replaceVars(const ExprPtr& e, const std::map<std::string, ExprPtr>& values) {
+    return simplifyIndex(rewrite(e, [&](const Expr& node) -> ExprPtr {
+      const auto* axis = node.as<AxisVar>();
+      auto value = axis ? values.find(axis->name) : values.end();
+      return value == values.end() ? nullptr : value->second;
+    }));
+  }
+
+  // A vectorized unrolled loop (`vectorize`) whose body is Lets and Guards around one store to a global
+  // tensor at consecutive elements: when the addresses are aligned and every lane is in bounds, the
+  // store and the reads of consecutive elements of the same size become vector accesses through local
+  // arrays; otherwise the lanes run one by one. Null when the body has another shape.
+  StmtPtr lowerVectorLanes(const tile::Loop& node) {
+    const std::string& lane = node.var;
+    int width = node.vectorWidth;
+    std::vector<const tile::Let*> lets;
+    std::vector<ExprPtr> guards;
+    const tile::Store* store = nullptr;
+    std::function<bool(const tile::Stmt&)> flatten = [&](const tile::Stmt& stmt) {
+      if (const auto* block = stmt.as<tile::Block>())
+        return std::all_of(block->stmts.begin(), block->stmts.end(), [&](const tile::StmtPtr& s) { return flatten(*s); });
+      if (const auto* let = stmt.as<tile::Let>()) return lets.push_back(let), true;
+      if (const auto* guard = stmt.as<tile::Guard>()) return guards.push_back(guard->condition), flatten(*guard->body);
+      if (const auto* found = stmt.as<tile::Store>(); found && !store) return store = found, true;
+      return false;
+    };
+    if (!flatten(*node.body) || !store || !isGlobal(store->buffer)) return nullptr;
+    // Every variable the lanes define, as an expression of the lane and what is outside.
+    std::map<std::string, ExprPtr> defined;
+    for (const tile::Let* let : lets) defined[let->var] = replaceVars(expr(let->value), defined);
+    auto resolved = [&](const ExprPtr& e) { return replaceVars(e, defined); };
+    auto at = [&](const ExprPtr& e, int64_t value) { return replaceVars(e, {{lane, i64(value)}}); };
+    DType elementType = program_.source.findStage(store->buffer) ? program_.source.findStage(store->buffer)->dtype
+                                                                 : store->value->dtype;
+    int bytes = width * dtypeBytes(elementType);
+    ExprPtr storeIndex = resolved(flatIndex(store->buffer, store->indices));
+    if ((bytes != 8 && bytes != 16) || coefficientOf(*storeIndex, lane) != 1) return nullptr;
+    // Every lane in bounds: a condition on the lane holds at the last lane (it grows with the lane).
+    std::vector<ExprPtr> inBounds;
+    for (const ExprPtr& guard : guards) {
+      ExprPtr condition = resolved(expr(guard));
+      const auto* less = condition->as<Binary>();
+      std::optional<int64_t> growth = less ? coefficientOf(*less->lhs, lane) : std::nullopt;
+      bool bounded = less && less->op == BinaryOp::Lt && growth && *growth >= 0 && coefficientOf(*less->rhs, lane) == 0;
+      if (!bounded && coefficientOf(*condition, lane) != 0) return nullptr;
+      inBounds.push_back(at(condition, width - 1));
+    }
+    // The reads of consecutive elements of the same size: read whole before the lanes.
+    std::map<std::string, ExprPtr> vectorReads;  // tensor -> its first element
+    bool consistent = true;
+    forEachNode(*store->value, [&](const Expr& e) {
+      const auto* load = e.as<Load>();
+      if (!load || load->padValue || !isGlobal(load->tensor) || dtypeBytes(load->dtype) != dtypeBytes(elementType)) return;
+      ExprPtr index = resolved(flatIndex(load->tensor, load->indices));
+      if (coefficientOf(*index, lane) != 1) return;
+      ExprPtr first = at(index, 0);
+      auto [it, fresh] = vectorReads.emplace(load->tensor, first);
+      consistent = consistent && (fresh || printExpr(*it->second) == printExpr(*first));
+    });
+    if (!consistent) return nullptr;
+    auto local = [](const std::string& buffer) { return buffer + "__lanes"; };
+    std::vector<ExprPtr> laneIndex{std::make_shared<AxisVar>(lane)};
+    ExprPtr value = rewrite(store->value, [&](const Expr& e) -> ExprPtr {
+      const auto* load = e.as<Load>();
+      if (!load || !vectorReads.count(load->tensor) || load->padValue) return nullptr;
+      ExprPtr index = resolved(flatIndex(load->tensor, load->indices));
+      if (coefficientOf(*index, lane) != 1) return nullptr;
+      return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
+    });
+    for (const auto& [tensor, first] : vectorReads) shapes_[local(tensor)] = {Dim::constant(width)};
+    shapes_[local(store->buffer)] = {Dim::constant(width)};
+    std::vector<Address> addresses{{store->buffer, at(storeIndex, 0)}};
+    std::vector<StmtPtr> vectorPath;
+    for (const auto& [tensor, first] : vectorReads) {
+      addresses.push_back({tensor, first});
+      vectorPath.push_back(std::make_shared<Declare>(local(tensor), elementType, width, Memory::Local));
+      vectorPath.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, first, bytes));
+    }
+    vectorPath.push_back(std::make_shared<Declare>(local(store->buffer), elementType, width, Memory::Local));
+    std::vector<tile::StmtPtr> laneStmts;
+    for (const tile::Let* let : lets) laneStmts.push_back(std::make_shared<tile::Let>(let->var, let->value));
+    laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
+    vectorPath.push_back(std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(tile::Block(laneStmts)), true));
+    vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, at(storeIndex, 0), local(store->buffer), bytes));
+    StmtPtr lanes = std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(*node.body), true);
+    return std::make_shared<IfAligned>(addresses, bytes, inBounds.empty() ? nullptr : conjunction(inBounds),
+                                       std::make_shared<Block>(vectorPath), lanes);
+  }
+
+  bool isGlobal(const std::string& buffer) const {
+    const Kernel& source = program_.source;
+    auto named = [&](const TensorParam& p) { return p.name == buffer; };
+    return std::any_of(source.inputs.begin(), source.inputs.end(), named) ||
+           std::any_of(source.outputs.begin(), source.outputs.end(), named) ||
+           std::any_of(program_.temporaries.begin(), program_.temporaries.end(),
+                       [&](const loop::Temporary& t) { return t.name == buffer; });
   }
 
   StmtPtr lowerNode(const tile::Let& node) { return std::make_shared<Let>(node.var, expr(node.value)); }

@@ -148,31 +148,44 @@ struct WaitForCopies final : Stmt {
   const int pending;
 };
 
-// The 16 bytes of the global `buffer` at 16-byte group `group` into the local array `local`.
+// `bytes` (8 or 16) bytes of the global `buffer` from element `element` (an address aligned to them)
+// into the local array `local`.
 struct VectorLoad final : Stmt {
   static constexpr StmtKind kKind = StmtKind::VectorLoad;
-  VectorLoad(std::string local, std::string buffer, ExprPtr group)
-      : Stmt(kKind), local(std::move(local)), buffer(std::move(buffer)), group(std::move(group)) {}
+  VectorLoad(std::string local, std::string buffer, ExprPtr element, int bytes)
+      : Stmt(kKind), local(std::move(local)), buffer(std::move(buffer)), element(std::move(element)), bytes(bytes) {}
   const std::string local, buffer;
-  const ExprPtr group;
+  const ExprPtr element;
+  const int bytes;
 };
 
-// The local array `local` into the 16 bytes of the global `buffer` at group `group`.
+// The local array `local` into `bytes` bytes of the global `buffer` from element `element`.
 struct VectorStore final : Stmt {
   static constexpr StmtKind kKind = StmtKind::VectorStore;
-  VectorStore(std::string buffer, ExprPtr group, std::string local)
-      : Stmt(kKind), buffer(std::move(buffer)), group(std::move(group)), local(std::move(local)) {}
+  VectorStore(std::string buffer, ExprPtr element, std::string local, int bytes)
+      : Stmt(kKind), buffer(std::move(buffer)), element(std::move(element)), local(std::move(local)), bytes(bytes) {}
   const std::string buffer;
-  const ExprPtr group;
+  const ExprPtr element;
   const std::string local;
+  const int bytes;
 };
 
-// `aligned` when every one of `buffers` starts on a 16-byte boundary, `otherwise` else.
+// An address a vector access uses: `buffer`, or its element `element` when there is one.
+struct Address {
+  std::string buffer;
+  ExprPtr element;
+};
+
+// `aligned` when every one of `addresses` is a multiple of `bytes` and `condition` (if any) holds,
+// `otherwise` else.
 struct IfAligned final : Stmt {
   static constexpr StmtKind kKind = StmtKind::IfAligned;
-  IfAligned(std::vector<std::string> buffers, StmtPtr aligned, StmtPtr otherwise)
-      : Stmt(kKind), buffers(std::move(buffers)), aligned(std::move(aligned)), otherwise(std::move(otherwise)) {}
-  const std::vector<std::string> buffers;
+  IfAligned(std::vector<Address> addresses, int bytes, ExprPtr condition, StmtPtr aligned, StmtPtr otherwise)
+      : Stmt(kKind), addresses(std::move(addresses)), bytes(bytes), condition(std::move(condition)),
+        aligned(std::move(aligned)), otherwise(std::move(otherwise)) {}
+  const std::vector<Address> addresses;
+  const int bytes;
+  const ExprPtr condition;
   const StmtPtr aligned, otherwise;
 };
 

@@ -226,7 +226,8 @@ public:
     if (const auto* branch = stmt->as<If>()) return std::make_shared<If>(branch->condition, drop(branch->body));
     if (const auto* aligned = stmt->as<IfAligned>()) {
       StmtPtr vectorized = drop(aligned->aligned);  // first, as it is printed first
-      return std::make_shared<IfAligned>(aligned->buffers, vectorized, drop(aligned->otherwise));
+      return std::make_shared<IfAligned>(aligned->addresses, aligned->bytes, aligned->condition, vectorized,
+                                         drop(aligned->otherwise));
     }
     return stmt;
   }

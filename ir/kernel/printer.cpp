@@ -52,13 +52,17 @@ struct Printer {
     line(indent, fmt::format("wait for the copies but the last {}", node.pending));
   }
   void printNode(const VectorLoad& node, int indent) {
-    line(indent, fmt::format("{} = 16 bytes of {} at group {}", node.local, node.buffer, e(node.group)));
+    line(indent, fmt::format("{} = {} bytes of {} from {}", node.local, node.bytes, node.buffer, e(node.element)));
   }
   void printNode(const VectorStore& node, int indent) {
-    line(indent, fmt::format("16 bytes of {} at group {} = {}", node.buffer, e(node.group), node.local));
+    line(indent, fmt::format("{} bytes of {} from {} = {}", node.bytes, node.buffer, e(node.element), node.local));
   }
   void printNode(const IfAligned& node, int indent) {
-    line(indent, fmt::format("if {} start on 16-byte boundaries:", join(node.buffers, ", ")));
+    std::vector<std::string> addresses;
+    for (const Address& address : node.addresses)
+      addresses.push_back(address.element ? fmt::format("&{}[{}]", address.buffer, e(address.element)) : address.buffer);
+    line(indent, fmt::format("if {} start on {}-byte boundaries{}:", join(addresses, ", "), node.bytes,
+                             node.condition ? " and " + e(node.condition) : ""));
     print(*node.aligned, indent + 1);
     line(indent, "else:");
     print(*node.otherwise, indent + 1);

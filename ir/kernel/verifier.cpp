@@ -112,19 +112,24 @@ private:
   }
   void checkNode(const WaitForCopies&, bool) {}
   void checkNode(const VectorLoad& node, bool) {
-    checkVector(node.local, node.buffer, node.group);
+    checkVector(node.local, node.buffer, node.element, node.bytes);
   }
   void checkNode(const VectorStore& node, bool) {
-    checkVector(node.local, node.buffer, node.group);
+    checkVector(node.local, node.buffer, node.element, node.bytes);
   }
-  void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& group) {
-    if (!globals_.count(buffer)) fail(fmt::format("a 16-byte access to {}, which is not a global buffer", buffer));
-    if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a 16-byte access through {}, not a local array", local));
-    checkExpr(group);
+  void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& element, int bytes) {
+    if (!globals_.count(buffer)) fail(fmt::format("a vector access to {}, which is not a global buffer", buffer));
+    if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a vector access through {}, not a local array", local));
+    if (bytes != 8 && bytes != 16) fail(fmt::format("a vector access of {} bytes", bytes));
+    checkExpr(element);
   }
   void checkNode(const IfAligned& node, bool divergent) {
-    for (const std::string& buffer : node.buffers)
-      if (!globals_.count(buffer)) fail(fmt::format("an alignment test of {}, which is not a global buffer", buffer));
+    for (const Address& address : node.addresses) {
+      if (!globals_.count(address.buffer))
+        fail(fmt::format("an alignment test of {}, which is not a global buffer", address.buffer));
+      if (address.element) checkExpr(address.element);
+    }
+    if (node.condition) checkExpr(node.condition);
     check(*node.aligned, divergent);
     check(*node.otherwise, divergent);
   }

@@ -548,6 +548,9 @@ private:
            !loops[0].scheduled->unrolled;
   }
 
+  // A vectorized loop's accesses along it are vector accesses where Kernel IR can make them.
+  static int vectorWidthOf(const ScheduledLoop& loop) { return loop.vectorized ? static_cast<int>(*loop.extent) : 1; }
+
   static int dimensionOf(const ScheduledLoop& loop) {
     return loop.binding && loop.binding->scope != HardwareScope::Warp ? loop.binding->dimension : 0;
   }
@@ -560,7 +563,8 @@ private:
     StmtPtr body = generate(position + 1, defined, masks);
     if (binding == Binding::ThreadIndex) threadBound_.erase(dimension);
     return std::make_shared<Loop>(loop.var, loop.extent, binding,
-                                  std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body, 1, dimension);
+                                  std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
+                                  vectorWidthOf(*loop.scheduled), dimension);
   }
 
   // A store to global memory: masked where axes were clamped, and made once by the threads that would
@@ -636,8 +640,8 @@ private:
     if (binding == Binding::ThreadIndex) threadBound_.erase(dimension);
     // Init and store loops are siblings of the loops they replay, and may reuse their variables.
     return wrap(ready, std::make_shared<Loop>(loop.var, loop.extent, binding,
-                                              std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body, 1,
-                                              dimension));
+                                              std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
+                                              vectorWidthOf(*loop.scheduled), dimension));
   }
 
   // `cache S ... at R.a`: the copy, filled before `rest` reads it.

@@ -60,7 +60,10 @@ const char* bindingName(Binding binding);
 // into this one, outermost first; Lets inside recover their variables. A grid-strided loop whose body
 // ends in a store to var's element may be `vectorWidth` wide: each thread takes that many consecutive
 // iterations, and the store and the reads of tensors shaped like it use 16-byte accesses where the
-// pointers allow (Kernel IR checks at run time and falls back to single elements).
+// pointers allow (Kernel IR checks at run time and falls back to single elements). An unrolled loop
+// of extent `vectorWidth` (`vectorize`) is a vector of lanes: its store to consecutive elements of a
+// global tensor, and the reads of consecutive elements, become one access each where the addresses
+// and the bounds allow.
 struct Loop final : Stmt {
   static constexpr StmtKind kKind = StmtKind::Loop;
   Loop(std::string var, ExprPtr extent, Binding binding, std::vector<std::string> axes, StmtPtr body,

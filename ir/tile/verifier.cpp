@@ -68,9 +68,11 @@ private:
                          node.var, node.dimension, printExpr(*node.extent), nest_.threads[std::clamp(node.dimension, 0, 2)]));
     }
     checkExpr(node.extent);
-    if (node.vectorWidth != 1 && (node.binding != Binding::GridStrided || 16 % node.vectorWidth != 0))
-      fail(fmt::format("loop {} is vectorized by {} but is not a grid-strided loop of 16-byte groups", node.var,
-                       node.vectorWidth));
+    const auto* extent = node.extent->as<IntImm>();
+    bool lanes = node.binding == Binding::Unrolled && extent && extent->value == node.vectorWidth;
+    if (node.vectorWidth != 1 && !(node.binding == Binding::GridStrided && 16 % node.vectorWidth == 0) && !lanes)
+      fail(fmt::format("loop {} is vectorized by {} but is neither a grid-strided loop of 16-byte groups nor an "
+                       "unrolled loop of that extent", node.var, node.vectorWidth));
     if (vars_.count(node.var)) fail(fmt::format("loop variable {} shadows another", node.var));
     vars_.insert(node.var);
     bool uniform = node.binding == Binding::BlockStrided || node.binding == Binding::Serial ||

@@ -74,7 +74,7 @@ extern "C" __global__ void __launch_bounds__(256) bias_gelu_k0(const float* x, c
   if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((D * N) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float x__vector[4];
-      *reinterpret_cast<uint4*>(x__vector) = reinterpret_cast<const uint4*>(x)[element_group];
+      *reinterpret_cast<uint4*>(x__vector) = *reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);
       alignas(16) float exact__vector[4];
       #pragma unroll
       for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
@@ -83,7 +83,7 @@ extern "C" __global__ void __launch_bounds__(256) bias_gelu_k0(const float* x, c
         const int64_t d = emmy_mod(element, D);
         exact__vector[element_lane] = emmy_gelu((x__vector[element_lane] + b[d]));
       }
-      reinterpret_cast<uint4*>(exact)[element_group] = *reinterpret_cast<const uint4*>(exact__vector);
+      *reinterpret_cast<uint4*>(&exact[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(exact__vector);
     }
     for (int64_t element = ((((D * N) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (D * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = emmy_div(element, D);
@@ -104,7 +104,7 @@ extern "C" __global__ void __launch_bounds__(256) bias_gelu_k1(const float* x, c
   if ((((unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((D * N) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float x__vector[4];
-      *reinterpret_cast<uint4*>(x__vector) = reinterpret_cast<const uint4*>(x)[element_group];
+      *reinterpret_cast<uint4*>(x__vector) = *reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);
       alignas(16) float approx__vector[4];
       #pragma unroll
       for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
@@ -113,7 +113,7 @@ extern "C" __global__ void __launch_bounds__(256) bias_gelu_k1(const float* x, c
         const int64_t d = emmy_mod(element, D);
         approx__vector[element_lane] = ((0.5f * (x__vector[element_lane] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[element_lane] + b[d]) + (((0.044715f * (x__vector[element_lane] + b[d])) * (x__vector[element_lane] + b[d])) * (x__vector[element_lane] + b[d])))))));
       }
-      reinterpret_cast<uint4*>(approx)[element_group] = *reinterpret_cast<const uint4*>(approx__vector);
+      *reinterpret_cast<uint4*>(&approx[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(approx__vector);
     }
     for (int64_t element = ((((D * N) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (D * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = emmy_div(element, D);

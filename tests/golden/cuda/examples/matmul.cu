@@ -128,11 +128,21 @@ extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, cons
       for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
         const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
         if ((i < M)) {
-          #pragma unroll
-          for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
-            const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
-            if ((j < N)) {
-              C[((i * N) + j)] = C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))];
+          if ((((unsigned long long)(const void*)&C[((i * N) + ((jo * (int64_t)64) + (jt * (int64_t)4)))]) & 15) == 0 && (((jo * (int64_t)64) + ((jt * (int64_t)4) + (int64_t)3)) < N)) {
+            alignas(16) float C__lanes[4];
+            #pragma unroll
+            for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
+              const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
+              C__lanes[jr] = C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))];
+            }
+            *reinterpret_cast<uint4*>(&C[((i * N) + ((jo * (int64_t)64) + (jt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(C__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
+              const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
+              if ((j < N)) {
+                C[((i * N) + j)] = C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))];
+              }
             }
           }
         }

@@ -144,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k2(const float* x,
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < (((B * D) * S) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float x__vector[4];
-      *reinterpret_cast<uint4*>(x__vector) = reinterpret_cast<const uint4*>(x)[element_group];
+      *reinterpret_cast<uint4*>(x__vector) = *reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);
       alignas(16) float y__vector[4];
       #pragma unroll
       for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
@@ -154,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k2(const float* x,
         const int64_t i2 = emmy_mod(element, D);
         y__vector[element_lane] = ((x__vector[element_lane] - mu[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)]) / sqrtf((var[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)] + 1e-05f)));
       }
-      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+      *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(y__vector);
     }
     for (int64_t element = (((((B * D) * S) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < ((B * D) * S); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i0 = emmy_div(element, (S * D));

@@ -126,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(256) central_difference_k0(const fl
         const int64_t i = element;
         dx__vector[element_lane] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
       }
-      reinterpret_cast<uint4*>(dx)[element_group] = *reinterpret_cast<const uint4*>(dx__vector);
+      *reinterpret_cast<uint4*>(&dx[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(dx__vector);
     }
     for (int64_t element = (((N / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < N; element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i = element;

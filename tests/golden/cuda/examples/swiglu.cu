@@ -74,9 +74,9 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_f16_k0(const __half* ga
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((H * N) / (int64_t)8); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) __half gate__vector[8];
-      *reinterpret_cast<uint4*>(gate__vector) = reinterpret_cast<const uint4*>(gate)[element_group];
+      *reinterpret_cast<uint4*>(gate__vector) = *reinterpret_cast<const uint4*>(&gate[(element_group * (int64_t)8)]);
       alignas(16) __half up__vector[8];
-      *reinterpret_cast<uint4*>(up__vector) = reinterpret_cast<const uint4*>(up)[element_group];
+      *reinterpret_cast<uint4*>(up__vector) = *reinterpret_cast<const uint4*>(&up[(element_group * (int64_t)8)]);
       alignas(16) __half y__vector[8];
       #pragma unroll
       for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)8; element_lane += (int64_t)1) {
@@ -85,7 +85,7 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_f16_k0(const __half* ga
         const int64_t h = emmy_mod(element, H);
         y__vector[element_lane] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate__vector[element_lane])) * (float)emmy_f32(up__vector[element_lane])));
       }
-      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+      *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(y__vector);
     }
     for (int64_t element = ((((H * N) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = emmy_div(element, H);
@@ -117,9 +117,9 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_bf16_k0(const __nv_bflo
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((H * N) / (int64_t)8); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) __nv_bfloat16 gate__vector[8];
-      *reinterpret_cast<uint4*>(gate__vector) = reinterpret_cast<const uint4*>(gate)[element_group];
+      *reinterpret_cast<uint4*>(gate__vector) = *reinterpret_cast<const uint4*>(&gate[(element_group * (int64_t)8)]);
       alignas(16) __nv_bfloat16 up__vector[8];
-      *reinterpret_cast<uint4*>(up__vector) = reinterpret_cast<const uint4*>(up)[element_group];
+      *reinterpret_cast<uint4*>(up__vector) = *reinterpret_cast<const uint4*>(&up[(element_group * (int64_t)8)]);
       alignas(16) __nv_bfloat16 y__vector[8];
       #pragma unroll
       for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)8; element_lane += (int64_t)1) {
@@ -128,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_bf16_k0(const __nv_bflo
         const int64_t h = emmy_mod(element, H);
         y__vector[element_lane] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate__vector[element_lane])) * (float)emmy_f32(up__vector[element_lane])));
       }
-      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+      *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(y__vector);
     }
     for (int64_t element = ((((H * N) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = emmy_div(element, H);
@@ -160,9 +160,9 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_f32_k0(const float* gat
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((H * N) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float gate__vector[4];
-      *reinterpret_cast<uint4*>(gate__vector) = reinterpret_cast<const uint4*>(gate)[element_group];
+      *reinterpret_cast<uint4*>(gate__vector) = *reinterpret_cast<const uint4*>(&gate[(element_group * (int64_t)4)]);
       alignas(16) float up__vector[4];
-      *reinterpret_cast<uint4*>(up__vector) = reinterpret_cast<const uint4*>(up)[element_group];
+      *reinterpret_cast<uint4*>(up__vector) = *reinterpret_cast<const uint4*>(&up[(element_group * (int64_t)4)]);
       alignas(16) float y__vector[4];
       #pragma unroll
       for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
@@ -171,7 +171,7 @@ extern "C" __global__ void __launch_bounds__(256) swiglu_f32_k0(const float* gat
         const int64_t h = emmy_mod(element, H);
         y__vector[element_lane] = (emmy_silu(gate__vector[element_lane]) * up__vector[element_lane]);
       }
-      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+      *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(y__vector);
     }
     for (int64_t element = ((((H * N) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = emmy_div(element, H);

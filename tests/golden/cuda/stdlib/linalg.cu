@@ -600,7 +600,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_f16_k0(const __half*
         const int64_t m = emmy_mod(element, M);
         y__vector[element_lane] = x[((m * N) + n)];
       }
-      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+      *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(y__vector);
     }
     for (int64_t element = ((((M * N) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = emmy_div(element, M);
@@ -639,7 +639,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_bf16_k0(const __nv_b
         const int64_t m = emmy_mod(element, M);
         y__vector[element_lane] = x[((m * N) + n)];
       }
-      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+      *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(y__vector);
     }
     for (int64_t element = ((((M * N) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = emmy_div(element, M);
@@ -678,7 +678,7 @@ extern "C" __global__ void __launch_bounds__(256) transpose_f32_k0(const float* 
         const int64_t m = emmy_mod(element, M);
         y__vector[element_lane] = x[((m * N) + n)];
       }
-      reinterpret_cast<uint4*>(y)[element_group] = *reinterpret_cast<const uint4*>(y__vector);
+      *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(y__vector);
     }
     for (int64_t element = ((((M * N) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (M * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = emmy_div(element, M);
