@@ -12,6 +12,7 @@
 #include "ir/tensor/printer.h"
 #include "ir/tile/apply_schedule.h"
 #include "ir/tile/default_schedule.h"
+#include "ir/tile/schedule_defaults.h"
 #include "ir/tile/printer.h"
 #include "ir/tile/verifier.h"
 #include "ir/tensor/verifier.h"
@@ -58,7 +59,16 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   } else {
     Diagnostics scheduleErrors;
     tile::ScheduleModel model = tile::checkSchedule(lowered.loop, scheduleErrors);
-    if (!scheduleErrors.hasErrors()) lowered.tile = tile::applySchedule(lowered.loop, model, scheduleErrors);
+    if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
+    // What the schedule leaves open, as directives of the default policy, checked like the rest.
+    std::vector<tensor::Directive> filled = tile::defaultDirectives(lowered.loop, model);
+    if (!filled.empty()) {
+      lowered.loop.source.schedule.insert(lowered.loop.source.schedule.end(), filled.begin(), filled.end());
+      model = tile::checkSchedule(lowered.loop, scheduleErrors);
+      EMMY_INTERNAL_ASSERT(!scheduleErrors.hasErrors(), "the default policy filled in illegal directives:\n{}",
+                           scheduleErrors.render());
+    }
+    lowered.tile = tile::applySchedule(lowered.loop, model, scheduleErrors);
     if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
   }
   tile::verifyProgram(lowered.tile);

@@ -253,6 +253,15 @@ schedule chain {{
   }
 }
 
+TEST_CASE("what a partial schedule leaves open is filled by the default policy, as printed directives", "[schedule]") {
+  Built built = build(softmaxKernel() + "schedule softmax {\n    compute m at y.n\n}\n");
+  checkRuns(built, {{{"N", 3}, {"D", 300}}, {{"N", 2}, {"D", 1}}});
+  std::string printed = tile::printSchedule(built.lowered.tile);
+  CHECK(contains(printed, "    compute m at y.n\n    # filled in by the default policy:\n    bind y.n to block.x\n"));
+  CHECK(contains(printed, R"(split m.d by 256 -> \(d_step, d_lane\)\n    reorder m \(d_lane, d_step\)\n    bind m.d_lane to thread.x)"));
+  CHECK(contains(built.cuda.source, "__shfl_xor_sync"));  // m and s are combined across the block
+}
+
 TEST_CASE("a -D value changes the tiles it names", "[schedule]") {
   auto tileWith = [](const std::map<std::string, int64_t>& values) {
     Diagnostics diagnostics;

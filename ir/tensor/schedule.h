@@ -74,6 +74,7 @@ struct Directive {
   CacheMemory memory = CacheMemory::Shared;
   HardwareIndex target;
   bool atomic = false;
+  bool byDefault = false;  // added by the default policy for what the schedule leaves open
 };
 
 // The directive in the syntax of section 5, numbers as values.

@@ -530,22 +530,11 @@ private:
     return loop(position, defined, masks);
   }
 
-  Binding bindingOf(const FinalLoop& loop, size_t position) const {
+  static Binding bindingOf(const FinalLoop& loop) {
     const ScheduledLoop& scheduled = *loop.scheduled;
     if (scheduled.binding)
       return scheduled.binding->scope == HardwareScope::Block ? Binding::BlockStrided : Binding::ThreadIndex;
-    if (position == 0 && defaultBlockLoop()) return Binding::BlockStrided;
     return scheduled.unrolled || scheduled.vectorized ? Binding::Unrolled : Binding::Serial;
-  }
-
-  // With no loop bound to blocks, the root's outermost loop (when it is a pure one) runs across them.
-  bool defaultBlockLoop() const {
-    const std::vector<FinalLoop>& loops = root_loops_.loops;
-    bool anyBlock = std::any_of(loops.begin(), loops.end(), [](const FinalLoop& l) {
-      return l.scheduled->binding && l.scheduled->binding->scope == HardwareScope::Block;
-    });
-    return !anyBlock && !loops.empty() && !loops[0].scheduled->reduction && !boundToThreads(*loops[0].scheduled) &&
-           !loops[0].scheduled->unrolled;
   }
 
   // A vectorized loop's accesses along it are vector accesses where Kernel IR can make them.
@@ -557,7 +546,7 @@ private:
 
   StmtPtr loop(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
     const FinalLoop& loop = root_loops_.loops[position];
-    Binding binding = bindingOf(loop, position);
+    Binding binding = bindingOf(loop);
     int dimension = dimensionOf(*loop.scheduled);
     if (binding == Binding::ThreadIndex) threadBound_.insert(dimension);
     StmtPtr body = generate(position + 1, defined, masks);
@@ -633,7 +622,7 @@ private:
     while (next < root_loops_.loops.size() && root_loops_.loops[next].scheduled->reduction) ++next;
     if (next == root_loops_.loops.size()) return wrap(ready, leaf(masks));
     const FinalLoop& loop = root_loops_.loops[next];
-    Binding binding = bindingOf(loop, next);
+    Binding binding = bindingOf(loop);
     int dimension = dimensionOf(*loop.scheduled);
     if (binding == Binding::ThreadIndex) threadBound_.insert(dimension);
     StmtPtr body = replayPureLoops(start, next + 1, defined, masks, leaf);
@@ -844,21 +833,18 @@ private:
   std::set<std::string> taken_;
 };
 
-// Does any directive name a stage of `nest` (or a copy read by one)?
-bool scheduled(const loop::LoopNest& nest, const Kernel& kernel) {
-  for (const Directive& directive : kernel.schedule)
-    for (const std::string& stage : nest.stages)
-      if (directive.stage.text == stage || directive.atStage.text == stage) return true;
-  return false;
-}
-
 }  // namespace
 
 Program applySchedule(const loop::Program& program, const ScheduleModel& model, Diagnostics& diagnostics) {
   Program tiled{program.source, program.temporaries, {}, {}, {}};
-  for (const Directive& directive : program.source.schedule) tiled.schedule.push_back(printDirective(directive));
+  bool defaults = false;
+  for (const Directive& directive : program.source.schedule) {
+    if (directive.byDefault && !defaults) tiled.schedule.push_back("# filled in by the default policy:");
+    defaults = defaults || directive.byDefault;
+    tiled.schedule.push_back(printDirective(directive));
+  }
   for (const loop::LoopNest& nest : program.kernels) {
-    if (!scheduled(nest, program.source)) {
+    if (!scheduleNames(program.source, nest)) {
       tiled.kernels.push_back(scheduleNestByDefault(program, nest, tiled.defaultSchedule));
       continue;
     }

@@ -786,6 +786,13 @@ std::optional<int64_t> footprintWidth(const Expr& index, const std::vector<const
   return extent.isConstant() ? std::min(width, extent.factor) : width;
 }
 
+bool scheduleNames(const Kernel& kernel, const loop::LoopNest& nest) {
+  for (const Directive& directive : kernel.schedule)
+    for (const std::string& stage : nest.stages)
+      if (directive.stage.text == stage || directive.atStage.text == stage) return true;
+  return false;
+}
+
 ScheduleModel checkSchedule(const loop::Program& program, Diagnostics& diagnostics) {
   return ScheduleChecker(program, diagnostics).run();
 }

@@ -74,6 +74,9 @@ struct ScheduleModel {
 std::optional<int64_t> footprintWidth(const tensor::Expr& index, const std::vector<const ScheduledLoop*>& varying,
                                       const tensor::Dim& extent, const ScheduledLoop** symbolicLoop);
 
+// Does a directive of `kernel`'s schedule name a stage of `nest`?
+bool scheduleNames(const tensor::Kernel& kernel, const loop::LoopNest& nest);
+
 // The model of `program.source.schedule` over `program`'s stages and nests. Errors go to `diagnostics`.
 ScheduleModel checkSchedule(const loop::Program& program, Diagnostics& diagnostics);
 
