@@ -299,11 +299,14 @@ private:
           unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed in the kernel of {}", schedule.name,
                                                      schedule.atStage, schedule.atLoop, schedule.name, root_->name));
         position = positionAfter(schedule.atLoop);
-        if (position < earliest)
-          unsupported(schedule.placedAt,
-                      fmt::format("compute {} at {}.{}: {} needs the axes {} of {}, which are known only inside {}.{}",
-                                  schedule.name, root_->name, schedule.atLoop, schedule.name, join(needed, ", "), root_->name,
-                                  root_->name, root_loops_.loops[earliest - 1].scheduled->name));
+        if (position < earliest) {
+          diagnostics_.error(schedule.placedAt,
+                             fmt::format("cannot compute {} at {}.{}: {} needs the axes {} of {}, which are known only "
+                                         "inside {}.{}", schedule.name, root_->name, schedule.atLoop, schedule.name,
+                                         join(needed, ", "), root_->name, root_->name,
+                                         root_loops_.loops[earliest - 1].scheduled->name));
+          throw NestAbandoned{};
+        }
       } else if (schedule.placement != Placement::Default) {
         unsupported(schedule.placedAt, fmt::format("{} {}: the kernel computes {} inside {}",
                                                    schedule.placement == Placement::Root ? "root" : "inline", schedule.name,

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Schedules through the real driver: -D sets a param (emmy build and emmy check), a value outside the
+# candidates is an error in the source (exit 1), an unknown or malformed -D a usage error (exit 2), and
+# `--emit schedule` fed back as the kernel's schedule gives the same CUDA byte for byte.
+# Usage: run_schedule_cli.sh EMMY SOURCE_DIR
+set -euo pipefail
+emmy=$1
+cd "$2"
+out=$(mktemp -d)
+trap 'rm -rf "$out"' EXIT
+failures=0
+fail() { echo "FAIL $*"; failures=$((failures + 1)); }
+
+# expect CODE PATTERN -- COMMAND...: the exit code, and PATTERN (grep -E) in stdout and stderr together.
+expect() {
+  local code=$1 pattern=$2 status=0
+  shift 3
+  "$@" >"$out/output" 2>&1 || status=$?
+  if ((status != code)); then fail "$*: exit code $status, expected $code"; cat "$out/output"; return; fi
+  grep -Eq -- "$pattern" "$out/output" || { fail "$*: no '$pattern' in:"; cat "$out/output"; }
+}
+
+expect 0 'C: .* ok' -- "$emmy" check examples/matmul.emmy -D BM=32 -D BK=8 --size M=37 --size K=19 --size N=45
+expect 0 'tile C \(i, j\) by \(128, 64\)' -- "$emmy" build examples/matmul.emmy --emit schedule -D BM=128
+expect 1 '-D BM=96 is not one of the candidates \[32, 64, 128\]' -- "$emmy" build examples/matmul.emmy -D BM=96 --emit tile
+expect 2 'no schedule of the kernels built declares a param XY' -- "$emmy" build examples/matmul.emmy -D XY=1 --emit tile
+expect 2 "expected NAME=VALUE" -- "$emmy" check examples/matmul.emmy -D BM
+
+# The round trip: the kernel with its printed schedule instead of its own.
+for example in matmul softmax; do
+  mkdir -p "$out/first" "$out/again"
+  "$emmy" build "examples/$example.emmy" -o "$out/first"
+  { sed '/^schedule /,$d' "examples/$example.emmy"; "$emmy" build "examples/$example.emmy" --emit schedule; } \
+    >"$out/again/$example.emmy"
+  "$emmy" build "$out/again/$example.emmy" -o "$out/again"
+  cmp -s "$out/first/$example.cu" "$out/again/$example.cu" ||
+    fail "the printed schedule of examples/$example.emmy gives other CUDA"
+done
+
+echo "schedule command lines: $failures failure(s)"
+((failures == 0))
