@@ -183,6 +183,7 @@ std::string randomChainSchedule(std::mt19937_64& random) {
       int64_t ty = pick<int64_t>(random, {1, 4, 8}), tx = pick<int64_t>(random, {16, 32, 64});
       s += fmt::format("  tile y (n, d) by ({}, {}) -> (n_out, d_out, n_in, d_in)\n", ty, tx);
       s += "  bind y.n_out to block.y\n  bind y.d_out to block.x\n  bind y.n_in to thread.y\n  bind y.d_in to thread.x\n";
+      if (coin(random)) return s + pick<std::string>(random, {"  compute t at y.d_out\n", "  compute t at y.d_in\n"}) + "}\n";
       break;
     }
     default: {
@@ -260,6 +261,40 @@ TEST_CASE("what a partial schedule leaves open is filled by the default policy, 
   CHECK(contains(printed, "    compute m at y.n\n    # filled in by the default policy:\n    bind y.n to block.x\n"));
   CHECK(contains(printed, R"(split m.d by 256 -> \(d_step, d_lane\)\n    reorder m \(d_lane, d_step\)\n    bind m.d_lane to thread.x)"));
   CHECK(contains(built.cuda.source, "__shfl_xor_sync"));  // m and s are combined across the block
+}
+
+TEST_CASE("compute at: the part a loop reads, in shared memory by the block or in each thread's registers",
+          "[schedule]") {
+  Built tile = build(kChain + R"(
+schedule chain {
+    tile y (n, d) by (4, 32) -> (n_out, d_out, n_in, d_in)
+    bind y.n_out to block.y
+    bind y.d_out to block.x
+    bind y.n_in to thread.y
+    bind y.d_in to thread.x
+    compute t at y.d_out
+}
+)");
+  checkRuns(tile, {{{"N", 7}, {"D", 45}}, {{"N", 1}, {"D", 1}}});
+  CHECK(contains(tile.cuda.source, R"(EMMY_SHARED\(float, t, 128\);)"));
+  const std::string columns = R"(
+kernel colnorm(x: f32[N, D]) -> (y: f32[N, D]) {
+    c[d]    = sum[n](x[n, d])
+    y[n, d] = x[n, d] / c[d]
+}
+schedule colnorm {
+    split y.d by 32 -> (d_out, d_in)
+    reorder y (d_out, n)
+    bind y.d_out to block.x
+    bind y.d_in to thread.x
+)";
+  Built shared = build(columns + "    compute c at y.d_out\n}\n");
+  checkRuns(shared, {{{"N", 9}, {"D", 70}}, {{"N", 1}, {"D", 1}}});
+  CHECK(contains(shared.cuda.source, R"(EMMY_SHARED\(float, c, 32\);)"));
+  Built registers = build(columns + "    compute c at y.d_in\n}\n");
+  checkRuns(registers, {{{"N", 9}, {"D", 70}}});
+  CHECK_FALSE(contains(registers.cuda.source, R"(EMMY_SHARED\(float, c,)"));
+  for (const Built* built : {&tile, &shared, &registers}) checkCompiles(*built);
 }
 
 TEST_CASE("a -D value changes the tiles it names", "[schedule]") {

@@ -7,7 +7,10 @@
 //     nest, into a local buffer: a row reduction feeding work over the same rows (softmax, layernorm).
 //  4. Every other stage is the root of a loop nest of its own: one CUDA kernel, storing to global
 //     memory (an output, or a temporary between kernels).
-// A `root S` directive of the kernel's schedule makes S a root whatever 2 and 3 would do.
+// A `root S` directive of the kernel's schedule makes S a root whatever 2 and 3 would do. A `compute S
+// at T.a` directive for a stage that 2 and 3 would not compute in T's nest makes it a **whole** member
+// of the nest of T (a root): in Loop IR, computed whole into a local buffer before the root's loops,
+// for Tile IR to compute, per iteration of loop a, only the part T reads there.
 #include "ir/loop/lower_tensor_to_loops.h"
 
 #include <algorithm>
@@ -32,10 +35,14 @@ bool isOutput(const Kernel& kernel, const std::string& name) {
                      [&](const TensorParam& output) { return output.name == name; });
 }
 
+const Directive* directiveFor(const Kernel& kernel, const std::string& name, DirectiveKind kind) {
+  for (const Directive& directive : kernel.schedule)
+    if (directive.kind == kind && directive.stage.text == name) return &directive;
+  return nullptr;
+}
+
 bool placedAtRoot(const Kernel& kernel, const std::string& name) {
-  return std::any_of(kernel.schedule.begin(), kernel.schedule.end(), [&](const Directive& directive) {
-    return directive.kind == DirectiveKind::Root && directive.stage.text == name;
-  });
+  return directiveFor(kernel, name, DirectiveKind::Root) != nullptr;
 }
 
 std::set<std::string> tensorsRead(const Expr& expr) {
@@ -107,7 +114,8 @@ std::vector<ComputeStage> inlineElementwise(const Kernel& kernel, const std::vec
       });
     };
     ExprPtr body = substitute(stage->body);
-    if (!isOutput(kernel, stage->name) && !stage->reduction && !placedAtRoot(kernel, stage->name))
+    if (!isOutput(kernel, stage->name) && !stage->reduction && !placedAtRoot(kernel, stage->name) &&
+        !directiveFor(kernel, stage->name, DirectiveKind::ComputeAt))
       inlined[stage->name] = {stage, body};
     else
       computed.push_back({stage, body});
@@ -120,6 +128,7 @@ std::vector<ComputeStage> inlineElementwise(const Kernel& kernel, const std::vec
 struct Placement {
   std::string root;
   size_t depth;
+  bool whole = false;  // computed whole before the root's loops (`compute ... at`)
 };
 
 // True when every read of `producer` in `body` is producer[a0, ..., a(k-1)] with a the axes named by
@@ -163,15 +172,30 @@ std::map<std::string, Placement> placeStages(const Kernel& kernel, const std::ve
     }
     if (fusable && roots.size() == 1) placement[stage.name] = Placement{*roots.begin(), rank};
   }
+  for (auto it = computed.rbegin(); it != computed.rend(); ++it) {
+    const Stage& stage = *it->stage;
+    const Directive* computeAt = directiveFor(kernel, stage.name, DirectiveKind::ComputeAt);
+    if (!computeAt || isOutput(kernel, stage.name) || placement.at(stage.name).root != stage.name) continue;
+    // Computed whole before the root's loops, it cannot read what is computed inside them.
+    bool readsMembers = false;
+    for (const std::string& read : tensorsRead(*it->body))
+      if (auto where = placement.find(read); where != placement.end() && where->second.root != read && !where->second.whole)
+        readsMembers = true;
+    auto consumer = placement.find(computeAt->atStage.text);
+    if (!readsMembers && consumer != placement.end() && consumer->second.root == computeAt->atStage.text)
+      placement[stage.name] = Placement{consumer->second.root, 0, true};
+  }
   return placement;
 }
 
 // Builds the loop nest of one root and the members placed in it.
 class NestBuilder {
 public:
-  NestBuilder(const ComputeStage& root, std::vector<const ComputeStage*> members) : root_(root), members_(std::move(members)) {
+  NestBuilder(const ComputeStage& root, std::vector<const ComputeStage*> members, std::set<std::string> whole)
+      : root_(root), members_(std::move(members)), whole_(std::move(whole)) {
     for (const Axis& axis : root.stage->axes) loopVars_.push_back(axis.name);
-    for (const ComputeStage* member : members_) local_.insert(member->stage->name);
+    for (const ComputeStage* member : members_)
+      if (!whole_.count(member->stage->name)) local_.insert(member->stage->name);
   }
 
   StmtPtr build() { return level(0); }
@@ -185,27 +209,47 @@ private:
     if (depth == root.axes.size()) {
       std::vector<ExprPtr> index;
       for (const std::string& var : loopVars_) index.push_back(std::make_shared<AxisVar>(var));
-      inner = compute(root_, root.name, index);
+      inner = compute(root_, root.name, index, loopVars_);
     } else {
       const Axis& axis = root.axes[depth];
       inner = std::make_shared<For>(loopVars_[depth], axis.extent, root.name, axis.name, level(depth + 1));
     }
     for (auto it = members_.rbegin(); it != members_.rend(); ++it) {
       const Stage& member = *(*it)->stage;
-      if (member.axes.size() != depth) continue;
-      StmtPtr computeMember = compute(**it, member.name, {});
+      if (whole_.count(member.name) || member.axes.size() != depth) continue;
+      StmtPtr computeMember = compute(**it, member.name, {}, loopVars_);
       inner = std::make_shared<Allocate>(member.name, member.dtype, std::vector<Dim>{},
                                          std::make_shared<Block>(std::vector<StmtPtr>{computeMember, inner}));
     }
+    if (depth == 0)
+      for (auto it = members_.rbegin(); it != members_.rend(); ++it)
+        if (whole_.count((*it)->stage->name)) inner = computeWhole(**it, inner);
     return inner;
   }
 
-  // The body of `computed` in the nest: its axes are the root's leading loops, and reads of members
-  // read their local buffer.
-  ExprPtr bodyInNest(const ComputeStage& computed) const {
+  // A whole member: every element, in loops over its own axes (named STAGE_AXIS), into a local buffer
+  // of its shape that `inner` reads.
+  StmtPtr computeWhole(const ComputeStage& member, StmtPtr inner) const {
+    const Stage& stage = *member.stage;
+    std::vector<std::string> vars;
+    std::vector<ExprPtr> index;
+    for (const Axis& axis : stage.axes) {
+      vars.push_back(stage.name + "_" + axis.name);
+      index.push_back(std::make_shared<AxisVar>(vars.back()));
+    }
+    StmtPtr element = compute(member, stage.name, index, vars);
+    for (size_t d = stage.axes.size(); d-- > 0;)
+      element = std::make_shared<For>(vars[d], stage.axes[d].extent, stage.name, stage.axes[d].name, element);
+    return std::make_shared<Allocate>(stage.name, stage.dtype, stage.shape(),
+                                      std::make_shared<Block>(std::vector<StmtPtr>{element, inner}));
+  }
+
+  // The body of `computed` in the nest: its axes are the loops `axisVars` (the root's leading loops, or
+  // a whole member's own), and reads of members computed in place read their local buffer.
+  ExprPtr bodyInNest(const ComputeStage& computed, const std::vector<std::string>& axisVars) const {
     std::map<std::string, ExprPtr> axes;
     for (size_t d = 0; d < computed.stage->axes.size(); ++d)
-      axes[computed.stage->axes[d].name] = std::make_shared<AxisVar>(loopVars_[d]);
+      axes[computed.stage->axes[d].name] = std::make_shared<AxisVar>(axisVars[d]);
     if (computed.stage->reduction)
       for (const Axis& axis : computed.stage->reduction->axes)
         axes[axis.name] = std::make_shared<AxisVar>(reductionVar(*computed.stage, axis));
@@ -226,9 +270,10 @@ private:
   }
 
   // target[index] = the stage's value; a reduction accumulates in a local buffer first.
-  StmtPtr compute(const ComputeStage& computed, const std::string& target, std::vector<ExprPtr> index) const {
+  StmtPtr compute(const ComputeStage& computed, const std::string& target, std::vector<ExprPtr> index,
+                  const std::vector<std::string>& axisVars) const {
     const Stage& stage = *computed.stage;
-    ExprPtr body = bodyInNest(computed);
+    ExprPtr body = bodyInNest(computed, axisVars);
     if (!stage.reduction) return std::make_shared<Store>(target, index, body);
     const Reduction& reduction = *stage.reduction;
     std::string accumulator = target + "_acc";
@@ -256,7 +301,8 @@ private:
   const ComputeStage& root_;
   std::vector<const ComputeStage*> members_;
   std::vector<std::string> loopVars_;
-  std::set<std::string> local_;
+  std::set<std::string> whole_;  // whole members
+  std::set<std::string> local_;  // members computed in place, into rank-0 locals
 };
 
 }  // namespace
@@ -269,15 +315,17 @@ Program lowerTensorToLoops(const Kernel& kernel) {
   for (const ComputeStage& stage : computed) {
     if (placement.at(stage.stage->name).root != stage.stage->name) continue;
     std::vector<const ComputeStage*> members;
+    std::set<std::string> whole;
     LoopNest nest;
     nest.name = fmt::format("{}_k{}", kernel.instanceName(), program.kernels.size());
     for (const ComputeStage& other : computed) {
       if (&other == &stage || placement.at(other.stage->name).root != stage.stage->name) continue;
       members.push_back(&other);
       nest.stages.push_back(other.stage->name);
+      if (placement.at(other.stage->name).whole) whole.insert(other.stage->name);
     }
     nest.stages.push_back(stage.stage->name);
-    nest.body = NestBuilder(stage, members).build();
+    nest.body = NestBuilder(stage, members, whole).build();
     program.kernels.push_back(std::move(nest));
     if (!isOutput(kernel, stage.stage->name))
       program.temporaries.push_back(Temporary{stage.stage->name, stage.stage->dtype, stage.stage->shape()});

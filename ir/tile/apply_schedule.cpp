@@ -16,6 +16,7 @@
 #include "ir/tile/apply_schedule.h"
 
 #include <algorithm>
+#include <deque>
 #include <functional>
 #include <optional>
 #include <set>
@@ -103,8 +104,16 @@ struct Member {
   size_t depth;  // it needs the root's first `depth` axes
 };
 
+// A stage computed whole before the root's loops in Loop IR (`compute ... at` a stage that is not
+// computed in place by default): Tile IR computes only the part the root reads in its loop.
+struct WholeMember {
+  Computation computation;
+  std::vector<std::string> axisVars;  // its Loop IR variables, one per axis
+};
+
 struct NestParts {
   std::vector<std::string> rootVars;  // the Loop IR variable of each root axis
+  std::vector<WholeMember> wholes;
   std::vector<Member> members;
   Computation root;
 };
@@ -118,7 +127,21 @@ void parseLevel(const loop::Stmt& stmt, size_t depth, const Kernel& kernel, cons
     if (!member) break;
     const auto* scope = local->body->as<loop::Block>();
     EMMY_INTERNAL_ASSERT(scope && scope->stmts.size() == 2, "member {} has an unexpected shape in Loop IR", local->buffer);
-    parts.members.push_back({parseComputation(*scope->stmts[0], *kernel.findStage(local->buffer)), depth});
+    const Stage& stage = *kernel.findStage(local->buffer);
+    if (local->shape.empty()) {
+      parts.members.push_back({parseComputation(*scope->stmts[0], stage), depth});
+    } else {
+      WholeMember whole;
+      const loop::Stmt* element = scope->stmts[0].get();
+      for (size_t d = 0; d < stage.axes.size(); ++d) {
+        const auto* loop = element->as<loop::For>();
+        EMMY_INTERNAL_ASSERT(loop != nullptr, "whole member {} has an unexpected shape in Loop IR", stage.name);
+        whole.axisVars.push_back(loop->var);
+        element = loop->body.get();
+      }
+      whole.computation = parseComputation(*element, stage);
+      parts.wholes.push_back(whole);
+    }
     level = scope->stmts[1].get();
   }
   if (const auto* loop = level->as<loop::For>();
@@ -328,6 +351,7 @@ private:
     std::vector<ExprPtr> base;     // the copy's first element, over the loops open at `position`
     DType dtype;
     std::string stageVar;          // the variable of the loop it is cached at (double buffering)
+    const WholeMember* computes = nullptr;  // a stage computed there rather than copied
   };
 
   void placeCaches() {
@@ -350,24 +374,55 @@ private:
                                 [&](const loop::Temporary& t) { return t.name == cache.source; });
       if (!global)
         unsupported(cache.loc, fmt::format("cache {}: only inputs and tensors of earlier kernels are copied", cache.source));
-      const Load* read = rootReadOf(cache.source);
-      EMMY_INTERNAL_ASSERT(read != nullptr, "the root {} does not read {}", root_->name, cache.source);
-      if (read->padValue)
-        unsupported(cache.loc, fmt::format("cache {}: {} reads it with a pad value", cache.source, root_->name));
-      // The copy starts where the root's read is when the loops that vary within it are at 0.
-      std::map<std::string, ExprPtr> atStart;
-      for (size_t k = 0; k < root_loops_.loops.size(); ++k) {
-        const FinalLoop& loop = root_loops_.loops[k];
-        bool threads = boundToThreads(*loop.scheduled);
-        if (cache.memory == CacheMemory::Shared ? (k >= position || threads) : (k >= position && !threads))
-          atStart[loop.var] = i64(0);
-      }
-      std::map<std::string, ExprPtr> axisValues;
-      for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
-      PlacedCache placed{&cache, position, read->indices, {}, read->dtype, root_loops_.loops[position - 1].var};
-      for (const ExprPtr& index : read->indices) placed.base.push_back(substitute(index, axisValues));
+      caches_.push_back(placeCopy(cache, position));
+    }
+    // Stages computed, per iteration of a root loop, into a copy of the part the root reads there.
+    for (const WholeMember& whole : parts_.wholes) {
+      const Stage& stage = *whole.computation.stage;
+      const StageSchedule& schedule = model_.stages.at(stage.name);
+      if (schedule.atStage != root_->name)
+        unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed in the kernel of {}", stage.name,
+                                                   schedule.atStage, schedule.atLoop, stage.name, root_->name));
+      for (const WholeMember& other : parts_.wholes)
+        if (tensorsReadBy(whole.computation).count(other.computation.stage->name))
+          unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: it reads {}, which is computed there too",
+                                                     stage.name, schedule.atStage, schedule.atLoop, other.computation.stage->name));
+      computedCopies_.push_back(CacheStage{stage.name, stage.name, root_->name, schedule.atLoop, schedule.memory,
+                                           schedule.footprint, 0, false, dtypeBytes(stage.dtype), schedule.placedAt});
+      PlacedCache placed = placeCopy(computedCopies_.back(), positionAfter(schedule.atLoop));
+      placed.computes = &whole;
       caches_.push_back(placed);
     }
+  }
+
+  static std::set<std::string> tensorsReadBy(const Computation& computation) {
+    std::set<std::string> read;
+    for (const loop::Store* store : {computation.store, computation.update})
+      if (store)
+        forEachNode(*store->value, [&](const Expr& node) {
+          if (const auto* load = node.as<Load>()) read.insert(load->tensor);
+        });
+    return read;
+  }
+
+  // A copy of `source` at `position`: it starts where the root's read is when the loops that vary within
+  // it are at 0.
+  PlacedCache placeCopy(const CacheStage& cache, size_t position) {
+    const Load* read = rootReadOf(cache.source);
+    EMMY_INTERNAL_ASSERT(read != nullptr, "the root {} does not read {}", root_->name, cache.source);
+    if (read->padValue) unsupported(cache.loc, fmt::format("{}: {} reads {} with a pad value", cache.name, root_->name, cache.source));
+    std::map<std::string, ExprPtr> atStart;
+    for (size_t k = 0; k < root_loops_.loops.size(); ++k) {
+      const FinalLoop& loop = root_loops_.loops[k];
+      bool threads = boundToThreads(*loop.scheduled);
+      if (cache.memory == CacheMemory::Shared ? (k >= position || threads) : (k >= position && !threads))
+        atStart[loop.var] = i64(0);
+    }
+    std::map<std::string, ExprPtr> axisValues;
+    for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
+    PlacedCache placed{&cache, position, read->indices, {}, read->dtype, root_loops_.loops[position - 1].var};
+    for (const ExprPtr& index : read->indices) placed.base.push_back(substitute(index, axisValues));
+    return placed;
   }
 
   // The root's read of `tensor` (the checker allows one place).
@@ -580,7 +635,7 @@ private:
         if (cache.cache->source != load->tensor) continue;
         std::vector<ExprPtr> index;
         if (cache.cache->doubleBuffered) index.push_back(arithmetic(BinaryOp::Mod, var(cache.stageVar), i64(2)));
-        for (size_t d = 0; d < load->indices.size(); ++d)
+        for (size_t d = 0; d < load->indices.size() && !single(cache); ++d)
           index.push_back(arithmetic(BinaryOp::Sub, load->indices[d], cache.base[d]));
         return std::make_shared<Load>(load->dtype, cache.cache->name, index);
       }
@@ -648,10 +703,17 @@ private:
   static std::vector<Dim> cacheShape(const PlacedCache& placed) {
     const CacheStage& cache = *placed.cache;
     std::vector<Dim> shape;
+    if (single(placed)) return shape;
     if (cache.doubleBuffered) shape.push_back(Dim::constant(2));
     for (size_t d = 0; d < cache.shape.size(); ++d)
       shape.push_back(Dim::constant(cache.shape[d] + (d + 1 == cache.shape.size() ? cache.pad : 0)));
     return shape;
+  }
+
+  // A copy of one element is a scalar.
+  static bool single(const PlacedCache& placed) {
+    const CacheStage& cache = *placed.cache;
+    return !cache.doubleBuffered && std::all_of(cache.shape.begin(), cache.shape.end(), [](int64_t e) { return e == 1; });
   }
 
   // The loop that copies the footprint starting at `base` (into stage `stage` of a double-buffered
@@ -661,22 +723,28 @@ private:
     const CacheStage& cache = *placed.cache;
     int64_t elements = 1;
     for (int64_t extent : cache.shape) elements *= extent;
-    const Shape& sourceShape = kernel_.findInput(cache.source) ? kernel_.findInput(cache.source)->shape : temporaryShape(cache.source);
+    const Shape& sourceShape = placed.computes ? placed.computes->computation.stage->shape()
+                               : kernel_.findInput(cache.source) ? kernel_.findInput(cache.source)->shape
+                                                                 : temporaryShape(cache.source);
     std::string element = uniqueVar(cache.name + "_element");
     std::vector<StmtPtr> stmts;
     std::vector<ExprPtr> local, global, inside;
     if (stage) local.push_back(stage);
+    std::vector<ExprPtr> coordinates;
     int64_t stride = elements;
     for (size_t d = 0; d < cache.shape.size(); ++d) {
       stride /= cache.shape[d];
       std::string coordinate = uniqueVar(fmt::format("{}_{}", cache.name, d));
       stmts.push_back(std::make_shared<Let>(
           coordinate, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));
-      local.push_back(var(coordinate));
+      coordinates.push_back(var(coordinate));
       global.push_back(arithmetic(BinaryOp::Add, base[d], var(coordinate)));
       inside.push_back(compare(BinaryOp::Lt, global.back(), dimValue(sourceShape[d])));
     }
-    if (async) {
+    if (!single(placed)) local.insert(local.end(), coordinates.begin(), coordinates.end());
+    if (placed.computes) {
+      stmts.push_back(computeElement(*placed.computes, local, global, sourceShape));
+    } else if (async) {
       stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, conjunction(inside), placed.dtype));
     } else {
       ExprPtr value = std::make_shared<Select>(conjunction(inside), std::make_shared<Load>(placed.dtype, cache.source, global),
@@ -684,8 +752,42 @@ private:
       stmts.push_back(std::make_shared<Store>(cache.name, local, value));
     }
     bool shared = cache.memory == CacheMemory::Shared;
-    return std::make_shared<Loop>(element, i64(elements), shared ? Binding::ThreadStrided : Binding::Unrolled,
-                                  std::vector<std::string>{}, block(stmts));
+    Binding binding = shared ? Binding::ThreadStrided : placed.computes ? Binding::Serial : Binding::Unrolled;
+    return std::make_shared<Loop>(element, i64(elements), binding, std::vector<std::string>{}, block(stmts));
+  }
+
+  // One element of a computed copy: the stage's axes at `global` (when inside the stage), its value
+  // (with its reduction loops serial) stored at `local`.
+  StmtPtr computeElement(const WholeMember& whole, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,
+                         const Shape& shape) {
+    const Computation& computation = *&whole.computation;
+    const std::string& name = computation.stage->name;
+    std::vector<StmtPtr> stmts;
+    std::vector<ExprPtr> inside;
+    for (size_t d = 0; d < whole.axisVars.size(); ++d) {
+      stmts.push_back(std::make_shared<Let>(whole.axisVars[d], global[d]));
+      inside.push_back(compare(BinaryOp::Lt, var(whole.axisVars[d]), dimValue(shape[d])));
+    }
+    StmtPtr value;
+    if (computation.store) {
+      value = std::make_shared<Store>(name, local, computation.store->value);
+    } else {
+      std::function<StmtPtr(const loop::Stmt&)> serial = [&](const loop::Stmt& stmt) -> StmtPtr {
+        if (const auto* loop = stmt.as<loop::For>())
+          return std::make_shared<Loop>(loop->var, dimValue(loop->extent), Binding::Serial,
+                                        std::vector<std::string>{loop->stage + "." + loop->axis}, serial(*loop->body));
+        const auto* store = stmt.as<loop::Store>();
+        EMMY_INTERNAL_ASSERT(store != nullptr, "the reduction of {} has an unexpected shape", name);
+        return std::make_shared<Store>(store->buffer, store->indices, store->value);
+      };
+      const loop::Store& init = *computation.init;
+      value = std::make_shared<Allocate>(
+          computation.accumulator, computation.accumulatorType, std::vector<Dim>{}, MemoryScope::Registers,
+          block({std::make_shared<Store>(init.buffer, init.indices, init.value), serial(*computation.reductionLoops[0]),
+                 std::make_shared<Store>(name, local, computation.finalize->value)}));
+    }
+    stmts.push_back(inside.empty() ? value : std::make_shared<Guard>(conjunction(inside), value));
+    return block(stmts);
   }
 
   // The double-buffered copies at loop a: before the loop, the first iteration's part is copied into
@@ -824,6 +926,7 @@ private:
   std::array<int, 3> threads_{1, 1, 1};
   std::vector<size_t> memberPositions_;
   std::vector<PlacedCache> caches_;
+  std::deque<CacheStage> computedCopies_;  // what stages computed at a root loop copy (caches_ points into it)
   std::vector<const PlacedCache*> activeCaches_;
   std::optional<size_t> ownCachePosition_;
   size_t accumulatorPosition_ = 0;

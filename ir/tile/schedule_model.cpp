@@ -481,10 +481,53 @@ private:
                                      d.atAxis.text, why, stage->name, legalPlaces(stage->name)));
       return;
     }
+    std::vector<std::vector<ExprPtr>> places = onePlace(d, *at, stage->name);
+    if (places.empty()) return;
+    size_t loopAt = *findLoop(*at, d.atAxis);
+    bool insideThreads = false;
+    for (size_t k = 0; k <= loopAt; ++k)
+      insideThreads = insideThreads || (at->loops[k].binding && at->loops[k].binding->scope != HardwareScope::Block);
+    CacheMemory memory = insideThreads ? CacheMemory::Registers : CacheMemory::Shared;
+    std::optional<std::vector<int64_t>> extents =
+        footprint(d, *at, varyingLoops(*at, loopAt, memory), stage->name, places[0], source.shape());
+    if (!extents) return;
     stage->placement = Placement::ComputeAt;
     stage->atStage = at->name;
     stage->atLoop = d.atAxis.text;
     stage->placedAt = d.loc;
+    stage->footprint = *extents;
+    stage->memory = memory;
+  }
+
+  // The loops of `stage` that vary within one iteration of its loop `loopAt`, as a copy in `memory` sees
+  // them: a shared copy serves the whole block, so loops bound to threads vary wherever they are.
+  static std::vector<const ScheduledLoop*> varyingLoops(const StageSchedule& stage, size_t loopAt, CacheMemory memory) {
+    std::vector<const ScheduledLoop*> varying;
+    for (size_t k = 0; k < stage.loops.size(); ++k) {
+      const ScheduledLoop& loop = stage.loops[k];
+      bool threads = loop.binding && loop.binding->scope != HardwareScope::Block;
+      if (memory == CacheMemory::Shared ? (k > loopAt || threads) : (k > loopAt && !threads)) varying.push_back(&loop);
+    }
+    return varying;
+  }
+
+  // The reads `consumer` makes of `source` (indices over its axes); empty after an error when they are
+  // at several places, which no copy serves yet.
+  std::vector<std::vector<ExprPtr>> onePlace(const Directive& d, const StageSchedule& consumer, const std::string& source) {
+    std::vector<std::vector<ExprPtr>> reads = readsOf(*kernel_.findStage(consumer.name), source);
+    std::set<std::string> places;
+    for (const std::vector<ExprPtr>& indices : reads) {
+      std::vector<std::string> printed;
+      for (const ExprPtr& index : indices) printed.push_back(printExpr(*index));
+      places.insert(fmt::format("{}[{}]", source, join(printed, ", ")));
+    }
+    if (places.size() > 1) {
+      diagnostics_.error(d.loc, fmt::format("{}: {} reads {} at several places ({}); one place is all that is supported "
+                                            "yet", printDirective(d), consumer.name, source,
+                                            join(std::vector<std::string>(places.begin(), places.end()), ", ")));
+      return {};
+    }
+    return reads;
   }
 
   // ---- caches ----
@@ -568,18 +611,7 @@ private:
     } else {
       reads = readsOf(consumer, source);
     }
-    std::set<std::string> places;
-    for (const std::vector<ExprPtr>& indices : reads) {
-      std::vector<std::string> printed;
-      for (const ExprPtr& index : indices) printed.push_back(printExpr(*index));
-      places.insert(fmt::format("{}[{}]", source, join(printed, ", ")));
-    }
-    if (places.size() > 1) {
-      diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: {} reads {} at several places ({}); a cache of one place "
-                                            "is all that is supported yet", source, at->name, d.atAxis.text, at->name,
-                                            source, join(std::vector<std::string>(places.begin(), places.end()), ", ")));
-      return;
-    }
+    if (!own && reads.size() > 1 && onePlace(d, *at, source).empty()) return;
     if (reads.empty()) {
       std::vector<std::string> readable;
       for (const std::string& tensor : readsOf(consumer)) readable.push_back(tensor);
@@ -598,14 +630,8 @@ private:
                          fmt::format("cache {}: a tensor named '{}' already exists", source, name));
       return;
     }
-    // A shared copy serves the whole block: loops bound to threads vary within it wherever they are.
     bool shared = d.memory == CacheMemory::Shared;
-    std::vector<const ScheduledLoop*> varying;
-    for (size_t k = 0; k < at->loops.size(); ++k) {
-      const ScheduledLoop& loop = at->loops[k];
-      bool threads = loop.binding && loop.binding->scope != HardwareScope::Block;
-      if (shared ? (k > *loopAt || threads) : (k > *loopAt && !threads)) varying.push_back(&loop);
-    }
+    std::vector<const ScheduledLoop*> varying = varyingLoops(*at, *loopAt, d.memory);
     if (shared && at->loops[*loopAt].binding && at->loops[*loopAt].binding->scope != HardwareScope::Block) {
       diagnostics_.error(d.atAxis.loc, fmt::format("cache {} in shared at {}.{}: that loop is bound to {}, so each thread "
                                                    "runs a different iteration of it; cache at a loop outside the thread "
@@ -736,7 +762,7 @@ private:
     for (const loop::LoopNest& nest : program_.kernels) {
       int64_t bytes = 0;
       std::vector<std::string> parts;
-      const CacheStage* last = nullptr;
+      const SourceLoc* last = nullptr;
       for (const CacheStage& cache : model_.caches) {
         if (cache.memory != CacheMemory::Shared ||
             std::find(nest.stages.begin(), nest.stages.end(), cache.atStage) == nest.stages.end())
@@ -747,10 +773,21 @@ private:
         int64_t size = elements * cache.elementBytes * (cache.doubleBuffered ? 2 : 1);
         bytes += size;
         parts.push_back(fmt::format("{} {} bytes", cache.name, size));
-        last = &cache;
+        last = &cache.loc;
+      }
+      // Stages computed at a block-level loop of the nest's root live in shared memory too.
+      for (const std::string& name : nest.stages) {
+        const StageSchedule& stage = model_.stages.at(name);
+        if (stage.placement != Placement::ComputeAt || stage.memory != CacheMemory::Shared) continue;
+        int64_t elements = 1;
+        for (int64_t extent : stage.footprint) elements *= extent;
+        int64_t size = elements * dtypeBytes(kernel_.findStage(name)->dtype);
+        bytes += size;
+        parts.push_back(fmt::format("{} {} bytes", name, size));
+        last = &stage.placedAt;
       }
       if (bytes > kStaticSharedMemoryBytes)
-        diagnostics_.error(last->loc, fmt::format("the shared-memory caches of {} take {} bytes ({}), more than the {} bytes "
+        diagnostics_.error(*last, fmt::format("the shared-memory caches of {} take {} bytes ({}), more than the {} bytes "
                                                   "of shared memory a block may declare", nest.name, bytes,
                                                   join(parts, ", "), kStaticSharedMemoryBytes));
     }

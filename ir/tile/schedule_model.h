@@ -61,6 +61,11 @@ struct StageSchedule {
   Placement placement = Placement::Default;
   std::string atStage, atLoop;       // for ComputeAt
   SourceLoc placedAt;                // the directive that placed it
+  // For ComputeAt: the part of the stage its consumer reads in one iteration of the loop, one extent per
+  // dimension, and where it lives: shared memory when the loop is outside every thread loop, else
+  // registers.
+  std::vector<int64_t> footprint;
+  tensor::CacheMemory memory = tensor::CacheMemory::Registers;
 };
 
 struct ScheduleModel {
