@@ -211,9 +211,9 @@ kernel cmp(x: $T[N], y: $T[N]) -> (b: bool[N]) {
 
 TEST_CASE("and, or, not and where", "[oracle]") {
   const std::string source = R"(
-kernel logic(x: $T[N], y: $T[N], p: bool[N], q: bool[N]) -> (z: $T[N], xor: bool[N]) {
-    z[i]   = where(x[i] > 0 and not (y[i] > 1) or x[i] == y[i], x[i] * 2, y[i])
-    xor[i] = (p[i] and not q[i]) or (q[i] and not p[i])
+kernel logic(x: $T[N], y: $T[N], p: bool[N], q: bool[N]) -> (z: $T[N], exclusive: bool[N]) {
+    z[i]         = where(x[i] > 0 and not (y[i] > 1) or x[i] == y[i], x[i] * 2, y[i])
+    exclusive[i] = (p[i] and not q[i]) or (q[i] and not p[i])
 }
 )";
   for (DType dtype : {DType::F32, DType::F16, DType::BF16, DType::I32})
@@ -225,7 +225,7 @@ kernel logic(x: $T[N], y: $T[N], p: bool[N], q: bool[N]) -> (z: $T[N], xor: bool
       at::Tensor taken = ((x > 0) & ~(y > 1)) | (x == y);
       expectKernelMatches(substitute(source, {{"$T", dtypeName(dtype)}}), "logic",
                           {{"x", x}, {"y", y}, {"p", p}, {"q", q}},
-                          {{"z", at::where(taken, x * 2, y)}, {"xor", p ^ q}});
+                          {{"z", at::where(taken, x * 2, y)}, {"exclusive", p ^ q}});
     }
 }
 
