@@ -127,7 +127,7 @@ std::string randomMatmulSchedule(std::mt19937_64& random) {
   bool registerBlocked = coin(random);
   if (registerBlocked) {
     s += "  reorder C (io, jo, it, jt, ko, ki, ir, jr)\n";
-    if (coin(random)) s += "  cache C in registers at C.jt\n";
+    if (coin(random)) s += coin(random) ? "  cache C in registers at C.jt\n" : "  cache C in shared at C.jt\n";
     if (coin(random)) s += coin(random) ? "  cache A in shared at C.ko -> As\n" : "  cache A in shared at C.ko -> As\n  double_buffer As\n";
     if (coin(random)) s += fmt::format("  cache B in shared at C.ko\n  pad B_shared by {}\n", pick<int64_t>(random, {0, 1, 4}));
     if (s.find("B_shared") != std::string::npos && coin(random)) s += "  double_buffer B_shared\n";

@@ -362,8 +362,7 @@ private:
                                            cache.atStage, cache.atLoop, root_->name));
       size_t position = positionAfter(cache.atLoop);
       if (cache.source == root_->name) {
-        if (cache.memory != CacheMemory::Registers)
-          unsupported(cache.loc, fmt::format("cache {} in shared: a stage accumulates in registers", cache.source));
+        accumulatorMemory_ = cache.memory == CacheMemory::Shared ? MemoryScope::Shared : MemoryScope::Registers;
         if (!root_->reduction) unsupported(cache.loc, fmt::format("cache {} at {}.{}: {} is not a reduction", cache.source,
                                                                   cache.atStage, cache.atLoop, cache.source));
         ownCachePosition_ = position;
@@ -447,9 +446,16 @@ private:
                   fmt::format("cache {} in registers at {}.{}: the accumulators must live outside the first reduction loop {}",
                               root_->name, root_->name, loops[accumulatorPosition_ - 1].scheduled->name,
                               loops[first].scheduled->name));
-    // The accumulators: one per iteration of the pure loops inside the scope that each thread runs.
+    // The accumulators: one per iteration of the pure loops inside the scope that each thread runs (and,
+    // in shared memory, of the pure loops bound to threads, wherever they are: each thread owns its own).
     std::vector<const ScheduledLoop*> varying;
     std::map<std::string, ExprPtr> atStart;
+    bool shared = accumulatorMemory_ == MemoryScope::Shared;
+    for (size_t k = 0; k < accumulatorPosition_ && shared; ++k)
+      if (!loops[k].scheduled->reduction && boundToThreads(*loops[k].scheduled)) {
+        varying.push_back(loops[k].scheduled);
+        atStart[loops[k].var] = i64(0);
+      }
     for (size_t k = accumulatorPosition_; k < loops.size(); ++k) {
       const ScheduledLoop& loop = *loops[k].scheduled;
       if (loop.reduction) {
@@ -461,10 +467,13 @@ private:
         }
         continue;
       }
-      if (boundToThreads(loop)) continue;
+      if (boundToThreads(loop) && !shared) continue;
       varying.push_back(&loop);
       atStart[loops[k].var] = i64(0);
     }
+    if (cooperative_ && shared)
+      unsupported(directiveAbout(root_->name), fmt::format("cache {} in shared: a reduction combined across threads "
+                                                           "accumulates in registers", root_->name));
     for (const Axis& axis : root_->axes) {
       const ScheduledLoop* symbolic = nullptr;
       std::optional<int64_t> width = footprintWidth(AxisVar(axis.name), varying, axis.extent, &symbolic);
@@ -665,7 +674,7 @@ private:
       return globalStore(std::make_shared<Store>(finalize.buffer, finalize.indices, rootExpr(finalize.value)), leafMasks);
     }));
     accumulatorOpen_ = false;
-    return std::make_shared<Allocate>(accumulator_, root.accumulatorType, accumulatorShape_, MemoryScope::Registers, block(stmts));
+    return std::make_shared<Allocate>(accumulator_, root.accumulatorType, accumulatorShape_, accumulatorMemory_, block(stmts));
   }
 
   // The root's pure loops from `position` on (reduction loops left out), with their Lets and tails as
@@ -929,6 +938,7 @@ private:
   std::deque<CacheStage> computedCopies_;  // what stages computed at a root loop copy (caches_ points into it)
   std::vector<const PlacedCache*> activeCaches_;
   std::optional<size_t> ownCachePosition_;
+  MemoryScope accumulatorMemory_ = MemoryScope::Registers;
   size_t accumulatorPosition_ = 0;
   bool accumulatorOpen_ = false;
   bool cooperative_ = false;

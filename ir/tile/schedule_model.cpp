@@ -632,13 +632,6 @@ private:
     }
     bool shared = d.memory == CacheMemory::Shared;
     std::vector<const ScheduledLoop*> varying = varyingLoops(*at, *loopAt, d.memory);
-    if (shared && at->loops[*loopAt].binding && at->loops[*loopAt].binding->scope != HardwareScope::Block) {
-      diagnostics_.error(d.atAxis.loc, fmt::format("cache {} in shared at {}.{}: that loop is bound to {}, so each thread "
-                                                   "runs a different iteration of it; cache at a loop outside the thread "
-                                                   "loops", source, at->name, d.atAxis.text,
-                                                   hardwareIndexName(*at->loops[*loopAt].binding)));
-      return;
-    }
     const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
     std::vector<int64_t> extents(shape.size(), 0);
     for (const std::vector<ExprPtr>& indices : reads) {
