@@ -347,7 +347,6 @@ private:
   struct PlacedCache {
     const CacheStage* cache;
     size_t position;
-    std::vector<ExprPtr> indices;  // where the root reads the source, over Loop IR variables
     std::vector<ExprPtr> base;     // the copy's first element, over the loops open at `position`
     DType dtype;
     std::string stageVar;          // the variable of the loop it is cached at (double buffering)
@@ -419,7 +418,7 @@ private:
     }
     std::map<std::string, ExprPtr> axisValues;
     for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
-    PlacedCache placed{&cache, position, read->indices, {}, read->dtype, root_loops_.loops[position - 1].var};
+    PlacedCache placed{&cache, position, {}, read->dtype, root_loops_.loops[position - 1].var};
     for (const ExprPtr& index : read->indices) placed.base.push_back(substitute(index, axisValues));
     return placed;
   }
@@ -769,7 +768,7 @@ private:
   // (with its reduction loops serial) stored at `local`.
   StmtPtr computeElement(const WholeMember& whole, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,
                          const Shape& shape) {
-    const Computation& computation = *&whole.computation;
+    const Computation& computation = whole.computation;
     const std::string& name = computation.stage->name;
     std::vector<StmtPtr> stmts;
     std::vector<ExprPtr> inside;
