@@ -407,7 +407,9 @@ private:
   // it are at 0.
   PlacedCache placeCopy(const CacheStage& cache, size_t position) {
     const Load* read = rootReadOf(cache.source);
-    EMMY_INTERNAL_ASSERT(read != nullptr, "the root {} does not read {}", root_->name, cache.source);
+    if (!read)
+      unsupported(cache.loc, fmt::format("{}: {} reads {} only through a stage computed in its kernel", cache.name,
+                                         root_->name, cache.source));
     if (read->padValue) unsupported(cache.loc, fmt::format("{}: {} reads {} with a pad value", cache.name, root_->name, cache.source));
     std::map<std::string, ExprPtr> atStart;
     for (size_t k = 0; k < root_loops_.loops.size(); ++k) {

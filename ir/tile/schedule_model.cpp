@@ -225,12 +225,15 @@ private:
                                      outerPart(second, d.results[1].text, d.factors[1].value),
                                      innerPart(first, d.results[2].text, d.factors[0].value),
                                      innerPart(second, d.results[3].text, d.factors[1].value)};
+    size_t position = std::min(*a, *b);
+    std::vector<ScheduledLoop> loops = stage->loops;
+    loops.erase(loops.begin() + std::max(*a, *b));
+    loops.erase(loops.begin() + position);
+    loops.insert(loops.begin() + position, tiled.begin(), tiled.end());
+    if (!accumulatorsFit(*stage, loops, d)) return;
+    stage->loops = loops;
     stage->derivations.push_back({{first.name}, {d.results[0].text, d.results[2].text}, d.factors[0].value});
     stage->derivations.push_back({{second.name}, {d.results[1].text, d.results[3].text}, d.factors[1].value});
-    size_t position = std::min(*a, *b);
-    stage->loops.erase(stage->loops.begin() + std::max(*a, *b));
-    stage->loops.erase(stage->loops.begin() + position);
-    stage->loops.insert(stage->loops.begin() + position, tiled.begin(), tiled.end());
   }
 
   void reorder(const Directive& d) {
@@ -264,18 +267,19 @@ private:
     for (auto inner = firstReduction; inner != loops.end(); ++inner) {
       if (inner->reduction || (inner->binding && inner->binding->scope != HardwareScope::Block)) continue;
       if (!inner->extent) {
-        diagnostics_.error(d.loc, fmt::format("reorder {} moves reduction loop {} outside loop {}, whose extent {} is not "
+        diagnostics_.error(d.loc, fmt::format("{} {} moves reduction loop {} outside loop {}, whose extent {} is not "
                                               "a constant: the partial results of every {} would have to be kept; keep {} "
                                               "inside {}, or split {} by a constant and keep {} inside the outer part",
-                                              stage.name, firstReduction->name, inner->name, inner->extentText, inner->name,
-                                              firstReduction->name, inner->name, inner->name, firstReduction->name));
+                                              directiveWord(d.kind), stage.name, firstReduction->name, inner->name,
+                                              inner->extentText, inner->name, firstReduction->name, inner->name, inner->name,
+                                              firstReduction->name));
         return false;
       }
       accumulators *= *inner->extent;
     }
     if (accumulators > kMaxRegisterElements) {
-      diagnostics_.error(d.loc, fmt::format("reorder {} moves reduction loop {} outside loops that need {} accumulators "
-                                            "per thread, more than the {} registers a thread may use",
+      diagnostics_.error(d.loc, fmt::format("{} {} moves reduction loop {} outside loops that need {} accumulators "
+                                            "per thread, more than the {} registers a thread may use", directiveWord(d.kind),
                                             stage.name, firstReduction->name, accumulators, kMaxRegisterElements));
       return false;
     }
