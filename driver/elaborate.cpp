@@ -31,7 +31,8 @@ std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& s
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
                                                          bool requireTypes,
                                                          const std::map<std::string, int64_t>& paramValues,
-                                                         Diagnostics& diagnostics) {
+                                                         Diagnostics& diagnostics,
+                                                         std::vector<std::filesystem::path>* loadedFiles) {
   if (std::filesystem::path(file).extension() == ".pt")
     throw UsageError("importing TorchScript models is not available in this version yet");
   Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
@@ -41,6 +42,7 @@ std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file
   std::vector<tensor::Kernel> kernels = selector.empty() ? frontend.elaborateAll(*module)
                                                          : frontend.elaborateSelected(*module, selector, requireTypes);
   if (diagnostics.hasErrors()) return std::nullopt;
+  if (loadedFiles) *loadedFiles = frontend.loadedFiles();
   const std::set<std::string>& declared = frontend.declaredParams();
   std::vector<std::string> known(declared.begin(), declared.end());
   for (const auto& [name, value] : paramValues)

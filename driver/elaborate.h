@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -20,9 +21,11 @@ std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& s
 // The kernels of `file` that `selector` (--kernel; empty: all) picks, every schedule param set by
 // `paramValues` (-D) or its default. Nullopt after errors were reported to `diagnostics`. Throws
 // UsageError for a bad selector or a -D that no schedule of the file declares.
+// `loadedFiles`, when given, receives the files read (the file and its imports).
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
                                                          bool requireTypes,
                                                          const std::map<std::string, int64_t>& paramValues,
-                                                         Diagnostics& diagnostics);
+                                                         Diagnostics& diagnostics,
+                                                         std::vector<std::filesystem::path>* loadedFiles = nullptr);
 
 }  // namespace emmy

@@ -38,6 +38,7 @@ struct BuildOptions {
   std::string dumpAfter;
   std::string arch = "sm_90";
   std::vector<std::string> defines;  // -D BM=64: schedule params
+  std::string depfile;               // --depfile PATH: what the outputs depend on, for build systems
   bool stats = false;
 };
 
@@ -73,11 +74,24 @@ std::string printLevel(const Lowered& lowered, const std::string& emit) {
   return kernel::printProgram(lowered.kernel);
 }
 
+// A Makefile-style dependency line (what CMake's DEPFILE reads): `output: the .emmy files it was built from`.
+std::string depfile(const fs::path& output, const std::vector<fs::path>& sources) {
+  auto escaped = [](const fs::path& path) {
+    std::string text;
+    for (char c : path.string()) text += c == ' ' ? std::string("\\ ") : std::string(1, c);
+    return text;
+  };
+  std::string line = escaped(output) + ":";
+  for (const fs::path& source : sources) line += " " + escaped(source);
+  return line + "\n";
+}
+
 int build(const BuildOptions& options) {
   validateCudaArch(options.arch);
   Diagnostics diagnostics;
+  std::vector<fs::path> sources;
   std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(
-      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics);
+      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics, &sources);
   if (!kernels) return reportDiagnostics(diagnostics);
 
   PipelineOptions pipeline;
@@ -113,6 +127,7 @@ int build(const BuildOptions& options) {
   if (options.emit == "cuda") {
     writeFile(directory / (files.baseName + ".cu"), files.source);
     writeFile(directory / (files.baseName + ".h"), files.header);
+    if (!options.depfile.empty()) writeFile(options.depfile, depfile(directory / (files.baseName + ".cu"), sources));
   } else if (options.emit == "ptx") {
     writeFile(directory / (files.baseName + ".ptx"), compiled.ptx);
   } else if (options.emit == "cubin") {
@@ -145,6 +160,8 @@ int main(int argc, char** argv) {
   buildCommand->add_option("--kernel", buildOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
   buildCommand->add_option("--arch", buildOptions.arch, "the CUDA target of --emit ptx|cubin and --stats (default sm_90)");
   buildCommand->add_option("-D", buildOptions.defines, "set a schedule param, as BM=64 (repeatable)");
+  buildCommand->add_option("--depfile", buildOptions.depfile,
+                           "with --emit cuda: also write a Makefile-style list of the .emmy files the output depends on");
   buildCommand->add_flag("--stats", buildOptions.stats, "print ptxas resource usage per CUDA kernel");
   std::vector<std::string> dumpChoices = passNames();
   dumpChoices.push_back("all");

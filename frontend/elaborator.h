@@ -41,6 +41,8 @@ public:
   const LoadedModule* loadFile(const std::filesystem::path& path, const std::string& displayPath);
   const LoadedModule* loadText(const std::string& displayPath, std::string text, const std::filesystem::path& directory);
   const LoadedModule* moduleOf(const ast::Module& module) const;
+  // The files of the modules loaded so far (a file and its imports), sorted.
+  std::vector<std::filesystem::path> loadedFiles() const;
 
   // The kernel instance for `typeArguments` (which must cover every type parameter), elaborated once.
   // Null after its errors were reported (once). `use` is where it was called from, for recursion errors.

@@ -344,8 +344,22 @@ std::vector<tensor::Kernel> Frontend::instantiate(const LoadedModule& module, co
   return kernels;
 }
 
+std::vector<fs::path> Elaborator::loadedFiles() const {
+  std::vector<fs::path> files;
+  std::error_code ignored;
+  for (const auto& [key, module] : modules_)
+    if (fs::is_regular_file(key, ignored)) files.push_back(key);
+  return files;
+}
+
+std::vector<fs::path> Frontend::loadedFiles() const { return elaborator_->loadedFiles(); }
+
 fs::path Frontend::defaultStdlibDir() {
   if (const char* fromEnvironment = std::getenv("EMMY_STDLIB")) return fromEnvironment;
+  // An installed emmy (PREFIX/bin/emmy) finds the library it was installed with.
+  std::error_code ignored;
+  fs::path installed = fs::read_symlink("/proc/self/exe", ignored).parent_path().parent_path() / "share" / "emmy" / "stdlib";
+  if (!ignored && fs::is_directory(installed, ignored)) return installed;
   return EMMY_STDLIB_DIR;
 }
 

@@ -46,7 +46,11 @@ public:
   // Every param name the schedules elaborated so far declare (so that a `-D` nobody uses is reported).
   const std::set<std::string>& declaredParams() const { return declaredParams_; }
 
-  // The folder of the standard library this build uses: $EMMY_STDLIB if set, else the installed one.
+  // The files of every module loaded so far (for build systems: what the output depends on).
+  std::vector<std::filesystem::path> loadedFiles() const;
+
+  // The folder of the standard library this build uses: $EMMY_STDLIB if set, else PREFIX/share/emmy/stdlib
+  // next to an installed emmy, else the source tree's.
   static std::filesystem::path defaultStdlibDir();
 
 private:

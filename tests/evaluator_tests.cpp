@@ -292,7 +292,7 @@ TEST_CASE("and and or do not evaluate their right operand when the left decides"
         std::vector<double>{0, 1, 0});
 }
 
-TEST_CASE("stages read earlier stages; sizes and scalars are values", "[evaluator]") {
+TEST_CASE("stages read earlier stages, and sizes and scalars are values", "[evaluator]") {
   // t[i] = x[i] * scale + N;  y[i] = t[N - 1 - i]
   Kernel kernel;
   kernel.name = "k";

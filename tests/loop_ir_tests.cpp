@@ -44,7 +44,7 @@ TEST_CASE("interpreted Loop IR agrees with the Tensor IR evaluator on every exam
   }
 }
 
-TEST_CASE("softmax, layernorm and rmsnorm lower to one kernel each; a matmul's epilogue joins it", "[loop-ir]") {
+TEST_CASE("softmax, layernorm and rmsnorm lower to one kernel each, and a matmul's epilogue joins it", "[loop-ir]") {
   auto kernelCount = [](const fs::path& file, const std::string& instance) {
     for (const tensor::Kernel& kernel : kernelsOf(file))
       if (kernel.instanceName() == instance) return lower(kernel, PipelineOptions{}).loop.kernels.size();

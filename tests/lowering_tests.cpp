@@ -54,7 +54,7 @@ TEST_CASE("large sizes: over 10^5 elements, not a multiple of any block", "[lowe
   }
 }
 
-TEST_CASE("every generated file compiles with NVRTC for sm_80 and sm_90; examples and stdlib without spills",
+TEST_CASE("every generated file compiles with NVRTC for sm_80 and sm_90, examples and stdlib without spills",
           "[lowering][nvrtc]") {
   std::string whyNot;
   INFO(whyNot);

@@ -304,8 +304,11 @@ private:
   std::string kernelFunction(const kernel::Function& function) {
     body_.clear();
     stmt(*function.body, 1);
-    return fmt::format("// Computes {}.\nextern \"C\" __global__ void __launch_bounds__({}) {}({}) {{\n{}}}\n\n",
-                       join(function.stages, ", "), function.threadsPerBlock(), function.name,
+    // The block size guarantees the launch; asking for enough blocks to keep 512 threads per SM leaves
+    // ptxas up to 128 registers per thread (with the block size alone it may cap them far lower, and spill).
+    int threads = function.threadsPerBlock();
+    return fmt::format("// Computes {}.\nextern \"C\" __global__ void __launch_bounds__({}, {}) {}({}) {{\n{}}}\n\n",
+                       join(function.stages, ", "), threads, std::max(1, 512 / threads), function.name,
                        join(kernelParameters(true), ", "), body_);
   }
 

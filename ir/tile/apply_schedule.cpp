@@ -350,6 +350,7 @@ private:
     std::vector<ExprPtr> base;     // the copy's first element, over the loops open at `position`
     DType dtype;
     std::string stageVar;          // the variable of the loop it is cached at (double buffering)
+    std::map<std::string, ExprPtr> atStart;  // the loops that vary within it, at 0
     const WholeMember* computes = nullptr;  // a stage computed there rather than copied
   };
 
@@ -420,7 +421,7 @@ private:
     }
     std::map<std::string, ExprPtr> axisValues;
     for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
-    PlacedCache placed{&cache, position, {}, read->dtype, root_loops_.loops[position - 1].var};
+    PlacedCache placed{&cache, position, {}, read->dtype, root_loops_.loops[position - 1].var, atStart};
     for (const ExprPtr& index : read->indices) placed.base.push_back(substitute(index, axisValues));
     return placed;
   }
@@ -481,14 +482,32 @@ private:
       EMMY_INTERNAL_ASSERT(width.has_value(), "the accumulators of {} have no constant shape", root_->name);
       if (*width == 1) continue;
       accumulatorShape_.push_back(Dim::constant(*width));
-      accumulatorIndex_.push_back(arithmetic(BinaryOp::Sub, var(root_loops_.axisVars.at(axis.name)),
-                                             substitute(root_loops_.values.at(axis.name), atStart)));
+      accumulatorIndex_.push_back(offsetWithin(var(root_loops_.axisVars.at(axis.name)), atStart));
     }
     if (cooperative_ && !accumulatorShape_.empty())
       unsupported(directiveAbout(root_->name),
                   fmt::format("{}: a reduction combined across threads keeps one accumulator per thread, and the loops "
                               "inside the first reduction loop would need {}", root_->name, accumulatorShape_.size()));
     accumulator_ = parts_.root.accumulator;
+  }
+
+  // Where `index` (over the root's Loop IR variables) lies within a copy or the accumulators whose loops
+  // `atStart` sets to 0 at its start: the index less the copy's start. When no fused loop is involved it
+  // is written with the varying loops alone (`it * 4 + ir`), which is what the compiler can fold.
+  ExprPtr offsetWithin(const ExprPtr& index, const std::map<std::string, ExprPtr>& atStart) const {
+    std::map<std::string, ExprPtr> axisValues, stay, none;
+    for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = root_loops_.values.at(axis);
+    ExprPtr full = substitute(index, axisValues);
+    bool fused = false;
+    for (const FinalLoop& loop : root_loops_.loops) {
+      fused = fused || loop.scheduled->fused;
+      if (!atStart.count(loop.var)) stay[loop.var] = i64(0);
+      none[loop.var] = i64(0);
+    }
+    std::map<std::string, ExprPtr> startValues;
+    for (const auto& [axis, loopVar] : root_loops_.axisVars) startValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
+    if (fused) return arithmetic(BinaryOp::Sub, index, substitute(index, startValues));
+    return arithmetic(BinaryOp::Sub, substitute(full, stay), substitute(full, none));
   }
 
   // Does work that needs every thread of the block (a combine, a shared copy) happen at `position` or
@@ -499,6 +518,24 @@ private:
     for (const PlacedCache& cache : caches_)
       if (cache.position >= position && cache.cache->memory == CacheMemory::Shared) return true;
     return cooperative_ && accumulatorPosition_ >= position;
+  }
+
+  // Inside the accumulators' loops, with nothing placed further in, does the update read only copies
+  // that are already made (and the accumulators)? Then iterations past a pure axis's end are harmless.
+  bool overrunSafe(size_t position) const {
+    if (!accumulatorOpen_ || !parts_.root.update) return false;
+    for (size_t m = 0; m < parts_.members.size(); ++m)
+      if (memberPositions_[m] >= position) return false;
+    for (const PlacedCache& cache : caches_)
+      if (cache.position >= position) return false;
+    bool safe = true;
+    forEachNode(*parts_.root.update->value, [&](const Expr& node) {
+      const auto* load = node.as<Load>();
+      if (!load || load->tensor == parts_.root.accumulator) return;
+      safe = safe && std::any_of(activeCaches_.begin(), activeCaches_.end(),
+                                 [&](const PlacedCache* cache) { return cache->cache->source == load->tensor; });
+    });
+    return safe;
   }
 
   bool memberIsCooperative(const Member& member) const {
@@ -526,8 +563,10 @@ private:
   };
 
   // `cooperative`: the statements these guard need every thread of the block.
+  // `overrunSafe`: what these guard reads only copies and accumulators, so the ragged end of a pure axis
+  // needs no condition (its accumulators are never stored).
   Ready emitReady(const StageLoops& loops, const std::set<std::string>& open, Defined& defined, bool cooperative,
-                  std::vector<ExprPtr>& masks) {
+                  std::vector<ExprPtr>& masks, bool overrunSafe = false) {
     Ready ready;
     std::set<std::string> clamped;
     for (const Tail& tail : loops.tails) {
@@ -539,6 +578,7 @@ private:
                     fmt::format("{}: the ragged end of reduction loop {} depends on the thread and encloses work every "
                                 "thread of the block does together", root_->name, tail.parent));
       bool clamp = cooperative && dependent;
+      if (overrunSafe && !tail.reduction) continue;
       if (!clamp) {
         // An axis's Let comes first: the guard reads it.
         ready.guards.push_back(tail.isAxis ? compare(BinaryOp::Lt, var(loops.axisVars.at(tail.parent)), loops.extents.at(tail.parent))
@@ -570,7 +610,7 @@ private:
 
   // The root's loops from `position` on, with everything placed among them.
   StmtPtr generate(size_t position, Defined defined, std::vector<ExprPtr> masks) {
-    Ready ready = emitReady(root_loops_, openAt(position), defined, cooperativeFrom(position), masks);
+    Ready ready = emitReady(root_loops_, openAt(position), defined, cooperativeFrom(position), masks, overrunSafe(position));
     for (const PlacedCache& cache : caches_)
       if (cache.position == position) activeCaches_.push_back(&cache);
     StmtPtr rest = inner(position, defined, masks);
@@ -646,7 +686,7 @@ private:
         std::vector<ExprPtr> index;
         if (cache.cache->doubleBuffered) index.push_back(arithmetic(BinaryOp::Mod, var(cache.stageVar), i64(2)));
         for (size_t d = 0; d < load->indices.size() && !single(cache); ++d)
-          index.push_back(arithmetic(BinaryOp::Sub, load->indices[d], cache.base[d]));
+          index.push_back(offsetWithin(load->indices[d], cache.atStart));
         return std::make_shared<Load>(load->dtype, cache.cache->name, index);
       }
       return nullptr;

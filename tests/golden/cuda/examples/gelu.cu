@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes exact.
-extern "C" __global__ void __launch_bounds__(256) bias_gelu_k0(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu_k0(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
   if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((D * N) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float x__vector[4];
@@ -100,7 +100,7 @@ extern "C" __global__ void __launch_bounds__(256) bias_gelu_k0(const float* x, c
 }
 
 // Computes approx.
-extern "C" __global__ void __launch_bounds__(256) bias_gelu_k1(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu_k1(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
   if ((((unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((D * N) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float x__vector[4];

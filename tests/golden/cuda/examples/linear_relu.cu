@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes y__matmul, y.
-extern "C" __global__ void __launch_bounds__(256) linear_relu_k0(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 2) linear_relu_k0(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((B + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((B + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));

@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes C.
-extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
   for (int64_t io = (int64_t)blockIdx.y; io < ((M + (int64_t)63) / (int64_t)64); io += (int64_t)gridDim.y) {
     for (int64_t jo = (int64_t)blockIdx.x; jo < ((N + (int64_t)63) / (int64_t)64); jo += (int64_t)gridDim.x) {
       const int64_t it = (int64_t)threadIdx.y;
@@ -84,7 +84,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, cons
           for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
             const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
             if ((j < N)) {
-              C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))] = 0.0f;
+              C_acc[((ir * (int64_t)4) + jr)] = 0.0f;
             }
           }
         }
@@ -111,14 +111,10 @@ extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, cons
             #pragma unroll
             for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
               const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
-              if ((i < M)) {
-                #pragma unroll
-                for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
-                  const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
-                  if ((j < N)) {
-                    C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))] = (C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))] + (As[(((i - (io * (int64_t)64)) * (int64_t)17) + (k - (ko * (int64_t)16)))] * Bs[(((k - (ko * (int64_t)16)) * (int64_t)64) + (j - (jo * (int64_t)64)))]));
-                  }
-                }
+              #pragma unroll
+              for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
+                const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
+                C_acc[((ir * (int64_t)4) + jr)] = (C_acc[((ir * (int64_t)4) + jr)] + (As[((((it * (int64_t)4) + ir) * (int64_t)17) + ki)] * Bs[((ki * (int64_t)64) + ((jt * (int64_t)4) + jr))]));
               }
             }
           }
@@ -133,7 +129,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, cons
             #pragma unroll
             for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
               const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
-              C__lanes[jr] = C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))];
+              C__lanes[jr] = C_acc[((ir * (int64_t)4) + jr)];
             }
             *reinterpret_cast<uint4*>(&C[((i * N) + ((jo * (int64_t)64) + (jt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(C__lanes);
           } else {
@@ -141,7 +137,7 @@ extern "C" __global__ void __launch_bounds__(256) matmul_k0(const float* A, cons
             for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
               const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
               if ((j < N)) {
-                C[((i * N) + j)] = C_acc[(((i - ((io * (int64_t)64) + (it * (int64_t)4))) * (int64_t)4) + (j - ((jo * (int64_t)64) + (jt * (int64_t)4))))];
+                C[((i * N) + j)] = C_acc[((ir * (int64_t)4) + jr)];
               }
             }
           }

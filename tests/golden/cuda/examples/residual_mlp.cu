@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes h__ms, y__h__acc.
-extern "C" __global__ void __launch_bounds__(256) residual_mlp_k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float h__ms;
@@ -111,7 +111,7 @@ extern "C" __global__ void __launch_bounds__(256) residual_mlp_k0(const float* x
 }
 
 // Computes y__y__acc, y.
-extern "C" __global__ void __launch_bounds__(256) residual_mlp_k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));

@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256) softmax_k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float m;

@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes mu.
-extern "C" __global__ void __launch_bounds__(256) standardize_k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) standardize_k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < (B * S); row += (int64_t)gridDim.x) {
     const int64_t i0 = emmy_div(row, (S * (int64_t)1));
     const int64_t i1 = emmy_mod((row / (int64_t)1), S);
@@ -105,7 +105,7 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k0(const float* x,
 }
 
 // Computes var.
-extern "C" __global__ void __launch_bounds__(256) standardize_k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) standardize_k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < (B * S); row += (int64_t)gridDim.x) {
     const int64_t i0 = emmy_div(row, (S * (int64_t)1));
     const int64_t i1 = emmy_mod((row / (int64_t)1), S);
@@ -140,7 +140,7 @@ extern "C" __global__ void __launch_bounds__(256) standardize_k1(const float* x,
 }
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256) standardize_k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) standardize_k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < (((B * D) * S) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float x__vector[4];

@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes out.
-extern "C" __global__ void __launch_bounds__(32) conv3x3_k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
+extern "C" __global__ void __launch_bounds__(32, 16) conv3x3_k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
   for (int64_t row = (int64_t)blockIdx.x; row < (H * W); row += (int64_t)gridDim.x) {
     const int64_t i = emmy_div(row, W);
     const int64_t j = emmy_mod(row, W);
@@ -116,7 +116,7 @@ extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, 
 #endif  // __CUDACC_RTC__
 
 // Computes dx.
-extern "C" __global__ void __launch_bounds__(256) central_difference_k0(const float* x, float* dx, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const float* x, float* dx, int64_t N) {
   if ((((unsigned long long)(const void*)dx) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < (N / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float dx__vector[4];

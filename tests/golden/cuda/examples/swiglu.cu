@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256) swiglu_f16_k0(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16_k0(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((H * N) / (int64_t)8); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) __half gate__vector[8];
@@ -113,7 +113,7 @@ extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64
 #endif  // __CUDACC_RTC__
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256) swiglu_bf16_k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16_k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((H * N) / (int64_t)8); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) __nv_bfloat16 gate__vector[8];
@@ -156,7 +156,7 @@ extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, _
 #endif  // __CUDACC_RTC__
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256) swiglu_f32_k0(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32_k0(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((H * N) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float gate__vector[4];

@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256) matmul_f16_k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
@@ -155,7 +155,7 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
 #endif  // __CUDACC_RTC__
 
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256) matmul_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
@@ -240,7 +240,7 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
 #endif  // __CUDACC_RTC__
 
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256) matmul_f32_k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((N + (int64_t)63) / (int64_t)64)), ((M + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((N + (int64_t)63) / (int64_t)64));
@@ -325,7 +325,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
 #endif  // __CUDACC_RTC__
 
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256) bmm_f16_k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)));
     const int64_t i = tile_batch;
@@ -413,7 +413,7 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
 #endif  // __CUDACC_RTC__
 
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256) bmm_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)));
     const int64_t i = tile_batch;
@@ -501,7 +501,7 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
 #endif  // __CUDACC_RTC__
 
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256) bmm_f32_k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)));
     const int64_t i = tile_batch;
@@ -589,7 +589,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
 #endif  // __CUDACC_RTC__
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256) transpose_f16_k0(const __half* x, __half* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16_k0(const __half* x, __half* y, int64_t M, int64_t N) {
   if ((((unsigned long long)(const void*)y) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((M * N) / (int64_t)8); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) __half y__vector[8];
@@ -628,7 +628,7 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
 #endif  // __CUDACC_RTC__
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256) transpose_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
   if ((((unsigned long long)(const void*)y) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((M * N) / (int64_t)8); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) __nv_bfloat16 y__vector[8];
@@ -667,7 +667,7 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
 #endif  // __CUDACC_RTC__
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256) transpose_f32_k0(const float* x, float* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32_k0(const float* x, float* y, int64_t M, int64_t N) {
   if ((((unsigned long long)(const void*)y) & 15) == 0) {
     for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < ((M * N) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       alignas(16) float y__vector[4];

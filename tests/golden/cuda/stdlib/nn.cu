@@ -70,7 +70,7 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256) softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     __half m;
@@ -140,7 +140,7 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
 #endif  // __CUDACC_RTC__
 
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256) softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     __nv_bfloat16 m;
@@ -210,7 +210,7 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
 #endif  // __CUDACC_RTC__
 
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256) softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float m;
@@ -280,7 +280,7 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
 #endif  // __CUDACC_RTC__
 
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256) log_softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     __half m;
@@ -350,7 +350,7 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
 #endif  // __CUDACC_RTC__
 
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256) log_softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     __nv_bfloat16 m;
@@ -420,7 +420,7 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
 #endif  // __CUDACC_RTC__
 
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256) log_softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float m;
@@ -490,7 +490,7 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
 #endif  // __CUDACC_RTC__
 
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256) layernorm_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float mu;
@@ -560,7 +560,7 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
 #endif  // __CUDACC_RTC__
 
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256) layernorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float mu;
@@ -630,7 +630,7 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
 #endif  // __CUDACC_RTC__
 
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256) layernorm_f32_k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float mu;
@@ -700,7 +700,7 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
 #endif  // __CUDACC_RTC__
 
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256) rmsnorm_f16_k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float ms;
@@ -747,7 +747,7 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
 #endif  // __CUDACC_RTC__
 
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256) rmsnorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float ms;
@@ -794,7 +794,7 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
 #endif  // __CUDACC_RTC__
 
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256) rmsnorm_f32_k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float ms;
@@ -841,7 +841,7 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
 #endif  // __CUDACC_RTC__
 
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256) linear_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
@@ -926,7 +926,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
 #endif  // __CUDACC_RTC__
 
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256) linear_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
@@ -1011,7 +1011,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
 #endif  // __CUDACC_RTC__
 
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256) linear_f32_k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
@@ -1096,7 +1096,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
 #endif  // __CUDACC_RTC__
 
 // Computes h__acc.
-extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
@@ -1167,7 +1167,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f16_k0(const __half* x, co
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256) mlp_f16_k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
@@ -1259,7 +1259,7 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 #endif  // __CUDACC_RTC__
 
 // Computes h__acc.
-extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
@@ -1330,7 +1330,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k0(const __nv_bfloat1
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256) mlp_bf16_k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
@@ -1422,7 +1422,7 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
 #endif  // __CUDACC_RTC__
 
 // Computes h__acc.
-extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((H + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((H + (int64_t)63) / (int64_t)64));
@@ -1493,7 +1493,7 @@ extern "C" __global__ void __launch_bounds__(256) mlp_f32_k0(const float* x, con
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256) mlp_f32_k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
@@ -1585,7 +1585,7 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
 #endif  // __CUDACC_RTC__
 
 // Computes scores.
-extern "C" __global__ void __launch_bounds__(256) attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
@@ -1659,7 +1659,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_f16_k0(const __half*
 }
 
 // Computes o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256) attention_f16_k1(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k1(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
@@ -1748,7 +1748,7 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
 #endif  // __CUDACC_RTC__
 
 // Computes scores.
-extern "C" __global__ void __launch_bounds__(256) attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
@@ -1822,7 +1822,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_bf16_k0(const __nv_b
 }
 
 // Computes o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256) attention_bf16_k1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
@@ -1911,7 +1911,7 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
 #endif  // __CUDACC_RTC__
 
 // Computes scores.
-extern "C" __global__ void __launch_bounds__(256) attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
@@ -1985,7 +1985,7 @@ extern "C" __global__ void __launch_bounds__(256) attention_f32_k0(const float* 
 }
 
 // Computes o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256) attention_f32_k1(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k1(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
@@ -2074,7 +2074,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
 #endif  // __CUDACC_RTC__
 
 // Computes scores.
-extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
@@ -2148,7 +2148,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k0(const 
 }
 
 // Computes o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256) causal_attention_f16_k1(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k1(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
@@ -2236,7 +2236,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
 #endif  // __CUDACC_RTC__
 
 // Computes scores.
-extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
@@ -2310,7 +2310,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k0(const
 }
 
 // Computes o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256) causal_attention_bf16_k1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k1(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
@@ -2398,7 +2398,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
 #endif  // __CUDACC_RTC__
 
 // Computes scores.
-extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
     const int64_t tile_batch = emmy_div(tile, (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64)));
     const int64_t b = emmy_div(tile_batch, H);
@@ -2472,7 +2472,7 @@ extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k0(const 
 }
 
 // Computes o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256) causal_attention_f32_k1(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k1(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
@@ -2560,7 +2560,7 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
 #endif  // __CUDACC_RTC__
 
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256) attend_f16_k0(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
@@ -2642,7 +2642,7 @@ extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64
 #endif  // __CUDACC_RTC__
 
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256) attend_bf16_k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
@@ -2724,7 +2724,7 @@ extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfl
 #endif  // __CUDACC_RTC__
 
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256) attend_f32_k0(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
     const int64_t b = emmy_div(row, (H * S));
     const int64_t h = emmy_mod(emmy_div(row, S), H);
