@@ -28,6 +28,19 @@ std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& s
   return values;
 }
 
+// When several kernels are checked, a --size applies to those that have the size; one that none has is
+// a mistake.
+void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels) {
+  std::set<std::string> known;
+  for (const tensor::Kernel& kernel : kernels) known.insert(kernel.sizes.begin(), kernel.sizes.end());
+  std::vector<std::string> candidates(known.begin(), known.end());
+  for (const auto& [name, value] : sizes)
+    if (!known.count(name))
+      throw UsageError(withSuggestion(fmt::format("--size {}: no kernel checked has a size named {}{}", name, name,
+                                                  candidates.empty() ? "" : " (sizes: " + join(candidates, ", ") + ")"),
+                                      name, candidates));
+}
+
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
                                                          bool requireTypes,
                                                          const std::map<std::string, int64_t>& paramValues,

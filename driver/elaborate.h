@@ -21,6 +21,9 @@ std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& s
 // The kernels of `file` that `selector` (--kernel; empty: all) picks, every schedule param set by
 // `paramValues` (-D) or its default. Nullopt after errors were reported to `diagnostics`. Throws
 // UsageError for a bad selector or a -D that no schedule of the file declares.
+// --size values apply to the kernels that have those sizes; one that none has is a UsageError.
+void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels);
+
 // `loadedFiles`, when given, receives the files read (the file and its imports).
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
                                                          bool requireTypes,

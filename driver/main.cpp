@@ -14,6 +14,7 @@
 #include "backend/nvrtc.h"
 #include "driver/check.h"
 #include "driver/elaborate.h"
+#include "driver/performance.h"
 #include "driver/pipeline.h"
 #include "ir/kernel/printer.h"
 #include "ir/loop/printer.h"
@@ -39,6 +40,7 @@ struct BuildOptions {
   std::string arch = "sm_90";
   std::vector<std::string> defines;  // -D BM=64: schedule params
   std::string depfile;               // --depfile PATH: what the outputs depend on, for build systems
+  std::vector<std::string> sizes;    // --size N=64 with --stats: the sizes of the performance report
   bool stats = false;
 };
 
@@ -94,6 +96,10 @@ int build(const BuildOptions& options) {
       options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics, &sources);
   if (!kernels) return reportDiagnostics(diagnostics);
 
+  std::map<std::string, int64_t> sizes = parseNameValues(options.sizes, "--size");
+  if (!sizes.empty() && !options.stats) throw UsageError("--size gives the sizes of the --stats report; add --stats");
+  checkSizeNamesExist(sizes, *kernels);
+
   PipelineOptions pipeline;
   pipeline.stopAfter = levelOf(options.emit);
   pipeline.dumpAfter = options.dumpAfter;
@@ -133,7 +139,12 @@ int build(const BuildOptions& options) {
   } else if (options.emit == "cubin") {
     writeFile(directory / (files.baseName + ".cubin"), std::string(compiled.cubin.begin(), compiled.cubin.end()));
   }
-  if (options.stats) std::fputs(formatResourceUsage(resourceUsage(compiled)).c_str(), stdout);
+  if (options.stats) {
+    std::vector<KernelResources> usage = resourceUsage(compiled);
+    std::vector<std::string> report = performanceReport(lowered, usage, options.arch, sizes);
+    for (size_t k = 0; k < usage.size(); ++k)
+      std::fputs((formatResourceUsage({usage[k]}) + (k < report.size() ? report[k] + "\n" : "")).c_str(), stdout);
+  }
   return 0;
 }
 
@@ -162,6 +173,8 @@ int main(int argc, char** argv) {
   buildCommand->add_option("-D", buildOptions.defines, "set a schedule param, as BM=64 (repeatable)");
   buildCommand->add_option("--depfile", buildOptions.depfile,
                            "with --emit cuda: also write a Makefile-style list of the .emmy files the output depends on");
+  buildCommand->add_option("--size", buildOptions.sizes, "with --stats: a size, as N=4096 (repeatable), for bytes, flops "
+                                                         "and the roofline bound");
   buildCommand->add_flag("--stats", buildOptions.stats, "print ptxas resource usage per CUDA kernel");
   std::vector<std::string> dumpChoices = passNames();
   dumpChoices.push_back("all");

@@ -1,0 +1,22 @@
+// The static performance report of `emmy build --stats` (no GPU needed): per CUDA kernel, the block and
+// the occupancy its registers and shared memory allow on the target; with sizes (`--size`), the grid,
+// the bytes it must move and the flops it must do, and the roofline bound on an H100/H200-class GPU.
+// Nothing here measures or estimates a time beyond that bound.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backend/nvrtc.h"
+#include "driver/pipeline.h"
+
+namespace emmy {
+
+// The lines to print after each kernel's resource line, in the order of `resources` (the kernels of
+// every instance in `lowered`, in order). `sizes` may be empty: then only the block and occupancy.
+std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, const std::vector<KernelResources>& resources,
+                                           const std::string& arch, const std::map<std::string, int64_t>& sizes);
+
+}  // namespace emmy
