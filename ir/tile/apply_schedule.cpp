@@ -24,9 +24,7 @@
 #include <fmt/format.h>
 
 #include "ir/tensor/build.h"
-#include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
-#include "ir/tensor/scalar_ops.h"
 #include "ir/tensor/simplify.h"
 #include "ir/tile/default_schedule.h"
 #include "support/text.h"
