@@ -194,16 +194,15 @@ private:
   }
 
   void split(const Directive& d) {
-    StageSchedule* stage = findStage(d.stage);
-    if (!stage) return;
-    std::optional<size_t> at = findLoop(*stage, d.axes[0]);
-    if (!at || !positiveFactor(d.factors[0], "split") || !unmarked(*stage, stage->loops[*at], d, d.axes[0]) ||
+    auto [stage, named] = namedLoop(d);
+    if (!named || !positiveFactor(d.factors[0], "split") || !unmarked(*stage, *named, d, d.axes[0]) ||
         !freshLoopNames(*stage, d.results))
       return;
-    ScheduledLoop loop = stage->loops[*at];
+    size_t at = named - stage->loops.data();
+    ScheduledLoop loop = stage->loops[at];
     int64_t factor = d.factors[0].value;
-    stage->loops[*at] = outerPart(loop, d.results[0].text, factor);
-    stage->loops.insert(stage->loops.begin() + *at + 1, innerPart(loop, d.results[1].text, factor));
+    stage->loops[at] = outerPart(loop, d.results[0].text, factor);
+    stage->loops.insert(stage->loops.begin() + at + 1, innerPart(loop, d.results[1].text, factor));
     stage->derivations.push_back({{loop.name}, {d.results[0].text, d.results[1].text}, factor});
   }
 
@@ -318,11 +317,9 @@ private:
   }
 
   void bind(const Directive& d) {
-    StageSchedule* stage = findStage(d.stage);
-    if (!stage) return;
-    std::optional<size_t> at = findLoop(*stage, d.axes[0]);
-    if (!at) return;
-    ScheduledLoop& loop = stage->loops[*at];
+    auto [stage, named] = namedLoop(d);
+    if (!named) return;
+    ScheduledLoop& loop = *named;
     const std::string index = hardwareIndexName(d.target);
     if (loop.binding) {
       diagnostics_.error(d.axes[0].loc, fmt::format("{}.{} is already bound to {} (at line {})", stage->name, loop.name,
@@ -367,13 +364,19 @@ private:
     loop.boundAt = d.loc;
   }
 
-  void unroll(const Directive& d) {
+  // The loop `S.a` of `split`, `bind`, `unroll` and `vectorize`, or nulls after an error.
+  std::pair<StageSchedule*, ScheduledLoop*> namedLoop(const Directive& d) {
     StageSchedule* stage = findStage(d.stage);
-    if (!stage) return;
+    if (!stage) return {nullptr, nullptr};
     std::optional<size_t> at = findLoop(*stage, d.axes[0]);
-    if (!at) return;
-    ScheduledLoop& loop = stage->loops[*at];
-    if (!unmarked(*stage, loop, d, d.axes[0])) return;
+    if (!at) return {nullptr, nullptr};
+    return {stage, &stage->loops[*at]};
+  }
+
+  void unroll(const Directive& d) {
+    auto [stage, named] = namedLoop(d);
+    if (!named || !unmarked(*stage, *named, d, d.axes[0])) return;
+    ScheduledLoop& loop = *named;
     if (!loop.extent) {
       diagnostics_.error(d.loc, fmt::format("unroll {}.{}: its extent {} is not a constant; split it by a constant and "
                                             "unroll the inner part", stage->name, loop.name, loop.extentText));
@@ -383,12 +386,9 @@ private:
   }
 
   void vectorize(const Directive& d) {
-    StageSchedule* stage = findStage(d.stage);
-    if (!stage) return;
-    std::optional<size_t> at = findLoop(*stage, d.axes[0]);
-    if (!at) return;
-    ScheduledLoop& loop = stage->loops[*at];
-    if (!unmarked(*stage, loop, d, d.axes[0])) return;
+    auto [stage, named] = namedLoop(d);
+    if (!named || !unmarked(*stage, *named, d, d.axes[0])) return;
+    ScheduledLoop& loop = *named;
     if (!loop.extent || (*loop.extent != 2 && *loop.extent != 4 && *loop.extent != 8)) {
       diagnostics_.error(d.loc, fmt::format("vectorize {}.{}: its extent is {}, and a vector access takes 2, 4 or 8 elements; "
                                             "split it by one of those first", stage->name, loop.name, loop.extentText));
