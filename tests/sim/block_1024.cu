@@ -1,16 +1,6 @@
 // Simulation test: blocks of 1024 threads, the most CUDA allows, each running an inclusive scan of its
 // 1024 values with 11 barriers (Hillis-Steele, double-buffered in shared memory), over a large grid.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 __global__ void __launch_bounds__(1024) block_scan_k0(const int* __restrict__ in, int* __restrict__ out) {
   __shared__ int buffers[2][1024];

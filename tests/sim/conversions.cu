@@ -1,18 +1,6 @@
 // Simulation test: __half and __nv_bfloat16 as storage, their conversions from float and double and to
 // float, and their arithmetic operators.
-#ifndef EMMY_SIMULATE
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 __global__ void narrow_k0(const float* __restrict__ in, __half* __restrict__ halves, __nv_bfloat16* __restrict__ bf16s,
                           int64_t n) {

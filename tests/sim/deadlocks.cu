@@ -1,17 +1,7 @@
 // Simulation test: kernels that a GPU would hang on or that break CUDA's rules for barriers and
 // shuffles. Each launch must stop with a report, the host function must return non-zero, and the
 // process must go on.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 // Every block records that it started, so the harness sees that the blocks after the deadlock never ran.
 __global__ void diverged_barrier_k0(int* __restrict__ started) {

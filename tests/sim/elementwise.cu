@@ -1,16 +1,6 @@
 // Simulation test: an elementwise kernel with a grid-stride loop. The launcher's grid is deliberately
 // small, so every thread loops, and the sizes leave a ragged tail.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 __global__ void scale_add_k0(const float* __restrict__ x, const float* __restrict__ y, float* __restrict__ out,
                              float alpha, int64_t n) {

@@ -1,16 +1,6 @@
 // Simulation test: 3-D grids and blocks, the order blocks and threads run in, atomics, and launches
 // that CUDA rejects.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 // order[global thread index] = how many threads ran before this one.
 __global__ void record_order_k0(int* __restrict__ order, int* __restrict__ counter, float* __restrict__ total) {

@@ -3,20 +3,7 @@
 // report, while correct patterns (many readers, a barrier between a write and other threads' reads, a
 // thread re-using its own element, blocks one after another) pass. Global buffers from cudaMalloc lie
 // between guard pages: an access past them is reported with the buffer's name, the thread and the block.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#ifndef EMMY_SHARED
-#define EMMY_SHARED(type, name, count) __shared__ type name[count]
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 static int check_launch(void) {
   const cudaError_t error = cudaGetLastError();

@@ -1,16 +1,6 @@
 // Simulation test: two kernels with shared arrays, launched alternately with different sizes, block
 // shapes and grid sizes: each block must see only what its own threads wrote.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 // Each block reverses its slice of the input; slots past the end read as -1.
 __global__ void reverse_blocks_k0(const int* __restrict__ in, int* __restrict__ out, int64_t n) {

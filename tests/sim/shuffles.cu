@@ -1,16 +1,6 @@
 // Simulation test: every warp shuffle with and without `width`, on every type the backend shuffles, in a
 // block of 48 threads whose second warp has only 16 lanes; and lanes of a 2-D block.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 // ints[t * 7 + k]: the k-th integer shuffle of thread t, in the order the harness expects them.
 __global__ void shuffles_k0(int* __restrict__ ints, float* __restrict__ floats, double* __restrict__ doubles,

@@ -1,16 +1,6 @@
 // Simulation test: a row softmax in the shape the backend emits for reductions, one block per row: a
 // max and a sum, each reduced through warp shuffles and shared memory between two barriers.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
+#include "standalone.h"
 
 static __device__ __forceinline__ float combine(float a, float b, bool isMax) { return isMax ? fmaxf(a, b) : a + b; }
 

@@ -1,11 +1,6 @@
 // Simulation test: 16-byte vector loads and stores through reinterpret_cast<const float4*>, with a
 // scalar tail, as the backend emits for contiguous elementwise work.
-#ifndef EMMY_SIMULATE
-#include <cuda_runtime.h>
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
-#endif
-#include <stdint.h>
-#include <stdio.h>
+#include "standalone.h"
 
 static_assert(sizeof(float4) == 16 && alignof(float4) == 16, "float4 is 16 bytes, 16-byte aligned");
 static_assert(sizeof(double2) == 16 && alignof(double2) == 16, "double2 is 16 bytes, 16-byte aligned");
@@ -15,11 +10,6 @@ static_assert(sizeof(float2) == 8 && alignof(float2) == 8, "float2 is 8 bytes, 8
 static_assert(sizeof(int2) == 8 && alignof(int2) == 8, "int2 is 8 bytes, 8-byte aligned");
 static_assert(sizeof(__half2) == 4 && alignof(__half2) == 4, "__half2 is 4 bytes, 4-byte aligned");
 static_assert(sizeof(__nv_bfloat162) == 4 && alignof(__nv_bfloat162) == 4, "__nv_bfloat162 is 4 bytes, 4-byte aligned");
-
-extern "C" {
-__attribute__((weak)) char emmy_last_error_text[1024];
-__attribute__((weak)) const char* emmy_last_error(void) { return emmy_last_error_text; }
-}
 
 __global__ void scale_vec4_k0(const float* __restrict__ x, float* __restrict__ y, float alpha, int64_t n) {
   const int64_t vectors = n / 4;
