@@ -219,10 +219,11 @@ private:
     }));
   }
 
-  // A vectorized unrolled loop (`vectorize`) whose body is Lets and Guards around one store to a global
-  // tensor at consecutive elements: when the addresses are aligned and every lane is in bounds, the
-  // store and the reads of consecutive elements of the same size become vector accesses through local
-  // arrays; otherwise the lanes run one by one. Null when the body has another shape.
+  // A vectorized unrolled loop (`vectorize`) whose body is Lets and Guards around one store, to a global
+  // tensor at consecutive elements or to a thread's own accumulator: when the addresses are aligned and
+  // every lane is in bounds, the global store and the reads of consecutive elements of the same size
+  // become vector accesses through local arrays; otherwise the lanes run one by one. Null when the body
+  // has another shape.
   StmtPtr lowerVectorLanes(const tile::Loop& node) {
     const std::string& lane = node.var;
     int width = node.vectorWidth;
@@ -237,17 +238,28 @@ private:
       if (const auto* found = stmt.as<tile::Store>(); found && !store) return store = found, true;
       return false;
     };
-    if (!flatten(*node.body) || !store || !isGlobal(store->buffer)) return nullptr;
+    if (!flatten(*node.body) || !store) return nullptr;
+    bool globalStore = isGlobal(store->buffer);
     // Every variable the lanes define, as an expression of the lane and what is outside.
     std::map<std::string, ExprPtr> defined;
     for (const tile::Let* let : lets) defined[let->var] = replaceVars(expr(let->value), defined);
     auto resolved = [&](const ExprPtr& e) { return replaceVars(e, defined); };
     auto at = [&](const ExprPtr& e, int64_t value) { return replaceVars(e, {{lane, i64(value)}}); };
-    DType elementType = program_.source.findStage(store->buffer) ? program_.source.findStage(store->buffer)->dtype
-                                                                 : store->value->dtype;
-    int bytes = width * dtypeBytes(elementType);
-    ExprPtr storeIndex = resolved(flatIndex(store->buffer, store->indices));
-    if ((bytes != 8 && bytes != 16) || coefficientOf(*storeIndex, lane) != 1) return nullptr;
+    auto consecutive = [&](const Load& load) {
+      return !load.padValue && isGlobal(load.tensor) && coefficientOf(*resolved(flatIndex(load.tensor, load.indices)), lane) == 1;
+    };
+    // The element the vectors hold: the stored one, or for an accumulator, the first one read.
+    std::optional<DType> elementType;
+    if (globalStore)
+      elementType = program_.source.findStage(store->buffer) ? program_.source.findStage(store->buffer)->dtype : store->value->dtype;
+    else
+      forEachNode(*store->value, [&](const Expr& e) {
+        if (const auto* load = e.as<Load>(); load && !elementType && consecutive(*load)) elementType = load->dtype;
+      });
+    if (!elementType) return nullptr;
+    int bytes = width * dtypeBytes(*elementType);
+    ExprPtr storeIndex = globalStore ? resolved(flatIndex(store->buffer, store->indices)) : nullptr;
+    if ((bytes != 8 && bytes != 16) || (globalStore && coefficientOf(*storeIndex, lane) != 1)) return nullptr;
     // Every lane in bounds: a condition on the lane holds at the last lane (it grows with the lane).
     std::vector<ExprPtr> inBounds;
     for (const ExprPtr& guard : guards) {
@@ -263,10 +275,8 @@ private:
     bool consistent = true;
     forEachNode(*store->value, [&](const Expr& e) {
       const auto* load = e.as<Load>();
-      if (!load || load->padValue || !isGlobal(load->tensor) || dtypeBytes(load->dtype) != dtypeBytes(elementType)) return;
-      ExprPtr index = resolved(flatIndex(load->tensor, load->indices));
-      if (coefficientOf(*index, lane) != 1) return;
-      ExprPtr first = at(index, 0);
+      if (!load || !consecutive(*load) || dtypeBytes(load->dtype) != dtypeBytes(*elementType)) return;
+      ExprPtr first = at(resolved(flatIndex(load->tensor, load->indices)), 0);
       auto [it, fresh] = vectorReads.emplace(load->tensor, first);
       consistent = consistent && (fresh || printExpr(*it->second) == printExpr(*first));
     });
@@ -280,21 +290,28 @@ private:
       if (coefficientOf(*index, lane) != 1) return nullptr;
       return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
     });
+    if (!globalStore && vectorReads.empty()) return nullptr;
     for (const auto& [tensor, first] : vectorReads) shapes_[local(tensor)] = {Dim::constant(width)};
-    shapes_[local(store->buffer)] = {Dim::constant(width)};
-    std::vector<Address> addresses{{store->buffer, at(storeIndex, 0)}};
+    std::vector<Address> addresses;
+    if (globalStore) addresses.push_back({store->buffer, at(storeIndex, 0)});
     std::vector<StmtPtr> vectorPath;
     for (const auto& [tensor, first] : vectorReads) {
       addresses.push_back({tensor, first});
-      vectorPath.push_back(std::make_shared<Declare>(local(tensor), elementType, width, Memory::Local));
+      vectorPath.push_back(std::make_shared<Declare>(local(tensor), *elementType, width, Memory::Local));
       vectorPath.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, first, bytes));
     }
-    vectorPath.push_back(std::make_shared<Declare>(local(store->buffer), elementType, width, Memory::Local));
     std::vector<tile::StmtPtr> laneStmts;
     for (const tile::Let* let : lets) laneStmts.push_back(std::make_shared<tile::Let>(let->var, let->value));
-    laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
+    if (globalStore) {
+      shapes_[local(store->buffer)] = {Dim::constant(width)};
+      vectorPath.push_back(std::make_shared<Declare>(local(store->buffer), *elementType, width, Memory::Local));
+      laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
+    } else {
+      laneStmts.push_back(std::make_shared<tile::Store>(store->buffer, store->indices, value));
+    }
     vectorPath.push_back(std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(tile::Block(laneStmts)), true));
-    vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, at(storeIndex, 0), local(store->buffer), bytes));
+    if (globalStore)
+      vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, at(storeIndex, 0), local(store->buffer), bytes));
     StmtPtr lanes = std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(*node.body), true);
     return std::make_shared<IfAligned>(addresses, bytes, inBounds.empty() ? nullptr : conjunction(inBounds),
                                        std::make_shared<Block>(vectorPath), lanes);

@@ -27,6 +27,7 @@
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/simplify.h"
 #include "ir/tile/default_schedule.h"
+#include "ir/tile/nest_parts.h"
 #include "support/text.h"
 
 namespace emmy::tile {
@@ -59,97 +60,6 @@ ExprPtr substitute(const ExprPtr& expr, const std::map<std::string, ExprPtr>& va
 
 // Thrown after a diagnostic to give up on the current nest.
 struct NestAbandoned {};
-
-// ---- The Loop IR of a nest, as lower_tensor_to_loops.cpp builds it ----
-
-// One stage's computation: `store`, or for a reduction: init, the reduction loops around update, and
-// finalize (which stores the result).
-struct Computation {
-  const Stage* stage = nullptr;
-  const loop::Store* store = nullptr;
-  std::string accumulator;
-  DType accumulatorType = DType::F32;
-  const loop::Store* init = nullptr;
-  std::vector<const loop::For*> reductionLoops;
-  const loop::Store* update = nullptr;
-  const loop::Store* finalize = nullptr;
-};
-
-Computation parseComputation(const loop::Stmt& stmt, const Stage& stage) {
-  Computation computation;
-  computation.stage = &stage;
-  if ((computation.store = stmt.as<loop::Store>())) return computation;
-  const auto* accumulator = stmt.as<loop::Allocate>();
-  const auto* steps = accumulator ? accumulator->body->as<loop::Block>() : nullptr;
-  EMMY_INTERNAL_ASSERT(steps && steps->stmts.size() == 3, "the Loop IR of stage {} is not a store or a reduction", stage.name);
-  computation.accumulator = accumulator->buffer;
-  computation.accumulatorType = accumulator->dtype;
-  computation.init = steps->stmts[0]->as<loop::Store>();
-  const loop::Stmt* inner = steps->stmts[1].get();
-  while (const auto* loop = inner->as<loop::For>()) {
-    computation.reductionLoops.push_back(loop);
-    inner = loop->body.get();
-  }
-  computation.update = inner->as<loop::Store>();
-  computation.finalize = steps->stmts[2]->as<loop::Store>();
-  EMMY_INTERNAL_ASSERT(computation.init && computation.update && computation.finalize,
-                       "the reduction of stage {} has an unexpected shape in Loop IR", stage.name);
-  return computation;
-}
-
-struct Member {
-  Computation computation;
-  size_t depth;  // it needs the root's first `depth` axes
-};
-
-// A stage computed whole before the root's loops in Loop IR (`compute ... at` a stage that is not
-// computed in place by default): Tile IR computes only the part the root reads in its loop.
-struct WholeMember {
-  Computation computation;
-  std::vector<std::string> axisVars;  // its Loop IR variables, one per axis
-};
-
-struct NestParts {
-  std::vector<std::string> rootVars;  // the Loop IR variable of each root axis
-  std::vector<WholeMember> wholes;
-  std::vector<Member> members;
-  Computation root;
-};
-
-void parseLevel(const loop::Stmt& stmt, size_t depth, const Kernel& kernel, const loop::LoopNest& nest, const Stage& root,
-                NestParts& parts) {
-  const loop::Stmt* level = &stmt;
-  while (const auto* local = level->as<loop::Allocate>()) {
-    bool member = local->buffer != root.name &&
-                  std::find(nest.stages.begin(), nest.stages.end(), local->buffer) != nest.stages.end();
-    if (!member) break;
-    const auto* scope = local->body->as<loop::Block>();
-    EMMY_INTERNAL_ASSERT(scope && scope->stmts.size() == 2, "member {} has an unexpected shape in Loop IR", local->buffer);
-    const Stage& stage = *kernel.findStage(local->buffer);
-    if (local->shape.empty()) {
-      parts.members.push_back({parseComputation(*scope->stmts[0], stage), depth});
-    } else {
-      WholeMember whole;
-      const loop::Stmt* element = scope->stmts[0].get();
-      for (size_t d = 0; d < stage.axes.size(); ++d) {
-        const auto* loop = element->as<loop::For>();
-        EMMY_INTERNAL_ASSERT(loop != nullptr, "whole member {} has an unexpected shape in Loop IR", stage.name);
-        whole.axisVars.push_back(loop->var);
-        element = loop->body.get();
-      }
-      whole.computation = parseComputation(*element, stage);
-      parts.wholes.push_back(whole);
-    }
-    level = scope->stmts[1].get();
-  }
-  if (const auto* loop = level->as<loop::For>();
-      loop && loop->stage == root.name && depth < root.axes.size() && loop->axis == root.axes[depth].name) {
-    parts.rootVars.push_back(loop->var);
-    parseLevel(*loop->body, depth + 1, kernel, nest, root, parts);
-    return;
-  }
-  parts.root = parseComputation(*level, root);
-}
 
 // ---- A stage's loops after its schedule ----
 
@@ -256,7 +166,8 @@ public:
 
   TileNest run() {
     root_ = kernel_.findStage(nest_.stages.back());
-    parseLevel(*nest_.body, 0, kernel_, nest_, *root_, parts_);
+    parts_ = parseNest(kernel_, nest_);
+    if (const Member* folded = epilogueReduction(parts_)) foldEpilogue(*folded);
     collectTaken(*nest_.body);
     for (const std::string& stage : nest_.stages)
       for (const ScheduledLoop& loop : model_.stages.at(stage).loops)
@@ -273,6 +184,16 @@ public:
   }
 
 private:
+  // The root computes `folded` as its reduction and applies its own expression to each result.
+  void foldEpilogue(const Member& folded) {
+    rootWithReduction_ = *root_;
+    rootWithReduction_.reduction = folded.computation.stage->reduction;
+    root_ = &rootWithReduction_;
+    parts_.root = withEpilogue(parts_, folded, epilogueStore_);
+    parts_.root.stage = root_;
+    parts_.members.erase(parts_.members.begin() + (&folded - parts_.members.data()));
+  }
+
   // ---- placement ----
 
   [[noreturn]] void unsupported(const SourceLoc& loc, const std::string& message) {
@@ -918,10 +839,9 @@ private:
       bool threads = boundToThreads(*loop.scheduled);
       StmtPtr body = loopsFrom(k + 1);
       return wrap(ready, std::make_shared<Loop>(loop.var, loop.extent,
-                                                threads ? Binding::ThreadIndex
-                                                        : loop.scheduled->unrolled ? Binding::Unrolled : Binding::Serial,
-                                                std::vector<std::string>{stage.name + "." + loop.scheduled->name}, body, 1,
-                                                dimensionOf(*loop.scheduled)));
+                                                threads ? Binding::ThreadIndex : bindingOf(loop),
+                                                std::vector<std::string>{stage.name + "." + loop.scheduled->name}, body,
+                                                vectorWidthOf(*loop.scheduled), dimensionOf(*loop.scheduled)));
     };
     std::vector<StmtPtr> steps{std::make_shared<Store>(computation.init->buffer, computation.init->indices, computation.init->value),
                                loopsFrom(0)};
@@ -969,6 +889,8 @@ private:
   const ScheduleModel& model_;
   Diagnostics& diagnostics_;
   const Stage* root_ = nullptr;
+  Stage rootWithReduction_;                  // the root with the reduction it applies its expression to
+  std::shared_ptr<loop::Store> epilogueStore_;  // that root's store of each result
   NestParts parts_;
   StageLoops root_loops_;
   std::array<int, 3> threads_{1, 1, 1};

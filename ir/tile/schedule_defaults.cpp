@@ -72,7 +72,8 @@ private:
     });
     if (!rootThreads && !laneAt && !pureLeft) fillMember(root, lanes);
     for (const std::string& member : nest.stages)
-      if (member != root && !memberInsideLanes(root, member, loops, laneAt)) fillMember(member, lanes);
+      if (member != root && model_.stages.at(member).epilogueOf.empty() && !memberInsideLanes(root, member, loops, laneAt))
+        fillMember(member, lanes);
   }
 
   // A member inside the root's lane loop would combine across the lanes it is in. It goes after the root

@@ -8,6 +8,7 @@
 
 #include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
+#include "ir/tile/nest_parts.h"
 #include "support/text.h"
 
 namespace emmy::tile {
@@ -69,6 +70,17 @@ public:
         for (const Axis& axis : stage.reduction->axes) addLoop(axis, true);
       model_.stages.emplace(stage.name, schedule);
     }
+    for (const loop::LoopNest& nest : program_.kernels) {
+      NestParts parts = parseNest(kernel_, nest);
+      const Member* folded = epilogueReduction(parts);
+      if (!folded) continue;
+      const StageSchedule& reduction = model_.stages.at(folded->computation.stage->name);
+      StageSchedule& root = model_.stages.at(nest.stages.back());
+      for (const ScheduledLoop& loop : reduction.loops)
+        if (loop.reduction) root.loops.push_back(loop);
+      root.epilogueReduction = reduction.name;
+      model_.stages.at(reduction.name).epilogueOf = root.name;
+    }
   }
 
   ScheduleModel run() {
@@ -81,6 +93,14 @@ public:
 
 private:
   void apply(const Directive& d) {
+    for (const Name* named : {&d.stage, &d.atStage})
+      if (auto stage = model_.stages.find(named->text); stage != model_.stages.end() && !stage->second.epilogueOf.empty()) {
+        const StageSchedule& root = model_.stages.at(stage->second.epilogueOf);
+        diagnostics_.error(named->loc, fmt::format("{} is computed as the reduction of {}, which applies its own expression "
+                                                   "to each result: schedule it as {} (loops of {}: {})", named->text,
+                                                   root.name, root.name, root.name, loopNames(root.loops)));
+        return;
+      }
     switch (d.kind) {
       case DirectiveKind::Split: return split(d);
       case DirectiveKind::Tile: return tile(d);
@@ -396,10 +416,12 @@ private:
     }
     const Stage* source = kernel_.findStage(stage->name);
     const std::string& innermost = source->axes.empty() ? "" : source->axes.back().name;
-    bool contiguous = !loop.reduction && !loop.fused && loop.coefficients.size() == 1 &&
-                      loop.coefficients.count(innermost) && loop.coefficients.at(innermost) == 1;
+    bool contiguous = !loop.fused && loop.coefficients.size() == 1 &&
+                      (loop.reduction ? readsAlongLastDimension(*source, loop.coefficients.begin()->first)
+                                      : loop.coefficients.count(innermost) > 0) &&
+                      loop.coefficients.begin()->second == 1;
     if (!contiguous) {
-      std::string why = loop.reduction ? "it is a reduction loop, which stores nothing"
+      std::string why = loop.reduction ? fmt::format("no tensor {} reads has consecutive elements along it", stage->name)
                         : innermost.empty() ? fmt::format("{} is a single element", stage->name)
                                             : fmt::format("consecutive iterations are not consecutive elements of {} (its "
                                                           "innermost axis is {})", stage->name, innermost);
@@ -407,6 +429,17 @@ private:
       return;
     }
     loop.vectorized = true;
+  }
+
+  // Does `stage` read some tensor at consecutive elements of its last dimension as reduction axis
+  // `axis` steps? Then a vectorized loop over `axis` reads it by vectors.
+  bool readsAlongLastDimension(const Stage& stage, const std::string& axis) const {
+    for (const std::string& tensor : readsOf(stage))
+      for (const std::vector<ExprPtr>& indices : readsOf(stage, tensor)) {
+        std::optional<std::map<std::string, int64_t>> terms = indices.empty() ? std::nullopt : affineTerms(*indices.back());
+        if (terms && terms->count(axis) && terms->at(axis) == 1) return true;
+      }
+    return false;
   }
 
   // ---- placement ----
@@ -418,7 +451,7 @@ private:
       forEachNode(body, [&](const Expr& node) {
         const auto* load = node.as<Load>();
         if (!load || !reads.insert(load->tensor).second) return;
-        if (const Stage* producer = kernel_.findStage(load->tensor); producer && isInlinedByDefault(*producer))
+        if (const Stage* producer = kernel_.findStage(load->tensor); producer && readThrough(*producer, stage))
           visit(*producer->body);
       });
     };
@@ -431,6 +464,12 @@ private:
   }
 
   bool isInlinedByDefault(const Stage& stage) const { return !stage.reduction && !isOutput(stage.name); }
+
+  // Does `consumer` read what `producer` reads, as its own reads? When the default policy inlines the
+  // producer, or the consumer computes it as its reduction.
+  bool readThrough(const Stage& producer, const Stage& consumer) const {
+    return isInlinedByDefault(producer) || model_.stages.at(producer.name).epilogueOf == consumer.name;
+  }
 
   // "y.n, y.d, root": where `stage` may be computed.
   std::string legalPlaces(const std::string& stage) {
@@ -576,7 +615,7 @@ private:
           return;
         }
         const Stage* producer = kernel_.findStage(load->tensor);
-        if (!producer || !isInlinedByDefault(*producer)) return;
+        if (!producer || !readThrough(*producer, stage)) return;
         std::map<std::string, ExprPtr> axes;
         for (size_t k = 0; k < producer->axes.size(); ++k) axes[producer->axes[k].name] = load->indices[k];
         visit(rewrite(producer->body, [&](const Expr& e) -> ExprPtr {

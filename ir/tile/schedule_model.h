@@ -66,6 +66,10 @@ struct StageSchedule {
   // registers.
   std::vector<int64_t> footprint;
   tensor::CacheMemory memory = tensor::CacheMemory::Registers;
+  // A root scheduled with the reduction it applies its expression to (`epilogueReduction`): the
+  // reduction's loops are the root's, after its own, and the reduction has no directives of its own.
+  std::string epilogueReduction;  // of the root: the reduction
+  std::string epilogueOf;         // of the reduction: the root
 };
 
 struct ScheduleModel {

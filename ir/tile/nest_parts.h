@@ -1,0 +1,60 @@
+// The Loop IR of one nest, as lower_tensor_to_loops.cpp builds it, taken apart for the schedule: the
+// root's loops, the stages computed among them, and the root's own computation.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/loop/nodes.h"
+
+namespace emmy::tile {
+
+// One stage's computation: `store`, or for a reduction: init, the reduction loops around update, and
+// finalize (which stores the result).
+struct Computation {
+  const tensor::Stage* stage = nullptr;
+  const loop::Store* store = nullptr;
+  std::string accumulator;
+  DType accumulatorType = DType::F32;
+  const loop::Store* init = nullptr;
+  std::vector<const loop::For*> reductionLoops;
+  const loop::Store* update = nullptr;
+  const loop::Store* finalize = nullptr;
+};
+
+// A member: a stage Loop IR computes in place, inside the root's first `depth` loops.
+struct Member {
+  Computation computation;
+  size_t depth;  // it needs the root's first `depth` axes
+};
+
+// A stage computed whole before the root's loops in Loop IR (`compute ... at` a stage that is not
+// computed in place by default): Tile IR computes only the part the root reads in its loop.
+struct WholeMember {
+  Computation computation;
+  std::vector<std::string> axisVars;  // its Loop IR variables, one per axis
+};
+
+struct NestParts {
+  std::vector<std::string> rootVars;  // the Loop IR variable of each root axis
+  std::vector<WholeMember> wholes;
+  std::vector<Member> members;
+  Computation root;
+};
+
+NestParts parseNest(const tensor::Kernel& kernel, const loop::LoopNest& nest);
+
+// A root that is elementwise over one reduction computed in place at all of its axes (a contraction and
+// its epilogue: `acc[m, n] = sum[k](..)` then `c[m, n] = T(acc[m, n]) + b[n]`) is scheduled as one
+// reduction: the root's loops are its axes and the reduction's, and its own expression is applied to
+// each result. That reduction, if the nest has one (and its reduction axes do not share a name with the
+// root's axes, which would make the root's loops ambiguous).
+const Member* epilogueReduction(const NestParts& parts);
+
+// The root's computation with `folded` (from epilogueReduction) as its reduction: `folded`'s init,
+// loops and update, and as finalize the root's store reading the reduction's result. The store is
+// owned by `finalize`.
+Computation withEpilogue(const NestParts& parts, const Member& folded, std::shared_ptr<loop::Store>& finalize);
+
+}  // namespace emmy::tile

@@ -1,0 +1,100 @@
+// The standard library's schedules: every kernel but the attentions is built by its own schedule, every
+// `param` candidate gives code that passes the simulated check, and the contractions' code is register-
+// blocked with vector accesses.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "backend/sim/simulator.h"
+#include "driver/elaborate.h"
+#include "driver/pipeline.h"
+#include "frontend/parser.h"
+#include "test_kernels.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace emmy;
+
+const fs::path kStdlib = fs::path(EMMY_SOURCE_DIR) / "stdlib";
+
+// The attentions have no schedule yet: the default schedule builds them.
+bool defaultScheduled(const std::string& kernel) {
+  return kernel == "attention" || kernel == "causal_attention" || kernel == "attend";
+}
+
+std::vector<tensor::Kernel> instances(const fs::path& file, const std::string& selector,
+                                      const std::map<std::string, int64_t>& params) {
+  Diagnostics diagnostics;
+  std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(file.string(), selector, false, params, diagnostics);
+  INFO(diagnostics.render());
+  REQUIRE(kernels.has_value());
+  return *kernels;
+}
+
+// The schedules of `file` as written: kernel name and its params with their candidates.
+std::vector<std::pair<std::string, std::vector<ast::ParamDecl>>> schedulesOf(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream text;
+  text << in.rdbuf();
+  Diagnostics diagnostics;
+  std::unique_ptr<ast::Module> module = parseModule(std::make_shared<SourceFile>(file.string(), text.str()), diagnostics);
+  REQUIRE(module);
+  std::vector<std::pair<std::string, std::vector<ast::ParamDecl>>> schedules;
+  for (const ast::Schedule& schedule : module->schedules) schedules.emplace_back(schedule.kernel.name, schedule.params);
+  return schedules;
+}
+
+}  // namespace
+
+TEST_CASE("every stdlib kernel but the attentions is built by its own schedule", "[stdlib]") {
+  for (const char* module : {"nn.emmy", "linalg.emmy"}) {
+    std::set<std::string> scheduled;
+    for (const auto& [kernel, params] : schedulesOf(kStdlib / module)) scheduled.insert(kernel);
+    for (const tensor::Kernel& kernel : instances(kStdlib / module, "", {})) {
+      INFO(kernel.instanceName());
+      CHECK(scheduled.count(kernel.name) == !defaultScheduled(kernel.name));
+      Lowered lowered = lower(kernel, PipelineOptions{});
+      CHECK(lowered.tile.defaultSchedule.empty() == !defaultScheduled(kernel.name));
+    }
+  }
+}
+
+TEST_CASE("every param candidate of the stdlib schedules passes the simulated check at ragged sizes", "[stdlib]") {
+  // Each candidate but the default (the [lowering] tests run that one) with the other params at their
+  // defaults, in a dtype that changes from one candidate to the next, at sizes no tile divides.
+  const std::vector<std::string> dtypes = {"f32", "f16", "bf16"};
+  size_t turn = 0;
+  for (const char* module : {"nn.emmy", "linalg.emmy"}) {
+    for (const auto& [kernel, params] : schedulesOf(kStdlib / module)) {
+      for (const ast::ParamDecl& param : params) {
+        for (const ast::Factor& candidate : param.candidates) {
+          REQUIRE(candidate.value.has_value());
+          if (candidate.value == param.defaultValue.value) continue;
+          std::string selector = kernel + "<" + dtypes[turn++ % dtypes.size()] + ">";
+          INFO(selector << " with " << param.name.name << " = " << *candidate.value);
+          for (const tensor::Kernel& instance : instances(kStdlib / module, selector, {{param.name.name, *candidate.value}})) {
+            sim::SimulatedKernel program(instance, emitCudaFiles({lower(instance, PipelineOptions{})}, module));
+            std::map<std::string, int64_t> sizes;
+            int64_t size = 37;
+            for (const std::string& name : instance.sizes) sizes[name] = (size += 8);  // 45, 53, 61, ...
+            testing::checkAgainstEvaluator(instance, program, sizes, turn);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("the stdlib's matmul is register-blocked, double-buffered and stores vectors", "[stdlib]") {
+  for (const tensor::Kernel& kernel : instances(kStdlib / "linalg.emmy", "matmul<f32>", {})) {
+    std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy").source;
+    INFO(cuda);
+    CHECK(cuda.find("float acc_acc[16];") != std::string::npos);  // 4x4 results per thread
+    CHECK(cuda.find("EMMY_SHARED(float, a_tile, 2176);") != std::string::npos);  // 2 x 64 x (16 + 1)
+    CHECK(cuda.find("emmy_copy_async(b_tile,") != std::string::npos);
+    CHECK(cuda.find("*reinterpret_cast<uint4*>(&c[") != std::string::npos);
+  }
+}
