@@ -27,6 +27,15 @@ kernel matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {
 }
 )";
 
+// The same product with an epilogue: C applies its expression to acc, and is scheduled as acc's
+// reduction (its loops are i, j, k).
+const char* const kMatmulEpilogue = R"(
+kernel matmul(A: f32[M, K], B: f32[K, N], bias: f32[N]) -> (C: f32[M, N]) {
+    acc[i, j] = sum[k](A[i, k] * B[k, j])
+    C[i, j]   = relu(acc[i, j] + bias[j])
+}
+)";
+
 const char* const kLayernorm = R"(
 kernel layernorm(x: f32[N, D], w: f32[D], b: f32[D], eps: f32 = 1e-5) -> (y: f32[N, D]) {
     mu[n]   = mean[d](x[n, d])
@@ -333,6 +342,7 @@ TEST_CASE("schedules drawn at random from the legal space all agree with the ref
   };
   std::vector<Family> families{
       {kMatmul, randomMatmulSchedule, {{{"M", 37}, {"K", 19}, {"N", 45}}, {{"M", 1}, {"K", 3}, {"N", 2}}}},
+      {kMatmulEpilogue, randomMatmulSchedule, {{{"M", 29}, {"K", 23}, {"N", 41}}}},
       {softmaxKernel(), [](std::mt19937_64& r) { return randomRowSchedule(r, "softmax", {"m", "s"}, "y"); },
        {{{"N", 5}, {"D", 77}}, {{"N", 2}, {"D", 1}}}},
       {kLayernorm, [](std::mt19937_64& r) { return randomRowSchedule(r, "layernorm", {"mu", "var"}, "y"); },
