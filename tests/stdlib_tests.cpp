@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
 #include "driver/elaborate.h"
 #include "driver/pipeline.h"
@@ -88,13 +89,19 @@ TEST_CASE("every param candidate of the stdlib schedules passes the simulated ch
   }
 }
 
-TEST_CASE("the stdlib's matmul is register-blocked, double-buffered and stores vectors", "[stdlib]") {
+TEST_CASE("the stdlib matmul is register-blocked and double-buffered and moves vectors", "[stdlib]") {
   for (const tensor::Kernel& kernel : instances(kStdlib / "linalg.emmy", "matmul<f32>", {})) {
     std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy").source;
     INFO(cuda);
     CHECK(cuda.find("float acc_acc[16];") != std::string::npos);  // 4x4 results per thread
-    CHECK(cuda.find("EMMY_SHARED(float, a_tile, 2176);") != std::string::npos);  // 2 x 64 x (16 + 1)
-    CHECK(cuda.find("emmy_copy_async(b_tile,") != std::string::npos);
+    CHECK(cuda.find("EMMY_SHARED(float, a_tile, 2560);") != std::string::npos);  // 2 x 64 x (16 + 4)
+    CHECK(cuda.find("emmy_copy_async_lanes<4>(a_tile,") != std::string::npos);  // 16 bytes at a time
+    CHECK(cuda.find("emmy_copy_async_lanes<4>(b_tile,") != std::string::npos);
     CHECK(cuda.find("*reinterpret_cast<uint4*>(&c[") != std::string::npos);
+    std::string whyNot;
+    REQUIRE(nvrtcAvailable(&whyNot));
+    CudaCompileResult compiled = compileCuda(cuda, "linalg.cu", "sm_90", false);
+    REQUIRE(compiled.ok);
+    CHECK(compiled.ptx.find("cp.async.cg.shared.global") != std::string::npos);
   }
 }

@@ -251,6 +251,12 @@ private:
   }
   void stmtNode(const kernel::CopyAsync& node, int indent) {
     copiesAsynchronously_ = true;
+    if (node.lanes > 1) {
+      line(indent, fmt::format("emmy_copy_async_lanes<{}>({}, {}, {}, {}, {} ? {} : (int64_t)0);", node.lanes, node.buffer,
+                               expr(*node.index), node.source, expr(*node.sourceIndex), expr(*node.condition),
+                               expr(*node.lanesInside)));
+      return;
+    }
     line(indent, fmt::format("emmy_copy_async({}, {}, {}, {}, {});", node.buffer, expr(*node.index), node.source,
                              expr(*node.sourceIndex), expr(*node.condition)));
   }
@@ -373,9 +379,10 @@ const char* kPrelude = R"(#include <stdint.h>
 #include <cuda_bf16.h>
 #endif
 
-// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+// A shared array (aligned for 16-byte copies); the simulation of `emmy check` defines its own, which
+// checks every access.
 #ifndef EMMY_SHARED
-#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
 #define EMMY_INLINE static __host__ __device__ __forceinline__
@@ -426,6 +433,22 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
   }
 #endif
   shared[i] = inside ? global[j] : T{};
+}
+// Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
+// source is aligned (the shared side is: its rows are whole vectors), element by element otherwise.
+template <int Lanes, typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
+                                                             int64_t inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                   "l"(global + j));
+      return;
+    }
+  }
+#endif
+  for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800

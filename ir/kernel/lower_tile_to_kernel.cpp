@@ -421,7 +421,8 @@ private:
 
   StmtPtr lowerNode(const tile::CopyAsync& node) {
     return std::make_shared<CopyAsync>(node.buffer, flatIndex(node.buffer, node.indices), node.source,
-                                       flatIndex(node.source, node.sourceIndices), expr(node.condition), node.dtype);
+                                       flatIndex(node.source, node.sourceIndices), expr(node.condition), node.dtype,
+                                       node.lanes, node.lanesInside ? expr(node.lanesInside) : nullptr);
   }
 
   StmtPtr lowerNode(const tile::WaitForCopies& node) { return std::make_shared<WaitForCopies>(node.pending); }

@@ -127,18 +127,24 @@ struct ShuffleCombine final : Stmt {
 };
 
 // Starts copying source[sourceIndex] (or 0 where `condition` fails) into the shared buffer[index]; it
-// may complete at any time until a WaitForCopies covers it (cp.async on sm_80 and later).
+// may complete at any time until a WaitForCopies covers it (cp.async on sm_80 and later). With `lanes`
+// > 1, that many consecutive elements, of which the first `lanesInside` (a count) are read where
+// `condition` holds: one 16-byte copy when all are and the source is aligned, lane by lane otherwise.
 struct CopyAsync final : Stmt {
   static constexpr StmtKind kKind = StmtKind::CopyAsync;
-  CopyAsync(std::string buffer, ExprPtr index, std::string source, ExprPtr sourceIndex, ExprPtr condition, DType dtype)
+  CopyAsync(std::string buffer, ExprPtr index, std::string source, ExprPtr sourceIndex, ExprPtr condition, DType dtype,
+            int lanes = 1, ExprPtr lanesInside = nullptr)
       : Stmt(kKind), buffer(std::move(buffer)), index(std::move(index)), source(std::move(source)),
-        sourceIndex(std::move(sourceIndex)), condition(std::move(condition)), dtype(dtype) {}
+        sourceIndex(std::move(sourceIndex)), condition(std::move(condition)), dtype(dtype), lanes(lanes),
+        lanesInside(std::move(lanesInside)) {}
   const std::string buffer;
   const ExprPtr index;
   const std::string source;
   const ExprPtr sourceIndex;
   const ExprPtr condition;
   const DType dtype;
+  const int lanes;
+  const ExprPtr lanesInside;  // with lanes > 1
 };
 
 // Closes the thread's current group of copies and waits until at most `pending` groups are in flight.

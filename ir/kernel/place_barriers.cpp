@@ -175,6 +175,7 @@ private:
         // Counted as written when it starts: what reads it waits for the copy (WaitForCopies) first.
         accesses.writes.insert(node.buffer);
         readsIn(node.index, accesses), readsIn(node.sourceIndex, accesses), readsIn(node.condition, accesses);
+        if (node.lanesInside) readsIn(node.lanesInside, accesses);
       } else if constexpr (std::is_same_v<Node, If>) {
         readsIn(node.condition, accesses);
         collect(*node.body, accesses);

@@ -45,8 +45,9 @@ struct Printer {
                              node.buffer, node.buffer, node.laneMask));
   }
   void printNode(const CopyAsync& node, int indent) {
-    line(indent, fmt::format("{}[{}] = copy of {}[{}] if {}", node.buffer, e(node.index), node.source, e(node.sourceIndex),
-                             e(node.condition)));
+    std::string lanes = node.lanes > 1 ? fmt::format(", {} lanes, the first {} of them", node.lanes, e(node.lanesInside)) : "";
+    line(indent, fmt::format("{}[{}] = copy of {}[{}] if {}{}", node.buffer, e(node.index), node.source, e(node.sourceIndex),
+                             e(node.condition), lanes));
   }
   void printNode(const WaitForCopies& node, int indent) {
     line(indent, fmt::format("wait for the copies but the last {}", node.pending));

@@ -109,6 +109,8 @@ private:
     checkExpr(node.index);
     checkExpr(node.sourceIndex);
     checkExpr(node.condition);
+    if ((node.lanes > 1) != (node.lanesInside != nullptr)) fail(fmt::format("a copy into {} of {} lanes", node.buffer, node.lanes));
+    if (node.lanesInside) checkExpr(node.lanesInside);
   }
   void checkNode(const WaitForCopies&, bool) {}
   void checkNode(const VectorLoad& node, bool) {

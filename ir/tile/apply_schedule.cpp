@@ -685,18 +685,30 @@ private:
     return !cache.doubleBuffered && std::all_of(cache.shape.begin(), cache.shape.end(), [](int64_t e) { return e == 1; });
   }
 
+  // How many consecutive elements one asynchronous copy takes: 16 bytes where the copy's rows (padded)
+  // and the footprint's are whole vectors, so that every vector starts aligned in shared memory.
+  static int copyLanes(const PlacedCache& placed) {
+    const CacheStage& cache = *placed.cache;
+    int lanes = 16 / dtypeBytes(placed.dtype);
+    bool whole = lanes > 1 && !cache.shape.empty() && cache.shape.back() % lanes == 0 && cache.pad % lanes == 0;
+    return whole ? lanes : 1;
+  }
+
   // The loop that copies the footprint starting at `base` (into stage `stage` of a double-buffered
-  // copy, by asynchronous copies when `async`): by the whole block for a shared copy, by each thread for
-  // a register copy. Elements outside the source read as 0.
+  // copy, by asynchronous copies when `async`, copyLanes elements at a time): by the whole block for a
+  // shared copy, by each thread for a register copy. Elements outside the source read as 0.
   StmtPtr fill(const PlacedCache& placed, const std::vector<ExprPtr>& base, const ExprPtr& stage, bool async) {
     const CacheStage& cache = *placed.cache;
+    int lanes = async ? copyLanes(placed) : 1;
     int64_t elements = 1;
     for (int64_t extent : cache.shape) elements *= extent;
     const Shape& sourceShape = placed.computes ? placed.computes->computation.stage->shape()
                                : kernel_.findInput(cache.source) ? kernel_.findInput(cache.source)->shape
                                                                  : temporaryShape(cache.source);
     std::string element = uniqueVar(cache.name + "_element");
+    std::string vector = lanes > 1 ? uniqueVar(cache.name + "_vector") : element;
     std::vector<StmtPtr> stmts;
+    if (lanes > 1) stmts.push_back(std::make_shared<Let>(element, arithmetic(BinaryOp::Mul, var(vector), i64(lanes))));
     std::vector<ExprPtr> local, global, inside;
     if (stage) local.push_back(stage);
     std::vector<ExprPtr> coordinates;
@@ -713,6 +725,13 @@ private:
     if (!single(placed)) local.insert(local.end(), coordinates.begin(), coordinates.end());
     if (placed.computes) {
       stmts.push_back(computeElement(*placed.computes, local, global, sourceShape));
+    } else if (async && lanes > 1) {
+      // The rows inside, and of each row, the lanes before the source's end.
+      ExprPtr lanesInside = arithmetic(BinaryOp::Sub, dimValue(sourceShape.back()), global.back());
+      inside.pop_back();
+      ExprPtr rowInside = inside.empty() ? immediate(DType::Bool, 1) : conjunction(inside);
+      stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, rowInside, placed.dtype, lanes,
+                                                  lanesInside));
     } else if (async) {
       stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, conjunction(inside), placed.dtype));
     } else {
@@ -722,7 +741,7 @@ private:
     }
     bool shared = cache.memory == CacheMemory::Shared;
     Binding binding = shared ? Binding::ThreadStrided : placed.computes ? Binding::Serial : Binding::Unrolled;
-    return std::make_shared<Loop>(element, i64(elements), binding, std::vector<std::string>{}, block(stmts));
+    return std::make_shared<Loop>(vector, i64(elements / lanes), binding, std::vector<std::string>{}, block(stmts));
   }
 
   // One element of a computed copy: the stage's axes at `global` (when inside the stage), its value

@@ -143,18 +143,23 @@ struct Guard final : Stmt {
 
 // Starts copying source[sourceIndices] (or 0 where `condition` fails) into buffer[indices], a shared
 // buffer: the copy may complete at any time until a WaitForCopies that covers it (double buffering).
+// With `lanes` > 1 it copies that many consecutive elements (one 16-byte copy where it can), those of
+// them from the first up to `lanesInside` (a count) where `condition` holds, and 0 for the others.
 struct CopyAsync final : Stmt {
   static constexpr StmtKind kKind = StmtKind::CopyAsync;
   CopyAsync(std::string buffer, std::vector<ExprPtr> indices, std::string source, std::vector<ExprPtr> sourceIndices,
-            ExprPtr condition, DType dtype)
+            ExprPtr condition, DType dtype, int lanes = 1, ExprPtr lanesInside = nullptr)
       : Stmt(kKind), buffer(std::move(buffer)), indices(std::move(indices)), source(std::move(source)),
-        sourceIndices(std::move(sourceIndices)), condition(std::move(condition)), dtype(dtype) {}
+        sourceIndices(std::move(sourceIndices)), condition(std::move(condition)), dtype(dtype), lanes(lanes),
+        lanesInside(std::move(lanesInside)) {}
   const std::string buffer;
   const std::vector<ExprPtr> indices;
   const std::string source;
   const std::vector<ExprPtr> sourceIndices;
   const ExprPtr condition;
   const DType dtype;
+  const int lanes;
+  const ExprPtr lanesInside;  // with lanes > 1
 };
 
 // Closes the group of copies this thread started since the last one and waits until at most `pending`

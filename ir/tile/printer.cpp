@@ -68,8 +68,11 @@ struct Printer {
     print(*node.body, indent + 1);
   }
   void printNode(const CopyAsync& node, int indent) {
-    line(indent, fmt::format("{}[{}] = copy of {}[{}] if {}", node.buffer, indexList(node.indices), node.source,
-                             indexList(node.sourceIndices), tensor::printExpr(*node.condition)));
+    std::string lanes = node.lanes > 1 ? fmt::format(", {} lanes, the first {} of them", node.lanes,
+                                                     tensor::printExpr(*node.lanesInside))
+                                       : "";
+    line(indent, fmt::format("{}[{}] = copy of {}[{}] if {}{}", node.buffer, indexList(node.indices), node.source,
+                             indexList(node.sourceIndices), tensor::printExpr(*node.condition), lanes));
   }
   void printNode(const WaitForCopies& node, int indent) {
     line(indent, fmt::format("wait for the copies but the last {}", node.pending));

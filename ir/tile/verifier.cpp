@@ -126,6 +126,8 @@ private:
     for (const ExprPtr& index : node.indices) checkExpr(index);
     for (const ExprPtr& index : node.sourceIndices) checkExpr(index);
     checkExpr(node.condition);
+    if ((node.lanes > 1) != (node.lanesInside != nullptr)) fail(fmt::format("a copy into {} of {} lanes", node.buffer, node.lanes));
+    if (node.lanesInside) checkExpr(node.lanesInside);
   }
   void checkNode(const WaitForCopies&, bool) {}
   void checkNode(const Block& node, bool blockLevel) {

@@ -8,9 +8,10 @@
 #include <cuda_bf16.h>
 #endif
 
-// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+// A shared array (aligned for 16-byte copies); the simulation of `emmy check` defines its own, which
+// checks every access.
 #ifndef EMMY_SHARED
-#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
 #define EMMY_INLINE static __host__ __device__ __forceinline__

@@ -8,9 +8,10 @@
 #include <cuda_bf16.h>
 #endif
 
-// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+// A shared array (aligned for 16-byte copies); the simulation of `emmy check` defines its own, which
+// checks every access.
 #ifndef EMMY_SHARED
-#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
 #define EMMY_INLINE static __host__ __device__ __forceinline__
@@ -58,6 +59,22 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
 #endif
   shared[i] = inside ? global[j] : T{};
 }
+// Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
+// source is aligned (the shared side is: its rows are whole vectors), element by element otherwise.
+template <int Lanes, typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
+                                                             int64_t inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                   "l"(global + j));
+      return;
+    }
+  }
+#endif
+  for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
+}
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
@@ -92,17 +109,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
       const int64_t mt = (int64_t)threadIdx.y;
       const int64_t nt = (int64_t)threadIdx.x;
       EMMY_SHARED(__half, b_tile, 2048);
-      EMMY_SHARED(__half, a_tile, 2176);
+      EMMY_SHARED(__half, a_tile, 2560);
       __syncthreads();
       for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
         const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t a_tile_1_1 = (a_tile_element_1 % (int64_t)16);
-        emmy_copy_async(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)17) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
+        emmy_copy_async(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
       }
-      for (int64_t b_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element_1 < (int64_t)1024; b_tile_element_1 += (int64_t)256) {
+      for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)128; b_tile_vector_1 += (int64_t)256) {
+        const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)8);
         const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
         const int64_t b_tile_1_1 = (b_tile_element_1 % (int64_t)64);
-        emmy_copy_async(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), ((b_tile_0_1 < K) && (((no * (int64_t)64) + b_tile_1_1) < N)));
+        emmy_copy_async_lanes<8>(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -124,12 +142,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
         for (int64_t a_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element < (int64_t)1024; a_tile_element += (int64_t)256) {
           const int64_t a_tile_0 = ((a_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_1 = (a_tile_element % (int64_t)16);
-          emmy_copy_async(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_0) * (int64_t)17) + a_tile_1), a, ((((mo * (int64_t)64) + a_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)), ((((mo * (int64_t)64) + a_tile_0) < M) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_1) < K)));
+          emmy_copy_async(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_0) * (int64_t)20) + a_tile_1), a, ((((mo * (int64_t)64) + a_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)), ((((mo * (int64_t)64) + a_tile_0) < M) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_1) < K)));
         }
-        for (int64_t b_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element < (int64_t)1024; b_tile_element += (int64_t)256) {
+        for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)128; b_tile_vector += (int64_t)256) {
+          const int64_t b_tile_element = (b_tile_vector * (int64_t)8);
           const int64_t b_tile_0 = ((b_tile_element / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_1 = (b_tile_element % (int64_t)64);
-          emmy_copy_async(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_0) * (int64_t)64) + b_tile_1), b, (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) * N) + ((no * (int64_t)64) + b_tile_1)), (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) < K) && (((no * (int64_t)64) + b_tile_1) < N)));
+          emmy_copy_async_lanes<8>(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_0) * (int64_t)64) + b_tile_1), b, (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) * N) + ((no * (int64_t)64) + b_tile_1)), ((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) < K) ? (N - ((no * (int64_t)64) + b_tile_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         __syncthreads();
@@ -143,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)17) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
               }
             }
           }
@@ -195,17 +214,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
       const int64_t mt = (int64_t)threadIdx.y;
       const int64_t nt = (int64_t)threadIdx.x;
       EMMY_SHARED(__nv_bfloat16, b_tile, 2048);
-      EMMY_SHARED(__nv_bfloat16, a_tile, 2176);
+      EMMY_SHARED(__nv_bfloat16, a_tile, 2560);
       __syncthreads();
       for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
         const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t a_tile_1_1 = (a_tile_element_1 % (int64_t)16);
-        emmy_copy_async(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)17) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
+        emmy_copy_async(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
       }
-      for (int64_t b_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element_1 < (int64_t)1024; b_tile_element_1 += (int64_t)256) {
+      for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)128; b_tile_vector_1 += (int64_t)256) {
+        const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)8);
         const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
         const int64_t b_tile_1_1 = (b_tile_element_1 % (int64_t)64);
-        emmy_copy_async(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), ((b_tile_0_1 < K) && (((no * (int64_t)64) + b_tile_1_1) < N)));
+        emmy_copy_async_lanes<8>(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -227,12 +247,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
         for (int64_t a_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element < (int64_t)1024; a_tile_element += (int64_t)256) {
           const int64_t a_tile_0 = ((a_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_1 = (a_tile_element % (int64_t)16);
-          emmy_copy_async(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_0) * (int64_t)17) + a_tile_1), a, ((((mo * (int64_t)64) + a_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)), ((((mo * (int64_t)64) + a_tile_0) < M) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_1) < K)));
+          emmy_copy_async(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_0) * (int64_t)20) + a_tile_1), a, ((((mo * (int64_t)64) + a_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)), ((((mo * (int64_t)64) + a_tile_0) < M) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_1) < K)));
         }
-        for (int64_t b_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element < (int64_t)1024; b_tile_element += (int64_t)256) {
+        for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)128; b_tile_vector += (int64_t)256) {
+          const int64_t b_tile_element = (b_tile_vector * (int64_t)8);
           const int64_t b_tile_0 = ((b_tile_element / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_1 = (b_tile_element % (int64_t)64);
-          emmy_copy_async(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_0) * (int64_t)64) + b_tile_1), b, (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) * N) + ((no * (int64_t)64) + b_tile_1)), (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) < K) && (((no * (int64_t)64) + b_tile_1) < N)));
+          emmy_copy_async_lanes<8>(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_0) * (int64_t)64) + b_tile_1), b, (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) * N) + ((no * (int64_t)64) + b_tile_1)), ((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) < K) ? (N - ((no * (int64_t)64) + b_tile_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         __syncthreads();
@@ -246,7 +267,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)17) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
               }
             }
           }
@@ -298,17 +319,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
       const int64_t mt = (int64_t)threadIdx.y;
       const int64_t nt = (int64_t)threadIdx.x;
       EMMY_SHARED(float, b_tile, 2048);
-      EMMY_SHARED(float, a_tile, 2176);
+      EMMY_SHARED(float, a_tile, 2560);
       __syncthreads();
-      for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
+      for (int64_t a_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector_1 < (int64_t)256; a_tile_vector_1 += (int64_t)256) {
+        const int64_t a_tile_element_1 = (a_tile_vector_1 * (int64_t)4);
         const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t a_tile_1_1 = (a_tile_element_1 % (int64_t)16);
-        emmy_copy_async(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)17) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
+        emmy_copy_async_lanes<4>(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), (((mo * (int64_t)64) + a_tile_0_1) < M) ? (K - a_tile_1_1) : (int64_t)0);
       }
-      for (int64_t b_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element_1 < (int64_t)1024; b_tile_element_1 += (int64_t)256) {
+      for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)256; b_tile_vector_1 += (int64_t)256) {
+        const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)4);
         const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
         const int64_t b_tile_1_1 = (b_tile_element_1 % (int64_t)64);
-        emmy_copy_async(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), ((b_tile_0_1 < K) && (((no * (int64_t)64) + b_tile_1_1) < N)));
+        emmy_copy_async_lanes<4>(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -327,15 +350,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
       }
       for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
         __syncthreads();
-        for (int64_t a_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element < (int64_t)1024; a_tile_element += (int64_t)256) {
+        for (int64_t a_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector < (int64_t)256; a_tile_vector += (int64_t)256) {
+          const int64_t a_tile_element = (a_tile_vector * (int64_t)4);
           const int64_t a_tile_0 = ((a_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_1 = (a_tile_element % (int64_t)16);
-          emmy_copy_async(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_0) * (int64_t)17) + a_tile_1), a, ((((mo * (int64_t)64) + a_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)), ((((mo * (int64_t)64) + a_tile_0) < M) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_1) < K)));
+          emmy_copy_async_lanes<4>(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_0) * (int64_t)20) + a_tile_1), a, ((((mo * (int64_t)64) + a_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)), (((mo * (int64_t)64) + a_tile_0) < M) ? (K - (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)) : (int64_t)0);
         }
-        for (int64_t b_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element < (int64_t)1024; b_tile_element += (int64_t)256) {
+        for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)256; b_tile_vector += (int64_t)256) {
+          const int64_t b_tile_element = (b_tile_vector * (int64_t)4);
           const int64_t b_tile_0 = ((b_tile_element / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_1 = (b_tile_element % (int64_t)64);
-          emmy_copy_async(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_0) * (int64_t)64) + b_tile_1), b, (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) * N) + ((no * (int64_t)64) + b_tile_1)), (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) < K) && (((no * (int64_t)64) + b_tile_1) < N)));
+          emmy_copy_async_lanes<4>(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_0) * (int64_t)64) + b_tile_1), b, (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) * N) + ((no * (int64_t)64) + b_tile_1)), ((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) < K) ? (N - ((no * (int64_t)64) + b_tile_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         __syncthreads();
@@ -349,7 +374,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)17) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
+                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
               }
             }
           }
@@ -402,19 +427,20 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
         const int64_t mt = (int64_t)threadIdx.y;
         const int64_t nt = (int64_t)threadIdx.x;
         EMMY_SHARED(__half, b_tile, 2048);
-        EMMY_SHARED(__half, a_tile, 2176);
+        EMMY_SHARED(__half, a_tile, 2560);
         __syncthreads();
         for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
           const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t a_tile_1_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_2_1 = (a_tile_element_1 % (int64_t)16);
-          emmy_copy_async(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)17) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
+          emmy_copy_async(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)20) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
         }
-        for (int64_t b_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element_1 < (int64_t)1024; b_tile_element_1 += (int64_t)256) {
+        for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)128; b_tile_vector_1 += (int64_t)256) {
+          const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)8);
           const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t b_tile_1_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_2_1 = (b_tile_element_1 % (int64_t)64);
-          emmy_copy_async(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) && (((no * (int64_t)64) + b_tile_2_1) < N)));
+          emmy_copy_async_lanes<8>(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), (((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         alignas(16) float acc_acc[16];
@@ -437,13 +463,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
             const int64_t a_tile_0 = ((a_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t a_tile_1 = ((a_tile_element / (int64_t)16) % (int64_t)64);
             const int64_t a_tile_2 = (a_tile_element % (int64_t)16);
-            emmy_copy_async(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)17) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
+            emmy_copy_async(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
           }
-          for (int64_t b_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element < (int64_t)1024; b_tile_element += (int64_t)256) {
+          for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)128; b_tile_vector += (int64_t)256) {
+            const int64_t b_tile_element = (b_tile_vector * (int64_t)8);
             const int64_t b_tile_0 = ((b_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t b_tile_1 = ((b_tile_element / (int64_t)64) % (int64_t)16);
             const int64_t b_tile_2 = (b_tile_element % (int64_t)64);
-            emmy_copy_async(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), ((((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) && (((no * (int64_t)64) + b_tile_2) < N)));
+            emmy_copy_async_lanes<8>(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), (((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           __syncthreads();
@@ -457,7 +484,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)17) + ki)]) * (float)emmy_f32(b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
                 }
               }
             }
@@ -512,19 +539,20 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
         const int64_t mt = (int64_t)threadIdx.y;
         const int64_t nt = (int64_t)threadIdx.x;
         EMMY_SHARED(__nv_bfloat16, b_tile, 2048);
-        EMMY_SHARED(__nv_bfloat16, a_tile, 2176);
+        EMMY_SHARED(__nv_bfloat16, a_tile, 2560);
         __syncthreads();
         for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
           const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t a_tile_1_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_2_1 = (a_tile_element_1 % (int64_t)16);
-          emmy_copy_async(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)17) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
+          emmy_copy_async(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)20) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
         }
-        for (int64_t b_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element_1 < (int64_t)1024; b_tile_element_1 += (int64_t)256) {
+        for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)128; b_tile_vector_1 += (int64_t)256) {
+          const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)8);
           const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t b_tile_1_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_2_1 = (b_tile_element_1 % (int64_t)64);
-          emmy_copy_async(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) && (((no * (int64_t)64) + b_tile_2_1) < N)));
+          emmy_copy_async_lanes<8>(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), (((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         alignas(16) float acc_acc[16];
@@ -547,13 +575,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
             const int64_t a_tile_0 = ((a_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t a_tile_1 = ((a_tile_element / (int64_t)16) % (int64_t)64);
             const int64_t a_tile_2 = (a_tile_element % (int64_t)16);
-            emmy_copy_async(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)17) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
+            emmy_copy_async(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
           }
-          for (int64_t b_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element < (int64_t)1024; b_tile_element += (int64_t)256) {
+          for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)128; b_tile_vector += (int64_t)256) {
+            const int64_t b_tile_element = (b_tile_vector * (int64_t)8);
             const int64_t b_tile_0 = ((b_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t b_tile_1 = ((b_tile_element / (int64_t)64) % (int64_t)16);
             const int64_t b_tile_2 = (b_tile_element % (int64_t)64);
-            emmy_copy_async(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), ((((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) && (((no * (int64_t)64) + b_tile_2) < N)));
+            emmy_copy_async_lanes<8>(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), (((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           __syncthreads();
@@ -567,7 +596,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)17) + ki)]) * (float)emmy_f32(b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
                 }
               }
             }
@@ -622,19 +651,21 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
         const int64_t mt = (int64_t)threadIdx.y;
         const int64_t nt = (int64_t)threadIdx.x;
         EMMY_SHARED(float, b_tile, 2048);
-        EMMY_SHARED(float, a_tile, 2176);
+        EMMY_SHARED(float, a_tile, 2560);
         __syncthreads();
-        for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
+        for (int64_t a_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector_1 < (int64_t)256; a_tile_vector_1 += (int64_t)256) {
+          const int64_t a_tile_element_1 = (a_tile_vector_1 * (int64_t)4);
           const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t a_tile_1_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_2_1 = (a_tile_element_1 % (int64_t)16);
-          emmy_copy_async(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)17) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
+          emmy_copy_async_lanes<4>(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)20) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), (((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) ? (K - a_tile_2_1) : (int64_t)0);
         }
-        for (int64_t b_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element_1 < (int64_t)1024; b_tile_element_1 += (int64_t)256) {
+        for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)256; b_tile_vector_1 += (int64_t)256) {
+          const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)4);
           const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t b_tile_1_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_2_1 = (b_tile_element_1 % (int64_t)64);
-          emmy_copy_async(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) && (((no * (int64_t)64) + b_tile_2_1) < N)));
+          emmy_copy_async_lanes<4>(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), (((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         alignas(16) float acc_acc[16];
@@ -653,17 +684,19 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
         }
         for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
           __syncthreads();
-          for (int64_t a_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element < (int64_t)1024; a_tile_element += (int64_t)256) {
+          for (int64_t a_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector < (int64_t)256; a_tile_vector += (int64_t)256) {
+            const int64_t a_tile_element = (a_tile_vector * (int64_t)4);
             const int64_t a_tile_0 = ((a_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t a_tile_1 = ((a_tile_element / (int64_t)16) % (int64_t)64);
             const int64_t a_tile_2 = (a_tile_element % (int64_t)16);
-            emmy_copy_async(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)17) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
+            emmy_copy_async_lanes<4>(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), (((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) ? (K - (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)) : (int64_t)0);
           }
-          for (int64_t b_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_element < (int64_t)1024; b_tile_element += (int64_t)256) {
+          for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)256; b_tile_vector += (int64_t)256) {
+            const int64_t b_tile_element = (b_tile_vector * (int64_t)4);
             const int64_t b_tile_0 = ((b_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t b_tile_1 = ((b_tile_element / (int64_t)64) % (int64_t)16);
             const int64_t b_tile_2 = (b_tile_element % (int64_t)64);
-            emmy_copy_async(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), ((((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) && (((no * (int64_t)64) + b_tile_2) < N)));
+            emmy_copy_async_lanes<4>(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), (((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           __syncthreads();
@@ -677,7 +710,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)17) + ki)] * b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
+                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
                 }
               }
             }

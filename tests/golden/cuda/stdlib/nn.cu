@@ -8,9 +8,10 @@
 #include <cuda_bf16.h>
 #endif
 
-// A shared array; the simulation of `emmy check` defines its own, which checks every access.
+// A shared array (aligned for 16-byte copies); the simulation of `emmy check` defines its own, which
+// checks every access.
 #ifndef EMMY_SHARED
-#define EMMY_SHARED(type, name, count) __shared__ type name[count]
+#define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
 #define EMMY_INLINE static __host__ __device__ __forceinline__
@@ -57,6 +58,22 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
   }
 #endif
   shared[i] = inside ? global[j] : T{};
+}
+// Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
+// source is aligned (the shared side is: its rows are whole vectors), element by element otherwise.
+template <int Lanes, typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
+                                                             int64_t inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                   "l"(global + j));
+      return;
+    }
+  }
+#endif
+  for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -1487,12 +1504,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(__half, w_tile, 2176);
-      EMMY_SHARED(__half, x_tile, 2176);
+      EMMY_SHARED(__half, x_tile, 2560);
       __syncthreads();
       for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)17) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
+        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
       }
       for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
         const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -1519,7 +1536,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
         for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
           const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)17) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < IN)));
+          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < IN)));
         }
         for (int64_t w_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element < (int64_t)1024; w_tile_element += (int64_t)256) {
           const int64_t w_tile_0 = ((w_tile_element / (int64_t)16) % (int64_t)64);
@@ -1538,7 +1555,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -1592,12 +1609,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(__nv_bfloat16, w_tile, 2176);
-      EMMY_SHARED(__nv_bfloat16, x_tile, 2176);
+      EMMY_SHARED(__nv_bfloat16, x_tile, 2560);
       __syncthreads();
       for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)17) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
+        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
       }
       for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
         const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -1624,7 +1641,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
         for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
           const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)17) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < IN)));
+          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < IN)));
         }
         for (int64_t w_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element < (int64_t)1024; w_tile_element += (int64_t)256) {
           const int64_t w_tile_0 = ((w_tile_element / (int64_t)16) % (int64_t)64);
@@ -1643,7 +1660,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -1697,12 +1714,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(float, w_tile, 2176);
-      EMMY_SHARED(float, x_tile, 2176);
+      EMMY_SHARED(float, x_tile, 2560);
       __syncthreads();
-      for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
+      for (int64_t x_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_vector_1 < (int64_t)256; x_tile_vector_1 += (int64_t)256) {
+        const int64_t x_tile_element_1 = (x_tile_vector_1 * (int64_t)4);
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)17) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
+        emmy_copy_async_lanes<4>(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), (((no * (int64_t)64) + x_tile_0_1) < N) ? (IN - x_tile_1_1) : (int64_t)0);
       }
       for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
         const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -1726,10 +1744,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
       }
       for (int64_t io = (int64_t)0; io < ((IN + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
         __syncthreads();
-        for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
+        for (int64_t x_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_vector < (int64_t)256; x_tile_vector += (int64_t)256) {
+          const int64_t x_tile_element = (x_tile_vector * (int64_t)4);
           const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)17) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < IN)));
+          emmy_copy_async_lanes<4>(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), (((no * (int64_t)64) + x_tile_0) < N) ? (IN - (((io + (int64_t)1) * (int64_t)16) + x_tile_1)) : (int64_t)0);
         }
         for (int64_t w_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element < (int64_t)1024; w_tile_element += (int64_t)256) {
           const int64_t w_tile_0 = ((w_tile_element / (int64_t)16) % (int64_t)64);
@@ -1748,7 +1767,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)] * w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
               }
             }
           }
@@ -1802,12 +1821,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(__half, w1_tile, 2176);
-      EMMY_SHARED(__half, x_tile, 2176);
+      EMMY_SHARED(__half, x_tile, 2560);
       __syncthreads();
       for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)17) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
+        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
       }
       for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
         const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -1834,7 +1853,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
         for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
           const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)17) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < D)));
+          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < D)));
         }
         for (int64_t w1_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element < (int64_t)1024; w1_tile_element += (int64_t)256) {
           const int64_t w1_tile_0 = ((w1_tile_element / (int64_t)16) % (int64_t)64);
@@ -1853,7 +1872,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -1895,12 +1914,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(__half, w2_tile, 2176);
-      EMMY_SHARED(__half, h_tile, 2176);
+      EMMY_SHARED(__half, h_tile, 2560);
       __syncthreads();
       for (int64_t h_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element_1 < (int64_t)1024; h_tile_element_1 += (int64_t)256) {
         const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)17) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
+        emmy_copy_async(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
       }
       for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
         const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -1927,7 +1946,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
         for (int64_t h_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element < (int64_t)1024; h_tile_element += (int64_t)256) {
           const int64_t h_tile_0 = ((h_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t h_tile_1 = (h_tile_element % (int64_t)16);
-          emmy_copy_async(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)17) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), ((((no * (int64_t)64) + h_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + h_tile_1) < H)));
+          emmy_copy_async(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)20) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), ((((no * (int64_t)64) + h_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + h_tile_1) < H)));
         }
         for (int64_t w2_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element < (int64_t)1024; w2_tile_element += (int64_t)256) {
           const int64_t w2_tile_0 = ((w2_tile_element / (int64_t)16) % (int64_t)64);
@@ -1946,7 +1965,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -2007,12 +2026,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(__nv_bfloat16, w1_tile, 2176);
-      EMMY_SHARED(__nv_bfloat16, x_tile, 2176);
+      EMMY_SHARED(__nv_bfloat16, x_tile, 2560);
       __syncthreads();
       for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)17) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
+        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
       }
       for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
         const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -2039,7 +2058,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
         for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
           const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)17) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < D)));
+          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < D)));
         }
         for (int64_t w1_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element < (int64_t)1024; w1_tile_element += (int64_t)256) {
           const int64_t w1_tile_0 = ((w1_tile_element / (int64_t)16) % (int64_t)64);
@@ -2058,7 +2077,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -2100,12 +2119,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(__nv_bfloat16, w2_tile, 2176);
-      EMMY_SHARED(__nv_bfloat16, h_tile, 2176);
+      EMMY_SHARED(__nv_bfloat16, h_tile, 2560);
       __syncthreads();
       for (int64_t h_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element_1 < (int64_t)1024; h_tile_element_1 += (int64_t)256) {
         const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)17) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
+        emmy_copy_async(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
       }
       for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
         const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -2132,7 +2151,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
         for (int64_t h_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element < (int64_t)1024; h_tile_element += (int64_t)256) {
           const int64_t h_tile_0 = ((h_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t h_tile_1 = (h_tile_element % (int64_t)16);
-          emmy_copy_async(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)17) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), ((((no * (int64_t)64) + h_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + h_tile_1) < H)));
+          emmy_copy_async(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)20) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), ((((no * (int64_t)64) + h_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + h_tile_1) < H)));
         }
         for (int64_t w2_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element < (int64_t)1024; w2_tile_element += (int64_t)256) {
           const int64_t w2_tile_0 = ((w2_tile_element / (int64_t)16) % (int64_t)64);
@@ -2151,7 +2170,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -2212,12 +2231,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(float, w1_tile, 2176);
-      EMMY_SHARED(float, x_tile, 2176);
+      EMMY_SHARED(float, x_tile, 2560);
       __syncthreads();
-      for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
+      for (int64_t x_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_vector_1 < (int64_t)256; x_tile_vector_1 += (int64_t)256) {
+        const int64_t x_tile_element_1 = (x_tile_vector_1 * (int64_t)4);
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)17) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
+        emmy_copy_async_lanes<4>(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), (((no * (int64_t)64) + x_tile_0_1) < N) ? (D - x_tile_1_1) : (int64_t)0);
       }
       for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
         const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -2241,10 +2261,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
       }
       for (int64_t io = (int64_t)0; io < ((D + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
         __syncthreads();
-        for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
+        for (int64_t x_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_vector < (int64_t)256; x_tile_vector += (int64_t)256) {
+          const int64_t x_tile_element = (x_tile_vector * (int64_t)4);
           const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)17) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < D)));
+          emmy_copy_async_lanes<4>(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), (((no * (int64_t)64) + x_tile_0) < N) ? (D - (((io + (int64_t)1) * (int64_t)16) + x_tile_1)) : (int64_t)0);
         }
         for (int64_t w1_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element < (int64_t)1024; w1_tile_element += (int64_t)256) {
           const int64_t w1_tile_0 = ((w1_tile_element / (int64_t)16) % (int64_t)64);
@@ -2263,7 +2284,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)] * w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
               }
             }
           }
@@ -2305,12 +2326,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t ot = (int64_t)threadIdx.x;
       EMMY_SHARED(float, w2_tile, 2176);
-      EMMY_SHARED(float, h_tile, 2176);
+      EMMY_SHARED(float, h_tile, 2560);
       __syncthreads();
-      for (int64_t h_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element_1 < (int64_t)1024; h_tile_element_1 += (int64_t)256) {
+      for (int64_t h_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_vector_1 < (int64_t)256; h_tile_vector_1 += (int64_t)256) {
+        const int64_t h_tile_element_1 = (h_tile_vector_1 * (int64_t)4);
         const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)17) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
+        emmy_copy_async_lanes<4>(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), (((no * (int64_t)64) + h_tile_0_1) < N) ? (H - h_tile_1_1) : (int64_t)0);
       }
       for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
         const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
@@ -2334,10 +2356,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
       }
       for (int64_t io = (int64_t)0; io < ((H + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
         __syncthreads();
-        for (int64_t h_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element < (int64_t)1024; h_tile_element += (int64_t)256) {
+        for (int64_t h_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_vector < (int64_t)256; h_tile_vector += (int64_t)256) {
+          const int64_t h_tile_element = (h_tile_vector * (int64_t)4);
           const int64_t h_tile_0 = ((h_tile_element / (int64_t)16) % (int64_t)64);
           const int64_t h_tile_1 = (h_tile_element % (int64_t)16);
-          emmy_copy_async(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)17) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), ((((no * (int64_t)64) + h_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + h_tile_1) < H)));
+          emmy_copy_async_lanes<4>(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)20) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), (((no * (int64_t)64) + h_tile_0) < N) ? (H - (((io + (int64_t)1) * (int64_t)16) + h_tile_1)) : (int64_t)0);
         }
         for (int64_t w2_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element < (int64_t)1024; w2_tile_element += (int64_t)256) {
           const int64_t w2_tile_0 = ((w2_tile_element / (int64_t)16) % (int64_t)64);
@@ -2356,7 +2379,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + (h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)17) + ii)] * w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + (h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
               }
             }
           }
