@@ -405,10 +405,6 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
   return lines;
 }
 
-}  // namespace emmy
-
-namespace emmy {
-
 TimeEstimate estimateTime(const Lowered& lowered, const std::vector<KernelResources>* resources, const std::string& arch,
                           const std::map<std::string, int64_t>& sizes) {
   TimeEstimate estimate;
