@@ -45,7 +45,7 @@ std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file
                                                          bool requireTypes,
                                                          const std::map<std::string, int64_t>& paramValues,
                                                          Diagnostics& diagnostics,
-                                                         std::vector<std::filesystem::path>* loadedFiles) {
+                                                         ElaborationDetails* details) {
   if (std::filesystem::path(file).extension() == ".pt")
     throw UsageError("importing TorchScript models is not available in this version yet");
   Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
@@ -55,9 +55,10 @@ std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file
   std::vector<tensor::Kernel> kernels = selector.empty() ? frontend.elaborateAll(*module)
                                                          : frontend.elaborateSelected(*module, selector, requireTypes);
   if (diagnostics.hasErrors()) return std::nullopt;
-  if (loadedFiles) *loadedFiles = frontend.loadedFiles();
-  const std::set<std::string>& declared = frontend.declaredParams();
-  std::vector<std::string> known(declared.begin(), declared.end());
+  const std::map<std::string, DeclaredParam>& declared = frontend.declaredParams();
+  if (details) *details = {frontend.loadedFiles(), declared};
+  std::vector<std::string> known;
+  for (const auto& [name, param] : declared) known.push_back(name);
   for (const auto& [name, value] : paramValues)
     if (!declared.count(name))
       throw UsageError(withSuggestion(

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "frontend/schedule.h"
 #include "ir/tensor/nodes.h"
 #include "support/diagnostics.h"
 
@@ -24,11 +25,18 @@ std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& s
 // --size values apply to the kernels that have those sizes; one that none has is a UsageError.
 void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels);
 
-// `loadedFiles`, when given, receives the files read (the file and its imports).
+// What an elaboration read besides the kernels: the files (the file and its imports, for --depfile) and
+// the params the schedules of the kernels declare (the search space of `emmy tune`).
+struct ElaborationDetails {
+  std::vector<std::filesystem::path> loadedFiles;
+  std::map<std::string, DeclaredParam> params;
+};
+
+// `details`, when given, receives the ElaborationDetails.
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
                                                          bool requireTypes,
                                                          const std::map<std::string, int64_t>& paramValues,
                                                          Diagnostics& diagnostics,
-                                                         std::vector<std::filesystem::path>* loadedFiles = nullptr);
+                                                         ElaborationDetails* details = nullptr);
 
 }  // namespace emmy

@@ -1,5 +1,5 @@
-// The `emmy` command line. Exit codes: 0 success, 1 user errors (diagnostics), 2 usage errors,
-// 70 internal errors (bugs). It links no LibTorch and loads NVRTC only when asked to compile, so that
+// The `emmy` command line. Exit codes: 0 success, 1 user errors (diagnostics), 2 usage errors, 3 no CUDA
+// device where one is needed, 70 internal errors (bugs). It links no LibTorch and loads NVRTC only when asked to compile, so that
 // it starts in milliseconds.
 #include <cstdio>
 #include <filesystem>
@@ -7,6 +7,8 @@
 #include <iostream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -21,6 +23,12 @@
 #include "ir/tensor/printer.h"
 #include "ir/tile/printer.h"
 #include "support/diagnostics.h"
+#include "tune/cost_model.h"
+#include "tune/database.h"
+#include "tune/device.h"
+#include "tune/isolation.h"
+#include "tune/progress.h"
+#include "tune/tuner.h"
 
 namespace {
 
@@ -29,6 +37,7 @@ using namespace emmy;
 
 constexpr int kUserError = 1;
 constexpr int kUsageError = 2;
+constexpr int kNoDevice = 3;
 constexpr int kInternalError = 70;
 
 struct BuildOptions {
@@ -40,9 +49,38 @@ struct BuildOptions {
   std::string arch = "sm_90";
   std::vector<std::string> defines;  // -D BM=64: schedule params
   std::string depfile;               // --depfile PATH: what the outputs depend on, for build systems
-  std::vector<std::string> sizes;    // --size N=64 with --stats: the sizes of the performance report
+  std::vector<std::string> sizes;    // --size N=64: the sizes of the --stats report and of the tuned parameters
   bool stats = false;
+  std::string database;  // --db PATH: the tuning database
+  bool noTuned = false;  // --no-tuned: ignore the tuning database
 };
+
+struct TuneOptions {
+  std::string file;
+  std::string kernel;
+  std::vector<std::string> sizes;
+  std::optional<int64_t> budget;
+  std::optional<double> seconds;
+  uint64_t seed = 0;
+  std::string database;
+  std::string arch;  // default: the device's, or sm_90 for the static model
+  double timeout = 10;  // seconds per candidate
+  bool costModel = false;
+  bool report = false;
+};
+
+// `--db PATH`, else the default place.
+fs::path databasePath(const std::string& option) {
+  return option.empty() ? tune::TuningDatabase::defaultPath() : fs::path(option);
+}
+
+// The path as the user would write it: ~ for the home folder.
+std::string displayPath(const fs::path& path) {
+  const char* home = std::getenv("HOME");
+  std::string text = path.string();
+  if (home && *home && text.rfind(std::string(home) + "/", 0) == 0) return "~" + text.substr(std::string(home).size());
+  return text;
+}
 
 // The levels `--emit` names (spec section 6).
 const std::vector<std::string> kEmitLevels = {"tensor", "loop",  "tile",  "kernel",  "cuda",
@@ -88,17 +126,51 @@ std::string depfile(const fs::path& output, const std::vector<fs::path>& sources
   return line + "\n";
 }
 
+// Replaces each kernel of `kernels` that has tuned parameters in the tuning database (tune::bestRecorded)
+// by the same kernel elaborated with them; explicit -D values win. Says so on stderr.
+void useTunedParams(const BuildOptions& options, const std::map<std::string, int64_t>& sizes,
+                    std::vector<tensor::Kernel>& kernels) {
+  fs::path path = databasePath(options.database);
+  std::error_code ignored;
+  if (!fs::exists(path, ignored)) return;  // nothing tuned yet: a build never creates the database
+  tune::TuningDatabase database(path, /*create=*/false);
+  std::map<std::string, int64_t> defines = parseNameValues(options.defines, "-D");
+  for (tensor::Kernel& kernel : kernels) {
+    std::string label = tune::instanceLabel(kernel);
+    Diagnostics diagnostics;
+    ElaborationDetails details;
+    EMMY_INTERNAL_ASSERT(elaborateFile(options.file, label, /*requireTypes=*/true, defines, diagnostics, &details),
+                         "{} does not elaborate alone", label);
+    if (details.params.empty()) continue;
+    std::string note;
+    std::optional<tune::TuningRecord> best = tune::bestRecorded(database, kernel, details.params, options.arch, sizes, note);
+    if (!note.empty()) fmt::print(stderr, "emmy: note: {}\n", note);
+    if (!best) continue;
+    tune::Candidate tuned;
+    for (const auto& [name, value] : best->params)
+      if (!defines.count(name)) tuned[name] = value;
+    if (tuned.empty()) continue;  // every param set by -D
+    std::map<std::string, int64_t> values = defines;
+    values.insert(tuned.begin(), tuned.end());
+    std::optional<std::vector<tensor::Kernel>> retuned = elaborateFile(options.file, label, /*requireTypes=*/true, values, diagnostics);
+    EMMY_INTERNAL_ASSERT(retuned && retuned->size() == 1, "{} does not elaborate with its tuned parameters", label);
+    kernel = retuned->front();
+    fmt::print(stderr, "emmy: using tuned parameters {} for {} ({}, {}, {}) from {} (--no-tuned ignores them)\n",
+               tune::candidateText(tuned), label, best->key.sizes, best->key.device, best->key.arch, displayPath(path));
+  }
+}
+
 int build(const BuildOptions& options) {
   validateCudaArch(options.arch);
   Diagnostics diagnostics;
-  std::vector<fs::path> sources;
+  ElaborationDetails details;
   std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(
-      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics, &sources);
+      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics, &details);
   if (!kernels) return reportDiagnostics(diagnostics);
 
   std::map<std::string, int64_t> sizes = parseNameValues(options.sizes, "--size");
-  if (!sizes.empty() && !options.stats) throw UsageError("--size gives the sizes of the --stats report; add --stats");
   checkSizeNamesExist(sizes, *kernels);
+  if (!options.noTuned) useTunedParams(options, sizes, *kernels);
 
   PipelineOptions pipeline;
   pipeline.stopAfter = levelOf(options.emit);
@@ -133,7 +205,7 @@ int build(const BuildOptions& options) {
   if (options.emit == "cuda") {
     writeFile(directory / (files.baseName + ".cu"), files.source);
     writeFile(directory / (files.baseName + ".h"), files.header);
-    if (!options.depfile.empty()) writeFile(options.depfile, depfile(directory / (files.baseName + ".cu"), sources));
+    if (!options.depfile.empty()) writeFile(options.depfile, depfile(directory / (files.baseName + ".cu"), details.loadedFiles));
   } else if (options.emit == "ptx") {
     writeFile(directory / (files.baseName + ".ptx"), compiled.ptx);
   } else if (options.emit == "cubin") {
@@ -152,6 +224,75 @@ int check(const CheckOptions& options) {
   return runCheck(options, [&](const tensor::Kernel& kernel) {
     return emitCudaFiles({lower(kernel, PipelineOptions{})}, options.file);
   });
+}
+
+// What times candidates on the GPU: the CUDA runtime's backend, run in a child process per candidate. This
+// build has none yet (the runtime of `emmy run` and `emmy bench` will provide it).
+std::unique_ptr<tune::MeasurementBackend> gpuTimingBackend(const CudaDevice& device, const TuneOptions& options) {
+  return nullptr;
+}
+
+int report(const TuneOptions& options) {
+  fs::path path = databasePath(options.database);
+  std::error_code ignored;
+  if (!fs::exists(path, ignored)) {
+    fmt::print("no tuning records: {} does not exist\n", displayPath(path));
+    return 0;
+  }
+  std::vector<std::string> kernelHashes;
+  if (!options.file.empty()) {
+    Diagnostics diagnostics;
+    std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(options.file, options.kernel, false, {}, diagnostics);
+    if (!kernels) return reportDiagnostics(diagnostics);
+    for (const tensor::Kernel& kernel : *kernels) kernelHashes.push_back(tune::tuningKey(kernel, {}, {}, "", "").kernelHash);
+  }
+  tune::TuningDatabase database(path, /*create=*/false);
+  std::fputs(tune::formatReport(database.records(), kernelHashes).c_str(), stdout);
+  return 0;
+}
+
+int tuneFile(const TuneOptions& options) {
+  if (options.report) return report(options);
+  if (options.file.empty()) throw UsageError("tune: a FILE is required (or --report)");
+  if (options.budget && *options.budget < 1) throw UsageError("--budget must be at least 1");
+  if (options.seconds && *options.seconds <= 0) throw UsageError("--time must be positive");
+  std::unique_ptr<tune::MeasurementBackend> backend;
+  if (options.costModel) {
+    backend = std::make_unique<tune::CostModelBackend>(options.arch.empty() ? "sm_90" : options.arch);
+  } else {
+    CudaDeviceProbe probe = tune::probeCudaDevicesInChild();
+    if (probe.devices.empty()) {
+      fmt::print(stderr, "emmy: error: no CUDA device found ({}); emmy tune --cost-model ranks the candidates by the "
+                         "static model instead\n", probe.reason);
+      return kNoDevice;
+    }
+    std::unique_ptr<tune::MeasurementBackend> timing = gpuTimingBackend(probe.devices.front(), options);
+    if (!timing)
+      throw CudaUnavailable(fmt::format("timing on {} needs the CUDA runtime, which this build of Emmy does not have yet; "
+                                        "emmy tune --cost-model ranks the candidates by the static model",
+                                        probe.devices.front().name));
+    backend = std::make_unique<tune::IsolatedBackend>(
+        std::move(timing), std::chrono::milliseconds(static_cast<int64_t>(options.timeout * 1000)));
+  }
+
+  std::vector<std::string> untunable;
+  std::vector<tune::TuningTarget> targets = tune::tuningTargets(
+      options.file, options.kernel, parseNameValues(options.sizes, "--size"), backend->device(), backend->arch(), untunable);
+  for (const std::string& kernel : untunable)
+    fmt::print(stderr, "emmy: note: the schedule of {} declares no param; it is not tuned\n", kernel);
+  fs::path path = databasePath(options.database);
+  tune::TuningDatabase database(path, /*create=*/true);
+  tune::ProgressDisplay progress(stderr, isatty(fileno(stderr)) != 0);
+  tune::Budget budget{options.budget, options.seconds};
+  for (size_t k = 0; k < targets.size(); ++k) {
+    tune::TuningRun run = tune::tune(targets[k], budget, options.seed, *backend, database,
+                                     [&](const tune::Progress& step) { progress.show(step); });
+    progress.finish();
+    std::string table = tune::formatTable(targets[k], run, backend->description(), displayPath(path));
+    std::fputs(((k ? "\n" : "") + table).c_str(), stdout);
+    std::fflush(stdout);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -173,8 +314,8 @@ int main(int argc, char** argv) {
   buildCommand->add_option("-D", buildOptions.defines, "set a schedule param, as BM=64 (repeatable)");
   buildCommand->add_option("--depfile", buildOptions.depfile,
                            "with --emit cuda: also write a Makefile-style list of the .emmy files the output depends on");
-  buildCommand->add_option("--size", buildOptions.sizes, "with --stats: a size, as N=4096 (repeatable), for bytes, flops "
-                                                         "and the roofline bound");
+  buildCommand->add_option("--size", buildOptions.sizes, "a size, as N=4096 (repeatable): with --stats for bytes, flops "
+                                                         "and the roofline bound; selects the tuned parameters of those sizes");
   buildCommand->add_flag("--stats", buildOptions.stats, "print ptxas resource usage per CUDA kernel");
   std::vector<std::string> dumpChoices = passNames();
   dumpChoices.push_back("all");
@@ -193,6 +334,26 @@ int main(int argc, char** argv) {
   checkCommand->add_option("--seed", checkOptions.seed, "seed of the random inputs (default 0)");
   checkCommand->add_flag("--verbose", checkOptions.verbose, "print the host compiler's command and the time taken");
 
+  buildCommand->add_option("--db", buildOptions.database, "the tuning database (default: $EMMY_TUNING_DB, else "
+                                                          "~/.cache/emmy/tuning.db)");
+  buildCommand->add_flag("--no-tuned", buildOptions.noTuned, "ignore the tuning database's parameters");
+
+  TuneOptions tuneOptions;
+  CLI::App* tuneCommand = app.add_subcommand(
+      "tune", "search a kernel's schedule params for the fastest, on the GPU or (--cost-model) by the static model");
+  tuneCommand->add_option("FILE", tuneOptions.file, "the .emmy file");
+  tuneCommand->add_option("--kernel", tuneOptions.kernel, "one kernel: NAME or NAME<TYPE, ...> (default: every one)");
+  tuneCommand->add_option("--size", tuneOptions.sizes, "a size, as N=4096 (repeatable; every size is needed)");
+  tuneCommand->add_option("--budget", tuneOptions.budget, "candidates per kernel, failed ones included (default 64)");
+  tuneCommand->add_option("--time", tuneOptions.seconds, "seconds of search per kernel");
+  tuneCommand->add_option("--seed", tuneOptions.seed, "seed of the random sampling (default 0)");
+  tuneCommand->add_option("--db", tuneOptions.database, "the tuning database (default: $EMMY_TUNING_DB, else "
+                                                        "~/.cache/emmy/tuning.db)");
+  tuneCommand->add_option("--arch", tuneOptions.arch, "with --cost-model: the CUDA target (default sm_90)");
+  tuneCommand->add_option("--timeout", tuneOptions.timeout, "seconds one candidate may take before it counts as hung (default 10)");
+  tuneCommand->add_flag("--cost-model", tuneOptions.costModel, "rank by the static model instead of timing on a GPU");
+  tuneCommand->add_flag("--report", tuneOptions.report, "list the recorded results (of FILE's kernels, if given)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -202,6 +363,7 @@ int main(int argc, char** argv) {
   try {
     if (*buildCommand) return build(buildOptions);
     if (*checkCommand) return check(checkOptions);
+    if (*tuneCommand) return tuneFile(tuneOptions);
   } catch (const CompilationFailed& failed) {
     return reportDiagnostics(failed.diagnostics);
   } catch (const UsageError& e) {

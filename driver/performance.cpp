@@ -1,6 +1,9 @@
 #include "driver/performance.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
+#include <optional>
 #include <functional>
 #include <set>
 
@@ -38,7 +41,14 @@ const Multiprocessor& multiprocessor(const std::string& arch) {
   return *best;
 }
 
-std::string occupancyLine(const kernel::Function& function, const KernelResources& resources, const std::string& arch) {
+struct Occupancy {
+  int64_t warps = 0;        // per block
+  int64_t blocksPerSm = 0;  // resident at once
+  double percent = 0;       // of the SM's warp slots
+  const char* limitedBy = "";
+};
+
+Occupancy occupancyOf(const kernel::Function& function, const KernelResources& resources, const std::string& arch) {
   const Multiprocessor& sm = multiprocessor(arch);
   int threads = function.threadsPerBlock();
   int64_t warps = (threads + 31) / 32;
@@ -50,11 +60,15 @@ std::string occupancyLine(const kernel::Function& function, const KernelResource
       {sm.sharedBytes / (resources.sharedBytes + kReservedSharedPerBlock), "shared memory"}};
   auto tightest = std::min_element(limits.begin(), limits.end());
   int64_t blocks = std::max<int64_t>(tightest->first, 0);
-  double occupancy = 100.0 * static_cast<double>(blocks * warps) / (sm.maxThreads / 32);
+  return {warps, blocks, 100.0 * static_cast<double>(blocks * warps) / (sm.maxThreads / 32), tightest->second};
+}
+
+std::string occupancyLine(const kernel::Function& function, const KernelResources& resources, const std::string& arch) {
+  Occupancy occupancy = occupancyOf(function, resources, arch);
   const std::array<int, 3>& t = function.blockThreads;
   std::string block = function.flatBlock() ? std::to_string(t[0]) : fmt::format("{}x{}x{}", t[0], t[1], t[2]);
-  return fmt::format("  block {} threads; occupancy {:.0f}% on {} ({} blocks per SM, limited by {})", block, occupancy, arch,
-                     blocks, tightest->second);
+  return fmt::format("  block {} threads; occupancy {:.0f}% on {} ({} blocks per SM, limited by {})", block, occupancy.percent,
+                     arch, occupancy.blocksPerSm, occupancy.limitedBy);
 }
 
 int64_t evaluateIndex(const Expr& e, const std::map<std::string, int64_t>& sizes) {
@@ -97,13 +111,23 @@ double flopsOf(const loop::Stmt& stmt, double iterations, const std::map<std::st
   });
 }
 
+// The dtypes (and, when asked, the shapes) of the tensors in global memory: inputs, outputs, temporaries.
+std::map<std::string, DType> globalBuffers(const Lowered& lowered, std::map<std::string, tensor::Shape>* shapes = nullptr) {
+  std::map<std::string, DType> dtypes;
+  auto add = [&](const std::string& name, const tensor::Shape& shape, DType dtype) {
+    dtypes[name] = dtype;
+    if (shapes) (*shapes)[name] = shape;
+  };
+  for (const tensor::TensorParam& p : lowered.tensor.inputs) add(p.name, p.shape, p.dtype);
+  for (const tensor::TensorParam& p : lowered.tensor.outputs) add(p.name, p.shape, p.dtype);
+  for (const loop::Temporary& t : lowered.loop.temporaries) add(t.name, t.shape, t.dtype);
+  return dtypes;
+}
+
 // The global tensors a CUDA kernel reads and writes, each moved once (the least traffic possible).
 double bytesMoved(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes) {
   std::map<std::string, tensor::Shape> shapes;
-  std::map<std::string, DType> dtypes;
-  for (const tensor::TensorParam& p : lowered.tensor.inputs) shapes[p.name] = p.shape, dtypes[p.name] = p.dtype;
-  for (const tensor::TensorParam& p : lowered.tensor.outputs) shapes[p.name] = p.shape, dtypes[p.name] = p.dtype;
-  for (const loop::Temporary& t : lowered.loop.temporaries) shapes[t.name] = t.shape, dtypes[t.name] = t.dtype;
+  std::map<std::string, DType> dtypes = globalBuffers(lowered, &shapes);
   std::set<std::string> touched;
   std::function<void(const kernel::Stmt&)> visit = [&](const kernel::Stmt& stmt) {
     auto reads = [&](const tensor::ExprPtr& e) {
@@ -170,6 +194,199 @@ std::string rooflineLine(const kernel::Function& function, const Lowered& lowere
                      memorySeconds >= computeSeconds ? "memory-bound" : "compute-bound");
 }
 
+// The bytes one thread moves to and from global and shared memory, counted on thread 0 of block 0 as a
+// stand-in for every thread: each access times the trips of the loops around it (their bounds evaluated
+// with that thread's indices; a bound that cannot be evaluated counts once), every branch taken; and the
+// barriers it passes. An
+// access in a fully unrolled loop whose index does not depend on that loop's variable counts once for
+// it: the CUDA compiler keeps such a value in a register (the point of register blocking).
+class AccessCounter {
+public:
+  AccessCounter(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes)
+      : sizes_(sizes), global_(globalBuffers(lowered)) {
+    for (int d = 0; d < 3; ++d) {
+      std::string axis(1, "xyz"[d]);
+      values_["threadIdx." + axis] = 0;
+      values_["blockIdx." + axis] = 0;
+      values_["blockDim." + axis] = function.blockThreads[d];
+      values_["gridDim." + axis] = evaluateIndex(*function.gridBlocks[d], sizes);
+    }
+  }
+
+  void count(const kernel::Stmt& stmt) {
+    kernel::dispatch(stmt, [&](const auto& node) {
+      using Node = std::decay_t<decltype(node)>;
+      if constexpr (std::is_same_v<Node, kernel::For>) {
+        std::optional<int64_t> begin = evaluate(*node.begin), end = evaluate(*node.end), step = evaluate(*node.step);
+        double trips = 1;
+        if (begin && end && step && *step > 0) trips = *end > *begin ? static_cast<double>((*end - *begin + *step - 1) / *step) : 0;
+        values_[node.var] = begin.value_or(0);
+        dependencies_[node.var] = {node.var};
+        loops_.push_back({node.var, trips, node.unroll});
+        count(*node.body);
+        loops_.pop_back();
+      } else if constexpr (std::is_same_v<Node, kernel::Let>) {
+        reads(*node.value);
+        values_[node.var] = evaluate(*node.value).value_or(0);
+        dependencies_[node.var] = loopsIn(node.value.get());
+      } else if constexpr (std::is_same_v<Node, kernel::Declare>) {
+        if (node.memory == kernel::Memory::Shared) shared_[node.buffer] = node.dtype;
+      } else if constexpr (std::is_same_v<Node, kernel::Store>) {
+        if (node.index) reads(*node.index);
+        reads(*node.value);
+        access(node.buffer, node.index.get());
+      } else if constexpr (std::is_same_v<Node, kernel::If>) {
+        reads(*node.condition);
+        count(*node.body);
+      } else if constexpr (std::is_same_v<Node, kernel::CopyAsync>) {
+        access(node.source, node.sourceIndex.get());
+        access(node.buffer, node.index.get());
+      } else if constexpr (std::is_same_v<Node, kernel::VectorLoad> || std::is_same_v<Node, kernel::VectorStore>) {
+        globalBytes += times(node.element.get()) * node.bytes;
+      } else if constexpr (std::is_same_v<Node, kernel::IfAligned>) {
+        count(*node.aligned);
+      } else if constexpr (std::is_same_v<Node, kernel::Barrier>) {
+        barriers += times(nullptr);
+      } else if constexpr (std::is_same_v<Node, kernel::Block>) {
+        for (const kernel::StmtPtr& inner : node.stmts) count(*inner);
+      }
+    });
+  }
+
+  double globalBytes = 0, sharedBytes = 0, barriers = 0;
+
+private:
+  struct Loop {
+    std::string var;
+    double trips;
+    bool unrolled;
+  };
+
+  // The loop variables `e` depends on, through the lets it names.
+  std::set<std::string> loopsIn(const Expr* e) const {
+    std::set<std::string> loops;
+    if (e)
+      tensor::forEachNode(*e, [&](const Expr& node) {
+        if (const auto* axis = node.as<tensor::AxisVar>())
+          if (auto found = dependencies_.find(axis->name); found != dependencies_.end())
+            loops.insert(found->second.begin(), found->second.end());
+      });
+    return loops;
+  }
+
+  // How often an access at `index` runs (null: an access without an index, as a scalar's).
+  double times(const Expr* index) const {
+    std::set<std::string> depends = loopsIn(index);
+    double product = 1;
+    for (const Loop& loop : loops_)
+      if (!loop.unrolled || depends.count(loop.var)) product *= loop.trips;
+    return product;
+  }
+
+  void access(const std::string& buffer, const Expr* index) {
+    if (auto global = global_.find(buffer); global != global_.end()) globalBytes += times(index) * dtypeBytes(global->second);
+    if (auto shared = shared_.find(buffer); shared != shared_.end()) sharedBytes += times(index) * dtypeBytes(shared->second);
+  }
+
+  void reads(const Expr& e) {
+    tensor::forEachNode(e, [&](const Expr& node) {
+      if (const auto* load = node.as<tensor::Load>())
+        for (const tensor::ExprPtr& index : load->indices.empty() ? std::vector<tensor::ExprPtr>{nullptr} : load->indices)
+          access(load->tensor, index.get());
+    });
+  }
+
+  std::optional<int64_t> evaluate(const Expr& e) const {
+    if (const auto* immediate = e.as<tensor::IntImm>()) return immediate->value;
+    if (const auto* size = e.as<tensor::SizeVar>()) return sizes_.at(size->name);
+    if (const auto* axis = e.as<tensor::AxisVar>()) {
+      auto value = values_.find(axis->name);
+      return value == values_.end() ? std::nullopt : std::optional<int64_t>(value->second);
+    }
+    if (const auto* cast = e.as<tensor::Cast>(); cast && isInteger(cast->dtype)) return evaluate(*cast->operand);
+    if (const auto* select = e.as<tensor::Select>()) {
+      std::optional<int64_t> condition = evaluate(*select->condition);
+      if (!condition) return std::nullopt;
+      return evaluate(*condition ? *select->ifTrue : *select->ifFalse);
+    }
+    const auto* binary = e.as<tensor::Binary>();
+    if (!binary || !isInteger(binary->lhs->dtype)) return std::nullopt;
+    std::optional<int64_t> lhs = evaluate(*binary->lhs), rhs = evaluate(*binary->rhs);
+    if (!lhs || !rhs) return std::nullopt;
+    Value result = tensor::applyBinary(binary->op, DType::I64, Value::ofInt(DType::I64, *lhs), Value::ofInt(DType::I64, *rhs));
+    return result.asInt();
+  }
+
+  const std::map<std::string, int64_t>& sizes_;
+  std::map<std::string, DType> global_, shared_;
+  std::map<std::string, int64_t> values_;
+  std::map<std::string, std::set<std::string>> dependencies_;  // of each loop variable and let: loop variables
+  std::vector<Loop> loops_;                                     // around the statement counted
+};
+
+// Shared memory a kernel declares statically (what ptxas would report), for when NVRTC is missing.
+int64_t declaredSharedBytes(const kernel::Stmt& stmt) {
+  return kernel::dispatch(stmt, [&](const auto& node) -> int64_t {
+    using Node = std::decay_t<decltype(node)>;
+    if constexpr (std::is_same_v<Node, kernel::Declare>)
+      return node.memory == kernel::Memory::Shared ? node.count * dtypeBytes(node.dtype) : 0;
+    else if constexpr (std::is_same_v<Node, kernel::For> || std::is_same_v<Node, kernel::If>)
+      return declaredSharedBytes(*node.body);
+    else if constexpr (std::is_same_v<Node, kernel::IfAligned>)
+      return std::max(declaredSharedBytes(*node.aligned), declaredSharedBytes(*node.otherwise));
+    else if constexpr (std::is_same_v<Node, kernel::Block>) {
+      int64_t total = 0;
+      for (const kernel::StmtPtr& inner : node.stmts) total += declaredSharedBytes(*inner);
+      return total;
+    } else
+      return 0;
+  });
+}
+
+// The rest of an H200-class GPU the time model needs: SMs, the bandwidths of L2 and of shared memory
+// (128 bytes per clock per SM at 1.98 GHz), the warps an SM needs resident to hide memory latency, the
+// time a barrier stalls a block, and a kernel launch.
+constexpr double kMultiprocessorCount = 132, kL2Bandwidth = 10e12, kSharedBandwidth = 132 * 128 * 1.98e9;
+constexpr double kWarpsToHideLatency = 16, kBarrierSeconds = 40 / 1.98e9, kLaunchSeconds = 3e-6;
+constexpr int kAssumedRegisters = 32;
+
+struct KernelTime {
+  double seconds;
+  std::string summary;
+};
+
+KernelTime estimateKernel(const kernel::Function& function, const Lowered& lowered, const KernelResources& resources,
+                          const std::string& arch, const std::map<std::string, int64_t>& sizes) {
+  double blocks = 1;
+  for (const tensor::ExprPtr& extent : function.gridBlocks) blocks *= static_cast<double>(evaluateIndex(*extent, sizes));
+  double threads = blocks * function.threadsPerBlock();
+  AccessCounter counter(function, lowered, sizes);
+  counter.count(*function.body);
+  double flops = 0;
+  for (const loop::LoopNest& nest : lowered.loop.kernels)
+    if (nest.name == function.name) flops = flopsOf(*nest.body, 1, sizes);
+  std::pair<double, const char*> bounds[] = {
+      {bytesMoved(function, lowered, sizes) / kBandwidth, "memory"},
+      {counter.globalBytes * threads / kL2Bandwidth, "L2 traffic"},
+      {counter.sharedBytes * threads / kSharedBandwidth, "shared memory"},
+      {flops / kPeakFlops, "FP32 arithmetic"}};
+  const auto& bound = *std::max_element(bounds, bounds + 4);
+
+  Occupancy occupancy = occupancyOf(function, resources, arch);
+  if (occupancy.blocksPerSm == 0)
+    return {std::numeric_limits<double>::infinity(), fmt::format("{}: a block does not fit on an SM ({})", function.name,
+                                                                  occupancy.limitedBy)};
+  // The blocks each SM holds at once, the waves they run in, and how much of the machine is busy.
+  double perSm = std::min<double>(static_cast<double>(occupancy.blocksPerSm), std::ceil(blocks / kMultiprocessorCount));
+  double waves = std::ceil(blocks / (perSm * kMultiprocessorCount));
+  double busy = blocks / (waves * perSm * kMultiprocessorCount);
+  double hiding = std::min(1.0, perSm * static_cast<double>(occupancy.warps) / kWarpsToHideLatency);
+  double seconds = bound.first / (busy * hiding) + counter.barriers * waves * kBarrierSeconds + kLaunchSeconds;
+  return {seconds, fmt::format("{}: {:.0f} blocks in {:.0f} wave(s) of {:.0f} per SM, {:.0f}% of the machine busy, "
+                               "{:.0f}% latency hidden, bound by {}",
+                               function.name, blocks, waves, perSm, 100 * busy, 100 * hiding, bound.second)};
+}
+
 }  // namespace
 
 std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, const std::vector<KernelResources>& resources,
@@ -186,6 +403,20 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
       lines.push_back(text);
     }
   return lines;
+}
+
+TimeEstimate estimateTime(const Lowered& lowered, const std::vector<KernelResources>* resources, const std::string& arch,
+                          const std::map<std::string, int64_t>& sizes) {
+  TimeEstimate estimate;
+  size_t k = 0;
+  for (const kernel::Function& function : lowered.kernel.functions) {
+    KernelResources assumed{function.name, kAssumedRegisters, 0, 0, declaredSharedBytes(*function.body)};
+    EMMY_INTERNAL_ASSERT(!resources || k < resources->size(), "ptxas reported fewer kernels than were generated");
+    KernelTime time = estimateKernel(function, lowered, resources ? (*resources)[k++] : assumed, arch, sizes);
+    estimate.seconds += time.seconds;
+    estimate.summary += (estimate.summary.empty() ? "" : "; ") + time.summary;
+  }
+  return estimate;
 }
 
 }  // namespace emmy

@@ -19,4 +19,17 @@ namespace emmy {
 std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, const std::vector<KernelResources>& resources,
                                            const std::string& arch, const std::map<std::string, int64_t>& sizes);
 
+// The static model's estimate of how long one kernel instance runs on an H200-class GPU, for ranking the
+// candidates of `emmy tune --cost-model`: per CUDA kernel, the largest of the roofline terms (the least
+// bytes from memory, the bytes its threads request from L2 and from shared memory, its FP32 flops), divided
+// by the part of the machine its grid keeps busy (waves of resident blocks) and by how well its resident
+// warps hide latency (occupancy from `resources`, ptxas's report; null: 32 registers per thread and the
+// shared memory the kernel declares), plus its barriers and a launch. A ranking, not a prediction of measured times.
+struct TimeEstimate {
+  double seconds = 0;
+  std::string summary;  // per CUDA kernel: blocks, waves, occupancy and what bounds it
+};
+TimeEstimate estimateTime(const Lowered& lowered, const std::vector<KernelResources>* resources, const std::string& arch,
+                          const std::map<std::string, int64_t>& sizes);
+
 }  // namespace emmy

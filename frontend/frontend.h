@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frontend/ast.h"
+#include "frontend/schedule.h"
 #include "ir/tensor/nodes.h"
 #include "support/diagnostics.h"
 
@@ -43,8 +44,9 @@ public:
 
   // Values for schedule params (`-D P=V`), used by the elaborate calls after it.
   void setParamValues(std::map<std::string, int64_t> values) { paramValues_ = std::move(values); }
-  // Every param name the schedules elaborated so far declare (so that a `-D` nobody uses is reported).
-  const std::set<std::string>& declaredParams() const { return declaredParams_; }
+  // Every param the schedules elaborated so far declare, by name (so that a `-D` nobody uses is reported,
+  // and for the search space of `emmy tune`).
+  const std::map<std::string, DeclaredParam>& declaredParams() const { return declaredParams_; }
 
   // The files of every module loaded so far (for build systems: what the output depends on).
   std::vector<std::filesystem::path> loadedFiles() const;
@@ -60,7 +62,7 @@ private:
   Diagnostics& diagnostics_;
   std::unique_ptr<Elaborator> elaborator_;
   std::map<std::string, int64_t> paramValues_;
-  std::set<std::string> declaredParams_;
+  std::map<std::string, DeclaredParam> declaredParams_;
 };
 
 }  // namespace emmy

@@ -15,12 +15,13 @@ class Resolver {
 public:
   Resolver(const ParamValues& defines, Diagnostics& diagnostics) : defines_(defines), diagnostics_(diagnostics) {}
 
-  void declare(const ast::ParamDecl& param) {
+  // The param as declared, its candidates empty when the declaration has an error.
+  DeclaredParam declare(const ast::ParamDecl& param) {
     const std::string& name = param.name.name;
     if (auto seen = locations_.find(name); seen != locations_.end()) {
       diagnostics_.error(param.name.loc, fmt::format("param '{}' is declared twice (first at {}:{})", name,
                                                      seen->second.line, seen->second.column));
-      return;
+      return {};
     }
     locations_[name] = param.name.loc;
     std::vector<int64_t> candidates;
@@ -54,7 +55,9 @@ public:
         diagnostics_.error(param.name.loc, fmt::format("-D {}={} is not one of the candidates {} of param '{}'", name,
                                                        defined->second, list, name));
     }
-    if (value && valid) values_[name] = *value;
+    if (!value || !valid) return {};
+    values_[name] = *value;
+    return {candidates, *param.defaultValue.value};
   }
 
   // The value of a number written in a directive, or nullopt after an error.
@@ -160,11 +163,12 @@ private:
 }  // namespace
 
 std::vector<tensor::Directive> resolveSchedule(const ast::Schedule& schedule, const ParamValues& defines,
-                                               std::set<std::string>& declared, Diagnostics& diagnostics) {
+                                               std::map<std::string, DeclaredParam>& declared,
+                                               Diagnostics& diagnostics) {
   Resolver resolver(defines, diagnostics);
   for (const ast::ParamDecl& param : schedule.params) {
-    resolver.declare(param);
-    declared.insert(param.name.name);
+    DeclaredParam resolved = resolver.declare(param);
+    declared.emplace(param.name.name, std::move(resolved));
   }
   std::vector<tensor::Directive> directives;
   for (const ast::Directive& written : schedule.directives)

@@ -19,9 +19,17 @@ namespace emmy {
 // `-D P=V` values from the command line, by param name.
 using ParamValues = std::map<std::string, int64_t>;
 
+// A `param` as declared: its candidates in the order written and its default (what `emmy tune` searches).
+// Empty candidates when the declaration has an error (already reported).
+struct DeclaredParam {
+  std::vector<int64_t> candidates;
+  int64_t defaultValue = 0;
+};
+
 // The directives of `schedule` with params replaced. Errors go to `diagnostics`; a directive with an
-// error is left out. `declared` collects the param names the schedule declares.
+// error is left out. `declared` collects the params the schedule declares, by name.
 std::vector<tensor::Directive> resolveSchedule(const ast::Schedule& schedule, const ParamValues& defines,
-                                               std::set<std::string>& declared, Diagnostics& diagnostics);
+                                               std::map<std::string, DeclaredParam>& declared,
+                                               Diagnostics& diagnostics);
 
 }  // namespace emmy

@@ -5,20 +5,8 @@
 # Usage: run_schedule_cli.sh EMMY SOURCE_DIR
 set -euo pipefail
 emmy=$1
+source "$(dirname "$0")/cli_expect.sh"
 cd "$2"
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-failures=0
-fail() { echo "FAIL $*"; failures=$((failures + 1)); }
-
-# expect CODE PATTERN -- COMMAND...: the exit code, and PATTERN (grep -E) in stdout and stderr together.
-expect() {
-  local code=$1 pattern=$2 status=0
-  shift 3
-  "$@" >"$out/output" 2>&1 || status=$?
-  if ((status != code)); then fail "$*: exit code $status, expected $code"; cat "$out/output"; return; fi
-  grep -Eq -- "$pattern" "$out/output" || { fail "$*: no '$pattern' in:"; cat "$out/output"; }
-}
 
 expect 0 'C: .* ok' -- "$emmy" check examples/matmul.emmy -D BM=32 -D BK=8 --size M=37 --size K=19 --size N=45
 expect 0 'tile C \(i, j\) by \(128, 64\)' -- "$emmy" build examples/matmul.emmy --emit schedule -D BM=128

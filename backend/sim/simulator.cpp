@@ -8,8 +8,8 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/emit_cuda.h"
-#include "backend/sim/process.h"
 #include "support/diagnostics.h"
+#include "support/process.h"
 
 namespace emmy::sim {
 

@@ -1,13 +1,15 @@
-// Running a program to completion with a time limit (the host compiler, the simulated kernel), and the
-// scratch folders they run in.
+// Running work to completion in another process with a time limit: a program (the host compiler, the
+// simulated kernel) or a function in a forked child (a candidate of `emmy tune`, which may crash or hang);
+// and the scratch folders they run in.
 #pragma once
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <string>
 #include <vector>
 
-namespace emmy::sim {
+namespace emmy {
 
 struct ProcessOutcome {
   enum class Kind { Exited, Signaled, TimedOut };
@@ -21,7 +23,14 @@ struct ProcessOutcome {
 // `logFile`. The program gets its own process group, and the whole group is killed when `timeout` passes.
 // Throws UsageError when the program cannot be started (it is the environment's, e.g. no compiler).
 ProcessOutcome runProcess(const std::vector<std::string>& argv, const std::filesystem::path& workDir,
-                          const std::filesystem::path& logFile, std::chrono::seconds timeout);
+                          const std::filesystem::path& logFile, std::chrono::milliseconds timeout);
+
+// Runs `body` in a forked child, in a process group of its own, with its standard output and error
+// collected in `logFile`; the child exits with what `body` returns (1 if it throws) and never returns
+// into the caller's code. As runProcess, the group is killed when `timeout` passes. The child is a copy
+// of this process with one thread: `body` must not need the others (nor a GPU context the parent made).
+ProcessOutcome runInChild(const std::function<int()>& body, const std::filesystem::path& logFile,
+                          std::chrono::milliseconds timeout);
 
 // A fresh folder (mkdtemp) under `parent`, removed with everything in it on destruction unless kept.
 class TemporaryFolder {
@@ -43,4 +52,7 @@ private:
 // `argv` as one shell command line, quoting what needs it (for --verbose and error messages).
 std::string shellCommand(const std::vector<std::string>& argv);
 
-}  // namespace emmy::sim
+// The whole content of a file; empty when it cannot be read.
+std::string readWholeFile(const std::filesystem::path& path);
+
+}  // namespace emmy

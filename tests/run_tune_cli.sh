@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# emmy tune through the real driver, without a GPU: --cost-model ranks examples/matmul.emmy's candidates by
+# the static model, a rerun resumes from the database, --report lists the records, emmy build uses the
+# best of them (unless --no-tuned; -D wins), and without --cost-model emmy tune exits 3 with "no CUDA
+# device found" (skipped where nvidia-smi sees a GPU).
+# Usage: run_tune_cli.sh EMMY SOURCE_DIR
+set -euo pipefail
+emmy=$1
+source "$(dirname "$0")/cli_expect.sh"
+cd "$2"
+export EMMY_TUNING_DB="$out/tuning.db"
+
+small=(--size M=1024 --size N=1024 --size K=1024)
+large=(--size M=4096 --size N=4096 --size K=4096)
+expect 0 'ranked by the static model for sm_90 .*estimates, not timings' -- "$emmy" tune examples/matmul.emmy --cost-model "${small[@]}"
+grep -Eq '^27 of 27 candidates \(exhaustive\): 27 ok; 27 measured now, 0 from ' "$out/output" || fail "the first run: $(cat "$out/output")"
+grep -Eq '^  1 +[0-9]+ +[0-9]+ +[0-9]+ +ok ' "$out/output" || fail "no ranked table: $(cat "$out/output")"
+grep -Eq '^matmul \[27/27\] ' "$out/output" || fail "no progress line per candidate"
+expect 0 '27 of 27 candidates \(exhaustive\): 27 ok; 0 measured now, 27 from' -- \
+  "$emmy" tune examples/matmul.emmy --cost-model "${small[@]}"
+expect 0 'matmul \(K=1024 M=1024 N=1024\) on static model \(H200-class\), sm_90, from examples/matmul.emmy' -- \
+  "$emmy" tune --report examples/matmul.emmy
+expect 0 'no tuning records' -- "$emmy" tune --report examples/softmax.emmy
+
+# emmy build: the best record, said on stderr; -D wins; --no-tuned ignores them.
+best=$("$emmy" tune --report | sed -n '2p' | awk '{print $1, $2, $3}')
+bm=$(echo "$best" | tr ' ' '\n' | sed -n 's/^BM=//p')
+expect 0 "using tuned parameters $best for matmul \\(K=1024 M=1024 N=1024, static model \\(H200-class\\), sm_90\\)" -- \
+  "$emmy" build examples/matmul.emmy --emit schedule
+grep -q "tile C (i, j) by ($bm, " "$out/output" || fail "the schedule does not use BM=$bm: $(cat "$out/output")"
+expect 0 'tile C \(i, j\) by \(32, ' -- "$emmy" build examples/matmul.emmy --emit schedule -D BM=32
+expect 0 'tile C \(i, j\) by \(64, 64\)' -- "$emmy" build examples/matmul.emmy --emit schedule --no-tuned
+grep -q "using tuned" "$out/output" && fail "--no-tuned still uses tuned parameters"
+
+# Two size sets: --size picks one, without it nothing is used and the note says why.
+expect 0 'sampled and refined' -- "$emmy" tune examples/matmul.emmy --cost-model "${large[@]}" --budget 8 --seed 3
+expect 0 'has tuned parameters for several sizes or devices' -- "$emmy" build examples/matmul.emmy --emit schedule
+expect 0 'using tuned parameters .* \(K=4096 M=4096 N=4096' -- "$emmy" build examples/matmul.emmy --emit schedule "${large[@]}"
+
+expect 2 'needs every size: add --size M=\.\.\.' -- "$emmy" tune examples/matmul.emmy --cost-model --size N=8 --size K=8
+expect 2 'nothing to tune in examples/softmax.emmy' -- "$emmy" tune examples/softmax.emmy --cost-model --size N=8 --size D=8
+expect 2 'a FILE is required' -- "$emmy" tune --cost-model
+
+if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
+  echo "SKIP the exit-3 case: a CUDA device is present"
+else
+  expect 3 'no CUDA device found \(.+\)' -- "$emmy" tune examples/matmul.emmy "${small[@]}"
+fi
+
+echo "tune command lines: $failures failure(s)"
+((failures == 0))

@@ -1,0 +1,393 @@
+// emmy tune without a GPU (tune/): the param space; the search with a fake timer whose optimum is known
+// (exhaustive, then sampled and refined, deterministic per seed); failure isolation with fake backends
+// whose candidates crash or hang in their child process; the tuning database (keying, resume after a
+// killed run, readers while one writes); the static model's ranking; the device probe.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <filesystem>
+#include <set>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "backend/cuda_device.h"
+#include "driver/elaborate.h"
+#include "support/process.h"
+#include "tune/cost_model.h"
+#include "tune/database.h"
+#include "tune/isolation.h"
+#include "tune/search.h"
+#include "tune/tuner.h"
+
+namespace {
+
+namespace fs = std::filesystem;
+using namespace emmy;
+using namespace emmy::tune;
+
+const std::string kMatmul = (fs::path(EMMY_SOURCE_DIR) / "examples" / "matmul.emmy").string();
+
+// A space of `params` params P0, P1, ... with candidates 0..count-1, the defaults at 0.
+ParamSpace spaceOf(int params, int count) {
+  std::map<std::string, DeclaredParam> declared;
+  for (int p = 0; p < params; ++p) {
+    DeclaredParam& param = declared["P" + std::to_string(p)];
+    for (int c = 0; c < count; ++c) param.candidates.push_back(c);
+  }
+  return ParamSpace(declared);
+}
+
+// The fake timer: a bowl whose bottom is at `optimum` (1 ms there), deterministic in the params.
+double bowl(const Candidate& candidate, const Candidate& optimum) {
+  double ms = 1;
+  for (const auto& [name, value] : candidate) ms += 0.1 * std::pow(static_cast<double>(value - optimum.at(name)), 2);
+  return ms;
+}
+
+Measurement timed(double ms) { return {Status::Ok, ms, ""}; }
+
+// A fake backend: times by `time`, counting its calls, optionally failing as `fail` says.
+class FakeBackend : public MeasurementBackend {
+public:
+  explicit FakeBackend(std::function<Measurement(const Candidate&)> time) : time_(std::move(time)) {}
+  std::string device() const override { return "fake device"; }
+  std::string arch() const override { return "sm_90"; }
+  std::string description() const override { return "fake timings"; }
+  Measurement measure(const CandidateProgram& program) override {
+    ++calls;
+    return time_(program.params);
+  }
+  int calls = 0;
+
+private:
+  std::function<Measurement(const Candidate&)> time_;
+};
+
+CandidateProgram programOf(const Candidate& candidate) {
+  CandidateProgram program;
+  program.params = candidate;
+  return program;
+}
+
+// The matmul example's params, a fake time per candidate (BM=128, BN=32, BK=8 fastest).
+Measurement matmulTime(const Candidate& candidate) {
+  return timed(bowl(candidate, {{"BM", 128}, {"BN", 32}, {"BK", 8}}) + candidate.at("BM") * 1e-4);
+}
+
+const std::map<std::string, int64_t> kSizes = {{"M", 256}, {"N", 256}, {"K", 256}};
+
+TuningTarget matmulTarget(const std::map<std::string, int64_t>& sizes = kSizes, const std::string& device = "fake device") {
+  std::vector<std::string> untunable;
+  std::vector<TuningTarget> targets = tuningTargets(kMatmul, "", sizes, device, "sm_90", untunable);
+  REQUIRE(targets.size() == 1);
+  return targets[0];
+}
+
+}  // namespace
+
+TEST_CASE("tune: the param space of a schedule", "[tune]") {
+  TuningTarget target = matmulTarget();
+  const ParamSpace& space = target.space;
+  REQUIRE(space.params().size() == 3);
+  CHECK(space.params()[0].name == "BK");  // by name
+  CHECK(space.size() == 27);
+  CHECK(candidateText(space.defaults()) == "BK=16 BM=64 BN=64");
+  CHECK(candidateText(space.at(0)) == "BK=8 BM=32 BN=32");
+  CHECK(candidateText(space.at(26)) == "BK=32 BM=128 BN=128");
+  std::vector<std::string> neighbours;
+  for (const Candidate& n : space.neighbours({{"BK", 8}, {"BM", 64}, {"BN", 128}})) neighbours.push_back(candidateText(n));
+  CHECK(neighbours == std::vector<std::string>{"BK=16 BM=64 BN=128", "BK=8 BM=32 BN=128", "BK=8 BM=128 BN=128",
+                                               "BK=8 BM=64 BN=64"});
+  CHECK(parseCandidateText("BK=16 BM=64 BN=64") == space.defaults());
+  CHECK_FALSE(parseCandidateText("BK=x"));
+}
+
+TEST_CASE("tune: a space within the budget is searched exhaustively, the defaults first", "[tune]") {
+  ParamSpace space = spaceOf(3, 3);
+  Candidate optimum = {{"P0", 2}, {"P1", 1}, {"P2", 2}};
+  int calls = 0;
+  SearchOutcome outcome = search(space, {}, 7, [&](const Candidate& c, Phase) {
+    ++calls;
+    return timed(bowl(c, optimum));
+  });
+  CHECK(outcome.exhaustive);
+  CHECK(calls == 27);
+  REQUIRE(outcome.trials.size() == 27);
+  CHECK(outcome.trials[0].phase == Phase::Defaults);
+  CHECK(outcome.trials[0].candidate == space.defaults());
+  std::set<Candidate> distinct;
+  for (const Trial& trial : outcome.trials) distinct.insert(trial.candidate);
+  CHECK(distinct.size() == 27);
+  CHECK(bestTrial(outcome.trials)->candidate == optimum);
+}
+
+TEST_CASE("tune: a large space is sampled then refined, deterministically per seed", "[tune]") {
+  ParamSpace space = spaceOf(4, 8);  // 4096 points
+  Candidate optimum = {{"P0", 5}, {"P1", 2}, {"P2", 7}, {"P3", 3}};
+  auto run = [&](uint64_t seed) {
+    return search(space, {100, std::nullopt}, seed, [&](const Candidate& c, Phase) { return timed(bowl(c, optimum)); });
+  };
+  SearchOutcome outcome = run(1);
+  CHECK_FALSE(outcome.exhaustive);
+  REQUIRE(outcome.trials.size() == 100);
+  std::map<Phase, int> phases;
+  for (const Trial& trial : outcome.trials) ++phases[trial.phase];
+  CHECK(phases[Phase::Defaults] == 1);
+  CHECK(phases[Phase::Sampling] == 49);  // the first half of the budget, the defaults included
+  CHECK(phases[Phase::Refinement] == 50);
+  // Refinement walks downhill from the best sample to the bottom of the bowl.
+  CHECK(bestTrial(outcome.trials)->candidate == optimum);
+
+  auto sequence = [](const SearchOutcome& o) {
+    std::vector<Candidate> candidates;
+    for (const Trial& trial : o.trials) candidates.push_back(trial.candidate);
+    return candidates;
+  };
+  CHECK(sequence(run(1)) == sequence(outcome));
+  CHECK(sequence(run(2)) != sequence(outcome));
+}
+
+TEST_CASE("tune: a time budget stops the search", "[tune]") {
+  ParamSpace space = spaceOf(4, 8);
+  SearchOutcome outcome = search(space, {std::nullopt, 0.05}, 0, [&](const Candidate& c, Phase) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return timed(1);
+  });
+  CHECK(outcome.trials.size() >= 2);
+  CHECK(outcome.trials.size() <= 8);
+}
+
+TEST_CASE("tune: candidates that crash or hang are recorded as failed and the search goes on", "[tune]") {
+  // P0 = 1 dereferences null, P0 = 2 aborts, P0 = 3 never finishes; the rest are timed.
+  auto fake = std::make_unique<FakeBackend>([](const Candidate& c) -> Measurement {
+    switch (c.at("P0")) {
+      case 1: raise(SIGSEGV); break;
+      case 2: std::abort();
+      case 3:
+        while (true) pause();
+    }
+    return timed(1.0 + static_cast<double>(c.at("P1")));
+  });
+  IsolatedBackend isolated(std::move(fake), std::chrono::milliseconds(300));
+  ParamSpace space = spaceOf(2, 4);
+  SearchOutcome outcome = search(space, {}, 0, [&](const Candidate& c, Phase) { return isolated.measure(programOf(c)); });
+  REQUIRE(outcome.trials.size() == 16);
+  for (const Trial& trial : outcome.trials) {
+    INFO(candidateText(trial.candidate) << ": " << trial.measurement.message);
+    switch (trial.candidate.at("P0")) {
+      case 0: CHECK(trial.measurement.status == Status::Ok); break;
+      case 1:
+      case 2: CHECK(trial.measurement.status == Status::Crashed); break;
+      case 3:
+        CHECK(trial.measurement.status == Status::TimedOut);
+        CHECK(trial.measurement.message.find("no result after 0.3 s") != std::string::npos);
+        break;
+    }
+  }
+  CHECK(candidateText(bestTrial(outcome.trials)->candidate) == "P0=0 P1=0");
+}
+
+TEST_CASE("tune: the isolated child's result comes back whole", "[tune]") {
+  auto fake = std::make_unique<FakeBackend>([](const Candidate&) {
+    return Measurement{Status::WrongResult, 0, "C: max abs err 1.0e+00\nsecond line"};
+  });
+  IsolatedBackend isolated(std::move(fake), std::chrono::seconds(10));
+  Measurement m = isolated.measure(programOf({{"P0", 0}}));
+  CHECK(m.status == Status::WrongResult);
+  CHECK(m.message == "C: max abs err 1.0e+00\nsecond line");
+}
+
+TEST_CASE("tune: records are keyed by kernel, schedule, sizes, device and architecture", "[tune]") {
+  TemporaryFolder folder;
+  TuningDatabase database(folder.path() / "sub" / "tuning.db", /*create=*/true);
+  TuningTarget target = matmulTarget();
+  Candidate params = target.space.defaults();
+  database.record({target.key, target.kernel, target.file, params, timed(2.5)});
+  REQUIRE(database.find(target.key, params));
+  CHECK(database.find(target.key, params)->milliseconds == 2.5);
+
+  CHECK(matmulTarget({{"M", 256}, {"N", 256}, {"K", 512}}).key.sizes == "K=512 M=256 N=256");
+  for (TuningKey other : {matmulTarget({{"M", 256}, {"N", 256}, {"K", 512}}).key, matmulTarget(kSizes, "other device").key}) {
+    CHECK_FALSE(database.find(other, params));
+    CHECK(other.kernelHash == target.key.kernelHash);
+  }
+  TuningKey otherArch = target.key;
+  otherArch.arch = "sm_80";
+  CHECK_FALSE(database.find(otherArch, params));
+  CHECK_FALSE(database.find(target.key, target.space.at(0)));
+
+  // Neither hash depends on the param values the kernel was elaborated with.
+  Diagnostics diagnostics;
+  ElaborationDetails details;
+  auto kernels = elaborateFile(kMatmul, "", false, {{"BM", 128}}, diagnostics, &details);
+  REQUIRE(kernels);
+  CHECK(tuningKey(kernels->front(), details.params, kSizes, "fake device", "sm_90") == target.key);
+  // Another schedule is another key.
+  std::map<std::string, DeclaredParam> fewer = details.params;
+  fewer["BM"].candidates.pop_back();
+  CHECK(tuningKey(kernels->front(), fewer, kSizes, "fake device", "sm_90").scheduleHash != target.key.scheduleHash);
+}
+
+TEST_CASE("tune: a killed run loses at most the candidate in flight, and a rerun resumes", "[tune]") {
+  TemporaryFolder folder;
+  fs::path path = folder.path() / "tuning.db";
+  TuningTarget target = matmulTarget();
+  // The run is killed (SIGKILL, no chance to clean up) while it measures its fifth candidate.
+  ProcessOutcome killed = runInChild(
+      [&] {
+        TuningDatabase database(path, true);
+        FakeBackend backend([calls = 0](const Candidate& c) mutable {
+          if (++calls == 5) raise(SIGKILL);
+          return matmulTime(c);
+        });
+        tune::tune(target, {}, 0, backend, database, [](const Progress&) {});
+        return 0;
+      },
+      folder.path() / "killed.log", std::chrono::seconds(60));
+  CHECK(killed.kind == ProcessOutcome::Kind::Signaled);
+  TuningDatabase database(path, true);
+  CHECK(database.records().size() == 4);
+
+  FakeBackend backend(matmulTime);
+  std::vector<bool> replayedSeen;
+  TuningRun resumed = tune::tune(target, {}, 0, backend, database, [&](const Progress& p) { replayedSeen.push_back(p.replayed); });
+  CHECK(backend.calls == 23);
+  CHECK(resumed.outcome.trials.size() == 27);
+  CHECK(std::count(resumed.replayed.begin(), resumed.replayed.end(), true) == 4);
+  CHECK(replayedSeen == resumed.replayed);
+  CHECK(candidateText(bestTrial(resumed.outcome.trials)->candidate) == "BK=8 BM=128 BN=32");
+
+  // The same as a run never interrupted, and a third run measures nothing.
+  TuningDatabase fresh(folder.path() / "fresh.db", true);
+  FakeBackend uninterrupted(matmulTime);
+  TuningRun whole = tune::tune(target, {}, 0, uninterrupted, fresh, [](const Progress&) {});
+  for (size_t k = 0; k < 27; ++k) CHECK(whole.outcome.trials[k].candidate == resumed.outcome.trials[k].candidate);
+  FakeBackend third(matmulTime);
+  tune::tune(target, {}, 0, third, database, [](const Progress&) {});
+  CHECK(third.calls == 0);
+  std::string table = formatTable(target, resumed, "fake timings", "tuning.db");
+  INFO(table);
+  CHECK(table.find("27 of 27 candidates (exhaustive): 27 ok; 23 measured now, 4 from tuning.db") != std::string::npos);
+  CHECK(table.find("best: BK=8 BM=128 BN=32") != std::string::npos);
+}
+
+TEST_CASE("tune: readers see whole records while another connection writes", "[tune]") {
+  TemporaryFolder folder;
+  fs::path path = folder.path() / "tuning.db";
+  TuningTarget target = matmulTarget();
+  { TuningDatabase create(path, true); }
+  std::atomic<bool> done = false;
+  std::atomic<int> failures = 0;
+  std::vector<std::thread> readers;
+  for (int r = 0; r < 4; ++r)
+    readers.emplace_back([&] {
+      try {
+        TuningDatabase reader(path, /*create=*/false);
+        size_t seen = 0;
+        while (!done) {
+          std::vector<TuningRecord> records = reader.records();
+          if (records.size() < seen) ++failures;  // records never disappear
+          for (const TuningRecord& record : records)
+            if (record.measurement.milliseconds != static_cast<double>(record.params.at("BM"))) ++failures;
+          seen = records.size();
+        }
+      } catch (const std::exception&) {
+        ++failures;
+      }
+    });
+  {
+    TuningDatabase writer(path, true);
+    for (uint64_t k = 0; k < target.space.size(); ++k) {
+      Candidate params = target.space.at(k);
+      writer.record({target.key, target.kernel, target.file, params, timed(static_cast<double>(params.at("BM")))});
+    }
+  }
+  done = true;
+  for (std::thread& reader : readers) reader.join();
+  CHECK(failures == 0);
+  CHECK(TuningDatabase(path, false).records().size() == 27);
+}
+
+TEST_CASE("tune: emmy build's choice of the best recorded parameters", "[tune]") {
+  TemporaryFolder folder;
+  TuningDatabase database(folder.path() / "tuning.db", true);
+  Diagnostics diagnostics;
+  ElaborationDetails details;
+  auto kernels = elaborateFile(kMatmul, "", false, {}, diagnostics, &details);
+  REQUIRE(kernels);
+  const tensor::Kernel& kernel = kernels->front();
+  std::string note;
+  CHECK_FALSE(bestRecorded(database, kernel, details.params, "sm_90", {}, note));
+  CHECK(note.empty());
+
+  auto add = [&](const std::map<std::string, int64_t>& sizes, const std::string& device, const std::string& params, double ms) {
+    TuningTarget target = matmulTarget(sizes, device);
+    database.record({target.key, target.kernel, target.file, *parseCandidateText(params), timed(ms)});
+  };
+  add(kSizes, kStaticModelDevice, "BK=8 BM=32 BN=32", 3);
+  add(kSizes, kStaticModelDevice, "BK=8 BM=64 BN=32", 2);
+  std::optional<TuningRecord> best = bestRecorded(database, kernel, details.params, "sm_90", {}, note);
+  REQUIRE(best);
+  CHECK(candidateText(best->params) == "BK=8 BM=64 BN=32");
+  CHECK_FALSE(bestRecorded(database, kernel, details.params, "sm_80", {}, note));
+
+  // A timing beats the static model.
+  add(kSizes, "NVIDIA H200", "BK=32 BM=128 BN=128", 5);
+  best = bestRecorded(database, kernel, details.params, "sm_90", {}, note);
+  REQUIRE(best);
+  CHECK(candidateText(best->params) == "BK=32 BM=128 BN=128");
+
+  // Two size sets: only --size decides.
+  std::map<std::string, int64_t> large = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  add(large, "NVIDIA H200", "BK=16 BM=64 BN=128", 9);
+  CHECK_FALSE(bestRecorded(database, kernel, details.params, "sm_90", {}, note));
+  CHECK(note.find("several sizes or devices (K=256 M=256 N=256 on NVIDIA H200; K=4096 M=4096 N=4096 on NVIDIA H200)") !=
+        std::string::npos);
+  best = bestRecorded(database, kernel, details.params, "sm_90", large, note);
+  REQUIRE(best);
+  CHECK(candidateText(best->params) == "BK=16 BM=64 BN=128");
+}
+
+TEST_CASE("tune: the static model ranks matmul's candidates", "[tune]") {
+  CostModelBackend model("sm_90");
+  CHECK(model.description().find("estimates, not timings") != std::string::npos);
+  auto estimate = [&](const std::map<std::string, int64_t>& sizes, const Candidate& params) {
+    std::vector<std::string> untunable;
+    TuningTarget target = tuningTargets(kMatmul, "", sizes, model.device(), model.arch(), untunable)[0];
+    Diagnostics diagnostics;
+    auto kernels = elaborateFile(kMatmul, "", false, params, diagnostics);
+    REQUIRE(kernels);
+    CandidateProgram program{"matmul", params, lower(kernels->front(), PipelineOptions{}), {}, target.sizes};
+    program.cuda = emitCudaFiles({program.lowered}, kMatmul);
+    Measurement m = model.measure(program);
+    INFO(m.message);
+    REQUIRE(m.status == Status::Ok);
+    return m.milliseconds;
+  };
+  std::map<std::string, int64_t> small = {{"M", 1024}, {"N", 1024}, {"K", 1024}};
+  std::map<std::string, int64_t> large = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  Candidate defaults = {{"BM", 64}, {"BN", 64}, {"BK", 16}}, big = {{"BM", 128}, {"BN", 128}, {"BK", 32}};
+  // 1024^2 in 128x128 tiles is 64 blocks for 132 SMs; at 4096^2 the large tiles fill the machine.
+  CHECK(estimate(small, big) > 1.5 * estimate(small, defaults));
+  CHECK(estimate(large, big) < estimate(large, defaults));
+  // Bounded below by the FP32 roofline (2 x 4096^3 flops at 67 TFLOP/s).
+  CHECK(estimate(large, big) > 2.0 * std::pow(4096.0, 3) / 67e12 * 1e3);
+}
+
+TEST_CASE("tune: the CUDA device probe says why it found none", "[tune]") {
+  CudaDeviceProbe probe;
+  // In a child, as emmy tune does: this test process must stay free to fork measuring children.
+  TemporaryFolder folder;
+  ProcessOutcome outcome = runInChild(
+      [&] {
+        CudaDeviceProbe found = probeCudaDevices();
+        return found.devices.empty() && !found.reason.empty() ? 0 : found.devices.empty() ? 1 : 2;
+      },
+      folder.path() / "probe.log", std::chrono::seconds(60));
+  REQUIRE(outcome.kind == ProcessOutcome::Kind::Exited);
+  if (outcome.code == 2) SUCCEED("a CUDA device is present");
+  CHECK(outcome.code != 1);  // none found, and a reason given
+}
