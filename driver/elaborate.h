@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "driver/import.h"
 #include "ir/tensor/nodes.h"
 #include "support/diagnostics.h"
 
@@ -24,10 +25,14 @@ std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& s
 // --size values apply to the kernels that have those sizes; one that none has is a UsageError.
 void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels);
 
+// A TorchScript model (isTorchScriptModel) is imported first, with `modelImport`, and its source
+// elaborated as if it were the file sourceName() names; ImportFailed when the import fails. `modelImport`
+// given for a .emmy file is a UsageError.
 // `loadedFiles`, when given, receives the files read (the file and its imports).
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
                                                          bool requireTypes,
                                                          const std::map<std::string, int64_t>& paramValues,
+                                                         const ModelImportOptions& modelImport,
                                                          Diagnostics& diagnostics,
                                                          std::vector<std::filesystem::path>* loadedFiles = nullptr);
 

@@ -14,6 +14,7 @@
 #include "backend/nvrtc.h"
 #include "driver/check.h"
 #include "driver/elaborate.h"
+#include "driver/import.h"
 #include "driver/performance.h"
 #include "driver/pipeline.h"
 #include "ir/kernel/printer.h"
@@ -42,6 +43,13 @@ struct BuildOptions {
   std::string depfile;               // --depfile PATH: what the outputs depend on, for build systems
   std::vector<std::string> sizes;    // --size N=64 with --stats: the sizes of the performance report
   bool stats = false;
+  ModelImportOptions modelImport;    // --input, --name: for a TorchScript model
+};
+
+struct ImportCommandOptions {
+  std::string model;
+  std::string output;  // -o FILE.emmy; standard output without it
+  ModelImportOptions modelImport;
 };
 
 // The levels `--emit` names (spec section 6).
@@ -93,7 +101,8 @@ int build(const BuildOptions& options) {
   Diagnostics diagnostics;
   std::vector<fs::path> sources;
   std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(
-      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics, &sources);
+      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), options.modelImport,
+      diagnostics, &sources);
   if (!kernels) return reportDiagnostics(diagnostics);
 
   std::map<std::string, int64_t> sizes = parseNameValues(options.sizes, "--size");
@@ -121,7 +130,7 @@ int build(const BuildOptions& options) {
     return 0;
   }
 
-  cuda::GeneratedCuda files = emitCudaFiles(lowered, options.file);
+  cuda::GeneratedCuda files = emitCudaFiles(lowered, sourceName(options.file));
   bool compile = options.emit == "ptx" || options.emit == "cubin" || options.stats;
   CudaCompileResult compiled;
   if (compile) {
@@ -150,8 +159,21 @@ int build(const BuildOptions& options) {
 
 int check(const CheckOptions& options) {
   return runCheck(options, [&](const tensor::Kernel& kernel) {
-    return emitCudaFiles({lower(kernel, PipelineOptions{})}, options.file);
+    return emitCudaFiles({lower(kernel, PipelineOptions{})}, sourceName(options.file));
   });
+}
+
+int importCommand(const ImportCommandOptions& options) {
+  std::string source = importModel(options.model, options.modelImport, options.output);
+  if (options.output.empty()) std::fputs(source.c_str(), stdout);
+  return 0;
+}
+
+// --input and --name, the options of a TorchScript model, on `command`.
+void addModelOptions(CLI::App* command, ModelImportOptions& options) {
+  command->add_option("--input", options.inputs,
+                      "a TorchScript model's forward argument: dtype and dims, as x=f32[B,64] (repeatable)");
+  command->add_option("--name", options.kernelName, "the kernel imported from a TorchScript model (default: forward)");
 }
 
 }  // namespace
@@ -163,7 +185,7 @@ int main(int argc, char** argv) {
 
   BuildOptions buildOptions;
   CLI::App* buildCommand = app.add_subcommand("build", "compile a .emmy file to CUDA (NAME.cu and NAME.h)");
-  buildCommand->add_option("FILE", buildOptions.file, "the .emmy file")->required();
+  buildCommand->add_option("FILE", buildOptions.file, "the .emmy file or TorchScript model (.pt)")->required();
   buildCommand->add_option("-o", buildOptions.outputDir,
                            "output folder (default: the current one; IR levels print to standard output)");
   buildCommand->add_option("--emit", buildOptions.emit, "what to produce (default: cuda)")
@@ -184,7 +206,7 @@ int main(int argc, char** argv) {
   CheckOptions checkOptions;
   CLI::App* checkCommand =
       app.add_subcommand("check", "run the generated code on the CPU and compare it with the reference meaning");
-  checkCommand->add_option("FILE", checkOptions.file, "the .emmy file")->required();
+  checkCommand->add_option("FILE", checkOptions.file, "the .emmy file or TorchScript model (.pt)")->required();
   checkCommand->add_option("--kernel", checkOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
   checkCommand->add_option("--size", checkOptions.sizes, "a size, as N=64 (repeatable)");
   checkCommand->add_option("-D", checkOptions.defines, "set a schedule param, as BM=64 (repeatable)");
@@ -192,6 +214,15 @@ int main(int argc, char** argv) {
   checkCommand->add_option("--save", checkOptions.saveDir, "write every output to DIR/NAME.npy");
   checkCommand->add_option("--seed", checkOptions.seed, "seed of the random inputs (default 0)");
   checkCommand->add_flag("--verbose", checkOptions.verbose, "print the host compiler's command and the time taken");
+  addModelOptions(buildCommand, buildOptions.modelImport);
+  addModelOptions(checkCommand, checkOptions.modelImport);
+
+  ImportCommandOptions importOptions;
+  CLI::App* importCommandLine =
+      app.add_subcommand("import", "translate a TorchScript model (torch.jit.script or trace, saved) to .emmy source");
+  importCommandLine->add_option("MODEL", importOptions.model, "the TorchScript model (.pt)")->required();
+  importCommandLine->add_option("-o", importOptions.output, "write the source to FILE.emmy (default: standard output)");
+  addModelOptions(importCommandLine, importOptions.modelImport);
 
   try {
     app.parse(argc, argv);
@@ -202,6 +233,10 @@ int main(int argc, char** argv) {
   try {
     if (*buildCommand) return build(buildOptions);
     if (*checkCommand) return check(checkOptions);
+    if (*importCommandLine) return importCommand(importOptions);
+  } catch (const ImportFailed& failed) {
+    std::fputs(failed.what(), stderr);
+    return failed.exitCode;
   } catch (const CompilationFailed& failed) {
     return reportDiagnostics(failed.diagnostics);
   } catch (const UsageError& e) {

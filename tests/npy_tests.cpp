@@ -7,7 +7,7 @@
 
 #include <catch2/catch.hpp>
 
-#include "backend/sim/process.h"
+#include "support/process.h"
 #include "support/npy.h"
 
 using namespace emmy;
@@ -60,7 +60,7 @@ std::string readError(const fs::path& path, DType dtype) {
 }  // namespace
 
 TEST_CASE("npy round trips every dtype bit for bit", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   for (DType dtype : kAllDTypes) {
     CAPTURE(dtypeName(dtype));
@@ -77,7 +77,7 @@ TEST_CASE("npy round trips every dtype bit for bit", "[npy]") {
 }
 
 TEST_CASE("npy keeps special float values and bf16 bit patterns", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   Buffer original(DType::BF16, {4});
   original.set(0, Value::ofFloat(DType::BF16, std::numeric_limits<double>::infinity()));
@@ -92,14 +92,14 @@ TEST_CASE("npy keeps special float values and bf16 bit patterns", "[npy]") {
 }
 
 TEST_CASE("npy writes what NumPy writes, byte for byte", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   writeNpy(folder / "x.npy", f32Matrix());
   CHECK(readBytes(folder / "x.npy") == kNumpyFixture);
 }
 
 TEST_CASE("npy pads every header to a multiple of 64 bytes", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   for (std::vector<int64_t> shape : {std::vector<int64_t>{}, {7}, {1, 2, 3, 4, 5, 6, 7, 8}, {123456789, 0}}) {
     writeNpy(folder / "x.npy", Buffer(DType::I8, shape));
@@ -113,7 +113,7 @@ TEST_CASE("npy pads every header to a multiple of 64 bytes", "[npy]") {
 }
 
 TEST_CASE("npy reads a 0-d array as a scalar", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   std::string header = "{'descr': '<f8', 'fortran_order': False, 'shape': (), }";
   std::string file = version1Prefix(118) + header + std::string(118 - header.size() - 1, ' ') + "\n" +
@@ -127,7 +127,7 @@ TEST_CASE("npy reads a 0-d array as a scalar", "[npy]") {
 }
 
 TEST_CASE("npy reads NumPy's fixture, format 2.0, and other spellings of the header", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   writeBytes(folder / "numpy.npy", kNumpyFixture);
   CHECK(bytesOf(readNpy(folder / "numpy.npy", DType::F32)) == bytesOf(f32Matrix()));
@@ -143,7 +143,7 @@ TEST_CASE("npy reads NumPy's fixture, format 2.0, and other spellings of the hea
 }
 
 TEST_CASE("npy reads any non-zero byte of a bool array as true", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   std::string header = "{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }";
   writeBytes(folder / "m.npy", version1Prefix(118) + header + std::string(118 - header.size() - 1, ' ') + "\n" +
@@ -152,7 +152,7 @@ TEST_CASE("npy reads any non-zero byte of a bool array as true", "[npy]") {
 }
 
 TEST_CASE("npy errors name the file and what is wrong", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   fs::path path = folder / "x.npy";
   auto withHeader = [](const std::string& header, const std::string& data = "") {
@@ -201,7 +201,7 @@ TEST_CASE("npy errors name the file and what is wrong", "[npy]") {
 }
 
 TEST_CASE("npy reports a file that cannot be written", "[npy]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   CHECK_THROWS_WITH(writeNpy(folder / "no-such-folder" / "y.npy", f32Matrix()),
                     Catch::Contains("y.npy: cannot write the file"));

@@ -14,7 +14,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "backend/sim/process.h"
+#include "support/process.h"
 #include "backend/sim/simulator.h"
 #include "driver/check.h"
 #include "driver/compare.h"
@@ -385,7 +385,7 @@ CheckRun checkRowSum(const fs::path& folder, CheckOptions options, const std::st
 }  // namespace
 
 TEST_CASE("emmy check passes correct generated code on random inputs", "[check]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   CheckOptions options;
   options.sizes = {"N=5", "D=37"};
   CheckRun run = checkRowSum(scratch.path(), options);
@@ -401,7 +401,7 @@ TEST_CASE("emmy check passes correct generated code on random inputs", "[check]"
 }
 
 TEST_CASE("emmy check reads inputs from .npy files and saves the outputs", "[check]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   fs::path inputs = scratch.path() / "in", saved = scratch.path() / "out";
   fs::create_directories(inputs);
   Buffer x = wavy({3, 70});
@@ -425,7 +425,7 @@ TEST_CASE("emmy check reads inputs from .npy files and saves the outputs", "[che
 }
 
 TEST_CASE("emmy check fails wrong generated code and prints the worst element", "[check]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   CheckOptions options;
   options.sizes = {"N=4", "D=40"};
   CheckRun run = checkRowSum(scratch.path(), options, replaced(kRowSumCu, "warp_sums[0] + warp_sums[1]", "warp_sums[0]"));
@@ -438,7 +438,7 @@ TEST_CASE("emmy check fails wrong generated code and prints the worst element", 
 }
 
 TEST_CASE("emmy check usage errors", "[check]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   auto usageError = [&](CheckOptions options, const std::string& extraSource = "") {
     try {
       checkRowSum(scratch.path(), options, kRowSumCu, extraSource);
@@ -477,7 +477,7 @@ TEST_CASE("emmy check usage errors", "[check]") {
 }
 
 TEST_CASE("emmy check takes scalars from 0-d arrays and reports errors in the source", "[check]") {
-  sim::TemporaryFolder scratch;
+  TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   std::ofstream(folder / "scale.emmy") << kScaleEmmy;
   writeNpy(folder / "x.npy", wavy({9}));

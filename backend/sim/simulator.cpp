@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "backend/cuda/emit_cuda.h"
-#include "backend/sim/process.h"
+#include "support/process.h"
 #include "support/diagnostics.h"
 
 namespace emmy::sim {

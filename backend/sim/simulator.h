@@ -16,9 +16,11 @@
 #include "ir/tensor/nodes.h"
 #include "support/value.h"
 
-namespace emmy::sim {
-
+namespace emmy {
 class TemporaryFolder;
+}
+
+namespace emmy::sim {
 
 // What `emmy build` writes: BASENAME.cu, which includes "BASENAME.h".
 using CudaSource = cuda::GeneratedCuda;

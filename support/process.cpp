@@ -1,4 +1,4 @@
-#include "backend/sim/process.h"
+#include "support/process.h"
 
 #include <fcntl.h>
 #include <stdlib.h>
@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace emmy::sim {
+namespace emmy {
 
 namespace {
 
@@ -98,7 +98,7 @@ ProcessOutcome runProcess(const std::vector<std::string>& argv, const std::files
 }
 
 TemporaryFolder::TemporaryFolder(const std::filesystem::path& parent) {
-  std::string pattern = (parent / "emmy-check-XXXXXX").string();
+  std::string pattern = (parent / "emmy-XXXXXX").string();
   if (!mkdtemp(pattern.data()))
     throw UsageError(fmt::format("cannot create a folder like {}: {}", pattern, std::strerror(errno)));
   path_ = pattern;
@@ -127,4 +127,4 @@ std::string shellCommand(const std::vector<std::string>& argv) {
   return command;
 }
 
-}  // namespace emmy::sim
+}  // namespace emmy

@@ -1,5 +1,5 @@
-// Running a program to completion with a time limit (the host compiler, the simulated kernel), and the
-// scratch folders they run in.
+// Running a program to completion with a time limit (the host compiler and the simulated kernel of
+// `emmy check`, the TorchScript importer), and the scratch folders they run in.
 #pragma once
 
 #include <chrono>
@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-namespace emmy::sim {
+namespace emmy {
 
 struct ProcessOutcome {
   enum class Kind { Exited, Signaled, TimedOut };
@@ -43,4 +43,4 @@ private:
 // `argv` as one shell command line, quoting what needs it (for --verbose and error messages).
 std::string shellCommand(const std::vector<std::string>& argv);
 
-}  // namespace emmy::sim
+}  // namespace emmy
