@@ -45,7 +45,7 @@ int main() {
   std::string path = (scratch.path() / "chain.pt").string();
   torch::jit::Module module("Chain");
   for (int k = 0; k < 4; ++k) module.register_parameter(fmt::format("w{}", k), torch::randn({64, 64}), false);
-  module.define(chainSource(80));
+  module.define(chainSource(100));
   module.save(path);
 
   emmy::importer::ImportOptions options;

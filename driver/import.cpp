@@ -47,10 +47,11 @@ std::string importModel(const std::string& model, const ModelImportOptions& opti
                                       "so it cannot read {}\n", importer.string(), model));
   TemporaryFolder scratch;
   fs::path written = outputFile.empty() ? scratch.path() / "imported.emmy" : fs::path(outputFile);
-  std::vector<std::string> argv = {importer.string(), fs::absolute(model).string(), "-o", fs::absolute(written).string()};
+  // Run in this folder, so that the paths are the user's and its messages name the model as they did.
+  std::vector<std::string> argv = {importer.string(), model, "-o", written.string()};
   for (const std::string& input : options.inputs) argv.insert(argv.end(), {"--input", input});
   if (!options.kernelName.empty()) argv.insert(argv.end(), {"--name", options.kernelName});
-  if (!options.shapesFrom.empty()) argv.insert(argv.end(), {"--shapes-from", fs::absolute(options.shapesFrom).string()});
+  if (!options.shapesFrom.empty()) argv.insert(argv.end(), {"--shapes-from", options.shapesFrom});
   ProcessOutcome outcome = runProcess(argv, fs::current_path(), scratch.path() / "import.log", kImportTimeout);
   if (outcome.kind == ProcessOutcome::Kind::TimedOut)
     throw ImportFailed(1, fmt::format("emmy: error: importing {} did not finish within {} s\n", model, kImportTimeout.count()));

@@ -28,10 +28,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace emmy;
 
-constexpr int kUserError = 1;
-constexpr int kUsageError = 2;
-constexpr int kInternalError = 70;
-
 struct BuildOptions {
   std::string file;
   std::string outputDir;
@@ -58,7 +54,7 @@ const std::vector<std::string> kEmitLevels = {"tensor", "loop",  "tile",  "kerne
 
 int reportDiagnostics(const Diagnostics& diagnostics) {
   std::fputs(diagnostics.render().c_str(), stderr);
-  return kUserError;
+  return kExitUserError;
 }
 
 void writeFile(const fs::path& path, const std::string& bytes) {
@@ -228,29 +224,22 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code == 0 ? 0 : kUsageError;
+    return code == 0 ? 0 : kExitUsageError;
   }
-  try {
-    if (*buildCommand) return build(buildOptions);
-    if (*checkCommand) return check(checkOptions);
-    if (*importCommandLine) return importCommand(importOptions);
-  } catch (const ImportFailed& failed) {
-    std::fputs(failed.what(), stderr);
-    return failed.exitCode;
-  } catch (const CompilationFailed& failed) {
-    return reportDiagnostics(failed.diagnostics);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "emmy: error: {}\n", e.what());
-    return kUsageError;
-  } catch (const CudaUnavailable& e) {
-    fmt::print(stderr, "emmy: error: {}\n", e.what());
-    return kUserError;
-  } catch (const InternalError& e) {
-    fmt::print(stderr, "emmy: {}\n", e.what());
-    return kInternalError;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "emmy: internal error (this is a bug in Emmy, please report it): {}\n", e.what());
-    return kInternalError;
-  }
-  return kUsageError;
+  return runReportingFailures("emmy", [&] {
+    try {
+      if (*buildCommand) return build(buildOptions);
+      if (*checkCommand) return check(checkOptions);
+      if (*importCommandLine) return importCommand(importOptions);
+    } catch (const ImportFailed& failed) {
+      std::fputs(failed.what(), stderr);  // emmy-import's own messages
+      return failed.exitCode;
+    } catch (const CompilationFailed& failed) {
+      return reportDiagnostics(failed.diagnostics);
+    } catch (const CudaUnavailable& e) {
+      fmt::print(stderr, "emmy: error: {}\n", e.what());
+      return kExitUserError;
+    }
+    return kExitUsageError;
+  });
 }

@@ -240,8 +240,11 @@ std::string Translator::claim(const std::string& wanted) {
   return name;
 }
 
-// TorchScript's debug name without the `.N` that tells its versions apart (`h.1` is `h`).
+// TorchScript's debug name without the `.N` that tells its versions apart (`h.1` is `h`); for an output
+// without one, its output name (so that helper stages read `out_scores`).
 std::string Translator::baseName(const Value* value) const {
+  if (auto output = outputNames_.find(value); output != outputNames_.end() && !isIdentifier(value->debugName()))
+    return output->second.front();
   if (!value->hasDebugName()) return "t";
   std::string name = value->debugName();
   if (size_t dot = name.find('.'); dot != std::string::npos) name = name.substr(0, dot);

@@ -14,10 +14,6 @@ namespace {
 
 using namespace emmy;
 
-constexpr int kUserError = 1;
-constexpr int kUsageError = 2;
-constexpr int kInternalError = 70;
-
 // Errors with a place in the TorchScript source as `FILE:LINE:COL: error:` with the line and a caret;
 // the others as `MODEL.pt: error:`.
 int report(const Diagnostics& diagnostics, const std::string& model) {
@@ -25,7 +21,7 @@ int report(const Diagnostics& diagnostics, const std::string& model) {
     std::fputs((diagnostic.loc.valid() ? renderDiagnostic(diagnostic)
                                        : fmt::format("{}: error: {}\n", model, diagnostic.message)).c_str(),
                stderr);
-  return kUserError;
+  return kExitUserError;
 }
 
 int run(const std::string& model, const std::string& output, const importer::ImportOptions& options) {
@@ -38,11 +34,13 @@ int run(const std::string& model, const std::string& output, const importer::Imp
     std::fputs(source->c_str(), stdout);
     return 0;
   }
+  std::error_code ignored;
+  if (std::filesystem::path(output).has_parent_path())
+    std::filesystem::create_directories(std::filesystem::path(output).parent_path(), ignored);
   std::ofstream out(output, std::ios::binary);
   out << *source;
   out.close();
   if (!out) {
-    std::error_code ignored;
     std::filesystem::remove(output, ignored);  // nothing half-written
     throw UsageError(fmt::format("cannot write {}", output));
   }
@@ -66,19 +64,10 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code == 0 ? 0 : kUsageError;
+    return code == 0 ? 0 : kExitUsageError;
   }
-  try {
+  return runReportingFailures("emmy import", [&] {
     for (const std::string& input : inputs) options.inputs.push_back(importer::parseInputSpec(input));
     return run(model, output, options);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "emmy import: error: {}\n", e.what());
-    return kUsageError;
-  } catch (const InternalError& e) {
-    fmt::print(stderr, "emmy import: {}\n", e.what());
-    return kInternalError;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "emmy import: internal error (this is a bug in Emmy, please report it): {}\n", e.what());
-    return kInternalError;
-  }
+  });
 }

@@ -148,9 +148,9 @@ TEST_CASE("importer: a two-layer MLP with GELU", "[importer]") {
   model.module.register_module("fc2", linearModule(16, 32));
   model.module.define(R"(
 def forward(self, x):
-    h = torch.ops.aten.linear(x, self.fc1.weight, self.fc1.bias)
-    h = torch.ops.aten.gelu(h)
-    return torch.ops.aten.linear(h, self.fc2.weight, self.fc2.bias)
+    h = torch.linear(x, self.fc1.weight, self.fc1.bias)
+    h = torch.gelu(h)
+    return torch.linear(h, self.fc2.weight, self.fc2.bias)
 )");
   checkAgainstLibTorch(model);
 }
@@ -205,7 +205,7 @@ TEST_CASE("importer: scaled_dot_product_attention, plain and causal", "[importer
                   {"q=f32[B,H,S,8]", "k=f32[B,H,S,8]", "v=f32[B,H,S,8]"}};
       model.module.define(std::string(R"(
 def forward(self, q, k, v):
-    out = torch.ops.aten._scaled_dot_product_attention(q, k, v, None, 0.0, False, )") + (causal ? "True" : "False") + R"()
+    out = torch._scaled_dot_product_attention(q, k, v, None, 0.0, False, )") + (causal ? "True" : "False") + R"()
     return out[0]
 )");
       checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
@@ -221,9 +221,9 @@ TEST_CASE("importer: a SwiGLU block, weights without bias", "[importer]") {
   model.module.register_module("w2", linearModule(16, 24, false));
   model.module.define(R"(
 def forward(self, x):
-    gate = torch.ops.aten.silu(torch.ops.aten.linear(x, self.w1.weight, None))
+    gate = torch.silu(torch.linear(x, self.w1.weight, None))
     up = torch.matmul(x, self.w3.weight.t())
-    return torch.ops.aten.linear(gate * up, self.w2.weight, None), gate
+    return torch.linear(gate * up, self.w2.weight, None), gate
 )");
   checkAgainstLibTorch(model);
 }
@@ -233,7 +233,7 @@ def forward(self, x):
 TEST_CASE("importer: a traced module", "[importer]") {
   torch::manual_seed(7);
   torch::Tensor x = torch::randn({3, 12});
-  Model model{torch::jit::Module("Traced"), {{"x", x}}, {}};
+  Model model{torch::jit::Module("Traced"), {{"x", x}}, {"x=f32[N,12]"}};
   model.module.register_parameter("weight", torch::randn({10, 12}) * 0.3, false);
   model.module.register_parameter("bias", torch::randn({10}), false);
   torch::jit::Module& module = model.module;
