@@ -147,8 +147,12 @@ bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
 int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, std::FILE* report) {
   std::map<std::string, int64_t> givenSizes = parseNameValues(options.sizes, "--size");
   Diagnostics diagnostics;
+  // A model's forward arguments take their ranks and dtypes from the input files, when there are some.
+  ModelImportOptions modelImport = options.modelImport;
+  modelImport.shapesFrom = options.inputsDir;
   std::optional<std::vector<tensor::Kernel>> elaborated =
-      elaborateFile(options.file, options.kernel, /*requireTypes=*/true, parseNameValues(options.defines, "-D"), diagnostics);
+      elaborateFile(options.file, options.kernel, /*requireTypes=*/true, parseNameValues(options.defines, "-D"),
+                    diagnostics, nullptr, modelImport);
   if (!elaborated) {
     std::fputs(diagnostics.render().c_str(), stderr);
     return kFailed;

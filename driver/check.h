@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/sim/simulator.h"
+#include "driver/import.h"
 #include "ir/tensor/nodes.h"
 
 namespace emmy {
@@ -22,6 +23,7 @@ struct CheckOptions {
   std::string saveDir;             // --save DIR: DIR/NAME.npy per output of the generated code
   uint64_t seed = 0;               // --seed S, for inputs that are not read from files
   bool verbose = false;            // also print the host compiler's command and the time taken
+  ModelImportOptions modelImport;  // --input, --name: for a TorchScript model
   sim::SimulationOptions simulation;
 };
 

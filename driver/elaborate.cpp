@@ -44,19 +44,29 @@ void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std:
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
                                                          bool requireTypes,
                                                          const std::map<std::string, int64_t>& paramValues,
-                                                         Diagnostics& diagnostics,
-                                                         ElaborationDetails* details) {
-  if (std::filesystem::path(file).extension() == ".pt")
-    throw UsageError("importing TorchScript models is not available in this version yet");
+                                                         Diagnostics& diagnostics, ElaborationDetails* details,
+                                                         const ModelImportOptions& modelImport) {
+  namespace fs = std::filesystem;
   Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
   frontend.setParamValues(paramValues);
-  const ast::Module* module = frontend.loadFile(file);
+  bool model = isTorchScriptModel(file);
+  if (!model && (!modelImport.inputs.empty() || !modelImport.kernelName.empty()))
+    throw UsageError(fmt::format("--input and --name are for TorchScript models, and {} is not one", file));
+  // A model's source is compiled under the name of the .emmy file it would be imported as.
+  fs::path imported = fs::path(file).replace_extension(".emmy");
+  const ast::Module* module = model ? frontend.loadText(imported.string(), importModel(file, modelImport), imported.parent_path())
+                                    : frontend.loadFile(file);
   if (!module) return std::nullopt;
   std::vector<tensor::Kernel> kernels = selector.empty() ? frontend.elaborateAll(*module)
                                                          : frontend.elaborateSelected(*module, selector, requireTypes);
   if (diagnostics.hasErrors()) return std::nullopt;
   const std::map<std::string, DeclaredParam>& declared = frontend.declaredParams();
-  if (details) *details = {frontend.loadedFiles(), declared};
+  if (details) {
+    details->loadedFiles = model ? std::vector<fs::path>{file} : std::vector<fs::path>{};
+    for (const fs::path& loaded : frontend.loadedFiles())
+      if (!model || loaded != imported) details->loadedFiles.push_back(loaded);
+    details->params = declared;
+  }
   std::vector<std::string> known;
   for (const auto& [name, param] : declared) known.push_back(name);
   for (const auto& [name, value] : paramValues)

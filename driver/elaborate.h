@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frontend/schedule.h"
+#include "driver/import.h"
 #include "ir/tensor/nodes.h"
 #include "support/diagnostics.h"
 
@@ -32,11 +33,15 @@ struct ElaborationDetails {
   std::map<std::string, DeclaredParam> params;
 };
 
-// `details`, when given, receives the ElaborationDetails.
+// A TorchScript model (isTorchScriptModel) is imported first, with `modelImport`, and its source
+// elaborated as if it were the file sourceName() names; ImportFailed when the import fails. `modelImport`
+// given for a .emmy file is a UsageError.
+// `details`, when given, receives the ElaborationDetails (for a model, the .pt file in place of its
+// imported source).
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
                                                          bool requireTypes,
                                                          const std::map<std::string, int64_t>& paramValues,
-                                                         Diagnostics& diagnostics,
-                                                         ElaborationDetails* details = nullptr);
+                                                         Diagnostics& diagnostics, ElaborationDetails* details = nullptr,
+                                                         const ModelImportOptions& modelImport = {});
 
 }  // namespace emmy

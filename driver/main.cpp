@@ -16,6 +16,7 @@
 #include "backend/nvrtc.h"
 #include "driver/check.h"
 #include "driver/elaborate.h"
+#include "driver/import.h"
 #include "driver/performance.h"
 #include "driver/pipeline.h"
 #include "ir/kernel/printer.h"
@@ -35,11 +36,6 @@ namespace {
 namespace fs = std::filesystem;
 using namespace emmy;
 
-constexpr int kUserError = 1;
-constexpr int kUsageError = 2;
-constexpr int kNoDevice = 3;
-constexpr int kInternalError = 70;
-
 struct BuildOptions {
   std::string file;
   std::string outputDir;
@@ -53,6 +49,13 @@ struct BuildOptions {
   bool stats = false;
   std::string database;  // --db PATH: the tuning database
   bool noTuned = false;  // --no-tuned: ignore the tuning database
+  ModelImportOptions modelImport;    // --input, --name: for a TorchScript model
+};
+
+struct ImportCommandOptions {
+  std::string model;
+  std::string output;  // -o FILE.emmy; standard output without it
+  ModelImportOptions modelImport;
 };
 
 struct TuneOptions {
@@ -88,7 +91,7 @@ const std::vector<std::string> kEmitLevels = {"tensor", "loop",  "tile",  "kerne
 
 int reportDiagnostics(const Diagnostics& diagnostics) {
   std::fputs(diagnostics.render().c_str(), stderr);
-  return kUserError;
+  return kExitUserError;
 }
 
 void writeFile(const fs::path& path, const std::string& bytes) {
@@ -130,6 +133,7 @@ std::string depfile(const fs::path& output, const std::vector<fs::path>& sources
 // by the same kernel elaborated with them; explicit -D values win. Says so on stderr.
 void useTunedParams(const BuildOptions& options, const std::map<std::string, int64_t>& sizes,
                     std::vector<tensor::Kernel>& kernels) {
+  if (isTorchScriptModel(options.file)) return;  // an imported kernel has no schedule, so no params
   fs::path path = databasePath(options.database);
   std::error_code ignored;
   if (!fs::exists(path, ignored)) return;  // nothing tuned yet: a build never creates the database
@@ -165,7 +169,8 @@ int build(const BuildOptions& options) {
   Diagnostics diagnostics;
   ElaborationDetails details;
   std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(
-      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics, &details);
+      options.file, options.kernel, /*requireTypes=*/false, parseNameValues(options.defines, "-D"), diagnostics, &details,
+      options.modelImport);
   if (!kernels) return reportDiagnostics(diagnostics);
 
   std::map<std::string, int64_t> sizes = parseNameValues(options.sizes, "--size");
@@ -193,7 +198,7 @@ int build(const BuildOptions& options) {
     return 0;
   }
 
-  cuda::GeneratedCuda files = emitCudaFiles(lowered, options.file);
+  cuda::GeneratedCuda files = emitCudaFiles(lowered, sourceName(options.file));
   bool compile = options.emit == "ptx" || options.emit == "cubin" || options.stats;
   CudaCompileResult compiled;
   if (compile) {
@@ -222,7 +227,7 @@ int build(const BuildOptions& options) {
 
 int check(const CheckOptions& options) {
   return runCheck(options, [&](const tensor::Kernel& kernel) {
-    return emitCudaFiles({lower(kernel, PipelineOptions{})}, options.file);
+    return emitCudaFiles({lower(kernel, PipelineOptions{})}, sourceName(options.file));
   });
 }
 
@@ -264,7 +269,7 @@ int tuneFile(const TuneOptions& options) {
     if (probe.devices.empty()) {
       fmt::print(stderr, "emmy: error: no CUDA device found ({}); emmy tune --cost-model ranks the candidates by the "
                          "static model instead\n", probe.reason);
-      return kNoDevice;
+      return kExitNoCudaDevice;
     }
     std::unique_ptr<tune::MeasurementBackend> timing = gpuTimingBackend(probe.devices.front(), options);
     if (!timing)
@@ -295,6 +300,19 @@ int tuneFile(const TuneOptions& options) {
   return 0;
 }
 
+int importCommand(const ImportCommandOptions& options) {
+  std::string source = importModel(options.model, options.modelImport, options.output);
+  if (options.output.empty()) std::fputs(source.c_str(), stdout);
+  return 0;
+}
+
+// --input and --name, the options of a TorchScript model, on `command`.
+void addModelOptions(CLI::App* command, ModelImportOptions& options) {
+  command->add_option("--input", options.inputs,
+                      "a TorchScript model's forward argument: dtype and dims, as x=f32[B,64] (repeatable)");
+  command->add_option("--name", options.kernelName, "the kernel imported from a TorchScript model (default: forward)");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -304,7 +322,7 @@ int main(int argc, char** argv) {
 
   BuildOptions buildOptions;
   CLI::App* buildCommand = app.add_subcommand("build", "compile a .emmy file to CUDA (NAME.cu and NAME.h)");
-  buildCommand->add_option("FILE", buildOptions.file, "the .emmy file")->required();
+  buildCommand->add_option("FILE", buildOptions.file, "the .emmy file or TorchScript model (.pt)")->required();
   buildCommand->add_option("-o", buildOptions.outputDir,
                            "output folder (default: the current one; IR levels print to standard output)");
   buildCommand->add_option("--emit", buildOptions.emit, "what to produce (default: cuda)")
@@ -325,7 +343,7 @@ int main(int argc, char** argv) {
   CheckOptions checkOptions;
   CLI::App* checkCommand =
       app.add_subcommand("check", "run the generated code on the CPU and compare it with the reference meaning");
-  checkCommand->add_option("FILE", checkOptions.file, "the .emmy file")->required();
+  checkCommand->add_option("FILE", checkOptions.file, "the .emmy file or TorchScript model (.pt)")->required();
   checkCommand->add_option("--kernel", checkOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
   checkCommand->add_option("--size", checkOptions.sizes, "a size, as N=64 (repeatable)");
   checkCommand->add_option("-D", checkOptions.defines, "set a schedule param, as BM=64 (repeatable)");
@@ -333,6 +351,15 @@ int main(int argc, char** argv) {
   checkCommand->add_option("--save", checkOptions.saveDir, "write every output to DIR/NAME.npy");
   checkCommand->add_option("--seed", checkOptions.seed, "seed of the random inputs (default 0)");
   checkCommand->add_flag("--verbose", checkOptions.verbose, "print the host compiler's command and the time taken");
+  addModelOptions(buildCommand, buildOptions.modelImport);
+  addModelOptions(checkCommand, checkOptions.modelImport);
+
+  ImportCommandOptions importOptions;
+  CLI::App* importCommandLine =
+      app.add_subcommand("import", "translate a TorchScript model (torch.jit.script or trace, saved) to .emmy source");
+  importCommandLine->add_option("MODEL", importOptions.model, "the TorchScript model (.pt)")->required();
+  importCommandLine->add_option("-o", importOptions.output, "write the source to FILE.emmy (default: standard output)");
+  addModelOptions(importCommandLine, importOptions.modelImport);
 
   buildCommand->add_option("--db", buildOptions.database, "the tuning database (default: $EMMY_TUNING_DB, else "
                                                           "~/.cache/emmy/tuning.db)");
@@ -358,26 +385,23 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
-    return code == 0 ? 0 : kUsageError;
+    return code == 0 ? 0 : kExitUsageError;
   }
-  try {
-    if (*buildCommand) return build(buildOptions);
-    if (*checkCommand) return check(checkOptions);
-    if (*tuneCommand) return tuneFile(tuneOptions);
-  } catch (const CompilationFailed& failed) {
-    return reportDiagnostics(failed.diagnostics);
-  } catch (const UsageError& e) {
-    fmt::print(stderr, "emmy: error: {}\n", e.what());
-    return kUsageError;
-  } catch (const CudaUnavailable& e) {
-    fmt::print(stderr, "emmy: error: {}\n", e.what());
-    return kUserError;
-  } catch (const InternalError& e) {
-    fmt::print(stderr, "emmy: {}\n", e.what());
-    return kInternalError;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "emmy: internal error (this is a bug in Emmy, please report it): {}\n", e.what());
-    return kInternalError;
-  }
-  return kUsageError;
+  return runReportingFailures("emmy", [&] {
+    try {
+      if (*buildCommand) return build(buildOptions);
+      if (*checkCommand) return check(checkOptions);
+      if (*importCommandLine) return importCommand(importOptions);
+      if (*tuneCommand) return tuneFile(tuneOptions);
+    } catch (const ImportFailed& failed) {
+      std::fputs(failed.what(), stderr);  // emmy-import's own messages
+      return failed.exitCode;
+    } catch (const CompilationFailed& failed) {
+      return reportDiagnostics(failed.diagnostics);
+    } catch (const CudaUnavailable& e) {
+      fmt::print(stderr, "emmy: error: {}\n", e.what());
+      return kExitUserError;
+    }
+    return kExitUsageError;
+  });
 }

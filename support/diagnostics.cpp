@@ -1,6 +1,7 @@
 #include "support/diagnostics.h"
 
 #include <algorithm>
+#include <cstdio>
 
 namespace emmy {
 
@@ -33,6 +34,21 @@ std::string Diagnostics::render() const {
   std::string out;
   for (const Diagnostic& d : errors_) out += renderDiagnostic(d);
   return out;
+}
+
+int runReportingFailures(const char* program, const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const UsageError& e) {
+    fmt::print(stderr, "{}: error: {}\n", program, e.what());
+    return kExitUsageError;
+  } catch (const InternalError& e) {
+    fmt::print(stderr, "{}: {}\n", program, e.what());
+    return kExitInternalError;
+  } catch (const std::exception& e) {
+    fmt::print(stderr, "{}: internal error (this is a bug in Emmy, please report it): {}\n", program, e.what());
+    return kExitInternalError;
+  }
 }
 
 }  // namespace emmy

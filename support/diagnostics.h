@@ -1,6 +1,7 @@
 // User errors are diagnostics with a source location; internal errors are bugs and say so.
 #pragma once
 
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -57,6 +58,16 @@ public:
   explicit InternalError(const std::string& message)
       : std::logic_error("internal error (this is a bug in Emmy, please report it): " + message) {}
 };
+
+// The exit codes of Emmy's programs (spec section 6).
+constexpr int kExitUserError = 1;
+constexpr int kExitUsageError = 2;
+constexpr int kExitNoCudaDevice = 3;  // emmy run, bench and tune without a GPU
+constexpr int kExitInternalError = 70;
+
+// Runs a program's `body` and reports the failures every program shares: a UsageError as
+// `PROGRAM: error: MESSAGE` (exit 2), an InternalError or any other exception as a bug (exit 70).
+int runReportingFailures(const char* program, const std::function<int()>& body);
 
 #define EMMY_INTERNAL_ASSERT(cond, ...)                                                          \
   do {                                                                                           \

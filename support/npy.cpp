@@ -162,7 +162,16 @@ const char* npyDescr(DType dtype) {
   return "";
 }
 
-Buffer readNpy(const fs::path& path, DType dtype) {
+namespace {
+
+// A whole .npy file, its header parsed.
+struct NpyFile {
+  std::string bytes;
+  Header header;
+  size_t dataStart = 0;
+};
+
+NpyFile openNpy(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, "cannot open the file");
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
@@ -180,6 +189,23 @@ Buffer readNpy(const fs::path& path, DType dtype) {
   if (bytes.size() < headerEnd) fail(path, "the file ends inside the header");
 
   Header header = HeaderParser(path, std::string_view(bytes).substr(headerStart, headerEnd - headerStart)).parse();
+  return {std::move(bytes), std::move(header), headerEnd};
+}
+
+}  // namespace
+
+NpyInfo readNpyInfo(const fs::path& path) {
+  NpyFile file = openNpy(path);
+  for (DType dtype : {DType::Bool, DType::I8, DType::I32, DType::I64, DType::F16, DType::BF16, DType::F32, DType::F64})
+    if (file.header.descr == npyDescr(dtype)) return {dtype, file.header.shape};
+  fail(path, fmt::format("holds {} data, which Emmy has no type for", describeDescr(file.header.descr)));
+}
+
+Buffer readNpy(const fs::path& path, DType dtype) {
+  NpyFile file = openNpy(path);
+  const std::string& bytes = file.bytes;
+  const Header& header = file.header;
+  size_t headerEnd = file.dataStart;
   if (header.descr != npyDescr(dtype))
     fail(path, fmt::format("holds {} data, but {} ('{}') is expected", describeDescr(header.descr), dtypeName(dtype),
                            npyDescr(dtype)));

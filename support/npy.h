@@ -26,6 +26,13 @@ const char* npyDescr(DType dtype);
 // when the file is missing, is not a .npy file, holds another dtype, is in Fortran order or is cut short.
 Buffer readNpy(const std::filesystem::path& path, DType dtype);
 
+// The dtype (`<u2` read as bf16) and shape in the header of `path`; throws NpyError like readNpy.
+struct NpyInfo {
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+NpyInfo readNpyInfo(const std::filesystem::path& path);
+
 // Writes `buffer` to `path` in format 1.0; throws NpyError when the file cannot be written.
 void writeNpy(const std::filesystem::path& path, const Buffer& buffer);
 

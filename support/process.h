@@ -1,6 +1,6 @@
 // Running work to completion in another process with a time limit: a program (the host compiler, the
-// simulated kernel) or a function in a forked child (a candidate of `emmy tune`, which may crash or hang);
-// and the scratch folders they run in.
+// simulated kernel of `emmy check`, the TorchScript importer) or a function in a forked child (a
+// candidate of `emmy tune`, which may crash or hang); and the scratch folders they run in.
 #pragma once
 
 #include <chrono>

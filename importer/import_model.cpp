@@ -1,0 +1,1297 @@
+// Loading a TorchScript model and walking forward's graph into .emmy source (importer/ARCHITECTURE.md).
+#include "importer/import_model.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+#include <torch/csrc/jit/frontend/source_range.h>
+#include <torch/csrc/jit/ir/constants.h>
+#include <torch/csrc/jit/passes/constant_propagation.h>
+#include <torch/csrc/jit/passes/dead_code_elimination.h>
+#include <torch/csrc/jit/passes/freeze_module.h>
+#include <torch/csrc/jit/passes/inliner.h>
+#include <torch/csrc/jit/passes/lower_tuples.h>
+#include <torch/csrc/jit/passes/remove_mutation.h>
+#include <torch/script.h>
+
+#include "frontend/frontend.h"
+#include "importer/emmy_source.h"
+#include "support/npy.h"
+#include "support/text.h"
+
+namespace emmy::importer {
+
+namespace fs = std::filesystem;
+using tensor::Dim;
+using tensor::Shape;
+using torch::jit::Node;
+using torch::jit::Value;
+
+class LoadedModel {
+public:
+  std::string path;
+  torch::jit::Module module;  // frozen: parameters and buffers stay attributes
+  std::shared_ptr<torch::jit::Graph> graph;
+  std::vector<std::string> argumentNames;  // forward's, from its schema, without self
+};
+
+void LoadedModelDeleter::operator()(LoadedModel* model) const { delete model; }
+
+namespace {
+
+// The first line of a LibTorch error, without its C++ backtrace.
+std::string firstLine(const std::string& text) {
+  std::string line = text.substr(0, text.find('\n'));
+  return line.empty() ? text : line;
+}
+
+std::optional<DType> dtypeOfScalarType(c10::ScalarType type) {
+  switch (type) {
+    case c10::ScalarType::Bool: return DType::Bool;
+    case c10::ScalarType::Char: return DType::I8;
+    case c10::ScalarType::Int: return DType::I32;
+    case c10::ScalarType::Long: return DType::I64;
+    case c10::ScalarType::Half: return DType::F16;
+    case c10::ScalarType::BFloat16: return DType::BF16;
+    case c10::ScalarType::Float: return DType::F32;
+    case c10::ScalarType::Double: return DType::F64;
+    default: return std::nullopt;
+  }
+}
+
+c10::ScalarType scalarTypeOf(DType dtype) {
+  switch (dtype) {
+    case DType::Bool: return c10::ScalarType::Bool;
+    case DType::I8: return c10::ScalarType::Char;
+    case DType::I32: return c10::ScalarType::Int;
+    case DType::I64: return c10::ScalarType::Long;
+    case DType::F16: return c10::ScalarType::Half;
+    case DType::BF16: return c10::ScalarType::BFloat16;
+    case DType::F32: return c10::ScalarType::Float;
+    case DType::F64: return c10::ScalarType::Double;
+  }
+  return c10::ScalarType::Float;
+}
+
+// What a TorchScript value stands for while the graph is walked.
+struct Item {
+  enum class Kind { Tensor, Number, Size, List, None, Text, Module, Other };
+  Kind kind = Kind::Other;
+  // Tensor
+  DType dtype = DType::F32;
+  Shape shape;
+  CodePtr code;
+  // Number (bool, int or float), Size (an int that is a dimension: aten::size)
+  double number = 0;
+  bool integer = false, boolean = false;
+  Dim size;
+  // List and tuple
+  std::vector<Item> elements;
+  // Text (a string constant), Module (its attribute path), Other (what it is, for messages)
+  std::string text;
+
+  int rank() const { return static_cast<int>(shape.size()); }
+  bool isScalar() const { return kind == Kind::Number || kind == Kind::Size; }
+  bool isFloatScalar() const { return kind == Kind::Number && !integer && !boolean; }
+
+  static Item tensor(DType dtype, Shape shape, CodePtr code) {
+    Item item;
+    item.kind = Kind::Tensor;
+    item.dtype = dtype;
+    item.shape = std::move(shape);
+    item.code = std::move(code);
+    return item;
+  }
+  static Item ofNumber(double value, bool integer, bool boolean = false) {
+    Item item;
+    item.kind = Kind::Number;
+    item.number = value;
+    item.integer = integer || boolean;
+    item.boolean = boolean;
+    return item;
+  }
+  static Item ofSize(const Dim& dim) {
+    if (dim.isConstant()) return ofNumber(static_cast<double>(dim.factor), true);
+    Item item;
+    item.kind = Kind::Size;
+    item.size = dim;
+    return item;
+  }
+  static Item of(Kind kind, std::string text = "") {
+    Item item;
+    item.kind = kind;
+    item.text = std::move(text);
+    return item;
+  }
+};
+
+// A user error at a node: the walk records it and goes on with the next node.
+struct NodeError {
+  std::string message;
+};
+
+[[noreturn]] void fail(std::string message) { throw NodeError{std::move(message)}; }
+
+bool isIdentifier(const std::string& name) {
+  if (name.empty() || !(std::isalpha(static_cast<unsigned char>(name[0])) || name[0] == '_')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// Names the printed program must not define: keywords, types, builtins (a local name would shadow
+// them) and the names the generated C++ cannot use.
+bool isReservedName(const std::string& name) {
+  static const std::set<std::string> reserved = {
+      "import", "fn", "kernel", "schedule", "and", "or", "not", "true", "false", "inf", "f16", "bf16", "f32",
+      "f64", "i8", "i32", "i64", "bool", "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "abs", "sin", "cos",
+      "tanh", "erf", "sigmoid", "relu", "gelu", "silu", "floor", "ceil", "min", "max", "pow", "clamp", "where",
+      "pad", "sum", "prod", "mean", "transpose", "permute", "reshape", "broadcast_to", "unsqueeze", "squeeze",
+      "softmax", "log_softmax", "nn", "linalg"};
+  return reserved.count(name) || name.find("__") != std::string::npos || isReservedInCuda(name);
+}
+
+// The walk of one graph into one Program.
+class Translator {
+public:
+  Translator(const LoadedModel& model, const ImportOptions& options, Diagnostics& diagnostics)
+      : model_(model), options_(options), diagnostics_(diagnostics) {}
+
+  std::optional<std::string> run();
+
+private:
+  // ---- names
+  std::string claim(const std::string& wanted);
+  std::string baseName(const Value* value) const;
+  std::string sizeName(const std::string& proposed);
+  void nameAttribute(const std::string& path);
+
+  // ---- places in the TorchScript source
+  SourceLoc locationOf(const Node* node, std::string* note);
+  void report(const Node* node, const std::string& message);
+
+  // ---- values
+  const Item& item(const Value* value) const;
+  const Item& input(const Node* node, const char* name) const;
+  const Item* optionalInput(const Node* node, const char* name) const;
+  void define(const Value* value, Item item, bool named = false);
+  Item materialized(Item item, const std::string& hint);
+  std::string emit(const std::string& wanted, CodePtr value, std::vector<std::string> indices = {});
+
+  // ---- reading arguments
+  static int64_t intOf(const Item& item, const char* what);
+  static double numberOf(const Item& item, const char* what);
+  static bool boolOf(const Item& item, const char* what);
+  static std::vector<int64_t> intsOf(const Item& item, const char* what);
+  static const Item& tensorOf(const Item& item, const char* what);
+  static int axis(int64_t dim, int rank);
+  static std::optional<DType> dtypeArgument(const Item* item);
+
+  // ---- building code
+  Shape broadcast(const Shape& a, const Shape& b);
+  CodePtr operandCode(const Item& item, DType resultType) const;
+  static CodePtr cast(DType dtype, const Item& tensor);
+  Item castTo(DType dtype, const Item& tensor) const;
+  static DType arithmeticType(const Item& a, const Item& b);
+  Item elementwise(const std::string& op, const Item& a, const Item& b);
+  Item scalarArithmetic(const std::string& op, const Item& a, const Item& b);
+  Item function(const std::string& callee, const Item& x, bool floatOnly);
+  Item matmul(const Item& a, const Item& b);
+  Item reduce(const std::string& callee, const Item& x, const Item* dims, bool keepdim, std::optional<DType> dtype);
+  Item reshape(const Item& x, const std::vector<Item>& entries);
+
+  // ---- the walk
+  void declareInputs();
+  Item attribute(const Node* node);
+  void translate(const Node* node);
+  bool translateView(const std::string& kind, const Node* node);
+  bool translateScalar(const std::string& kind, const Node* node);
+  Item layerNorm(const Node* node);
+  Item attention(const Node* node);
+  void declareOutputs();
+
+  const LoadedModel& model_;
+  const ImportOptions& options_;
+  Diagnostics& diagnostics_;
+  Program program_;
+  SizeNames sizes_;
+  std::set<std::string> taken_;
+  std::map<const Value*, Item> items_;
+  std::map<std::string, std::string> parameterNames_;  // attribute path -> input name
+  std::map<std::string, Declaration> usedParameters_;  // input name -> declaration
+  std::vector<std::string> tensorAttributeOrder_;      // the order of parameters and buffers
+  std::map<const Value*, std::vector<std::string>> outputNames_;
+  std::set<const Value*> poisoned_;                    // the results of nodes that failed
+  std::map<const torch::jit::Source*, std::shared_ptr<const SourceFile>> sourceFiles_;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Names
+
+std::string Translator::claim(const std::string& wanted) {
+  std::string base = isIdentifier(wanted) && !isReservedName(wanted) ? wanted : "t";
+  std::string name = base;
+  for (int k = 1; taken_.count(name) || isReservedName(name); ++k) name = fmt::format("{}_{}", base, k);
+  taken_.insert(name);
+  return name;
+}
+
+// TorchScript's debug name without the `.N` that tells its versions apart (`h.1` is `h`); for an output
+// without one, its output name (so that helper stages read `out_scores`).
+std::string Translator::baseName(const Value* value) const {
+  if (auto output = outputNames_.find(value); output != outputNames_.end() && !isIdentifier(value->debugName()))
+    return output->second.front();
+  if (!value->hasDebugName()) return "t";
+  std::string name = value->debugName();
+  if (size_t dot = name.find('.'); dot != std::string::npos) name = name.substr(0, dot);
+  return isIdentifier(name) ? name : "t";
+}
+
+// A tensor attribute's input name: its path with `.` replaced by `_`.
+void Translator::nameAttribute(const std::string& path) {
+  if (parameterNames_.count(path)) return;
+  std::string wanted = path;
+  std::replace(wanted.begin(), wanted.end(), '.', '_');
+  parameterNames_[path] = claim(wanted);
+  tensorAttributeOrder_.push_back(parameterNames_[path]);
+}
+
+std::string Translator::sizeName(const std::string& proposed) {
+  std::string name = claim(proposed);
+  sizes_.add(name);
+  return name;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Places
+
+SourceLoc Translator::locationOf(const Node* node, std::string* note) {
+  torch::jit::SourceRange range = node->sourceRange();
+  if (auto original = range.findSourceRangeThatGenerated()) range = *original;
+  const std::shared_ptr<torch::jit::Source>& source = range.source();
+  if (!source || range.size() == 0) return {};
+  size_t lineIndex = source->lineno_for_offset(range.start());
+  size_t column = range.start() - source->offset_for_line(lineIndex);
+  std::string lineText = source->get_line(lineIndex).str();
+  if (!lineText.empty() && lineText.back() == '\n') lineText.pop_back();
+  auto fileLineColumn = range.file_line_col();
+  if (!fileLineColumn || std::get<0>(*fileLineColumn).empty()) {
+    // Source without a file (a module built with `define`): quote the line instead.
+    size_t first = lineText.find_first_not_of(" \t");
+    *note = fmt::format(" (TorchScript line {}: {})", lineIndex + 1, first == std::string::npos ? "" : lineText.substr(first));
+    return {};
+  }
+  int line = static_cast<int>(std::get<1>(*fileLineColumn));
+  auto& file = sourceFiles_[source.get()];
+  if (!file) {
+    // SourceFile counts lines from the start of its text: pad to where this text starts in its file.
+    int padding = std::max(0, line - 1 - static_cast<int>(lineIndex));
+    file = std::make_shared<SourceFile>(std::get<0>(*fileLineColumn), std::string(padding, '\n') + source->text_str().str());
+  }
+  int length = static_cast<int>(std::min(range.size(), lineText.size() - std::min(lineText.size(), column)));
+  return SourceLoc{file, line, static_cast<int>(column) + 1, std::max(1, length)};
+}
+
+void Translator::report(const Node* node, const std::string& message) {
+  std::string note;
+  SourceLoc loc = node ? locationOf(node, &note) : SourceLoc{};
+  diagnostics_.error(loc, message + note);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Values
+
+const Item& Translator::item(const Value* value) const {
+  auto it = items_.find(value);
+  EMMY_INTERNAL_ASSERT(it != items_.end(), "the value %{} is used before it is defined", value->debugName());
+  return it->second;
+}
+
+const Item* Translator::optionalInput(const Node* node, const char* name) const {
+  const c10::FunctionSchema* schema = node->maybeSchema();
+  if (!schema || !schema->argumentIndexWithName(name)) return nullptr;
+  return &item(node->namedInput(name));
+}
+
+const Item& Translator::input(const Node* node, const char* name) const {
+  const Item* found = optionalInput(node, name);
+  if (!found) fail(fmt::format("{} has no argument '{}' in the form this importer knows", node->kind().toQualString(), name));
+  return *found;
+}
+
+// Records what `value` is. A tensor gets a statement of its own when it is used more than once, is an
+// output, or `named` asks for one (matrix products, reductions: stages a schedule will name);
+// otherwise its expression is written where it is used.
+void Translator::define(const Value* value, Item result, bool named) {
+  if (result.kind == Item::Kind::Tensor && result.code->kind != Code::Kind::Name) {
+    auto output = outputNames_.find(value);
+    if (output != outputNames_.end() || named || value->uses().size() > 1) {
+      std::string target = output != outputNames_.end() ? output->second.front() : claim(baseName(value));
+      program_.statements.push_back({target, {}, result.code});
+      result.code = nameCode(target);
+    }
+  }
+  items_[value] = std::move(result);
+}
+
+std::string Translator::emit(const std::string& wanted, CodePtr value, std::vector<std::string> indices) {
+  std::string target = claim(wanted);
+  program_.statements.push_back({target, std::move(indices), std::move(value)});
+  return target;
+}
+
+// `item` as a name, so that an expression can read it more than once.
+Item Translator::materialized(Item item, const std::string& hint) {
+  if (item.kind == Item::Kind::Tensor && item.code->kind != Code::Kind::Name) item.code = nameCode(emit(hint, item.code));
+  return item;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Arguments
+
+int64_t Translator::intOf(const Item& item, const char* what) {
+  if (item.kind == Item::Kind::Number && item.integer) return static_cast<int64_t>(item.number);
+  if (item.kind == Item::Kind::Size) fail(fmt::format("{} must be known when the model is imported, not the size {}", what, item.size.toString()));
+  fail(fmt::format("{} must be an integer constant", what));
+}
+
+double Translator::numberOf(const Item& item, const char* what) {
+  if (item.kind == Item::Kind::Number) return item.number;
+  fail(fmt::format("{} must be a number known when the model is imported", what));
+}
+
+bool Translator::boolOf(const Item& item, const char* what) {
+  if (item.kind == Item::Kind::Number && item.boolean) return item.number != 0;
+  fail(fmt::format("{} must be True or False", what));
+}
+
+std::vector<int64_t> Translator::intsOf(const Item& item, const char* what) {
+  if (item.kind == Item::Kind::Number) return {intOf(item, what)};
+  if (item.kind != Item::Kind::List) fail(fmt::format("{} must be a list of integers", what));
+  std::vector<int64_t> values;
+  for (const Item& element : item.elements) values.push_back(intOf(element, what));
+  return values;
+}
+
+const Item& Translator::tensorOf(const Item& item, const char* what) {
+  if (item.kind != Item::Kind::Tensor) fail(fmt::format("{} must be a tensor", what));
+  return item;
+}
+
+int Translator::axis(int64_t dim, int rank) {
+  int64_t extent = std::max(rank, 1);
+  if (dim < -extent || dim >= extent)
+    fail(fmt::format("dimension {} is out of range for a tensor of rank {}", dim, rank));
+  return static_cast<int>(dim < 0 ? dim + extent : dim);
+}
+
+std::optional<DType> Translator::dtypeArgument(const Item* item) {
+  if (!item || item->kind == Item::Kind::None) return std::nullopt;
+  auto type = static_cast<c10::ScalarType>(intOf(*item, "a dtype"));
+  std::optional<DType> dtype = dtypeOfScalarType(type);
+  if (!dtype) fail(fmt::format("the dtype {} has no Emmy type", c10::toString(type)));
+  return dtype;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Code
+
+// NumPy broadcasting; a size name meets a number or another name by unification (a size name is
+// never 1 where it broadcasts).
+Shape Translator::broadcast(const Shape& a, const Shape& b) {
+  size_t rank = std::max(a.size(), b.size());
+  Shape result(rank);
+  for (size_t k = 0; k < rank; ++k) {
+    std::optional<Dim> x, y;
+    if (k >= rank - a.size()) x = sizes_.resolve(a[k - (rank - a.size())]);
+    if (k >= rank - b.size()) y = sizes_.resolve(b[k - (rank - b.size())]);
+    if (!x || (y && *x == Dim::constant(1))) {
+      result[k] = *y;
+    } else if (!y || *y == Dim::constant(1) || sizes_.unify(*x, *y)) {
+      result[k] = sizes_.resolve(*x);
+    } else {
+      fail(fmt::format("cannot broadcast shapes {} and {}", shapeToString(sizes_.resolve(a)), shapeToString(sizes_.resolve(b))));
+    }
+  }
+  return result;
+}
+
+CodePtr Translator::cast(DType dtype, const Item& tensor) { return callCode(std::string(dtypeName(dtype)), {tensor.code}); }
+
+Item Translator::castTo(DType dtype, const Item& tensor) const {
+  if (tensor.dtype == dtype) return tensor;
+  return Item::tensor(dtype, tensor.shape, cast(dtype, tensor));
+}
+
+// A scalar where a tensor of `resultType` is computed: literals adapt to the other operand as in
+// PyTorch; a size is an i64 value, converted where the result is not i64.
+CodePtr Translator::operandCode(const Item& item, DType resultType) const {
+  if (item.kind == Item::Kind::Tensor) return item.code;
+  if (item.kind == Item::Kind::Number) {
+    if (std::isnan(item.number)) fail("a NaN constant has no .emmy spelling");
+    if (item.boolean) return nameCode(item.number != 0 ? "true" : "false");
+    return numberCode(item.number, item.integer);
+  }
+  if (item.kind == Item::Kind::Size) {
+    CodePtr size = sizeCode(item.size);
+    return resultType == DType::I64 ? size : callCode(std::string(dtypeName(resultType)), {size});
+  }
+  fail("expected a tensor or a number");
+}
+
+// PyTorch's result type: tensors promote; a Python scalar keeps a tensor's type unless it is a float
+// beside an integer tensor (then the default dtype, f32).
+DType Translator::arithmeticType(const Item& a, const Item& b) {
+  if (a.kind == Item::Kind::Tensor && b.kind == Item::Kind::Tensor) return promote(a.dtype, b.dtype);
+  const Item& tensor = a.kind == Item::Kind::Tensor ? a : b;
+  const Item& scalar = a.kind == Item::Kind::Tensor ? b : a;
+  if (scalar.isFloatScalar() && !isFloat(tensor.dtype)) return DType::F32;
+  if (tensor.dtype == DType::Bool && !scalar.boolean) return DType::I64;
+  return tensor.dtype;
+}
+
+Item Translator::elementwise(const std::string& op, const Item& a, const Item& b) {
+  if (a.kind != Item::Kind::Tensor && b.kind != Item::Kind::Tensor) return scalarArithmetic(op, a, b);
+  bool comparison = op == "<" || op == "<=" || op == ">" || op == ">=" || op == "==" || op == "!=";
+  bool logical = op == "and" || op == "or";
+  DType operands = arithmeticType(a, b);
+  Shape shape = broadcast(a.kind == Item::Kind::Tensor ? a.shape : Shape{}, b.kind == Item::Kind::Tensor ? b.shape : Shape{});
+  CodePtr lhs = operandCode(a, operands), rhs = operandCode(b, operands);
+  if (op == "/" && !isFloat(operands)) {
+    // PyTorch's `/` is true division: integers divide as the default dtype.
+    operands = DType::F32;
+    if (a.kind == Item::Kind::Tensor) lhs = cast(operands, a);
+    else if (b.kind == Item::Kind::Tensor) rhs = cast(operands, b);
+  }
+  if (logical && (a.dtype != DType::Bool || b.dtype != DType::Bool || a.kind != b.kind))
+    fail(fmt::format("'{}' needs two bool tensors", op));
+  DType result = comparison || logical ? DType::Bool : operands;
+  return Item::tensor(result, shape, binaryCode(op, lhs, rhs));
+}
+
+// Arithmetic on numbers and sizes known at import time: shapes and scales.
+Item Translator::scalarArithmetic(const std::string& op, const Item& a, const Item& b) {
+  if (a.kind == Item::Kind::Number && b.kind == Item::Kind::Number) {
+    double x = a.number, y = b.number, value = 0;
+    bool integer = a.integer && b.integer && !a.boolean && !b.boolean;
+    if (op == "+") value = x + y;
+    else if (op == "-") value = x - y;
+    else if (op == "*") value = x * y;
+    else if (op == "/") value = x / y, integer = false;
+    else if (op == "//") value = std::floor(x / y);
+    else if (op == "**") value = std::pow(x, y), integer = integer && y >= 0;
+    else if (op == "<") return Item::ofNumber(x < y, true, true);
+    else if (op == "<=") return Item::ofNumber(x <= y, true, true);
+    else if (op == ">") return Item::ofNumber(x > y, true, true);
+    else if (op == ">=") return Item::ofNumber(x >= y, true, true);
+    else if (op == "==") return Item::ofNumber(x == y, true, true);
+    else if (op == "!=") return Item::ofNumber(x != y, true, true);
+    else fail(fmt::format("the operation '{}' on numbers is not supported", op));
+    return Item::ofNumber(value, integer);
+  }
+  auto dimOf = [](const Item& item) -> std::optional<Dim> {
+    if (item.kind == Item::Kind::Size) return item.size;
+    if (item.kind == Item::Kind::Number && item.integer && !item.boolean && item.number >= 1) return Dim::constant(static_cast<int64_t>(item.number));
+    return std::nullopt;
+  };
+  std::optional<Dim> x = dimOf(a), y = dimOf(b);
+  if (x && y && op == "*") return Item::ofSize(sizes_.resolve(*x * *y));
+  if (x && y && op == "//")
+    if (std::optional<Dim> quotient = sizes_.resolve(*x).dividedBy(sizes_.resolve(*y))) return Item::ofSize(*quotient);
+  fail(fmt::format("'{}' of sizes only known at run time is not supported (only products and exact quotients of sizes are)", op));
+}
+
+// A builtin applied elementwise. Float-only functions take integer tensors as the default dtype, as
+// PyTorch does.
+Item Translator::function(const std::string& callee, const Item& x, bool floatOnly) {
+  const Item& tensor = tensorOf(x, "the operand");
+  Item operand = floatOnly && !isFloat(tensor.dtype) ? castTo(DType::F32, tensor) : tensor;
+  return Item::tensor(operand.dtype, operand.shape, callCode(callee, {operand.code}));
+}
+
+// `@` with PyTorch's rules for vectors: a vector operand is a matrix of one row (left) or one column
+// (right) whose extra axis is dropped from the result.
+Item Translator::matmul(const Item& a, const Item& b) {
+  const Item& left = tensorOf(a, "a matrix product's operand");
+  const Item& right = tensorOf(b, "a matrix product's operand");
+  if (left.rank() == 0 || right.rank() == 0) fail("a matrix product needs operands of rank 1 or more");
+  if (left.rank() == 1 && right.rank() == 1) {
+    if (!sizes_.unify(left.shape[0], right.shape[0])) fail("the vectors of a dot product differ in length");
+    return Item::tensor(promote(left.dtype, right.dtype), {}, callCode("sum", {binaryCode("*", left.code, right.code)}, {{"axis", numberCode(0, true)}}));
+  }
+  CodePtr lhs = left.code, rhs = right.code;
+  Shape leftShape = left.shape, rightShape = right.shape;
+  if (left.rank() == 1) lhs = callCode("unsqueeze", {lhs, numberCode(0, true)}), leftShape.insert(leftShape.begin(), Dim::constant(1));
+  if (right.rank() == 1) rhs = callCode("unsqueeze", {rhs, numberCode(-1, true)}), rightShape.push_back(Dim::constant(1));
+  const Dim& inner = leftShape.back();
+  if (!sizes_.unify(inner, rightShape[rightShape.size() - 2]))
+    fail(fmt::format("the inner dimensions of a matrix product differ: {} @ {}", shapeToString(sizes_.resolve(left.shape)),
+                     shapeToString(sizes_.resolve(right.shape))));
+  Shape shape = broadcast(Shape(leftShape.begin(), leftShape.end() - 2), Shape(rightShape.begin(), rightShape.end() - 2));
+  shape.push_back(leftShape[leftShape.size() - 2]);
+  shape.push_back(rightShape.back());
+  CodePtr code = binaryCode("@", lhs, rhs);
+  if (right.rank() == 1) code = callCode("squeeze", {code, numberCode(-1, true)}), shape.pop_back();
+  if (left.rank() == 1) code = callCode("squeeze", {code, numberCode(-2, true)}), shape.erase(shape.end() - (right.rank() == 1 ? 1 : 2));
+  return Item::tensor(promote(left.dtype, right.dtype), sizes_.resolve(shape), code);
+}
+
+// sum, mean, max or min over `dims` (None or empty: every axis).
+Item Translator::reduce(const std::string& callee, const Item& x, const Item* dims, bool keepdim, std::optional<DType> dtype) {
+  Item operand = tensorOf(x, "the reduced operand");
+  if (dtype) operand = castTo(*dtype, operand);
+  if (callee == "sum" && !isFloat(operand.dtype)) operand = castTo(DType::I64, operand);  // PyTorch sums integers in i64
+  if (callee == "mean" && !isFloat(operand.dtype)) fail("mean of an integer tensor needs a floating-point dtype");
+  std::vector<int64_t> given = dims && dims->kind != Item::Kind::None ? intsOf(*dims, "a reduction's dims") : std::vector<int64_t>{};
+  std::vector<int> axes;
+  for (int64_t dim : given) axes.push_back(axis(dim, operand.rank()));
+  if (given.empty())
+    for (int d = 0; d < operand.rank(); ++d) axes.push_back(d), given.push_back(d);
+  if (operand.rank() == 0) return operand;
+  Shape shape;
+  for (int d = 0; d < operand.rank(); ++d) {
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) shape.push_back(operand.shape[d]);
+    else if (keepdim) shape.push_back(Dim::constant(1));
+  }
+  std::vector<CodePtr> listed;
+  for (int64_t dim : given) listed.push_back(numberCode(static_cast<double>(dim), true));
+  std::vector<std::pair<std::string, CodePtr>> keywords = {{"axis", listed.size() == 1 ? listed[0] : listCode(listed)}};
+  if (keepdim) keywords.push_back({"keepdim", nameCode("true")});
+  return Item::tensor(operand.dtype, shape, callCode(callee, {operand.code}, keywords));
+}
+
+// view and reshape: each entry a number, a size or -1.
+Item Translator::reshape(const Item& x, const std::vector<Item>& entries) {
+  const Item& tensor = tensorOf(x, "the reshaped operand");
+  Dim total = Dim::constant(1), known = Dim::constant(1);
+  for (const Dim& dim : tensor.shape) total = total * dim;
+  total = sizes_.resolve(total);
+  std::vector<std::optional<Dim>> dims;
+  for (const Item& entry : entries) {
+    if (entry.kind == Item::Kind::Size) dims.push_back(sizes_.resolve(entry.size));
+    else if (intOf(entry, "a shape entry") == -1) dims.push_back(std::nullopt);
+    else if (entry.number >= 1) dims.push_back(Dim::constant(static_cast<int64_t>(entry.number)));
+    else fail(fmt::format("a shape entry of {} is not supported", entry.number));
+    if (dims.back()) known = known * *dims.back();
+  }
+  Shape shape;
+  std::vector<CodePtr> listed;
+  for (const std::optional<Dim>& dim : dims) {
+    if (dim) {
+      shape.push_back(*dim);
+    } else {
+      std::optional<Dim> inferred = total.dividedBy(known);
+      if (!inferred) fail(fmt::format("cannot infer -1 in a reshape of {} elements into {}", total.toString(), known.toString()));
+      shape.push_back(*inferred);
+    }
+    listed.push_back(dim ? sizeCode(*dim) : numberCode(-1, true));
+  }
+  Dim newTotal = Dim::constant(1);
+  for (const Dim& dim : shape) newTotal = newTotal * dim;
+  if (!(sizes_.resolve(newTotal) == total))
+    fail(fmt::format("cannot reshape {} into {}", shapeToString(sizes_.resolve(tensor.shape)), shapeToString(shape)));
+  if (sizes_.resolve(shape) == sizes_.resolve(tensor.shape)) return tensor;
+  return Item::tensor(tensor.dtype, shape, callCode("reshape", {tensor.code, listCode(listed)}));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Inputs and attributes
+
+void Translator::declareInputs() {
+  const auto& graphInputs = model_.graph->inputs();
+  std::map<std::string, const InputSpec*> specs;
+  for (const InputSpec& spec : options_.inputs) {
+    if (std::find(model_.argumentNames.begin(), model_.argumentNames.end(), spec.name) == model_.argumentNames.end())
+      throw UsageError(withSuggestion(fmt::format("--input {}: forward has no argument {} (its arguments: {})", spec.name,
+                                                  spec.name, join(model_.argumentNames, ", ")),
+                                      spec.name, model_.argumentNames));
+    specs[spec.name] = &spec;
+  }
+  for (const std::string& name : model_.argumentNames) taken_.insert(name);
+  // Parameters and buffers are named by attribute path, in the order PyTorch lists them.
+  for (const auto& parameter : model_.module.named_parameters(true)) nameAttribute(parameter.name);
+  for (const auto& buffer : model_.module.named_buffers(true)) nameAttribute(buffer.name);
+
+  items_[graphInputs[0]] = Item::of(Item::Kind::Module, "");
+  for (size_t k = 0; k < model_.argumentNames.size(); ++k) {
+    const std::string& name = model_.argumentNames[k];
+    const Value* value = graphInputs[k + 1];
+    auto type = value->type()->cast<c10::TensorType>();
+    if (!type) {
+      report(nullptr, fmt::format("forward's argument {} is a {}; only tensor arguments can be imported", name, value->type()->str()));
+      poisoned_.insert(value);
+      continue;
+    }
+    Declaration declaration{name, DType::F32, {}};
+    std::vector<std::string> dims;
+    bool known = false;
+    if (auto spec = specs.find(name); spec != specs.end()) {
+      declaration.dtype = spec->second->dtype;
+      dims = spec->second->dims;
+      known = true;
+    } else if (fs::path file = fs::path(options_.shapesFrom) / (name + ".npy"); !options_.shapesFrom.empty() && fs::exists(file)) {
+      NpyInfo info = readNpyInfo(file);
+      declaration.dtype = info.dtype;
+      dims.assign(info.shape.size(), "");
+      known = true;
+    } else if (auto rank = type->dim()) {
+      // A traced graph records its example inputs' types.
+      if (auto scalarType = type->scalarType())
+        if (auto dtype = dtypeOfScalarType(*scalarType)) declaration.dtype = *dtype;
+      dims.assign(*rank, "");
+      known = true;
+    }
+    if (!known) {
+      report(nullptr, fmt::format("the rank of forward's argument {} is not recorded in the model: give it with --input {}=f32[N, 64] "
+                                  "(dims are numbers or size names; empty ones are named by the importer)", name, name));
+      poisoned_.insert(value);
+      continue;
+    }
+    for (size_t d = 0; d < dims.size(); ++d) {
+      const std::string& dim = dims[d];
+      if (!dim.empty() && std::isdigit(static_cast<unsigned char>(dim[0]))) {
+        declaration.shape.push_back(Dim::constant(std::stoll(dim)));
+      } else if (!dim.empty()) {
+        if (!taken_.count(dim)) sizeName(dim);
+        declaration.shape.push_back(Dim::size(dim));
+      } else {
+        std::string upper = name;
+        for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+        declaration.shape.push_back(Dim::size(sizeName(fmt::format("{}{}", upper, d))));
+      }
+    }
+    items_[value] = Item::tensor(declaration.dtype, declaration.shape, nameCode(name));
+    program_.inputs.push_back(declaration);
+  }
+}
+
+// prim::GetAttr: a submodule, a parameter or buffer (an input), or a number the module holds.
+Item Translator::attribute(const Node* node) {
+  const Item& owner = item(node->input(0));
+  if (owner.kind != Item::Kind::Module) fail("an attribute of something other than the module is not supported");
+  std::string name = node->s(c10::attr::name);
+  std::string path = owner.text.empty() ? name : owner.text + "." + name;
+  torch::jit::Module module = model_.module;
+  if (!owner.text.empty()) {
+    for (size_t start = 0, dot; start <= owner.text.size(); start = dot + 1) {
+      dot = owner.text.find('.', start);
+      if (dot == std::string::npos) dot = owner.text.size();
+      module = module.attr(owner.text.substr(start, dot - start)).toModule();
+    }
+  }
+  c10::IValue value = module.attr(name);
+  if (value.isModule()) return Item::of(Item::Kind::Module, path);
+  if (value.isDouble()) return Item::ofNumber(value.toDouble(), false);
+  if (value.isInt()) return Item::ofNumber(static_cast<double>(value.toInt()), true);
+  if (value.isBool()) return Item::ofNumber(value.toBool(), true, true);
+  if (value.isNone()) return Item::of(Item::Kind::None);
+  if (!value.isTensor()) fail(fmt::format("the attribute {} holds a {}, which is not supported", path, value.tagKind()));
+  const at::Tensor& tensor = value.toTensor();
+  std::optional<DType> dtype = dtypeOfScalarType(tensor.scalar_type());
+  if (!dtype) fail(fmt::format("the attribute {} has dtype {}, which Emmy has no type for", path, c10::toString(tensor.scalar_type())));
+  if (tensor.dim() == 0) fail(fmt::format("the attribute {} is a tensor of rank 0, which is not supported", path));
+  nameAttribute(path);
+  Declaration declaration{parameterNames_[path], *dtype, {}};
+  for (int64_t extent : tensor.sizes()) declaration.shape.push_back(Dim::constant(extent));
+  usedParameters_[declaration.name] = declaration;
+  return Item::tensor(declaration.dtype, declaration.shape, nameCode(declaration.name));
+}
+
+// ------------------------------------------------------------------------------------------------
+// Nodes
+
+// Numbers, lists, tuples and sizes: what shapes and scales are made of.
+bool Translator::translateScalar(const std::string& kind, const Node* node) {
+  const Value* out = node->outputs().empty() ? nullptr : node->output(0);
+  if (kind == "prim::Constant") {
+    std::optional<c10::IValue> value = torch::jit::toIValue(out);
+    EMMY_INTERNAL_ASSERT(value.has_value(), "a constant without a value");
+    Item result = Item::of(Item::Kind::Other, value->tagKind());
+    if (value->isNone()) result = Item::of(Item::Kind::None);
+    else if (value->isBool()) result = Item::ofNumber(value->toBool(), true, true);
+    else if (value->isInt()) result = Item::ofNumber(static_cast<double>(value->toInt()), true);
+    else if (value->isDouble()) result = Item::ofNumber(value->toDouble(), false);
+    else if (value->isString()) result = Item::of(Item::Kind::Text, value->toStringRef());
+    else if (value->isIntList()) {
+      result = Item::of(Item::Kind::List);
+      for (int64_t element : value->toIntVector()) result.elements.push_back(Item::ofNumber(static_cast<double>(element), true));
+    } else if (value->isDoubleList()) {
+      result = Item::of(Item::Kind::List);
+      for (double element : value->toDoubleVector()) result.elements.push_back(Item::ofNumber(element, false));
+    } else if (value->isTensor()) {
+      const at::Tensor& tensor = value->toTensor();
+      if (tensor.dim() != 0)
+        fail(fmt::format("a constant tensor of shape {} is not supported (only parameters and buffers become inputs)",
+                         c10::str(tensor.sizes())));
+      bool floating = tensor.is_floating_point();
+      result = tensor.scalar_type() == c10::ScalarType::Bool ? Item::ofNumber(tensor.item<bool>(), true, true)
+                                                             : Item::ofNumber(tensor.item<double>(), !floating);
+    }
+    items_[out] = result;
+    return true;
+  }
+  if (kind == "prim::ListConstruct" || kind == "prim::TupleConstruct") {
+    Item list = Item::of(Item::Kind::List);
+    for (const Value* element : node->inputs()) list.elements.push_back(item(element));
+    items_[out] = list;
+    return true;
+  }
+  if (kind == "prim::ListUnpack" || kind == "prim::TupleUnpack") {
+    const Item& list = item(node->input(0));
+    if (list.kind != Item::Kind::List || list.elements.size() != node->outputs().size()) fail("unpacking something other than a list of the right length");
+    for (size_t k = 0; k < node->outputs().size(); ++k) define(node->output(k), list.elements[k]);
+    return true;
+  }
+  if (kind == "aten::__getitem__" || kind == "prim::TupleIndex") {
+    const Item& list = item(node->input(0));
+    if (list.kind != Item::Kind::List) fail("indexing something other than a list");
+    int64_t index = intOf(item(node->input(1)), "a list index");
+    int64_t length = static_cast<int64_t>(list.elements.size());
+    if (index < -length || index >= length) fail(fmt::format("index {} is out of range for a list of {}", index, length));
+    define(out, list.elements[index < 0 ? index + length : index]);
+    return true;
+  }
+  if (kind == "prim::NumToTensor" || kind == "aten::Int" || kind == "aten::Float" || kind == "aten::ScalarImplicit" ||
+      kind == "aten::FloatImplicit" || kind == "aten::IntImplicit") {
+    const Item& value = item(node->input(0));
+    if (!value.isScalar()) fail(fmt::format("{} of a tensor is not supported", kind));
+    Item result = value;
+    if (kind == "aten::Float" || kind == "aten::FloatImplicit") {
+      if (value.kind == Item::Kind::Size) fail("a size only known at run time used as a float is not supported");
+      result.integer = result.boolean = false;
+    }
+    items_[out] = result;
+    return true;
+  }
+  if (kind == "aten::size") {
+    const Item& x = tensorOf(item(node->input(0)), "the operand of size");
+    if (node->inputs().size() == 1) {
+      Item list = Item::of(Item::Kind::List);
+      for (const Dim& dim : x.shape) list.elements.push_back(Item::ofSize(sizes_.resolve(dim)));
+      items_[out] = list;
+    } else {
+      items_[out] = Item::ofSize(sizes_.resolve(x.shape[axis(intOf(item(node->input(1)), "a dimension"), x.rank())]));
+    }
+    return true;
+  }
+  if (kind == "aten::dim") {
+    items_[out] = Item::ofNumber(tensorOf(item(node->input(0)), "the operand of dim").rank(), true);
+    return true;
+  }
+  if (kind == "aten::len") {
+    const Item& list = item(node->input(0));
+    if (list.kind != Item::Kind::List) fail("len of something other than a list");
+    items_[out] = Item::ofNumber(static_cast<double>(list.elements.size()), true);
+    return true;
+  }
+  if (kind == "prim::dtype") {
+    items_[out] = Item::ofNumber(static_cast<double>(scalarTypeOf(tensorOf(item(node->input(0)), "the operand").dtype)), true);
+    return true;
+  }
+  if (kind == "prim::device") {
+    items_[out] = Item::of(Item::Kind::Other, "Device");
+    return true;
+  }
+  // Arithmetic on numbers in math.sqrt(d) style.
+  if ((kind == "aten::sqrt" || kind == "aten::neg") && node->inputs().size() == 1 && item(node->input(0)).kind == Item::Kind::Number) {
+    const Item& value = item(node->input(0));
+    items_[out] = kind == "aten::neg" ? Item::ofNumber(-value.number, value.integer) : Item::ofNumber(std::sqrt(value.number), false);
+    return true;
+  }
+  return false;
+}
+
+// Views of a tensor: nothing computed.
+bool Translator::translateView(const std::string& kind, const Node* node) {
+  static const std::set<std::string> identities = {"aten::contiguous", "aten::clone", "aten::detach", "aten::dropout",
+                                                   "aten::alias", "aten::feature_dropout"};
+  const Value* out = node->output(0);
+  if (identities.count(kind)) {
+    define(out, tensorOf(item(node->input(0)), "the operand"));
+    return true;
+  }
+  static const std::set<std::string> views = {"aten::transpose", "aten::t", "aten::permute", "aten::view",
+                                              "aten::reshape", "aten::flatten", "aten::unsqueeze", "aten::squeeze",
+                                              "aten::expand", "aten::expand_as", "aten::to", "aten::type_as"};
+  if (!views.count(kind)) return false;
+  Item x = tensorOf(item(node->input(0)), "the operand");
+  int rank = x.rank();
+  auto number = [](int64_t value) { return numberCode(static_cast<double>(value), true); };
+  if (kind == "aten::transpose" || kind == "aten::t") {
+    if (kind == "aten::t" && rank < 2) return define(out, x), true;
+    int64_t a = kind == "aten::t" ? 0 : intOf(input(node, "dim0"), "a dimension");
+    int64_t b = kind == "aten::t" ? 1 : intOf(input(node, "dim1"), "a dimension");
+    int first = axis(a, rank), second = axis(b, rank);
+    if (first == second) return define(out, x), true;
+    Shape shape = x.shape;
+    std::swap(shape[first], shape[second]);
+    define(out, Item::tensor(x.dtype, shape, callCode("transpose", {x.code, number(a), number(b)})));
+  } else if (kind == "aten::permute") {
+    std::vector<int64_t> dims = intsOf(input(node, "dims"), "permute's dims");
+    if (static_cast<int>(dims.size()) != rank) fail("permute needs every dimension of the tensor");
+    Shape shape;
+    std::vector<CodePtr> listed;
+    for (int64_t dim : dims) shape.push_back(x.shape[axis(dim, rank)]), listed.push_back(number(dim));
+    define(out, Item::tensor(x.dtype, shape, callCode("permute", {x.code, listCode(listed)})));
+  } else if (kind == "aten::view" || kind == "aten::reshape") {
+    const Item& size = input(node, kind == "aten::view" ? "size" : "shape");
+    if (size.kind != Item::Kind::List) fail("the shape must be a list");
+    define(out, reshape(x, size.elements));
+  } else if (kind == "aten::flatten") {
+    if (rank == 0) return define(out, reshape(x, {Item::ofNumber(1, true)})), true;
+    int start = axis(intOf(input(node, "start_dim"), "start_dim"), rank), end = axis(intOf(input(node, "end_dim"), "end_dim"), rank);
+    std::vector<Item> entries;
+    Dim flat = Dim::constant(1);
+    for (int d = 0; d < rank; ++d) {
+      if (d < start || d > end) entries.push_back(Item::ofSize(sizes_.resolve(x.shape[d])));
+      else flat = flat * x.shape[d];
+      if (d == end) entries.push_back(Item::ofSize(sizes_.resolve(flat)));
+    }
+    define(out, reshape(x, entries));
+  } else if (kind == "aten::unsqueeze") {
+    int64_t dim = intOf(input(node, "dim"), "a dimension");
+    if (dim < -(rank + 1) || dim > rank) fail(fmt::format("dimension {} is out of range for unsqueeze of a tensor of rank {}", dim, rank));
+    Shape shape = x.shape;
+    shape.insert(shape.begin() + (dim < 0 ? dim + rank + 1 : dim), Dim::constant(1));
+    define(out, Item::tensor(x.dtype, shape, callCode("unsqueeze", {x.code, number(dim)})));
+  } else if (kind == "aten::squeeze") {
+    // Only dimensions of size 1 go; squeezing another is a no-op, as in PyTorch.
+    std::vector<int64_t> dims;
+    if (const Item* dim = optionalInput(node, "dim")) dims = {intOf(*dim, "a dimension")};
+    else for (int d = 0; d < rank; ++d) dims.push_back(d);
+    Item result = x;
+    for (auto it = dims.rbegin(); it != dims.rend(); ++it) {
+      int d = axis(*it, result.rank());
+      if (!(sizes_.resolve(result.shape[d]) == Dim::constant(1))) continue;
+      result.shape.erase(result.shape.begin() + d);
+      result.code = callCode("squeeze", {result.code, number(d)});
+    }
+    define(out, result);
+  } else if (kind == "aten::expand" || kind == "aten::expand_as") {
+    Shape target;
+    if (kind == "aten::expand_as") {
+      target = tensorOf(input(node, "other"), "expand_as's other").shape;
+    } else {
+      const Item& size = input(node, "size");
+      if (size.kind != Item::Kind::List) fail("the size must be a list");
+      for (size_t k = 0; k < size.elements.size(); ++k) {
+        const Item& entry = size.elements[k];
+        size_t fromEnd = size.elements.size() - k;
+        bool keep = entry.kind == Item::Kind::Number && entry.number == -1;
+        if (keep && fromEnd > static_cast<size_t>(rank)) fail("-1 in expand for a new dimension");
+        target.push_back(keep ? x.shape[rank - fromEnd] : entry.kind == Item::Kind::Size ? entry.size : Dim::constant(intOf(entry, "a size")));
+      }
+    }
+    Shape shape = broadcast(x.shape, target);
+    if (sizes_.resolve(shape) == sizes_.resolve(x.shape)) return define(out, x), true;
+    std::vector<CodePtr> listed;
+    for (const Dim& dim : shape) listed.push_back(sizeCode(dim));
+    define(out, Item::tensor(x.dtype, shape, callCode("broadcast_to", {x.code, listCode(listed)})));
+  } else {  // aten::to, aten::type_as
+    std::optional<DType> dtype;
+    if (kind == "aten::type_as") dtype = tensorOf(input(node, "other"), "type_as's other").dtype;
+    else if (const Item* other = optionalInput(node, "other")) dtype = tensorOf(*other, "to's other").dtype;
+    else dtype = dtypeArgument(optionalInput(node, "dtype"));
+    define(out, dtype ? castTo(*dtype, x) : x);
+  }
+  return true;
+}
+
+// layer_norm over the last len(normalized_shape) axes, written out: the mean, the centred input, the
+// (biased) variance, then the scale and shift. Half-precision input is normalised in f32, as PyTorch does.
+Item Translator::layerNorm(const Node* node) {
+  Item x = tensorOf(input(node, "input"), "layer_norm's input");
+  std::vector<int64_t> normalized = intsOf(input(node, "normalized_shape"), "normalized_shape");
+  double eps = numberOf(input(node, "eps"), "eps");
+  if (normalized.empty() || static_cast<int>(normalized.size()) > x.rank()) fail("normalized_shape does not fit the input");
+  for (size_t k = 0; k < normalized.size(); ++k)
+    if (!sizes_.unify(x.shape[x.rank() - normalized.size() + k], Dim::constant(normalized[k])))
+      fail(fmt::format("normalized_shape {} does not match the input's shape {}", c10::str(normalized), shapeToString(sizes_.resolve(x.shape))));
+  DType outer = x.dtype;
+  if (!isFloat(outer)) fail("layer_norm needs a floating-point input");
+  Item wide = materialized(castTo(promote(outer, DType::F32), x), baseName(node->input(0)));
+  std::vector<CodePtr> axes;
+  for (size_t k = normalized.size(); k > 0; --k) axes.push_back(numberCode(-static_cast<double>(k), true));
+  CodePtr axisCode = axes.size() == 1 ? axes[0] : listCode(axes);
+  std::string base = baseName(node->output(0));
+  CodePtr mean = callCode("mean", {wide.code}, {{"axis", axisCode}, {"keepdim", nameCode("true")}});
+  CodePtr centered = nameCode(emit(base + "_centered", binaryCode("-", wide.code, mean)));
+  CodePtr variance = nameCode(emit(base + "_var", callCode("mean", {binaryCode("*", centered, centered)}, {{"axis", axisCode}, {"keepdim", nameCode("true")}})));
+  CodePtr y = binaryCode("*", centered, callCode("rsqrt", {binaryCode("+", variance, numberCode(eps, false))}));
+  Shape shape = x.shape;
+  Item result = Item::tensor(wide.dtype, shape, y);
+  for (const char* name : {"weight", "bias"}) {
+    const Item& parameter = input(node, name);
+    if (parameter.kind == Item::Kind::None) continue;
+    broadcast(shape, tensorOf(parameter, name).shape);
+    result = elementwise(std::string(name) == "weight" ? "*" : "+", result, parameter);
+  }
+  return castTo(outer, result);
+}
+
+// Scaled dot-product attention (aten::_scaled_dot_product_attention of PyTorch 1.13, or
+// aten::scaled_dot_product_attention): softmax(q @ k^T * scale [+ mask]) @ v; a causal mask keeps
+// key j <= query i.
+Item Translator::attention(const Node* node) {
+  const Item& q = tensorOf(input(node, "query"), "query");
+  const Item& k = tensorOf(input(node, "key"), "key");
+  const Item& v = tensorOf(input(node, "value"), "value");
+  if (q.rank() < 2) fail("attention needs queries of rank 2 or more");
+  if (const Item* dropout = optionalInput(node, "dropout_p"); dropout && numberOf(*dropout, "dropout_p") != 0)
+    fail("attention with dropout is not supported");
+  bool causal = boolOf(input(node, "is_causal"), "is_causal");
+  std::string base = baseName(node->output(0));
+  Dim depth = sizes_.resolve(q.shape.back());
+  Item scale = Item::ofSize(depth);
+  if (const Item* given = optionalInput(node, "scale"); given && given->kind != Item::Kind::None) {
+    scale = Item::ofNumber(numberOf(*given, "scale"), false);
+  } else if (depth.isConstant()) {
+    scale = Item::ofNumber(1 / std::sqrt(static_cast<double>(depth.factor)), false);
+  } else {
+    fail("attention over a depth only known at run time needs a scale");
+  }
+  Item keysT = Item::tensor(k.dtype, k.shape, callCode("transpose", {k.code, numberCode(-2, true), numberCode(-1, true)}));
+  std::swap(keysT.shape[k.rank() - 1], keysT.shape[k.rank() - 2]);
+  Item scores = elementwise("*", matmul(q, keysT), scale);
+  scores.code = nameCode(emit(base + "_scores", scores.code));
+  if (causal) {
+    std::vector<std::string> indices;
+    for (int d = 0; d + 2 < scores.rank(); ++d) indices.push_back(claim(scores.rank() == 4 ? (d == 0 ? "b" : "h") : fmt::format("a{}", d)));
+    std::string i = claim("i"), j = claim("j");
+    indices.push_back(i), indices.push_back(j);
+    std::vector<CodePtr> subscripts;
+    for (const std::string& index : indices) subscripts.push_back(nameCode(index));
+    const std::string& scoresName = scores.code->text;
+    CodePtr masked = callCode("where", {binaryCode("<=", nameCode(j), nameCode(i)), subscriptCode(scoresName, subscripts),
+                                        unaryCode("-", numberCode(INFINITY, false))});
+    scores.code = nameCode(emit(base + "_masked", masked, indices));
+    for (const std::string& index : indices) taken_.erase(index);
+  }
+  if (const Item* mask = optionalInput(node, "attn_mask"); mask && mask->kind != Item::Kind::None) {
+    const Item& m = tensorOf(*mask, "attn_mask");
+    scores = m.dtype == DType::Bool
+                 ? Item::tensor(scores.dtype, broadcast(scores.shape, m.shape),
+                                callCode("where", {m.code, scores.code, unaryCode("-", numberCode(INFINITY, false))}))
+                 : elementwise("+", scores, m);
+  }
+  Item weights = Item::tensor(scores.dtype, scores.shape, callCode("softmax", {scores.code}, {{"axis", numberCode(-1, true)}}));
+  weights.code = nameCode(emit(base + "_weights", weights.code));
+  if (node->outputs().size() > 1) define(node->output(1), weights);
+  return matmul(weights, v);
+}
+
+void Translator::translate(const Node* node) {
+  std::string kind = node->kind().toQualString();
+  for (const Value* in : node->inputs())
+    if (poisoned_.count(in)) {
+      for (const Value* out : node->outputs()) poisoned_.insert(out);
+      return;
+    }
+  if (kind == "prim::GetAttr") return define(node->output(0), attribute(node));
+  if (translateScalar(kind, node) || (!node->outputs().empty() && translateView(kind, node))) return;
+
+  static const std::map<std::string, std::string> binaries = {
+      {"aten::add", "+"}, {"aten::sub", "-"}, {"aten::mul", "*"}, {"aten::div", "/"}, {"aten::floordiv", "//"},
+      {"aten::eq", "=="}, {"aten::ne", "!="}, {"aten::lt", "<"}, {"aten::le", "<="}, {"aten::gt", ">"},
+      {"aten::ge", ">="}, {"aten::logical_and", "and"}, {"aten::logical_or", "or"}, {"aten::__and__", "and"},
+      {"aten::__or__", "or"}};
+  static const std::map<std::string, std::pair<std::string, bool>> functions = {
+      {"aten::exp", {"exp", true}},   {"aten::log", {"log", true}},         {"aten::sqrt", {"sqrt", true}},
+      {"aten::rsqrt", {"rsqrt", true}}, {"aten::sin", {"sin", true}},       {"aten::cos", {"cos", true}},
+      {"aten::tanh", {"tanh", true}}, {"aten::erf", {"erf", true}},         {"aten::sigmoid", {"sigmoid", true}},
+      {"aten::silu", {"silu", true}}, {"aten::relu", {"relu", false}},      {"aten::abs", {"abs", false}}};
+  const Value* out = node->outputs().empty() ? nullptr : node->output(0);
+  auto operand = [&](size_t k) -> const Item& { return item(node->input(k)); };
+
+  if (auto binary = binaries.find(kind); binary != binaries.end()) {
+    Item a = operand(0), b = operand(1);
+    if (const Item* alpha = optionalInput(node, "alpha"); alpha && !(alpha->kind == Item::Kind::Number && alpha->number == 1))
+      b = elementwise("*", *alpha, b);
+    if (const Item* mode = optionalInput(node, "rounding_mode"); mode && mode->kind != Item::Kind::None)
+      fail(fmt::format("division with rounding_mode='{}' is not supported", mode->text));
+    if (binary->second == "//" && (a.kind == Item::Kind::Tensor || b.kind == Item::Kind::Tensor))
+      fail("floor division of tensors is not supported");
+    return define(out, elementwise(binary->second, a, b));
+  }
+  if (kind == "aten::rsub") {
+    Item b = operand(1);
+    if (const Item* alpha = optionalInput(node, "alpha"); alpha && !(alpha->kind == Item::Kind::Number && alpha->number == 1))
+      return define(out, elementwise("-", b, elementwise("*", *alpha, operand(0))));
+    return define(out, elementwise("-", b, operand(0)));
+  }
+  if (auto builtin = functions.find(kind); builtin != functions.end() && operand(0).kind == Item::Kind::Tensor)
+    return define(out, function(builtin->second.first, operand(0), builtin->second.second));
+  if (kind == "aten::neg") {
+    const Item& x = tensorOf(operand(0), "the operand");
+    return define(out, Item::tensor(x.dtype, x.shape, unaryCode("-", x.code)));
+  }
+  if (kind == "aten::logical_not" || kind == "aten::bitwise_not") {
+    const Item& x = tensorOf(operand(0), "the operand");
+    if (x.dtype != DType::Bool) fail(fmt::format("{} of a {} tensor is not supported", kind, dtypeName(x.dtype)));
+    return define(out, Item::tensor(DType::Bool, x.shape, unaryCode("not", x.code)));
+  }
+  if (kind == "aten::pow") {
+    Item a = operand(0), b = operand(1);
+    if (a.kind != Item::Kind::Tensor && b.kind != Item::Kind::Tensor) return define(out, scalarArithmetic("**", a, b));
+    DType type = arithmeticType(a, b);
+    Shape shape = broadcast(a.kind == Item::Kind::Tensor ? a.shape : Shape{}, b.kind == Item::Kind::Tensor ? b.shape : Shape{});
+    if (a.kind == Item::Kind::Tensor && a.dtype != type) a = castTo(type, a);
+    if (b.kind == Item::Kind::Tensor && b.dtype != type) b = castTo(type, b);
+    return define(out, Item::tensor(type, shape, callCode("pow", {operandCode(a, type), operandCode(b, type)})));
+  }
+  if (kind == "aten::maximum" || kind == "aten::minimum") {
+    Item a = tensorOf(operand(0), "the operand"), b = tensorOf(operand(1), "the operand");
+    return define(out, Item::tensor(promote(a.dtype, b.dtype), broadcast(a.shape, b.shape),
+                                    callCode(kind == "aten::maximum" ? "max" : "min", {a.code, b.code})));
+  }
+  if (kind == "aten::gelu") {
+    const Item* approximate = optionalInput(node, "approximate");
+    std::string form = approximate ? approximate->text : "none";
+    if (form == "none") return define(out, function("gelu", operand(0), true));
+    if (form != "tanh") fail(fmt::format("gelu with approximate='{}' is not supported", form));
+    if (std::find(program_.imports.begin(), program_.imports.end(), "nn") == program_.imports.end()) program_.imports.push_back("nn");
+    return define(out, function("nn.gelu_tanh", operand(0), true));
+  }
+  if (kind == "aten::leaky_relu") {
+    Item x = materialized(tensorOf(operand(0), "the operand"), baseName(node->input(0)));
+    const Item& slope = input(node, "negative_slope");
+    Item scaled = elementwise("*", slope, x);
+    return define(out, Item::tensor(x.dtype, x.shape, callCode("where", {binaryCode(">", x.code, numberCode(0, true)), x.code, scaled.code})));
+  }
+  if (kind == "aten::clamp" || kind == "aten::hardtanh" || kind == "aten::clamp_min" || kind == "aten::clamp_max") {
+    const Item& x = tensorOf(operand(0), "the operand");
+    const Item* low = optionalInput(node, kind == "aten::hardtanh" ? "min_val" : "min");
+    const Item* high = optionalInput(node, kind == "aten::hardtanh" ? "max_val" : "max");
+    if (low && low->kind == Item::Kind::None) low = nullptr;
+    if (high && high->kind == Item::Kind::None) high = nullptr;
+    Item result = x;
+    for (const Item* bound : {low, high})
+      if (bound && bound->kind == Item::Kind::Tensor) result.shape = broadcast(result.shape, bound->shape);
+    if (low && high) result.code = callCode("clamp", {x.code, operandCode(*low, x.dtype), operandCode(*high, x.dtype)});
+    else if (low) result.code = callCode("max", {x.code, operandCode(*low, x.dtype)});
+    else if (high) result.code = callCode("min", {x.code, operandCode(*high, x.dtype)});
+    return define(out, result);
+  }
+  if (kind == "aten::where" && node->inputs().size() == 3) {
+    const Item& condition = tensorOf(operand(0), "where's condition");
+    if (condition.dtype != DType::Bool) fail("where needs a bool condition");
+    const Item &a = operand(1), &b = operand(2);
+    if (a.kind != Item::Kind::Tensor && b.kind != Item::Kind::Tensor) fail("where with two scalar branches is not supported");
+    DType type = arithmeticType(a, b);
+    Shape shape = broadcast(condition.shape, broadcast(a.kind == Item::Kind::Tensor ? a.shape : Shape{}, b.kind == Item::Kind::Tensor ? b.shape : Shape{}));
+    return define(out, Item::tensor(type, shape, callCode("where", {condition.code, operandCode(a, type), operandCode(b, type)})));
+  }
+  if (kind == "aten::masked_fill") {
+    const Item& x = tensorOf(operand(0), "the operand");
+    const Item& mask = tensorOf(input(node, "mask"), "the mask");
+    const Item& value = input(node, "value");
+    Shape shape = broadcast(x.shape, mask.shape);
+    if (shape.size() != x.shape.size()) fail("masked_fill's mask has more dimensions than the tensor");
+    return define(out, Item::tensor(x.dtype, shape, callCode("where", {mask.code, operandCode(value, x.dtype), x.code})));
+  }
+  if (kind == "aten::matmul" || kind == "aten::mm" || kind == "aten::bmm") return define(out, matmul(operand(0), operand(1)), true);
+  if (kind == "aten::linear") {
+    const Item& weight = tensorOf(input(node, "weight"), "linear's weight");
+    Item transposed = weight;
+    if (weight.rank() == 2) {
+      transposed.code = callCode("transpose", {weight.code, numberCode(0, true), numberCode(1, true)});
+      std::swap(transposed.shape[0], transposed.shape[1]);
+    }
+    Item result = matmul(input(node, "input"), transposed);
+    if (const Item& bias = input(node, "bias"); bias.kind != Item::Kind::None) result = elementwise("+", result, bias);
+    return define(out, result, true);
+  }
+  if (kind == "aten::addmm") {
+    Item product = matmul(input(node, "mat1"), input(node, "mat2"));
+    const Item &alpha = input(node, "alpha"), &beta = input(node, "beta");
+    if (numberOf(alpha, "alpha") != 1) product = elementwise("*", alpha, product);
+    Item bias = input(node, "self");
+    if (numberOf(beta, "beta") != 1) bias = elementwise("*", beta, bias);
+    return define(out, elementwise("+", product, bias), true);
+  }
+  if (kind == "aten::softmax" || kind == "aten::log_softmax") {
+    Item x = tensorOf(input(node, "self"), "the operand");
+    if (std::optional<DType> dtype = dtypeArgument(optionalInput(node, "dtype"))) x = castTo(*dtype, x);
+    if (!isFloat(x.dtype)) fail(fmt::format("{} of an integer tensor needs a floating-point dtype", kind));
+    int64_t dim = intOf(input(node, "dim"), "softmax's dim");
+    axis(dim, x.rank());
+    return define(out, Item::tensor(x.dtype, x.shape, callCode(kind == "aten::softmax" ? "softmax" : "log_softmax", {x.code}, {{"axis", numberCode(static_cast<double>(dim), true)}})), true);
+  }
+  if (kind == "aten::layer_norm") return define(out, layerNorm(node));
+  if (kind == "aten::sum" || kind == "aten::mean" || kind == "aten::amax" || kind == "aten::amin") {
+    std::string callee = kind == "aten::amax" ? "max" : kind == "aten::amin" ? "min" : kind.substr(6);
+    const Item* keepdim = optionalInput(node, "keepdim");
+    return define(out, reduce(callee, operand(0), optionalInput(node, "dim"), keepdim && boolOf(*keepdim, "keepdim"),
+                              dtypeArgument(optionalInput(node, "dtype"))), true);
+  }
+  if (kind == "aten::_scaled_dot_product_attention" || kind == "aten::scaled_dot_product_attention")
+    return define(out, attention(node), true);
+  fail(fmt::format("unsupported operation {}", kind));
+}
+
+void Translator::declareOutputs() {
+  const Value* returned = model_.graph->outputs()[0];
+  if (poisoned_.count(returned)) return;
+  const Item& result = item(returned);
+  std::vector<Item> values = result.kind == Item::Kind::List ? result.elements : std::vector<Item>{result};
+  for (size_t k = 0; k < values.size(); ++k) {
+    std::string name = values.size() == 1 ? "out" : fmt::format("out{}", k);
+    const Item& value = values[k];
+    const Node* place = model_.graph->return_node();
+    if (value.kind != Item::Kind::Tensor) {
+      report(place, fmt::format("forward returns a {} as {}; only tensors can be outputs", value.kind == Item::Kind::List ? "list" : "number", name));
+      continue;
+    }
+    Declaration declaration{name, value.dtype, sizes_.resolve(value.shape)};
+    if (declaration.shape.empty()) report(place, fmt::format("{} is a tensor of rank 0, which a .emmy output cannot be", name));
+    for (const Dim& dim : declaration.shape)
+      if (!dim.isConstant() && (dim.factor != 1 || dim.sizes.size() != 1))
+        report(place, fmt::format("{} has the shape {}, which a .emmy output cannot declare (each dimension must be a number or "
+                                  "one size name)", name, shapeToString(declaration.shape)));
+    if (value.code->kind != Code::Kind::Name || value.code->text != name) program_.statements.push_back({name, {}, value.code});
+    program_.outputs.push_back(declaration);
+  }
+}
+
+std::optional<std::string> Translator::run() {
+  program_.origin = fs::path(model_.path).filename().string();
+  program_.kernel = options_.kernelName;
+  declareInputs();
+  // Outputs are named out or out0, out1, ...; a value returned twice is written once, under its first name.
+  const Value* returned = model_.graph->outputs()[0];
+  const Node* producer = returned->node();
+  std::vector<const Value*> outputValues;
+  if (producer->kind() == c10::prim::TupleConstruct) outputValues.assign(producer->inputs().begin(), producer->inputs().end());
+  else outputValues.push_back(returned);
+  for (size_t k = 0; k < outputValues.size(); ++k) {
+    std::string name = outputValues.size() == 1 ? "out" : fmt::format("out{}", k);
+    taken_.insert(name);
+    outputNames_[outputValues[k]].push_back(name);
+  }
+  for (const Node* node : model_.graph->nodes()) {
+    try {
+      translate(node);
+    } catch (const NodeError& error) {
+      report(node, error.message);
+      for (const Value* out : node->outputs()) poisoned_.insert(out);
+    } catch (const UsageError& error) {
+      report(node, error.what());
+      for (const Value* out : node->outputs()) poisoned_.insert(out);
+    }
+  }
+  declareOutputs();
+  if (diagnostics_.hasErrors()) return std::nullopt;
+  for (const std::string& name : tensorAttributeOrder_)
+    if (auto used = usedParameters_.find(name); used != usedParameters_.end()) program_.inputs.push_back(used->second);
+  return printProgram(program_, sizes_);
+}
+
+}  // namespace
+
+InputSpec parseInputSpec(const std::string& text) {
+  auto bad = [&](const std::string& why) {
+    return UsageError(fmt::format("--input '{}': {} (expected NAME=DTYPE[d0,d1,...], e.g. x=f32[B,64])", text, why));
+  };
+  size_t equals = text.find('=');
+  if (equals == std::string::npos || equals == 0) throw bad("no NAME=");
+  InputSpec spec;
+  spec.name = text.substr(0, equals);
+  if (!isIdentifier(spec.name)) throw bad(fmt::format("'{}' is not a name", spec.name));
+  std::string rest = text.substr(equals + 1);
+  size_t open = rest.find('[');
+  if (open == std::string::npos || rest.back() != ']') throw bad("no [dims]");
+  std::optional<DType> dtype = parseDType(rest.substr(0, open));
+  if (!dtype) throw bad(fmt::format("'{}' is not a dtype (f16 bf16 f32 f64 i8 i32 i64 bool)", rest.substr(0, open)));
+  spec.dtype = *dtype;
+  std::string dims = rest.substr(open + 1, rest.size() - open - 2);
+  if (dims.find_first_not_of(" ") == std::string::npos) return spec;
+  for (size_t start = 0, comma; start <= dims.size(); start = comma + 1) {
+    comma = dims.find(',', start);
+    if (comma == std::string::npos) comma = dims.size();
+    std::string dim = dims.substr(start, comma - start);
+    dim.erase(0, dim.find_first_not_of(' '));
+    dim.erase(dim.find_last_not_of(' ') + 1);
+    if (dim == "?") dim.clear();
+    bool number = !dim.empty() && std::all_of(dim.begin(), dim.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); });
+    if (number && (dim.size() > 15 || std::stoll(dim) < 1)) throw bad(fmt::format("the dim {} is not a positive size", dim));
+    if (!dim.empty() && !number && (!isIdentifier(dim) || isReservedName(dim))) throw bad(fmt::format("'{}' is neither a number nor a size name", dim));
+    spec.dims.push_back(dim);
+  }
+  return spec;
+}
+
+LoadedModelPtr loadModel(const std::string& path, Diagnostics& diagnostics) {
+  std::error_code ignored;
+  if (!fs::is_regular_file(path, ignored)) {
+    diagnostics.error("cannot read the file");
+    return nullptr;
+  }
+  LoadedModelPtr model(new LoadedModel);
+  model->path = path;
+  try {
+    torch::jit::Module module = torch::jit::load(path);
+    module.eval();
+    if (!module.find_method("forward")) {
+      diagnostics.error("the TorchScript module has no forward method");
+      return nullptr;
+    }
+    // Buffers stay attributes like the parameters, so that both become inputs.
+    std::vector<std::string> buffers;
+    for (const auto& buffer : module.named_buffers(true)) buffers.push_back(buffer.name);
+    model->module = torch::jit::freeze_module(module, buffers, /*freezeInterfaces=*/true, /*preserveParameters=*/true);
+    torch::jit::Method forward = model->module.get_method("forward");
+    model->graph = forward.graph()->copy();
+    const c10::FunctionSchema& schema = forward.function().getSchema();
+    for (size_t k = 1; k < schema.arguments().size(); ++k) model->argumentNames.push_back(schema.arguments()[k].name());
+  } catch (const c10::Error& error) {
+    diagnostics.error(fmt::format("not a TorchScript model that LibTorch can load: {}", firstLine(error.what_without_backtrace())));
+    return nullptr;
+  } catch (const std::exception& error) {
+    diagnostics.error(fmt::format("not a TorchScript model that LibTorch can load: {}", firstLine(error.what())));
+    return nullptr;
+  }
+  // Calls inlined; then constants folded, which removes the `prim::If`/`aten::warn` scaffolding of
+  // functions such as F.log_softmax, and what no output needs dropped.
+  std::shared_ptr<torch::jit::Graph>& graph = model->graph;
+  torch::jit::Inline(*graph);
+  torch::jit::RemoveListMutation(graph);
+  for (int round = 0; round < 2; ++round) {
+    torch::jit::ConstantPropagation(graph);
+    torch::jit::EliminateDeadCode(graph);
+    torch::jit::LowerSimpleTuples(graph);
+  }
+  return model;
+}
+
+size_t graphNodeCount(const LoadedModel& model) {
+  size_t count = 0;
+  for ([[maybe_unused]] const Node* node : model.graph->nodes()) ++count;
+  return count;
+}
+
+std::optional<std::string> translateModel(const LoadedModel& model, const ImportOptions& options, Diagnostics& diagnostics) {
+  if (!isIdentifier(options.kernelName) || isReservedName(options.kernelName))
+    throw UsageError(fmt::format("--name {}: not a name a kernel can have", options.kernelName));
+  std::optional<std::string> source;
+  try {
+    source = Translator(model, options, diagnostics).run();
+  } catch (const c10::Error& error) {
+    throw InternalError(fmt::format("LibTorch failed while the graph was walked: {}", firstLine(error.what_without_backtrace())));
+  }
+  if (!source) return std::nullopt;
+  // What the importer prints must be a program the frontend accepts; one it rejects is a bug here.
+  Diagnostics check;
+  Frontend frontend(check, {Frontend::defaultStdlibDir()});
+  std::string displayPath = fs::path(model.path).replace_extension(".emmy").string();
+  if (const ast::Module* module = frontend.loadText(displayPath, *source, fs::path(model.path).parent_path()))
+    frontend.elaborateAll(*module);
+  if (check.hasErrors())
+    throw InternalError(fmt::format("the imported source does not compile:\n{}\n{}", check.render(), *source));
+  return source;
+}
+
+}  // namespace emmy::importer

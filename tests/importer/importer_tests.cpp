@@ -1,0 +1,291 @@
+// The TorchScript importer through the real `emmy`: models built and saved with LibTorch, imported,
+// checked in the CPU simulation of the generated CUDA on the same inputs as LibTorch ran them, and
+// compared with LibTorch's results.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <torch/csrc/jit/frontend/tracer.h>
+#include <torch/script.h>
+#include <torch/torch.h>
+
+#include "support/npy.h"
+#include "support/process.h"
+
+namespace fs = std::filesystem;
+using namespace emmy;
+
+namespace {
+
+struct Run {
+  int code = -1;
+  std::string output;
+};
+
+Run runEmmy(const std::vector<std::string>& arguments, const fs::path& folder) {
+  std::vector<std::string> argv = {EMMY_BINARY};
+  argv.insert(argv.end(), arguments.begin(), arguments.end());
+  ProcessOutcome outcome = runProcess(argv, folder, folder / "emmy.log", std::chrono::seconds(600));
+  INFO(shellCommand(argv) << "\n" << outcome.output);
+  REQUIRE(outcome.kind == ProcessOutcome::Kind::Exited);
+  return {outcome.code, outcome.output};
+}
+
+std::string readText(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+void writeTensor(const fs::path& path, const torch::Tensor& tensor) {
+  torch::Tensor dense = tensor.to(torch::kFloat32).contiguous();
+  Buffer buffer(DType::F32, std::vector<int64_t>(dense.sizes().begin(), dense.sizes().end()));
+  std::memcpy(buffer.data(), dense.data_ptr<float>(), buffer.byteSize());
+  writeNpy(path, buffer);
+}
+
+// What LibTorch computed against what emmy check saved, with the f32 tolerance of the spec.
+void compare(const torch::Tensor& expected, const fs::path& saved) {
+  Buffer actual = readNpy(saved, DType::F32);
+  torch::Tensor dense = expected.to(torch::kFloat32).contiguous();
+  REQUIRE(std::vector<int64_t>(dense.sizes().begin(), dense.sizes().end()) == actual.shape());
+  const float* want = dense.data_ptr<float>();
+  const float* got = static_cast<const float*>(actual.data());
+  double worst = 0;
+  for (int64_t k = 0; k < actual.numel(); ++k)
+    worst = std::max(worst, std::abs(static_cast<double>(got[k]) - want[k]) / (1e-4 * (1 + std::abs(want[k]))));
+  INFO(saved.string());
+  CHECK(worst <= 1.0);
+}
+
+// A model, the inputs its forward takes, and the --input options that give their ranks to `emmy build`.
+struct Model {
+  torch::jit::Module module;
+  std::vector<std::pair<std::string, torch::Tensor>> inputs;
+  std::vector<std::string> inputOptions;
+};
+
+class Scratch {
+public:
+  Scratch() { fs::create_directories(folder_.path()); }
+  const fs::path& path() const { return folder_.path(); }
+
+private:
+  TemporaryFolder folder_;
+};
+
+// Saves the model, runs `emmy check` on it with the model's inputs and parameters as .npy files, and
+// compares every output with LibTorch's; then imports it and builds both the .pt and the printed .emmy,
+// which must give the same CUDA byte for byte.
+void checkAgainstLibTorch(Model model, bool withInputOptionsForCheck = false) {
+  Scratch scratch;
+  fs::path dir = scratch.path();
+  model.module.eval();
+  model.module.save((dir / "model.pt").string());
+
+  fs::create_directories(dir / "inputs");
+  std::vector<c10::IValue> arguments;
+  for (const auto& [name, tensor] : model.inputs) {
+    writeTensor(dir / "inputs" / (name + ".npy"), tensor);
+    arguments.push_back(tensor);
+  }
+  for (const auto& parameter : model.module.named_parameters(true)) {
+    std::string name = parameter.name;
+    std::replace(name.begin(), name.end(), '.', '_');
+    writeTensor(dir / "inputs" / (name + ".npy"), parameter.value);
+  }
+  c10::IValue result = model.module.forward(arguments);
+  std::vector<torch::Tensor> expected;
+  if (result.isTuple())
+    for (const c10::IValue& element : result.toTuple()->elements()) expected.push_back(element.toTensor());
+  else
+    expected.push_back(result.toTensor());
+
+  std::vector<std::string> check = {"check", "model.pt", "--inputs", "inputs", "--save", "out"};
+  if (withInputOptionsForCheck)
+    for (const std::string& option : model.inputOptions) check.insert(check.end(), {"--input", option});
+  Run checked = runEmmy(check, dir);
+  INFO(checked.output);
+  REQUIRE(checked.code == 0);
+  for (size_t k = 0; k < expected.size(); ++k)
+    compare(expected[k], dir / "out" / (expected.size() == 1 ? std::string("out.npy") : "out" + std::to_string(k) + ".npy"));
+
+  std::vector<std::string> inputOptions;
+  for (const std::string& option : model.inputOptions) inputOptions.insert(inputOptions.end(), {"--input", option});
+  auto with = [&](std::vector<std::string> arguments) {
+    arguments.insert(arguments.end(), inputOptions.begin(), inputOptions.end());
+    return arguments;
+  };
+  Run imported = runEmmy(with({"import", "model.pt", "-o", "printed/model.emmy"}), dir);
+  INFO(imported.output);
+  REQUIRE(imported.code == 0);
+  INFO(readText(dir / "printed" / "model.emmy"));
+  REQUIRE(runEmmy({"build", "printed/model.emmy", "-o", "from_source"}, dir).code == 0);
+  REQUIRE(runEmmy(with({"build", "model.pt", "-o", "from_model"}), dir).code == 0);
+  CHECK(readText(dir / "from_source" / "model.cu") == readText(dir / "from_model" / "model.cu"));
+  CHECK(readText(dir / "from_source" / "model.h") == readText(dir / "from_model" / "model.h"));
+  // The printed source is what `emmy import` writes to standard output as well.
+  Run printed = runEmmy(with({"import", "model.pt"}), dir);
+  CHECK(printed.output == readText(dir / "printed" / "model.emmy"));
+}
+
+torch::jit::Module linearModule(int64_t out, int64_t in, bool bias = true) {
+  torch::jit::Module linear("Linear");
+  linear.register_parameter("weight", torch::randn({out, in}) * 0.2, false);
+  if (bias) linear.register_parameter("bias", torch::randn({out}) * 0.2, false);
+  return linear;
+}
+
+}  // namespace
+
+TEST_CASE("importer: a two-layer MLP with GELU", "[importer]") {
+  torch::manual_seed(1);
+  Model model{torch::jit::Module("MLP"), {{"x", torch::randn({6, 16})}}, {"x=f32[B,16]"}};
+  model.module.register_module("fc1", linearModule(32, 16));
+  model.module.register_module("fc2", linearModule(16, 32));
+  model.module.define(R"(
+def forward(self, x):
+    h = torch.linear(x, self.fc1.weight, self.fc1.bias)
+    h = torch.gelu(h)
+    return torch.linear(h, self.fc2.weight, self.fc2.bias)
+)");
+  checkAgainstLibTorch(model);
+}
+
+TEST_CASE("importer: a LayerNorm with a residual, eps from an attribute", "[importer]") {
+  torch::manual_seed(2);
+  Model model{torch::jit::Module("Block"), {{"x", torch::randn({2, 3, 24})}}, {"x=f32[B,S,24]"}};
+  torch::jit::Module norm("LayerNorm");
+  norm.register_parameter("weight", torch::randn({24}), false);
+  norm.register_parameter("bias", torch::randn({24}), false);
+  norm.register_attribute("eps", c10::FloatType::get(), 1e-5);
+  model.module.register_module("norm", norm);
+  model.module.define(R"(
+def forward(self, x):
+    return x + torch.layer_norm(x, [24], self.norm.weight, self.norm.bias, self.norm.eps)
+)");
+  checkAgainstLibTorch(model);
+}
+
+TEST_CASE("importer: an RMSNorm written with pow, mean and rsqrt", "[importer]") {
+  torch::manual_seed(3);
+  Model model{torch::jit::Module("RMSNorm"), {{"x", torch::randn({5, 32})}}, {"x=f32[N,32]"}};
+  model.module.register_parameter("weight", torch::randn({32}), false);
+  model.module.define(R"(
+def forward(self, x):
+    ms = x.pow(2).mean(-1, keepdim=True)
+    return x * torch.rsqrt(ms + 1e-6) * self.weight
+)");
+  checkAgainstLibTorch(model);
+}
+
+TEST_CASE("importer: attention written by hand", "[importer]") {
+  torch::manual_seed(4);
+  Model model{torch::jit::Module("Attention"),
+              {{"q", torch::randn({2, 2, 5, 8})}, {"k", torch::randn({2, 2, 7, 8})}, {"v", torch::randn({2, 2, 7, 8})}},
+              {"q=f32[B,H,S,8]", "k=f32[B,H,L,8]", "v=f32[B,H,L,8]"}};
+  model.module.define(R"(
+def forward(self, q, k, v):
+    scores = torch.matmul(q, k.transpose(-2, -1)) * q.size(-1) ** -0.5
+    weights = torch.softmax(scores, dim=-1)
+    return torch.matmul(weights, v)
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
+TEST_CASE("importer: scaled_dot_product_attention, plain and causal", "[importer]") {
+  torch::manual_seed(5);
+  for (bool causal : {false, true}) {
+    DYNAMIC_SECTION("causal " << causal) {
+      Model model{torch::jit::Module("SDPA"),
+                  {{"q", torch::randn({2, 2, 6, 8})}, {"k", torch::randn({2, 2, 6, 8})}, {"v", torch::randn({2, 2, 6, 8})}},
+                  {"q=f32[B,H,S,8]", "k=f32[B,H,S,8]", "v=f32[B,H,S,8]"}};
+      model.module.define(std::string(R"(
+def forward(self, q, k, v):
+    out = torch._scaled_dot_product_attention(q, k, v, None, 0.0, False, )") + (causal ? "True" : "False") + R"()
+    return out[0]
+)");
+      checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+    }
+  }
+}
+
+TEST_CASE("importer: a SwiGLU block, weights without bias", "[importer]") {
+  torch::manual_seed(6);
+  Model model{torch::jit::Module("SwiGLU"), {{"x", torch::randn({4, 16})}}, {"x=f32[N,16]"}};
+  model.module.register_module("w1", linearModule(24, 16, false));
+  model.module.register_module("w3", linearModule(24, 16, false));
+  model.module.register_module("w2", linearModule(16, 24, false));
+  model.module.define(R"(
+def forward(self, x):
+    gate = torch.silu(torch.linear(x, self.w1.weight, None))
+    up = torch.matmul(x, self.w3.weight.t())
+    return torch.linear(gate * up, self.w2.weight, None), gate
+)");
+  checkAgainstLibTorch(model);
+}
+
+// torch.jit.trace is Python; LibTorch's tracer is what it runs, with the module as `self` so that
+// parameters are recorded as attributes, as trace_module does.
+TEST_CASE("importer: a traced module", "[importer]") {
+  torch::manual_seed(7);
+  torch::Tensor x = torch::randn({3, 12});
+  Model model{torch::jit::Module("Traced"), {{"x", x}}, {"x=f32[N,12]"}};
+  model.module.register_parameter("weight", torch::randn({10, 12}) * 0.3, false);
+  model.module.register_parameter("bias", torch::randn({10}), false);
+  torch::jit::Module& module = model.module;
+  auto forward = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
+    torch::Tensor input = inputs[0].toTensor();
+    torch::Tensor h = torch::addmm(module.attr("bias").toTensor(), input, module.attr("weight").toTensor().t());
+    return {torch::tanh(h) * 2 - torch::sigmoid(h)};
+  };
+  torch::NoGradGuard noGrad;
+  auto traced = torch::jit::tracer::trace({x}, forward, [](const torch::autograd::Variable&) { return std::string(); },
+                                          /*strict=*/true, /*force_outplace=*/false, &module, {"x"});
+  auto function = module._ivalue()->compilation_unit()->create_function(
+      c10::QualifiedName(*module.type()->name(), "forward"), traced.first->graph);
+  module.type()->addMethod(function);
+  checkAgainstLibTorch(model);
+}
+
+TEST_CASE("importer: an unsupported operation names itself and its source line", "[importer]") {
+  Scratch scratch;
+  torch::jit::Module module("Sorts");
+  module.define(R"(
+def forward(self, x):
+    y = torch.exp(x)
+    return torch.sort(y, -1)[0]
+)");
+  module.save((scratch.path() / "model.pt").string());
+  Run run = runEmmy({"import", "model.pt", "--input", "x=f32[N,8]", "-o", "model.emmy"}, scratch.path());
+  CHECK(run.code == 1);
+  CHECK_THAT(run.output, Catch::Contains("error: unsupported operation aten::sort"));
+  CHECK_THAT(run.output, Catch::Contains("torch.sort(y, -1)"));
+  CHECK_FALSE(fs::exists(scratch.path() / "model.emmy"));
+  Run build = runEmmy({"build", "model.pt", "--input", "x=f32[N,8]", "-o", "out"}, scratch.path());
+  CHECK(build.code == 1);
+  CHECK_THAT(build.output, Catch::Contains("unsupported operation aten::sort"));
+  CHECK_FALSE(fs::exists(scratch.path() / "out"));
+}
+
+TEST_CASE("importer: a corrupt model and a file that is no model are clear errors", "[importer]") {
+  Scratch scratch;
+  torch::jit::Module module("Small");
+  module.define("def forward(self, x):\n    return x + 1\n");
+  module.save((scratch.path() / "good.pt").string());
+  std::string bytes = readText(scratch.path() / "good.pt");
+  std::ofstream(scratch.path() / "corrupt.pt", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  std::ofstream(scratch.path() / "text.pt") << "kernel f(x: f32[N]) -> (y: f32[N]) {\n    y = x\n}\n";
+  for (const char* name : {"corrupt.pt", "text.pt"}) {
+    Run run = runEmmy({"import", name}, scratch.path());
+    INFO(name << ": " << run.output);
+    CHECK(run.code == 1);
+    CHECK_THAT(run.output, Catch::Contains(std::string(name) + ": error: not a TorchScript model"));
+  }
+  Run missing = runEmmy({"check", "missing.pt"}, scratch.path());
+  CHECK(missing.code == 1);
+  CHECK_THAT(missing.output, Catch::Contains("missing.pt: error: cannot read the file"));
+}
