@@ -1,5 +1,5 @@
-// The `emmy` command line. Exit codes: 0 success, 1 user errors (diagnostics), 2 usage errors,
-// 70 internal errors (bugs). It links no LibTorch and loads NVRTC only when asked to compile, so that
+// The `emmy` command line. Exit codes: 0 success, 1 user errors (diagnostics), 2 usage errors, 3 no CUDA
+// device (run, bench), 70 internal errors (bugs). It links no LibTorch and loads NVRTC only when asked to compile, so that
 // it starts in milliseconds.
 #include <cstdio>
 #include <filesystem>
@@ -14,6 +14,7 @@
 #include "backend/nvrtc.h"
 #include "driver/check.h"
 #include "driver/elaborate.h"
+#include "driver/gpu.h"
 #include "driver/performance.h"
 #include "driver/pipeline.h"
 #include "ir/kernel/printer.h"
@@ -148,10 +149,21 @@ int build(const BuildOptions& options) {
   return 0;
 }
 
-int check(const CheckOptions& options) {
-  return runCheck(options, [&](const tensor::Kernel& kernel) {
-    return emitCudaFiles({lower(kernel, PipelineOptions{})}, options.file);
-  });
+// What `emmy build` writes for one kernel instance of `file`, which check and run run.
+CudaGenerator generatorFor(const std::string& file) {
+  return [file](const tensor::Kernel& kernel) { return emitCudaFiles({lower(kernel, PipelineOptions{})}, file); };
+}
+
+// The options `emmy check` and `emmy run` share.
+void addCheckOptions(CLI::App* command, CheckOptions& options) {
+  command->add_option("FILE", options.file, "the .emmy file")->required();
+  command->add_option("--kernel", options.kernel, "one kernel: NAME or NAME<TYPE, ...>");
+  command->add_option("--size", options.sizes, "a size, as N=64 (repeatable)");
+  command->add_option("-D", options.defines, "set a schedule param, as BM=64 (repeatable)");
+  command->add_option("--inputs", options.inputsDir, "read inputs from DIR/NAME.npy");
+  command->add_option("--save", options.saveDir, "write every output to DIR/NAME.npy");
+  command->add_option("--seed", options.seed, "seed of the random inputs (default 0)");
+  command->add_flag("--verbose", options.verbose, "print the host compiler's command and the time taken");
 }
 
 }  // namespace
@@ -184,14 +196,29 @@ int main(int argc, char** argv) {
   CheckOptions checkOptions;
   CLI::App* checkCommand =
       app.add_subcommand("check", "run the generated code on the CPU and compare it with the reference meaning");
-  checkCommand->add_option("FILE", checkOptions.file, "the .emmy file")->required();
-  checkCommand->add_option("--kernel", checkOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
-  checkCommand->add_option("--size", checkOptions.sizes, "a size, as N=64 (repeatable)");
-  checkCommand->add_option("-D", checkOptions.defines, "set a schedule param, as BM=64 (repeatable)");
-  checkCommand->add_option("--inputs", checkOptions.inputsDir, "read inputs from DIR/NAME.npy");
-  checkCommand->add_option("--save", checkOptions.saveDir, "write every output to DIR/NAME.npy");
-  checkCommand->add_option("--seed", checkOptions.seed, "seed of the random inputs (default 0)");
-  checkCommand->add_flag("--verbose", checkOptions.verbose, "print the host compiler's command and the time taken");
+  addCheckOptions(checkCommand, checkOptions);
+
+  CheckOptions runOptions;
+  CLI::App* runCommand = app.add_subcommand(
+      "run", "run the generated code on the GPU and compare it with the reference meaning (and PyTorch, for the stdlib)");
+  addCheckOptions(runCommand, runOptions);
+
+  BenchCase benchCase;
+  BenchSettings benchSettings;
+  CLI::App* benchCommand =
+      app.add_subcommand("bench", "time the generated code on the GPU: GB/s, TFLOP/s, the device's peak, PyTorch eager");
+  benchCommand->add_option("FILE", benchCase.file, "the .emmy file")->required();
+  benchCommand->add_option("--kernel", benchCase.kernel, "one kernel: NAME or NAME<TYPE, ...>");
+  benchCommand->add_option("--size", benchCase.sizes, "a size, as N=4096 (repeatable)");
+  benchCommand->add_option("-D", benchCase.defines, "set a schedule param, as BM=64 (repeatable)");
+  benchCommand->add_option("--inputs", benchCase.inputsDir, "read inputs from DIR/NAME.npy");
+  benchCommand->add_option("--seed", benchCase.seed, "seed of the random inputs (default 0)");
+  benchCommand->add_option("--repeat", benchSettings.timing.repetitions, "timed calls (default 100)")
+      ->check(CLI::Range(1, 100000));
+  benchCommand->add_option("--warmup", benchSettings.timing.warmup, "untimed calls first (default 10)")
+      ->check(CLI::Range(0, 100000));
+  benchCommand->add_flag("--flush-l2", benchSettings.timing.flushL2, "overwrite the L2 cache before each timed call");
+  benchCommand->add_flag("!--no-torch", benchSettings.compareWithTorch, "do not time PyTorch eager for the stdlib");
 
   try {
     app.parse(argc, argv);
@@ -201,7 +228,12 @@ int main(int argc, char** argv) {
   }
   try {
     if (*buildCommand) return build(buildOptions);
-    if (*checkCommand) return check(checkOptions);
+    if (*checkCommand) return runCheck(checkOptions, generatorFor(checkOptions.file), simulationCompiler());
+    if (*runCommand) return runOnGpu(runOptions, generatorFor(runOptions.file));
+    if (*benchCommand) return runBench({benchCase}, benchSettings);
+  } catch (const runtime::NoCudaDevice& e) {
+    fmt::print(stderr, "emmy: error: {}\n", e.what());
+    return runtime::kNoDeviceExitCode;
   } catch (const CompilationFailed& failed) {
     return reportDiagnostics(failed.diagnostics);
   } catch (const UsageError& e) {

@@ -3,7 +3,7 @@
 #include "linalg.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -50,7 +50,7 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -69,6 +69,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -142,6 +143,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("matmul_f16: size M is negative (%lld)", (long long)M);
@@ -154,6 +156,7 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -227,6 +230,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("matmul_bf16: size M is negative (%lld)", (long long)M);
@@ -239,6 +243,7 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -312,6 +317,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("matmul_f32: size M is negative (%lld)", (long long)M);
@@ -324,6 +330,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -399,6 +406,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (B < 0) return emmy_fail("bmm_f16: size B is negative (%lld)", (long long)B);
@@ -412,6 +420,7 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -487,6 +496,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (B < 0) return emmy_fail("bmm_bf16: size B is negative (%lld)", (long long)B);
@@ -500,6 +510,7 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (B * (((M + (int64_t)63) / (int64_t)64) * ((N + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -575,6 +586,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (B < 0) return emmy_fail("bmm_f32: size B is negative (%lld)", (long long)B);
@@ -588,6 +600,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16_k0(const __half* x, __half* y, int64_t M, int64_t N) {
   if ((((unsigned long long)(const void*)y) & 15) == 0) {
@@ -616,6 +629,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16_k0(const __ha
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f16: size M is negative (%lld)", (long long)M);
@@ -627,6 +641,7 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
   if ((((unsigned long long)(const void*)y) & 15) == 0) {
@@ -655,6 +670,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16_k0(const __n
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_bf16: size M is negative (%lld)", (long long)M);
@@ -666,6 +682,7 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32_k0(const float* x, float* y, int64_t M, int64_t N) {
   if ((((unsigned long long)(const void*)y) & 15) == 0) {
@@ -694,6 +711,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32_k0(const floa
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int transpose_f32(const float* x, float* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f32: size M is negative (%lld)", (long long)M);

@@ -3,7 +3,7 @@
 #include "nn.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -50,7 +50,7 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -69,6 +69,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -128,6 +129,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f16: size N is negative (%lld)", (long long)N);
@@ -139,6 +141,7 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -198,6 +201,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_bf16: size N is negative (%lld)", (long long)N);
@@ -209,6 +213,7 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -268,6 +273,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f32: size N is negative (%lld)", (long long)N);
@@ -279,6 +285,7 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -338,6 +345,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f16: size N is negative (%lld)", (long long)N);
@@ -349,6 +357,7 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -408,6 +417,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_bf16: size N is negative (%lld)", (long long)N);
@@ -419,6 +429,7 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -478,6 +489,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f32: size N is negative (%lld)", (long long)N);
@@ -489,6 +501,7 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -548,6 +561,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f16: size N is negative (%lld)", (long long)N);
@@ -559,6 +573,7 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -618,6 +633,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_bf16: size N is negative (%lld)", (long long)N);
@@ -629,6 +645,7 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -688,6 +705,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int layernorm_f32(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f32: size N is negative (%lld)", (long long)N);
@@ -699,6 +717,7 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -735,6 +754,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f16: size N is negative (%lld)", (long long)N);
@@ -746,6 +766,7 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -782,6 +803,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_bf16: size N is negative (%lld)", (long long)N);
@@ -793,6 +815,7 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -829,6 +852,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f32: size N is negative (%lld)", (long long)N);
@@ -840,6 +864,7 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -913,6 +938,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT, cudaStream_t stream) {
   if (N < 0) return emmy_fail("linear_f16: size N is negative (%lld)", (long long)N);
@@ -925,6 +951,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -998,6 +1025,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT, cudaStream_t stream) {
   if (N < 0) return emmy_fail("linear_bf16: size N is negative (%lld)", (long long)N);
@@ -1010,6 +1038,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -1083,6 +1112,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int linear_f32(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT, cudaStream_t stream) {
   if (N < 0) return emmy_fail("linear_f32: size N is negative (%lld)", (long long)N);
@@ -1095,6 +1125,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -1239,6 +1270,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, int64_t N, int64_t D, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("mlp_f16: size N is negative (%lld)", (long long)N);
@@ -1258,6 +1290,7 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -1402,6 +1435,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, int64_t N, int64_t D, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("mlp_bf16: size N is negative (%lld)", (long long)N);
@@ -1421,6 +1455,7 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes h__acc.
 extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((H + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -1565,6 +1600,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, int64_t N, int64_t D, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("mlp_f32: size N is negative (%lld)", (long long)N);
@@ -1584,6 +1620,7 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -1726,6 +1763,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k1(const __ha
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attention_f16: size B is negative (%lld)", (long long)B);
@@ -1747,6 +1785,7 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -1889,6 +1928,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k1(const __n
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attention_bf16: size B is negative (%lld)", (long long)B);
@@ -1910,6 +1950,7 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -2052,6 +2093,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k1(const floa
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attention_f32(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attention_f32: size B is negative (%lld)", (long long)B);
@@ -2073,6 +2115,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -2215,6 +2258,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k1(con
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int causal_attention_f16(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("causal_attention_f16: size B is negative (%lld)", (long long)B);
@@ -2235,6 +2279,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -2377,6 +2422,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k1(co
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("causal_attention_bf16: size B is negative (%lld)", (long long)B);
@@ -2397,6 +2443,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -2539,6 +2586,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k1(con
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int causal_attention_f32(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("causal_attention_f32: size B is negative (%lld)", (long long)B);
@@ -2559,6 +2607,7 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
@@ -2627,6 +2676,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attend_f16: size B is negative (%lld)", (long long)B);
@@ -2641,6 +2691,7 @@ extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
@@ -2709,6 +2760,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attend_bf16: size B is negative (%lld)", (long long)B);
@@ -2723,6 +2775,7 @@ extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfl
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
@@ -2791,6 +2844,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attend_f32(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attend_f32: size B is negative (%lld)", (long long)B);
