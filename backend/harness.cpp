@@ -132,7 +132,17 @@ std::string describeFailedRun(const sim::ProcessOutcome& outcome, const std::str
 
 std::string hostCompiler() {
   const char* fromEnvironment = std::getenv("CXX");
-  return fromEnvironment && *fromEnvironment ? fromEnvironment : "c++";
+  if (fromEnvironment && *fromEnvironment) return fromEnvironment;
+  // c++ is the system's default; a machine set up only for nvcc may have just g++ or clang++.
+  const char* path = std::getenv("PATH");
+  for (const char* candidate : {"c++", "g++", "clang++"}) {
+    std::istringstream entries(path ? path : "");
+    for (std::string entry; std::getline(entries, entry, ':');) {
+      std::error_code error;
+      if (fs::is_regular_file(fs::path(entry.empty() ? "." : entry) / candidate, error)) return candidate;
+    }
+  }
+  return "c++";  // not found: running it says so
 }
 
 void writeText(const fs::path& path, const std::string& text) { writeFile(path, text.data(), text.size()); }

@@ -82,7 +82,7 @@ std::optional<std::string> readOutputs(const std::filesystem::path& folder, std:
 // kHostFunctionFailed), else what `program` ("the simulated kernel") did, with its output.
 std::string describeFailedRun(const sim::ProcessOutcome& outcome, const std::string& program, std::chrono::seconds timeout);
 
-// The host C++ compiler: $CXX, else c++.
+// The host C++ compiler: $CXX, else the first of c++, g++ and clang++ on PATH.
 std::string hostCompiler();
 
 // Writes `text` to `path`; throws UsageError when it cannot.

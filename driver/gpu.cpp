@@ -1,6 +1,8 @@
 #include "driver/gpu.h"
 
+#include <algorithm>
 #include <filesystem>
+#include <future>
 
 #include <fmt/format.h>
 
@@ -87,14 +89,20 @@ std::string timingText(double median, double min, const runtime::Timing& timing)
                      timing.flushL2 ? ", L2 flushed" : "");
 }
 
-// One instance's measurement, kept until PyTorch's is known.
+// One instance to measure: prepared first, compiled in parallel, then run one at a time.
 struct BenchRow {
   std::string title;
+  tensor::Kernel kernel;
+  tensor::EvaluationInputs inputs;
   Work work;
-  std::optional<runtime::GpuRun> run;  // empty: failed before running (printed in `failure`)
-  std::string failure;
+  cuda::GeneratedCuda source;
+  std::future<std::unique_ptr<runtime::GpuKernel>> program;
+  std::optional<runtime::GpuRun> run;  // empty: failed
   std::optional<size_t> torchIndex;  // its request in the PyTorch batch
 };
+
+// How many instances NVRTC and the host compiler work on at once.
+constexpr size_t kParallelCompiles = 8;
 
 }  // namespace
 
@@ -153,15 +161,16 @@ int runBench(const std::vector<BenchCase>& cases, const BenchSettings& settings,
     checkSizeNamesExist(givenSizes, *kernels);
     bool stdlib = settings.compareWithTorch && isStdlibFile(benchCase.file);
     for (const tensor::Kernel& kernel : *kernels) {
-      tensor::EvaluationInputs inputs = prepareInputs(kernel, benchCase.inputsDir, benchCase.seed, givenSizes);
+      BenchRow row;
+      row.kernel = kernel;
+      row.inputs = prepareInputs(kernel, benchCase.inputsDir, benchCase.seed, givenSizes);
       for (const tensor::ScalarParamDecl& scalar : kernel.scalars)
         if (auto given = benchCase.scalars.find(scalar.name); given != benchCase.scalars.end())
-          inputs.scalars[scalar.name] = Value::ofFloat(scalar.dtype, given->second);
-      BenchRow row;
+          row.inputs.scalars[scalar.name] = Value::ofFloat(scalar.dtype, given->second);
       std::map<std::string, int64_t> sizes;
       try {
-        sizes = tensor::bindSizes(kernel, inputs.tensors, inputs.sizes);
-        tensor::bindScalars(kernel, inputs.scalars);
+        sizes = tensor::bindSizes(kernel, row.inputs.tensors, row.inputs.sizes);
+        tensor::bindScalars(kernel, row.inputs.scalars);
       } catch (const tensor::EvaluationError& error) {
         throw UsageError(fmt::format("kernel {}: {}", displayName(kernel), error.what()));
       }
@@ -170,16 +179,9 @@ int runBench(const std::vector<BenchCase>& cases, const BenchSettings& settings,
       row.title = displayName(kernel) + (sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")");
       Lowered lowered = lower(kernel, PipelineOptions{});
       row.work = instanceWork(lowered, sizes);
-      runtime::GpuKernel program(device, kernel, emitCudaFiles({lowered}, benchCase.file));
-      runtime::GpuRun run = program.run(inputs, settings.timing);
-      if (run.failure) {
-        row.failure = *run.failure;
-        allRan = false;
-      } else {
-        row.run = std::move(run);
-      }
+      row.source = emitCudaFiles({lowered}, benchCase.file);
       if (stdlib) {
-        runtime::TorchRequest request = torchRequest(kernel, inputs);
+        runtime::TorchRequest request = torchRequest(kernel, row.inputs);
         request.timing = settings.timing;
         row.torchIndex = torchRequests.size();
         torchRequests.push_back(std::move(request));
@@ -188,33 +190,52 @@ int runBench(const std::vector<BenchCase>& cases, const BenchSettings& settings,
     }
   }
 
-  runtime::TorchBatch torch = runtime::runTorch(torchRequests);
-  for (const BenchRow& row : rows) {
+  // Compiling takes seconds per instance and running a fraction of that: compile ahead, in parallel.
+  auto compile = [&](BenchRow& row) {
+    row.program = std::async(std::launch::async, [&device, &row] {
+      return std::make_unique<runtime::GpuKernel>(device, row.kernel, row.source);
+    });
+  };
+  for (size_t k = 0; k < std::min(rows.size(), kParallelCompiles); ++k) compile(rows[k]);
+  for (size_t k = 0; k < rows.size(); ++k) {
+    BenchRow& row = rows[k];
+    std::unique_ptr<runtime::GpuKernel> program = row.program.get();  // rethrows a compile error
+    if (k + kParallelCompiles < rows.size()) compile(rows[k + kParallelCompiles]);
+    runtime::GpuRun run = program->run(row.inputs, settings.timing);
+    row.inputs = {};  // large at these sizes
+    // Printed as soon as measured, so that a time limit on the whole leaves what was done.
     fmt::print(report, "{}\n", row.title);
-    if (!row.run) {
-      fmt::print(report, "  emmy: FAILED: {}\n", row.failure);
+    if (run.failure) {
+      fmt::print(report, "  emmy: FAILED: {}\n", *run.failure);
+      allRan = false;
     } else {
-      fmt::print(report, "  emmy:    {}; {}\n",
-                 timingText(row.run->medianMilliseconds(), row.run->minMilliseconds(), settings.timing),
-                 formatThroughput(row.work, throughput(row.work, row.run->medianMilliseconds(), device)));
+      fmt::print(report, "  emmy:    {}; {}\n", timingText(run.medianMilliseconds(), run.minMilliseconds(), settings.timing),
+                 formatThroughput(row.work, throughput(row.work, run.medianMilliseconds(), device)));
+      row.run = std::move(run);
     }
-    if (!row.torchIndex || torch.unavailable) continue;
+    std::fflush(report);
+  }
+
+  if (torchRequests.empty()) return allRan ? 0 : 1;
+  runtime::TorchBatch torch = runtime::runTorch(torchRequests);
+  if (torch.unavailable) {
+    fmt::print(report, "PyTorch comparison unavailable: {}\n", *torch.unavailable);
+    return allRan ? 0 : 1;
+  }
+  fmt::print(report, "PyTorch {} eager on {}, the same bytes and flops counted:\n", torch.torchVersion, torch.device);
+  for (const BenchRow& row : rows) {
+    if (!row.torchIndex) continue;
     const runtime::TorchResult& result = torch.results[*row.torchIndex];
     if (!result.ok) {
-      fmt::print(report, "  PyTorch: FAILED: {}\n", result.error);
+      fmt::print(report, "{}\n  PyTorch: FAILED: {}\n", row.title, result.error);
       continue;
     }
     Throughput measured = throughput(row.work, result.medianMilliseconds, device);
     std::string speed = row.run ? fmt::format("; Emmy {:.2f}x PyTorch's speed", result.medianMilliseconds / row.run->medianMilliseconds())
                                 : "";
-    fmt::print(report, "  PyTorch: {}; {}{}{}\n", timingText(result.medianMilliseconds, result.minMilliseconds, settings.timing),
-               scaled(measured.bytesPerSecond, "B/s"), percent(measured.bandwidthFraction), speed);
-  }
-  if (!torchRequests.empty()) {
-    if (torch.unavailable)
-      fmt::print(report, "PyTorch comparison unavailable: {}\n", *torch.unavailable);
-    else
-      fmt::print(report, "PyTorch {} eager on {} (the same bytes and flops counted)\n", torch.torchVersion, torch.device);
+    fmt::print(report, "{}\n  PyTorch: {}; {}{}{}\n", row.title,
+               timingText(result.medianMilliseconds, result.minMilliseconds, settings.timing), scaled(measured.bytesPerSecond, "B/s"),
+               percent(measured.bandwidthFraction), speed);
   }
   return allRan ? 0 : 1;
 }

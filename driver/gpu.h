@@ -35,10 +35,11 @@ struct BenchSettings {
   bool compareWithTorch = true;  // also PyTorch eager, for the standard library's kernels
 };
 
-// Times every instance of every case on the GPU and prints, per instance, the median time, GB/s and
-// TFLOP/s from the bytes and flops of the static report (instanceWork), the fraction of the device's
-// peak, and the same for PyTorch eager (one python3 process for all the cases). Returns 0, or 1 when an
-// instance failed to run or a file has errors (printed as diagnostics).
+// Times every instance of every case on the GPU and prints, per instance as it is measured, the median
+// time, GB/s and TFLOP/s from the bytes and flops of the static report (instanceWork) and the fraction of
+// the device's peak; then the same for PyTorch eager on the standard library's instances (one python3
+// process for all). Returns 0, or 1 when an instance failed to run or a file has errors (printed as
+// diagnostics).
 int runBench(const std::vector<BenchCase>& cases, const BenchSettings& settings, std::FILE* report = stdout);
 
 // Throughput of `work` done in `milliseconds` on `device`; a fraction is 0 when the device's peak is unknown.

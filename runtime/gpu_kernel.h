@@ -58,7 +58,7 @@ ModuleTarget moduleTarget(int capability, const std::vector<int>& supported);
 // inputs. It lives in a temporary folder that goes away with the object.
 class GpuKernel : public CompiledKernel {
 public:
-  // Compiles `source` (NVRTC for the kernels, $CXX, else c++, for the host function and the harness). A
+  // Compiles `source` (NVRTC for the kernels, harness::hostCompiler for the host function and the harness). A
   // .cu that does not compile is a bug in Emmy: InternalError, with the compiler's messages and the folder
   // where the files were kept. Throws CudaUnavailable without NVRTC, UsageError when the runtime's headers
   // or the host compiler are missing.

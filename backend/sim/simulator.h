@@ -43,7 +43,7 @@ class SimulatedKernel : public CompiledKernel {
 public:
   // Compiles `source`. A .cu that does not compile is a bug in Emmy: InternalError, with the compiler's
   // messages and the folder where the files were kept. Throws UsageError when the simulation header or
-  // the host compiler ($CXX, else c++) is missing.
+  // the host compiler (harness::hostCompiler) is missing.
   SimulatedKernel(const tensor::Kernel& kernel, const CudaSource& source, const SimulationOptions& options = {});
   ~SimulatedKernel();
   SimulatedKernel(const SimulatedKernel&) = delete;
