@@ -26,6 +26,7 @@ typedef struct CUevent_st* CUevent;
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 
 constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_NOT_SUPPORTED = 801;
 
 // CUdevice_attribute values (cuda.h).
 enum DeviceAttribute : int {
@@ -36,6 +37,7 @@ enum DeviceAttribute : int {
   CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,  // bytes
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
 };
 // CUmemPool_attribute: how much freed memory a pool keeps instead of giving it back at a synchronisation.
 constexpr int CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;

@@ -68,6 +68,9 @@ struct EmmyHost {
   cudaError_t lastError = cudaSuccess;
   // Wait for every launch to finish, so that a kernel's fault is reported as that kernel's.
   bool synchronizeLaunches = true;
+  // Stream-ordered allocation from the device's default pool, where the driver has it (some
+  // virtualised drivers do not); else cuMemAlloc and a synchronised cuMemFree.
+  bool memoryPool = true;
   EmmyHostKernel kernels[64];
   int kernelCount = 0;
 };
@@ -138,11 +141,15 @@ inline void emmy_host_start(const char* modulePath) {
   emmy_host_check(cu.cuStreamCreate(&host.stream, 0), "cuStreamCreate");
   // Temporaries come from cudaMallocAsync on every call: the pool keeps what they free, as PyTorch's
   // caching allocator does, instead of giving it back to the driver at each synchronisation.
+  int pools = 0;
   emmy_cuda::CUmemoryPool pool = nullptr;
-  emmy_host_check(cu.cuDeviceGetDefaultMemPool(&pool, host.device), "cuDeviceGetDefaultMemPool");
   unsigned long long keepEverything = ~0ull;
-  emmy_host_check(cu.cuMemPoolSetAttribute(pool, emmy_cuda::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keepEverything),
-                  "cuMemPoolSetAttribute");
+  host.memoryPool =
+      cu.cuDeviceGetAttribute(&pools, emmy_cuda::CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, host.device) ==
+          emmy_cuda::CUDA_SUCCESS &&
+      pools != 0 && cu.cuDeviceGetDefaultMemPool(&pool, host.device) == emmy_cuda::CUDA_SUCCESS &&
+      cu.cuMemPoolSetAttribute(pool, emmy_cuda::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &keepEverything) ==
+          emmy_cuda::CUDA_SUCCESS;
 }
 
 // ---- The CUDA runtime API of the host function ------------------------------------------------------------
@@ -161,15 +168,26 @@ inline cudaError_t cudaPeekAtLastError() { return emmy_host().lastError; }
 inline const char* cudaGetErrorString(cudaError_t error) { return emmy_host_describe(error); }
 
 inline cudaError_t cudaMallocAsync(void** pointer, size_t bytes, cudaStream_t stream) {
+  EmmyHost& host = emmy_host();
   emmy_cuda::CUdeviceptr device = 0;
-  cudaError_t result = emmy_host_record(emmy_host().driver.cuMemAllocAsync(&device, bytes, stream));
+  emmy_cuda::CUresult result = emmy_cuda::CUDA_ERROR_NOT_SUPPORTED;
+  if (host.memoryPool) result = host.driver.cuMemAllocAsync(&device, bytes, stream);
+  if (result == emmy_cuda::CUDA_ERROR_NOT_SUPPORTED) {
+    host.memoryPool = false;
+    result = host.driver.cuMemAlloc_v2(&device, bytes);
+  }
   *pointer = reinterpret_cast<void*>(static_cast<uintptr_t>(device));
-  return result;
+  return emmy_host_record(result);
 }
 
 inline cudaError_t cudaFreeAsync(void* pointer, cudaStream_t stream) {
-  return emmy_host_record(
-      emmy_host().driver.cuMemFreeAsync(static_cast<emmy_cuda::CUdeviceptr>(reinterpret_cast<uintptr_t>(pointer)), stream));
+  EmmyHost& host = emmy_host();
+  emmy_cuda::CUdeviceptr device = static_cast<emmy_cuda::CUdeviceptr>(reinterpret_cast<uintptr_t>(pointer));
+  if (host.memoryPool) return emmy_host_record(host.driver.cuMemFreeAsync(device, stream));
+  // Without a pool, the memory must outlive the kernels queued on the stream that use it.
+  emmy_cuda::CUresult result = host.driver.cuStreamSynchronize(stream);
+  if (result == emmy_cuda::CUDA_SUCCESS) result = host.driver.cuMemFree_v2(device);
+  return emmy_host_record(result);
 }
 
 // A launch whose arguments do not match its kernel's parameters, one for one and byte for byte, is a bug in

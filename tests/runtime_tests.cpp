@@ -116,8 +116,8 @@ TEST_CASE("the driver API declarations match cuda.h: every function's shape and 
   for (const char* constant : {"CU_DEVICE_ATTRIBUTE_CLOCK_RATE", "CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT",
                                "CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE", "CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH",
                                "CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE", "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR",
-                               "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR", "CU_MEMPOOL_ATTR_RELEASE_THRESHOLD",
-                               "CUDA_SUCCESS"})
+                               "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR", "CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED",
+                               "CU_MEMPOOL_ATTR_RELEASE_THRESHOLD", "CUDA_SUCCESS", "CUDA_ERROR_NOT_SUPPORTED"})
     after += fmt::format("static_assert((int)emmy_cuda::{0} == (int)::{0}, \"{0}\");\n", constant);
   std::string source = fmt::format(R"(#include <type_traits>
 #include "emmy_cuda_driver.h"
