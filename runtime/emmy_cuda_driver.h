@@ -88,16 +88,16 @@ struct DriverSymbol {
   bool optional;
 };
 constexpr DriverSymbol kDriverSymbols[] = {
-    {"cuInit", false},           {"cuDriverGetVersion", false},      {"cuGetErrorName", false},
-    {"cuGetErrorString", false}, {"cuDeviceGetCount", false},        {"cuDeviceGet", false},
-    {"cuDeviceGetName", false},  {"cuDeviceGetAttribute", false},    {"cuDeviceTotalMem_v2", false},
+    {"cuInit", false}, {"cuDriverGetVersion", false}, {"cuGetErrorName", false},
+    {"cuGetErrorString", false}, {"cuDeviceGetCount", false}, {"cuDeviceGet", false},
+    {"cuDeviceGetName", false}, {"cuDeviceGetAttribute", false}, {"cuDeviceTotalMem_v2", false},
     {"cuDevicePrimaryCtxRetain", false}, {"cuCtxSetCurrent", false}, {"cuModuleLoadData", false},
-    {"cuModuleGetFunction", false}, {"cuLaunchKernel", false},       {"cuMemAlloc_v2", false},
-    {"cuMemFree_v2", false},     {"cuMemAllocAsync", false},         {"cuMemFreeAsync", false},
-    {"cuMemcpyHtoD_v2", false},  {"cuMemcpyDtoH_v2", false},         {"cuMemsetD8Async", false},
+    {"cuModuleGetFunction", false}, {"cuLaunchKernel", false}, {"cuMemAlloc_v2", false},
+    {"cuMemFree_v2", false}, {"cuMemAllocAsync", false}, {"cuMemFreeAsync", false},
+    {"cuMemcpyHtoD_v2", false}, {"cuMemcpyDtoH_v2", false}, {"cuMemsetD8Async", false},
     {"cuDeviceGetDefaultMemPool", false}, {"cuMemPoolSetAttribute", false}, {"cuStreamCreate", false},
-    {"cuStreamSynchronize", false}, {"cuEventCreate", false},        {"cuEventRecord", false},
-    {"cuEventSynchronize", false}, {"cuEventElapsedTime", false},    {"cuFuncGetParamInfo", true},
+    {"cuStreamSynchronize", false}, {"cuEventCreate", false}, {"cuEventRecord", false},
+    {"cuEventSynchronize", false}, {"cuEventElapsedTime", false}, {"cuFuncGetParamInfo", true},
 };
 static_assert(sizeof(Driver) == sizeof(kDriverSymbols) / sizeof(kDriverSymbols[0]) * sizeof(void*),
               "kDriverSymbols lists every function of Driver, in order");

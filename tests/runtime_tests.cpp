@@ -100,16 +100,19 @@ TEST_CASE("every driver function Emmy loads is exported by the toolkit's libcuda
   dlclose(library);
 }
 
-TEST_CASE("the driver API declarations match cuda.h: every function's shape and every constant", "[runtime]") {
+TEST_CASE("the driver API declarations match cuda.h: every function's shape and place, every constant", "[runtime]") {
   if (!fs::exists(kCudaHome / "include" / "cuda.h")) {
     SUCCEED("skipped: no cuda.h in " << kCudaHome);
     return;
   }
-  // The member types are taken before cuda.h is included: its macros rename some functions (_v2).
+  // The member types and places (loadDriver fills Driver in kDriverSymbols' order) are taken before
+  // cuda.h is included: its macros rename some functions (_v2).
   std::string before, after;
   int k = 0;
   for (const emmy_cuda::DriverSymbol& symbol : emmy_cuda::kDriverSymbols) {
-    before += fmt::format("using Declared{} = decltype(emmy_cuda::Driver::{});\n", k, symbol.name);
+    before += fmt::format("using Declared{0} = decltype(emmy_cuda::Driver::{1});\n"
+                          "static_assert(offsetof(emmy_cuda::Driver, {1}) == {0} * sizeof(void*), \"{1} is in its place\");\n",
+                          k, symbol.name);
     after += fmt::format("static_assert(sameShape<Declared{}>(&::{}), \"{}\");\n", k, symbol.name, symbol.name);
     ++k;
   }
@@ -119,7 +122,8 @@ TEST_CASE("the driver API declarations match cuda.h: every function's shape and 
                                "CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR", "CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED",
                                "CU_MEMPOOL_ATTR_RELEASE_THRESHOLD", "CUDA_SUCCESS", "CUDA_ERROR_NOT_SUPPORTED"})
     after += fmt::format("static_assert((int)emmy_cuda::{0} == (int)::{0}, \"{0}\");\n", constant);
-  std::string source = fmt::format(R"(#include <type_traits>
+  std::string source = fmt::format(R"(#include <cstddef>
+#include <type_traits>
 #include "emmy_cuda_driver.h"
 // Same return and parameter sizes and pointer-ness: the calling convention of the declaration.
 template <typename T> constexpr bool same(bool pointer, size_t size) {{ return std::is_pointer_v<T> == pointer && sizeof(T) == size; }}
