@@ -230,13 +230,24 @@ inline void emmy_host_launch_packed(const char* name, dim3 grid, dim3 block, cud
   emmy_host_record(result);
 }
 
+// cuLaunchKernel's arguments: a pointer to each value, and each one's size (for the parameter check).
+template <size_t Count>
+struct EmmyHostArguments {
+  void* pointers[Count];
+  size_t sizes[Count];
+};
+
+template <typename... Arguments>
+inline EmmyHostArguments<sizeof...(Arguments)> emmy_host_pack(Arguments&... arguments) {
+  return {{static_cast<void*>(&arguments)...}, {sizeof(Arguments)...}};
+}
+
 // The arguments are the host function's variables, of the kernel's parameter types (the emitter prints
-// both lists from the same parameters); cuLaunchKernel takes a pointer to each.
+// both lists from the same parameters), copied here so that they live until the launch has read them.
 template <typename... Arguments>
 inline void emmy_host_launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, Arguments... arguments) {
-  void* pointers[] = {static_cast<void*>(&arguments)...};
-  const size_t sizes[] = {sizeof(Arguments)...};
-  emmy_host_launch_packed(name, grid, block, stream, pointers, sizes, sizeof...(Arguments));
+  EmmyHostArguments<sizeof...(Arguments)> packed = emmy_host_pack(arguments...);
+  emmy_host_launch_packed(name, grid, block, stream, packed.pointers, packed.sizes, sizeof...(Arguments));
 }
 
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) emmy_host_launch(#kernel, (grid), (block), (stream), __VA_ARGS__)

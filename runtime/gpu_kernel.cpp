@@ -157,7 +157,8 @@ GpuKernel::GpuKernel(const CudaDevice& device, const tensor::Kernel& kernel, con
 
   std::vector<std::string> compile = {harness::hostCompiler(), "-std=c++17", "-O2", "-DEMMY_HOST_ONLY", "-include",
                                       header.string(), "-x", "c++", harness::kHarnessSourceName, "-o", harness::kHarnessProgramName, "-ldl"};
-  compileCommand_ = sim::shellCommand(compile);
+  compileCommand_ = fmt::format("NVRTC -arch={} ({}), then {}", target_.arch, target_.cubin ? "cubin" : "PTX for the driver",
+                                sim::shellCommand(compile));
   sim::ProcessOutcome built = sim::runProcess(compile, folder, folder / "compile.log", options.compileTimeout);
   compileSeconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   if (built.kind == sim::ProcessOutcome::Kind::Exited && built.code == 0) return;
