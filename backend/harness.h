@@ -38,7 +38,7 @@ public:
   // completes them (so both see the same values); throws tensor::EvaluationError when the inputs do not
   // fit the kernel.
   virtual KernelRun run(const tensor::EvaluationInputs& inputs) const = 0;
-  virtual const std::string& compileCommand() const = 0;  // as a shell would spell it
+  virtual const std::string& compileCommand() const = 0;  // how it was compiled, the commands as a shell spells them
   virtual double compileSeconds() const = 0;
 };
 
