@@ -105,7 +105,10 @@ inline EmmyHost& emmy_host() {
 
 inline const char* emmy_host_describe(emmy_cuda::CUresult result) {
   static thread_local char text[256];
-  emmy_cuda::describeResult(emmy_host().driver, result, text, sizeof text);
+  if (emmy_host().driver.cuGetErrorName == nullptr)  // not loaded (yet): only the number
+    snprintf(text, sizeof text, "CUDA error %d", result);
+  else
+    emmy_cuda::describeResult(emmy_host().driver, result, text, sizeof text);
   return text;
 }
 

@@ -3,6 +3,8 @@
 // harness does, since the header defines CUDA's names (dim3, __half, cudaGetLastError) globally.
 #include "runtime/emmy_cuda_host.h"
 
+#include <string>
+
 #include <catch2/catch.hpp>
 
 TEST_CASE("a launch passes cuLaunchKernel a pointer to each argument and its size", "[runtime]") {
@@ -37,6 +39,7 @@ TEST_CASE("cudaGetLastError returns the last error and clears it; cudaPeekAtLast
   CHECK(cudaPeekAtLastError() == 700);
   CHECK(cudaGetLastError() == 700);
   CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(std::string(cudaGetErrorString(700)) == "CUDA error 700");  // the driver is not loaded here
 }
 
 TEST_CASE("dim3 defaults its missing dimensions to 1", "[runtime]") {
