@@ -392,6 +392,8 @@ std::string nvrtcDescription() {
   return fmt::format("NVRTC {}.{} ({})", loaded.major, loaded.minor, loaded.libraryPath);
 }
 
+const std::vector<int>& nvrtcSupportedArchs() { return nvrtc().supportedArchs; }
+
 CudaCompileResult compileCuda(const std::string& source, const std::string& fileName, const std::string& arch,
                               bool wantCubin) {
   validateCudaArch(arch);

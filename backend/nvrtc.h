@@ -44,6 +44,9 @@ bool nvrtcAvailable(std::string* whyNot = nullptr);
 // "NVRTC 13.0 (/usr/local/cuda/lib64/libnvrtc.so)". Throws CudaUnavailable.
 std::string nvrtcDescription();
 
+// The compute capabilities NVRTC compiles for (75, 80, 90, ...), ascending. Throws CudaUnavailable.
+const std::vector<int>& nvrtcSupportedArchs();
+
 struct KernelResources {
   std::string kernel;  // the name in the source (C++ names demangled, parameter list dropped)
   int registers = 0;

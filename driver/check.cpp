@@ -23,13 +23,6 @@ namespace fs = std::filesystem;
 constexpr int kAllPassed = 0;
 constexpr int kFailed = 1;
 
-std::string displayName(const tensor::Kernel& kernel) {
-  if (kernel.typeArguments.empty()) return kernel.name;
-  std::vector<std::string> types;
-  for (const auto& [parameter, dtype] : kernel.typeArguments) types.emplace_back(dtypeName(dtype));
-  return fmt::format("{}<{}>", kernel.name, join(types, ", "));
-}
-
 class RandomInputs {
 public:
   explicit RandomInputs(uint64_t seed) : engine_(seed) {}
@@ -63,15 +56,75 @@ std::vector<int64_t> declaredShape(const tensor::TensorParam& tensor, const std:
   return shape;
 }
 
-// The inputs of one kernel: from DIR/NAME.npy with --inputs, else random; sizes from --size and the files.
-tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const CheckOptions& options,
+void saveOutputs(const fs::path& folder, const std::map<std::string, Buffer>& outputs) {
+  std::error_code error;
+  fs::create_directories(folder, error);
+  if (error) throw UsageError(fmt::format("--save: cannot create {}: {}", folder.string(), error.message()));
+  for (const auto& [name, buffer] : outputs) writeNpy(folder / (name + ".npy"), buffer);
+}
+
+// Checks one kernel and prints its report; returns whether everything passed.
+bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
+                 const std::map<std::string, int64_t>& givenSizes, const CudaGenerator& generateCuda,
+                 const KernelCompiler& compileKernel, std::FILE* report, const OutputCrossCheck& crossCheck) {
+  tensor::EvaluationInputs inputs;
+  std::map<std::string, Buffer> reference;
+  std::map<std::string, int64_t> sizes;
+  try {
+    inputs = prepareInputs(kernel, options.inputsDir, options.seed, givenSizes);
+    sizes = tensor::bindSizes(kernel, inputs.tensors, inputs.sizes);
+    reference = tensor::evaluate(kernel, inputs);
+  } catch (const tensor::EvaluationError& error) {
+    throw UsageError(fmt::format("kernel {}: {}", displayName(kernel), error.what()));
+  }
+  std::vector<std::string> sizeTexts;
+  for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, sizes.at(size)));
+  fmt::print(report, "{}{}\n", displayName(kernel), sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")");
+
+  std::unique_ptr<CompiledKernel> program = compileKernel(kernel, generateCuda(kernel));
+  KernelRun ran = program->run(inputs);
+  if (options.verbose)
+    fmt::print(report, "  compiled in {:.2f} s: {}\n  ran in {:.2f} s\n", program->compileSeconds(), program->compileCommand(),
+               ran.runSeconds);
+  if (ran.failure) {
+    fmt::print(report, "  FAILED: {}\n", *ran.failure);
+    return false;
+  }
+
+  bool passed = true;
+  for (const tensor::TensorParam& output : kernel.outputs) {
+    OutputComparison comparison = compareOutput(output.name, ran.outputs.at(output.name), reference.at(output.name));
+    fmt::print(report, "  {}\n", formatComparison(comparison));
+    passed = passed && comparison.ok();
+  }
+  if (crossCheck) passed = crossCheck(kernel, inputs, ran.outputs, report) && passed;
+  if (!options.saveDir.empty()) saveOutputs(options.saveDir, ran.outputs);
+  return passed;
+}
+
+}  // namespace
+
+KernelCompiler simulationCompiler(const sim::SimulationOptions& options) {
+  return [options](const tensor::Kernel& kernel, const sim::CudaSource& source) -> std::unique_ptr<CompiledKernel> {
+    return std::make_unique<sim::SimulatedKernel>(kernel, source, options);
+  };
+}
+
+std::string displayName(const tensor::Kernel& kernel) {
+  if (kernel.typeArguments.empty()) return kernel.name;
+  std::vector<std::string> types;
+  for (const auto& [parameter, dtype] : kernel.typeArguments) types.emplace_back(dtypeName(dtype));
+  return fmt::format("{}<{}>", kernel.name, join(types, ", "));
+}
+
+tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
                                        const std::map<std::string, int64_t>& givenSizes) {
   tensor::EvaluationInputs inputs;
   for (const std::string& size : kernel.sizes)
     if (auto it = givenSizes.find(size); it != givenSizes.end()) inputs.sizes.insert(*it);
 
-  if (!options.inputsDir.empty()) {
-    fs::path folder = options.inputsDir;
+  if (!inputsDir.empty()) {
+    fs::path folder = inputsDir;
     for (const tensor::TensorParam& input : kernel.inputs)
       inputs.tensors.emplace(input.name, readNpy(folder / (input.name + ".npy"), input.dtype));
     for (const tensor::ScalarParamDecl& scalar : kernel.scalars) {
@@ -91,60 +144,14 @@ tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const Check
       throw UsageError(fmt::format("kernel {}: size {} is not given: add --size {}=VALUE, or read the inputs from "
                                    "files with --inputs DIR",
                                    displayName(kernel), size, size));
-  RandomInputs random(options.seed);
+  RandomInputs random(seed);
   for (const tensor::TensorParam& input : kernel.inputs)
     inputs.tensors.emplace(input.name, random.make(input.dtype, declaredShape(input, inputs.sizes)));
   return inputs;
 }
 
-void saveOutputs(const fs::path& folder, const std::map<std::string, Buffer>& outputs) {
-  std::error_code error;
-  fs::create_directories(folder, error);
-  if (error) throw UsageError(fmt::format("--save: cannot create {}: {}", folder.string(), error.message()));
-  for (const auto& [name, buffer] : outputs) writeNpy(folder / (name + ".npy"), buffer);
-}
-
-// Checks one kernel and prints its report; returns whether everything passed.
-bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
-                 const std::map<std::string, int64_t>& givenSizes, const CudaGenerator& generateCuda,
-                 std::FILE* report) {
-  tensor::EvaluationInputs inputs;
-  std::map<std::string, Buffer> reference;
-  std::map<std::string, int64_t> sizes;
-  try {
-    inputs = prepareInputs(kernel, options, givenSizes);
-    sizes = tensor::bindSizes(kernel, inputs.tensors, inputs.sizes);
-    reference = tensor::evaluate(kernel, inputs);
-  } catch (const tensor::EvaluationError& error) {
-    throw UsageError(fmt::format("kernel {}: {}", displayName(kernel), error.what()));
-  }
-  std::vector<std::string> sizeTexts;
-  for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, sizes.at(size)));
-  fmt::print(report, "{}{}\n", displayName(kernel), sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")");
-
-  sim::SimulatedKernel program(kernel, generateCuda(kernel), options.simulation);
-  sim::SimulationResult simulated = program.run(inputs);
-  if (options.verbose)
-    fmt::print(report, "  compiled in {:.2f} s: {}\n  ran in {:.2f} s\n", program.compileSeconds(), program.compileCommand(),
-               simulated.runSeconds);
-  if (simulated.failure) {
-    fmt::print(report, "  FAILED: {}\n", *simulated.failure);
-    return false;
-  }
-
-  bool passed = true;
-  for (const tensor::TensorParam& output : kernel.outputs) {
-    OutputComparison comparison = compareOutput(output.name, simulated.outputs.at(output.name), reference.at(output.name));
-    fmt::print(report, "  {}\n", formatComparison(comparison));
-    passed = passed && comparison.ok();
-  }
-  if (!options.saveDir.empty()) saveOutputs(options.saveDir, simulated.outputs);
-  return passed;
-}
-
-}  // namespace
-
-int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, std::FILE* report) {
+int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, const KernelCompiler& compileKernel,
+             std::FILE* report, const OutputCrossCheck& crossCheck) {
   std::map<std::string, int64_t> givenSizes = parseNameValues(options.sizes, "--size");
   Diagnostics diagnostics;
   // A model's forward arguments take their ranks and dtypes from the input files, when there are some.
@@ -169,7 +176,7 @@ int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, std
 
   bool allPassed = true;
   for (const tensor::Kernel& kernel : kernels)
-    allPassed = checkKernel(kernel, options, givenSizes, generateCuda, report) && allPassed;
+    allPassed = checkKernel(kernel, options, givenSizes, generateCuda, compileKernel, report, crossCheck) && allPassed;
   return allPassed ? kAllPassed : kFailed;
 }
 

@@ -1,13 +1,16 @@
-// `emmy check`: runs the generated CUDA on the CPU (backend/sim) and compares every output with the
-// reference evaluator of Tensor IR (spec section 6).
+// `emmy check` and `emmy run`: run the generated CUDA, on the CPU (backend/sim) or on the GPU (runtime/),
+// and compare every output with the reference evaluator of Tensor IR (spec section 6).
 #pragma once
 
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "backend/harness.h"
 #include "backend/sim/simulator.h"
 #include "driver/import.h"
 #include "ir/tensor/nodes.h"
@@ -24,22 +27,40 @@ struct CheckOptions {
   uint64_t seed = 0;               // --seed S, for inputs that are not read from files
   bool verbose = false;            // also print the host compiler's command and the time taken
   ModelImportOptions modelImport;  // --input, --name: for a TorchScript model
-  sim::SimulationOptions simulation;
 };
 
 // The CUDA that `emmy build` writes for a kernel. The driver passes the lowering in, so that checking
 // and building cannot drift apart.
 using CudaGenerator = std::function<sim::CudaSource(const tensor::Kernel&)>;
 
+// How that CUDA is compiled to run: in the CPU simulation (`emmy check`) or on the GPU (`emmy run`).
+using KernelCompiler = std::function<std::unique_ptr<CompiledKernel>(const tensor::Kernel&, const sim::CudaSource&)>;
+
+// The CPU simulation (backend/sim), as `emmy check` runs the code.
+KernelCompiler simulationCompiler(const sim::SimulationOptions& options = {});
+
+// A second comparison of the generated code's outputs, after the reference's (`emmy run`: PyTorch on the
+// GPU, for the standard library). Prints its lines to `report` and returns whether they passed.
+using OutputCrossCheck = std::function<bool(const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs,
+                                            const std::map<std::string, Buffer>& outputs, std::FILE* report)>;
+
 // Runs the check and prints to `report` a line per kernel (its sizes) and one per output. Returns 0
-// when every output of every kernel is within tolerance and no simulation reported a failure
-// (deadlock, crash, timeout, an error of the host function), 1 otherwise or after errors in the source (printed as diagnostics). Throws UsageError for
-// a bad option, a bad input file or inputs that do not fit the kernel (exit code 2).
-//
-// Inputs not read from files are random: std::mt19937_64 seeded with `seed` afresh for each kernel,
-// drawing the inputs in declaration order, element by element: floats uniform in [-1, 1) (53 random
-// bits), integers uniform in [-8, 8], bool true or false with equal chance. Scalars without a file take
-// their default.
-int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, std::FILE* report = stdout);
+// when every output of every kernel is within tolerance and no run reported a failure (deadlock, fault,
+// crash, timeout, an error of the host function), 1 otherwise or after errors in the source (printed as
+// diagnostics). Throws UsageError for a bad option, a bad input file or inputs that do not fit the kernel
+// (exit code 2).
+int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, const KernelCompiler& compileKernel,
+             std::FILE* report = stdout, const OutputCrossCheck& crossCheck = {});
+
+// "softmax" or "softmax<f16>", as `--kernel` names it.
+std::string displayName(const tensor::Kernel& kernel);
+
+// The inputs of one kernel: DIR/NAME.npy from `inputsDir` when it is not empty (sizes from the files and
+// `givenSizes`), else random. Random inputs come from std::mt19937_64 seeded with `seed` afresh for each
+// kernel, drawing the inputs in declaration order, element by element: floats uniform in [-1, 1) (53
+// random bits), integers uniform in [-8, 8], bool true or false with equal chance. Scalars without a file
+// take their default. Throws UsageError when a size is missing, NpyError for a bad file.
+tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
+                                       const std::map<std::string, int64_t>& givenSizes);
 
 }  // namespace emmy

@@ -1,5 +1,5 @@
 // The `emmy` command line. Exit codes: 0 success, 1 user errors (diagnostics), 2 usage errors, 3 no CUDA
-// device where one is needed, 70 internal errors (bugs). It links no LibTorch and loads NVRTC only when asked to compile, so that
+// device (run, bench, tune), 70 internal errors (bugs). It links no LibTorch and loads NVRTC only when asked to compile, so that
 // it starts in milliseconds.
 #include <cstdio>
 #include <filesystem>
@@ -17,6 +17,7 @@
 #include "driver/check.h"
 #include "driver/elaborate.h"
 #include "driver/import.h"
+#include "driver/gpu.h"
 #include "driver/performance.h"
 #include "driver/pipeline.h"
 #include "ir/kernel/printer.h"
@@ -225,10 +226,32 @@ int build(const BuildOptions& options) {
   return 0;
 }
 
-int check(const CheckOptions& options) {
-  return runCheck(options, [&](const tensor::Kernel& kernel) {
-    return emitCudaFiles({lower(kernel, PipelineOptions{})}, sourceName(options.file));
-  });
+// What `emmy build` writes for one kernel instance of `file` (a model's under its imported name), which
+// check and run run.
+CudaGenerator generatorFor(const std::string& file) {
+  return [file](const tensor::Kernel& kernel) {
+    return emitCudaFiles({lower(kernel, PipelineOptions{})}, sourceName(file));
+  };
+}
+
+// --input and --name, the options of a TorchScript model, on `command`.
+void addModelOptions(CLI::App* command, ModelImportOptions& options) {
+  command->add_option("--input", options.inputs,
+                      "a TorchScript model's forward argument: dtype and dims, as x=f32[B,64] (repeatable)");
+  command->add_option("--name", options.kernelName, "the kernel imported from a TorchScript model (default: forward)");
+}
+
+// The options `emmy check` and `emmy run` share.
+void addCheckOptions(CLI::App* command, CheckOptions& options) {
+  command->add_option("FILE", options.file, "the .emmy file or TorchScript model (.pt)")->required();
+  command->add_option("--kernel", options.kernel, "one kernel: NAME or NAME<TYPE, ...>");
+  command->add_option("--size", options.sizes, "a size, as N=64 (repeatable)");
+  command->add_option("-D", options.defines, "set a schedule param, as BM=64 (repeatable)");
+  command->add_option("--inputs", options.inputsDir, "read inputs from DIR/NAME.npy");
+  command->add_option("--save", options.saveDir, "write every output to DIR/NAME.npy");
+  command->add_option("--seed", options.seed, "seed of the random inputs (default 0)");
+  command->add_flag("--verbose", options.verbose, "print the host compiler's command and the time taken");
+  addModelOptions(command, options.modelImport);
 }
 
 // What times candidates on the GPU: the CUDA runtime's backend, run in a child process per candidate. This
@@ -306,12 +329,6 @@ int importCommand(const ImportCommandOptions& options) {
   return 0;
 }
 
-// --input and --name, the options of a TorchScript model, on `command`.
-void addModelOptions(CLI::App* command, ModelImportOptions& options) {
-  command->add_option("--input", options.inputs,
-                      "a TorchScript model's forward argument: dtype and dims, as x=f32[B,64] (repeatable)");
-  command->add_option("--name", options.kernelName, "the kernel imported from a TorchScript model (default: forward)");
-}
 
 }  // namespace
 
@@ -343,16 +360,31 @@ int main(int argc, char** argv) {
   CheckOptions checkOptions;
   CLI::App* checkCommand =
       app.add_subcommand("check", "run the generated code on the CPU and compare it with the reference meaning");
-  checkCommand->add_option("FILE", checkOptions.file, "the .emmy file or TorchScript model (.pt)")->required();
-  checkCommand->add_option("--kernel", checkOptions.kernel, "one kernel: NAME or NAME<TYPE, ...>");
-  checkCommand->add_option("--size", checkOptions.sizes, "a size, as N=64 (repeatable)");
-  checkCommand->add_option("-D", checkOptions.defines, "set a schedule param, as BM=64 (repeatable)");
-  checkCommand->add_option("--inputs", checkOptions.inputsDir, "read inputs from DIR/NAME.npy");
-  checkCommand->add_option("--save", checkOptions.saveDir, "write every output to DIR/NAME.npy");
-  checkCommand->add_option("--seed", checkOptions.seed, "seed of the random inputs (default 0)");
-  checkCommand->add_flag("--verbose", checkOptions.verbose, "print the host compiler's command and the time taken");
+  addCheckOptions(checkCommand, checkOptions);
+
+  CheckOptions runOptions;
+  CLI::App* runCommand = app.add_subcommand(
+      "run", "run the generated code on the GPU and compare it with the reference meaning (and PyTorch, for the stdlib)");
+  addCheckOptions(runCommand, runOptions);
+
+  BenchCase benchCase;
+  BenchSettings benchSettings;
+  CLI::App* benchCommand =
+      app.add_subcommand("bench", "time the generated code on the GPU: GB/s, TFLOP/s, the device's peak, PyTorch eager");
+  benchCommand->add_option("FILE", benchCase.file, "the .emmy file")->required();
+  benchCommand->add_option("--kernel", benchCase.kernel, "one kernel: NAME or NAME<TYPE, ...>");
+  benchCommand->add_option("--size", benchCase.sizes, "a size, as N=4096 (repeatable)");
+  benchCommand->add_option("-D", benchCase.defines, "set a schedule param, as BM=64 (repeatable)");
+  benchCommand->add_option("--inputs", benchCase.inputsDir, "read inputs from DIR/NAME.npy");
+  benchCommand->add_option("--seed", benchCase.seed, "seed of the random inputs (default 0)");
+  benchCommand->add_option("--repeat", benchSettings.timing.repetitions, "timed calls (default 100)")
+      ->check(CLI::Range(1, 100000));
+  benchCommand->add_option("--warmup", benchSettings.timing.warmup, "untimed calls first (default 10)")
+      ->check(CLI::Range(0, 100000));
+  benchCommand->add_flag("--flush-l2", benchSettings.timing.flushL2, "overwrite the L2 cache before each timed call");
+  benchCommand->add_flag("!--no-torch", benchSettings.compareWithTorch, "do not time PyTorch eager for the stdlib");
+
   addModelOptions(buildCommand, buildOptions.modelImport);
-  addModelOptions(checkCommand, checkOptions.modelImport);
 
   ImportCommandOptions importOptions;
   CLI::App* importCommandLine =
@@ -390,9 +422,14 @@ int main(int argc, char** argv) {
   return runReportingFailures("emmy", [&] {
     try {
       if (*buildCommand) return build(buildOptions);
-      if (*checkCommand) return check(checkOptions);
+      if (*checkCommand) return runCheck(checkOptions, generatorFor(checkOptions.file), simulationCompiler());
+      if (*runCommand) return runOnGpu(runOptions, generatorFor(runOptions.file));
+      if (*benchCommand) return runBench({benchCase}, benchSettings);
       if (*importCommandLine) return importCommand(importOptions);
       if (*tuneCommand) return tuneFile(tuneOptions);
+    } catch (const runtime::NoCudaDevice& e) {
+      fmt::print(stderr, "emmy: error: {}\n", e.what());
+      return kExitNoCudaDevice;
     } catch (const ImportFailed& failed) {
       std::fputs(failed.what(), stderr);  // emmy-import's own messages
       return failed.exitCode;

@@ -180,12 +180,17 @@ std::string duration(double seconds) {
   return fmt::format("{:.2f} us", seconds * 1e6);
 }
 
+Work functionWork(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes) {
+  Work work{bytesMoved(function, lowered, sizes), 0};
+  for (const loop::LoopNest& nest : lowered.loop.kernels)
+    if (nest.name == function.name) work.flops = flopsOf(*nest.body, 1, sizes);
+  return work;
+}
+
 std::string rooflineLine(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes) {
   std::string grid;
   for (int d = 0; d < 3; ++d) grid += (d ? "x" : "") + std::to_string(evaluateIndex(*function.gridBlocks[d], sizes));
-  double bytes = bytesMoved(function, lowered, sizes), flops = 0;
-  for (const loop::LoopNest& nest : lowered.loop.kernels)
-    if (nest.name == function.name) flops = flopsOf(*nest.body, 1, sizes);
+  auto [bytes, flops] = functionWork(function, lowered, sizes);
   double memorySeconds = bytes / kBandwidth, computeSeconds = flops / kPeakFlops;
   std::string sizeText;
   for (const std::string& size : lowered.tensor.sizes) sizeText += fmt::format("{}{}={}", sizeText.empty() ? "" : " ", size, sizes.at(size));
@@ -388,6 +393,16 @@ KernelTime estimateKernel(const kernel::Function& function, const Lowered& lower
 }
 
 }  // namespace
+
+Work instanceWork(const Lowered& lowered, const std::map<std::string, int64_t>& sizes) {
+  Work total;
+  for (const kernel::Function& function : lowered.kernel.functions) {
+    Work work = functionWork(function, lowered, sizes);
+    total.bytes += work.bytes;
+    total.flops += work.flops;
+  }
+  return total;
+}
 
 std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, const std::vector<KernelResources>& resources,
                                            const std::string& arch, const std::map<std::string, int64_t>& sizes) {

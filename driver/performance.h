@@ -32,4 +32,13 @@ struct TimeEstimate {
 TimeEstimate estimateTime(const Lowered& lowered, const std::vector<KernelResources>* resources, const std::string& arch,
                           const std::map<std::string, int64_t>& sizes);
 
+// What a kernel instance must do at given sizes: the least bytes its CUDA kernels move (each global tensor
+// a kernel touches, once per kernel) and the flops they do, summed over its CUDA kernels. The numbers of
+// the roofline lines above; `emmy bench` divides them by the time measured.
+struct Work {
+  double bytes = 0;
+  double flops = 0;
+};
+Work instanceWork(const Lowered& lowered, const std::map<std::string, int64_t>& sizes);
+
 }  // namespace emmy

@@ -378,7 +378,7 @@ CheckRun checkRowSum(const fs::path& folder, CheckOptions options, const std::st
   std::ofstream(folder / "rowsum.emmy") << kRowSumEmmy << extraSource;
   options.file = (folder / "rowsum.emmy").string();
   MemoryStream report;
-  int exitCode = runCheck(options, [&](const tensor::Kernel&) { return rowSumCuda(kernelText); }, report.file);
+  int exitCode = runCheck(options, [&](const tensor::Kernel&) { return rowSumCuda(kernelText); }, simulationCompiler(), report.file);
   return CheckRun{exitCode, report.take()};
 }
 
@@ -493,15 +493,15 @@ TEST_CASE("emmy check takes scalars from 0-d arrays and reports errors in the so
     return [body](const tensor::Kernel&) { return scaleCuda(body); };
   };
   std::FILE* quiet = std::fopen("/dev/null", "w");
-  CHECK(runCheck(options, generate(kScaleBody), quiet) == 0);
-  CHECK(runCheck(options, generate("if (i < N) y[i] = x[i] * 2.0f + 1.0f;"), quiet) == 1);
+  CHECK(runCheck(options, generate(kScaleBody), simulationCompiler(), quiet) == 0);
+  CHECK(runCheck(options, generate("if (i < N) y[i] = x[i] * 2.0f + 1.0f;"), simulationCompiler(), quiet) == 1);
 
   writeNpy(folder / "s.npy", Buffer(DType::F32, {1}));
-  CHECK_THROWS_WITH(runCheck(options, generate(kScaleBody), quiet),
+  CHECK_THROWS_WITH(runCheck(options, generate(kScaleBody), simulationCompiler(), quiet),
                     Catch::EndsWith("s.npy: scalar s needs a 0-d array, but the file holds one of 1 dimension(s)"));
 
   std::ofstream(folder / "scale.emmy") << "kernel broken(x: f32[N]) -> (y: f32[N]) {\n  y[i] = x[j]\n}\n";
-  CHECK(runCheck(options, generate(kScaleBody), quiet) == 1);
+  CHECK(runCheck(options, generate(kScaleBody), simulationCompiler(), quiet) == 1);
   std::fclose(quiet);
 }
 
@@ -571,7 +571,7 @@ TEST_CASE("emmy check fails a kernel whose schedule races and prints the report"
   options.file = (fs::path(EMMY_SOURCE_DIR) / "examples" / "softmax.emmy").string();
   options.sizes = {"N=3", "D=37"};
   MemoryStream report;
-  int exitCode = runCheck(options, [](const tensor::Kernel& kernel) { return loweredCuda(kernel, 0); }, report.file);
+  int exitCode = runCheck(options, [](const tensor::Kernel& kernel) { return loweredCuda(kernel, 0); }, simulationCompiler(), report.file);
   std::string text = report.take();
   CHECK(exitCode == 1);
   CHECK_THAT(text, Catch::StartsWith("softmax (N=3, D=37)\n  FAILED: softmax: kernel softmax_k0 failed: data race on "

@@ -54,18 +54,18 @@ tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, int64_t size
   return randomInputs(kernel, sizes, seed);
 }
 
-void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKernel& program,
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
                            const std::map<std::string, int64_t>& sizes, uint64_t seed) {
   std::string sizeText;
   for (const auto& [name, value] : sizes) sizeText += fmt::format(" {}={}", name, value);
   INFO(kernel.instanceName() << " with" << sizeText);
   tensor::EvaluationInputs inputs = randomInputs(kernel, sizes, seed);
   std::map<std::string, Buffer> reference = tensor::evaluate(kernel, inputs);
-  sim::SimulationResult simulated = program.run(inputs);
-  INFO(simulated.failure.value_or(""));
-  REQUIRE_FALSE(simulated.failure);
+  KernelRun ran = program.run(inputs);
+  INFO(ran.failure.value_or(""));
+  REQUIRE_FALSE(ran.failure);
   for (const tensor::TensorParam& output : kernel.outputs) {
-    OutputComparison comparison = compareOutput(output.name, simulated.outputs.at(output.name), reference.at(output.name));
+    OutputComparison comparison = compareOutput(output.name, ran.outputs.at(output.name), reference.at(output.name));
     INFO(formatComparison(comparison));
     CHECK(comparison.ok());
   }

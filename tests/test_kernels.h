@@ -35,8 +35,8 @@ tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, const std::m
 tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, int64_t size, uint64_t seed);
 
 // Runs `program` (the generated CUDA of `kernel`) on those inputs and checks every output against the
-// reference evaluator within the dtype's tolerance; a failed simulation (deadlock, crash) fails the test.
-void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKernel& program,
+// reference evaluator within the dtype's tolerance; a failed run (deadlock, fault, crash) fails the test.
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
                            const std::map<std::string, int64_t>& sizes, uint64_t seed);
 
 }  // namespace emmy::testing

@@ -132,7 +132,10 @@ public:
   std::string emit() {
     std::string out;
     for (const kernel::Function& function : program_.functions) out += kernelFunction(function);
-    return out + "#ifndef __CUDACC_RTC__\n" + hostFunction() + "#endif  // __CUDACC_RTC__\n";
+    // EMMY_HOST_ONLY compiles the host function alone, as host C++: the GPU runtime (runtime/) launches
+    // the kernels by name from NVRTC's output of this same text.
+    return "#ifndef EMMY_HOST_ONLY\n" + out + "#endif  // EMMY_HOST_ONLY\n#ifndef __CUDACC_RTC__\n" + hostFunction() +
+           "#endif  // __CUDACC_RTC__\n";
   }
 
   std::string declaration() const { return hostSignature() + ";\n"; }
@@ -374,7 +377,7 @@ private:
 
 // Helpers every generated file defines for itself (static, so that several files link together).
 const char* kPrelude = R"(#include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -460,7 +463,7 @@ template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copi
 const char* kHostPrelude = R"(#ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -505,7 +508,7 @@ GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::
   generated.baseName = baseName;
   generated.header = banner + R"(#pragma once
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>

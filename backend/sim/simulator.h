@@ -12,6 +12,7 @@
 #include <string>
 
 #include "backend/cuda/emit_cuda.h"
+#include "backend/harness.h"
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/nodes.h"
 #include "support/value.h"
@@ -30,14 +31,9 @@ struct SimulationOptions {
   std::chrono::seconds runTimeout{300};
 };
 
-struct SimulationResult {
-  // Every output by name; empty when `failure` is set.
-  std::map<std::string, Buffer> outputs;
-  // Why the run failed: the host function's error (a deadlock, a size mismatch, an out-of-bounds access
-  // the simulation saw), a crash, or a timeout.
-  std::optional<std::string> failure;
-  double runSeconds = 0;
-};
+// What SimulatedKernel::run returns (failures: the host function's error, a deadlock, a data race or an
+// out-of-bounds access the simulation saw, a crash, or a timeout).
+using SimulationResult = KernelRun;
 
 // The folder holding emmy_cuda_sim.h: $EMMY_SIM_HEADER_DIR if set, else this source tree's backend/sim.
 std::filesystem::path defaultSimHeaderDir();
@@ -45,11 +41,11 @@ std::filesystem::path defaultSimHeaderDir();
 // A kernel's generated code compiled for the simulation, ready to run on any number of inputs (the
 // compiled program does not depend on the sizes, so checking several sizes compiles once). It lives in
 // a temporary folder that goes away with the object.
-class SimulatedKernel {
+class SimulatedKernel : public CompiledKernel {
 public:
   // Compiles `source`. A .cu that does not compile is a bug in Emmy: InternalError, with the compiler's
   // messages and the folder where the files were kept. Throws UsageError when the simulation header or
-  // the host compiler ($CXX, else c++) is missing.
+  // the host compiler (harness::hostCompiler) is missing.
   SimulatedKernel(const tensor::Kernel& kernel, const CudaSource& source, const SimulationOptions& options = {});
   ~SimulatedKernel();
   SimulatedKernel(const SimulatedKernel&) = delete;
@@ -58,10 +54,10 @@ public:
   // Calls the host function on `inputs`, whose sizes and scalars are completed exactly as
   // tensor::evaluate completes them (so both see the same values); throws tensor::EvaluationError when
   // the inputs do not fit the kernel.
-  SimulationResult run(const tensor::EvaluationInputs& inputs) const;
+  KernelRun run(const tensor::EvaluationInputs& inputs) const override;
 
-  const std::string& compileCommand() const { return compileCommand_; }  // as a shell would spell it
-  double compileSeconds() const { return compileSeconds_; }
+  const std::string& compileCommand() const override { return compileCommand_; }
+  double compileSeconds() const override { return compileSeconds_; }
 
 private:
   tensor::Kernel kernel_;

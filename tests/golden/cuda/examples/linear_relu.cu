@@ -3,7 +3,7 @@
 #include "linear_relu.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -51,7 +51,7 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -70,6 +70,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y__matmul, y.
 extern "C" __global__ void __launch_bounds__(256, 2) linear_relu_k0(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((B + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
@@ -143,6 +144,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_relu_k0(const float*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int linear_relu(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT, cudaStream_t stream) {
   if (B < 0) return emmy_fail("linear_relu: size B is negative (%lld)", (long long)B);

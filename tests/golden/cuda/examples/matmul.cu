@@ -3,7 +3,7 @@
 #include "matmul.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -51,7 +51,7 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -70,6 +70,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes C.
 extern "C" __global__ void __launch_bounds__(256, 2) matmul_k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
   for (int64_t io = (int64_t)blockIdx.y; io < ((M + (int64_t)63) / (int64_t)64); io += (int64_t)gridDim.y) {
@@ -148,6 +149,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_k0(const float* A, c
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int matmul(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("matmul: size M is negative (%lld)", (long long)M);

@@ -3,7 +3,7 @@
 #include "residual_mlp.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -51,7 +51,7 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -70,6 +70,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes h__ms, y__h__acc.
 extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -184,6 +185,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k1(const float
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int residual_mlp(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, int64_t N, int64_t D, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("residual_mlp: size N is negative (%lld)", (long long)N);

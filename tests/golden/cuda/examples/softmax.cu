@@ -3,7 +3,7 @@
 #include "softmax.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -51,7 +51,7 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -70,6 +70,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
@@ -129,6 +130,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_k0(const float* x, 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int softmax(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax: size N is negative (%lld)", (long long)N);

@@ -3,7 +3,7 @@
 #include "stencil.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -51,7 +51,7 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -70,6 +70,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes out.
 extern "C" __global__ void __launch_bounds__(32, 16) conv3x3_k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
   for (int64_t row = (int64_t)blockIdx.x; row < (H * W); row += (int64_t)gridDim.x) {
@@ -105,6 +106,7 @@ extern "C" __global__ void __launch_bounds__(32, 16) conv3x3_k0(const float* img
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, int64_t W, cudaStream_t stream) {
   if (H < 0) return emmy_fail("conv3x3: size H is negative (%lld)", (long long)H);
@@ -116,6 +118,7 @@ extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes dx.
 extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const float* x, float* dx, int64_t N) {
   if ((((unsigned long long)(const void*)dx) & 15) == 0) {
@@ -141,6 +144,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int central_difference(const float* x, float* dx, int64_t N, cudaStream_t stream) {
   if (N < 0) return emmy_fail("central_difference: size N is negative (%lld)", (long long)N);

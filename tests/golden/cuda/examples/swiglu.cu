@@ -3,7 +3,7 @@
 #include "swiglu.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -51,7 +51,7 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -70,6 +70,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16_k0(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
@@ -102,6 +103,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16_k0(const __half*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_f16: size N is negative (%lld)", (long long)N);
@@ -113,6 +115,7 @@ extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16_k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
@@ -145,6 +148,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16_k0(const __nv_b
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_bf16: size N is negative (%lld)", (long long)N);
@@ -156,6 +160,7 @@ extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, _
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32_k0(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
@@ -188,6 +193,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int swiglu_f32(const float* gate, const float* up, float* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_f32: size N is negative (%lld)", (long long)N);

@@ -3,7 +3,7 @@
 #include "linalg.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -83,7 +83,7 @@ template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copi
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -102,6 +102,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
@@ -195,6 +196,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("matmul_f16: size M is negative (%lld)", (long long)M);
@@ -207,6 +209,7 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
@@ -300,6 +303,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("matmul_bf16: size M is negative (%lld)", (long long)M);
@@ -312,6 +316,7 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
@@ -407,6 +412,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("matmul_f32: size M is negative (%lld)", (long long)M);
@@ -419,6 +425,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
@@ -518,6 +525,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (B < 0) return emmy_fail("bmm_f16: size B is negative (%lld)", (long long)B);
@@ -531,6 +539,7 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
@@ -630,6 +639,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (B < 0) return emmy_fail("bmm_bf16: size B is negative (%lld)", (long long)B);
@@ -643,6 +653,7 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
@@ -744,6 +755,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N, cudaStream_t stream) {
   if (B < 0) return emmy_fail("bmm_f32: size B is negative (%lld)", (long long)B);
@@ -757,6 +769,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16_k0(const __half* x, __half* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
@@ -785,6 +798,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16_k0(const __ha
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f16: size M is negative (%lld)", (long long)M);
@@ -796,6 +810,7 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
@@ -824,6 +839,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16_k0(const __n
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_bf16: size M is negative (%lld)", (long long)M);
@@ -835,6 +851,7 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32_k0(const float* x, float* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
@@ -863,6 +880,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32_k0(const floa
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int transpose_f32(const float* x, float* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f32: size M is negative (%lld)", (long long)M);
