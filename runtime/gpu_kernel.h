@@ -15,10 +15,6 @@
 #include "backend/harness.h"
 #include "runtime/device.h"
 
-namespace emmy::sim {
-class TemporaryFolder;
-}
-
 namespace emmy::runtime {
 
 struct GpuOptions {
