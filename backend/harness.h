@@ -26,6 +26,7 @@ struct KernelRun {
   // Why the run failed: the host function's error (a deadlock, a fault, a size mismatch), a crash, or a
   // timeout.
   std::optional<std::string> failure;
+  bool timedOut = false;  // the failure is that the program did not finish in time (else it crashed or reported an error)
   double runSeconds = 0;  // the whole program's, start-up included
 };
 

@@ -7,7 +7,6 @@
 
 #include <fmt/format.h>
 
-#include "driver/compare.h"
 #include "driver/elaborate.h"
 #include "ir/tensor/evaluator.h"
 #include "support/diagnostics.h"
@@ -67,18 +66,10 @@ void saveOutputs(const fs::path& folder, const std::map<std::string, Buffer>& ou
 bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
                  const std::map<std::string, int64_t>& givenSizes, const CudaGenerator& generateCuda,
                  const KernelCompiler& compileKernel, std::FILE* report, const OutputCrossCheck& crossCheck) {
-  tensor::EvaluationInputs inputs;
-  std::map<std::string, Buffer> reference;
-  std::map<std::string, int64_t> sizes;
-  try {
-    inputs = prepareInputs(kernel, options.inputsDir, options.seed, givenSizes);
-    sizes = tensor::bindSizes(kernel, inputs.tensors, inputs.sizes);
-    reference = tensor::evaluate(kernel, inputs);
-  } catch (const tensor::EvaluationError& error) {
-    throw UsageError(fmt::format("kernel {}: {}", displayName(kernel), error.what()));
-  }
+  ReferenceRun reference = referenceRun(kernel, options.inputsDir, options.seed, givenSizes);
+  const tensor::EvaluationInputs& inputs = reference.inputs;
   std::vector<std::string> sizeTexts;
-  for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, sizes.at(size)));
+  for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, reference.sizes.at(size)));
   fmt::print(report, "{}{}\n", displayName(kernel), sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")");
 
   std::unique_ptr<CompiledKernel> program = compileKernel(kernel, generateCuda(kernel));
@@ -92,8 +83,7 @@ bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
   }
 
   bool passed = true;
-  for (const tensor::TensorParam& output : kernel.outputs) {
-    OutputComparison comparison = compareOutput(output.name, ran.outputs.at(output.name), reference.at(output.name));
+  for (const OutputComparison& comparison : compareOutputs(kernel, ran.outputs, reference.outputs)) {
     fmt::print(report, "  {}\n", formatComparison(comparison));
     passed = passed && comparison.ok();
   }
@@ -148,6 +138,27 @@ tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::
   for (const tensor::TensorParam& input : kernel.inputs)
     inputs.tensors.emplace(input.name, random.make(input.dtype, declaredShape(input, inputs.sizes)));
   return inputs;
+}
+
+ReferenceRun referenceRun(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
+                          const std::map<std::string, int64_t>& givenSizes) {
+  ReferenceRun reference;
+  try {
+    reference.inputs = prepareInputs(kernel, inputsDir, seed, givenSizes);
+    reference.sizes = tensor::bindSizes(kernel, reference.inputs.tensors, reference.inputs.sizes);
+    reference.outputs = tensor::evaluate(kernel, reference.inputs);
+  } catch (const tensor::EvaluationError& error) {
+    throw UsageError(fmt::format("kernel {}: {}", displayName(kernel), error.what()));
+  }
+  return reference;
+}
+
+std::vector<OutputComparison> compareOutputs(const tensor::Kernel& kernel, const std::map<std::string, Buffer>& generated,
+                                             const std::map<std::string, Buffer>& reference) {
+  std::vector<OutputComparison> comparisons;
+  for (const tensor::TensorParam& output : kernel.outputs)
+    comparisons.push_back(compareOutput(output.name, generated.at(output.name), reference.at(output.name)));
+  return comparisons;
 }
 
 int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, const KernelCompiler& compileKernel,

@@ -12,6 +12,7 @@
 
 #include "backend/harness.h"
 #include "backend/sim/simulator.h"
+#include "driver/compare.h"
 #include "driver/import.h"
 #include "ir/tensor/nodes.h"
 
@@ -62,5 +63,20 @@ std::string displayName(const tensor::Kernel& kernel);
 // take their default. Throws UsageError when a size is missing, NpyError for a bad file.
 tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
                                        const std::map<std::string, int64_t>& givenSizes);
+
+// What generated code is checked against: the inputs of prepareInputs, every size bound, and the reference
+// evaluator's outputs for them.
+struct ReferenceRun {
+  tensor::EvaluationInputs inputs;
+  std::map<std::string, int64_t> sizes;  // every size of the kernel
+  std::map<std::string, Buffer> outputs;
+};
+// Throws UsageError when the inputs do not fit the kernel (and as prepareInputs does).
+ReferenceRun referenceRun(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
+                          const std::map<std::string, int64_t>& givenSizes);
+
+// Every output of `kernel` in `generated` compared with the reference's (compare.h), in declaration order.
+std::vector<OutputComparison> compareOutputs(const tensor::Kernel& kernel, const std::map<std::string, Buffer>& generated,
+                                             const std::map<std::string, Buffer>& reference);
 
 }  // namespace emmy

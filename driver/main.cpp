@@ -28,6 +28,7 @@
 #include "tune/cost_model.h"
 #include "tune/database.h"
 #include "tune/device.h"
+#include "tune/gpu_timing.h"
 #include "tune/isolation.h"
 #include "tune/progress.h"
 #include "tune/tuner.h"
@@ -68,7 +69,8 @@ struct TuneOptions {
   uint64_t seed = 0;
   std::string database;
   std::string arch;  // default: the device's, or sm_90 for the static model
-  double timeout = 10;  // seconds per candidate
+  double timeout = 30;  // seconds per candidate: compiling it, running it and checking its outputs
+  runtime::Timing timing = tune::kDefaultTuningTiming;
   bool costModel = false;
   bool report = false;
 };
@@ -254,10 +256,11 @@ void addCheckOptions(CLI::App* command, CheckOptions& options) {
   addModelOptions(command, options.modelImport);
 }
 
-// What times candidates on the GPU: the CUDA runtime's backend, run in a child process per candidate. This
-// build has none yet (the runtime of `emmy run` and `emmy bench` will provide it).
-std::unique_ptr<tune::MeasurementBackend> gpuTimingBackend(const CudaDevice& device, const TuneOptions& options) {
-  return nullptr;
+// What times candidates on the GPU: the CUDA runtime's GpuKernel, each candidate in a child process of its own.
+std::unique_ptr<tune::MeasurementBackend> gpuTimingBackend(const runtime::CudaDevice& device, const TuneOptions& options) {
+  return std::make_unique<tune::IsolatedBackend>(
+      std::make_unique<tune::GpuTimingBackend>(device, tune::gpuCompiler(device), options.timing),
+      std::chrono::milliseconds(static_cast<int64_t>(options.timeout * 1000)));
 }
 
 int report(const TuneOptions& options) {
@@ -288,19 +291,13 @@ int tuneFile(const TuneOptions& options) {
   if (options.costModel) {
     backend = std::make_unique<tune::CostModelBackend>(options.arch.empty() ? "sm_90" : options.arch);
   } else {
-    CudaDeviceProbe probe = tune::probeCudaDevicesInChild();
-    if (probe.devices.empty()) {
+    runtime::DeviceProbe probe = tune::probeCudaDeviceInChild();
+    if (!probe.device) {
       fmt::print(stderr, "emmy: error: no CUDA device found ({}); emmy tune --cost-model ranks the candidates by the "
                          "static model instead\n", probe.reason);
       return kExitNoCudaDevice;
     }
-    std::unique_ptr<tune::MeasurementBackend> timing = gpuTimingBackend(probe.devices.front(), options);
-    if (!timing)
-      throw CudaUnavailable(fmt::format("timing on {} needs the CUDA runtime, which this build of Emmy does not have yet; "
-                                        "emmy tune --cost-model ranks the candidates by the static model",
-                                        probe.devices.front().name));
-    backend = std::make_unique<tune::IsolatedBackend>(
-        std::move(timing), std::chrono::milliseconds(static_cast<int64_t>(options.timeout * 1000)));
+    backend = gpuTimingBackend(*probe.device, options);
   }
 
   std::vector<std::string> untunable;
@@ -409,7 +406,11 @@ int main(int argc, char** argv) {
   tuneCommand->add_option("--db", tuneOptions.database, "the tuning database (default: $EMMY_TUNING_DB, else "
                                                         "~/.cache/emmy/tuning.db)");
   tuneCommand->add_option("--arch", tuneOptions.arch, "with --cost-model: the CUDA target (default sm_90)");
-  tuneCommand->add_option("--timeout", tuneOptions.timeout, "seconds one candidate may take before it counts as hung (default 10)");
+  tuneCommand->add_option("--timeout", tuneOptions.timeout, "seconds one candidate may take before it counts as hung (default 30)");
+  tuneCommand->add_option("--repeat", tuneOptions.timing.repetitions, "timed calls per candidate (default 20)")
+      ->check(CLI::Range(1, 100000));
+  tuneCommand->add_option("--warmup", tuneOptions.timing.warmup, "untimed calls first (default 5)")
+      ->check(CLI::Range(0, 100000));
   tuneCommand->add_flag("--cost-model", tuneOptions.costModel, "rank by the static model instead of timing on a GPU");
   tuneCommand->add_flag("--report", tuneOptions.report, "list the recorded results (of FILE's kernels, if given)");
 

@@ -186,6 +186,7 @@ GpuRun GpuKernel::run(const tensor::EvaluationInputs& inputs, const Timing& timi
   result.runSeconds = ran.seconds;
   if (ran.kind != ProcessOutcome::Kind::Exited || ran.code != 0) {
     result.failure = harness::describeFailedRun(ran, kProgramDescription, options_.runTimeout);
+    result.timedOut = ran.kind == ProcessOutcome::Kind::TimedOut;
     return result;
   }
   result.failure = harness::readOutputs(folder.path(), outputs);

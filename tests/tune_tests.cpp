@@ -1,7 +1,9 @@
 // emmy tune without a GPU (tune/): the param space; the search with a fake timer whose optimum is known
 // (exhaustive, then sampled and refined, deterministic per seed); failure isolation with fake backends
 // whose candidates crash or hang in their child process; the tuning database (keying, resume after a
-// killed run, readers while one writes); the static model's ranking; the device probe.
+// killed run, readers while one writes); the static model's ranking; GPU timing with the CPU simulation
+// standing in for the GPU (and on the GPU, when there is one: tagged [runtime] for tests/gpu/run.sh); the
+// device probe in a child.
 #include <signal.h>
 #include <unistd.h>
 
@@ -13,11 +15,14 @@
 
 #include <catch2/catch.hpp>
 
-#include "backend/cuda_device.h"
+#include "driver/check.h"
 #include "driver/elaborate.h"
+#include "ir/tensor/evaluator.h"
 #include "support/process.h"
 #include "tune/cost_model.h"
 #include "tune/database.h"
+#include "tune/device.h"
+#include "tune/gpu_timing.h"
 #include "tune/isolation.h"
 #include "tune/search.h"
 #include "tune/tuner.h"
@@ -84,6 +89,34 @@ TuningTarget matmulTarget(const std::map<std::string, int64_t>& sizes = kSizes, 
   std::vector<TuningTarget> targets = tuningTargets(kMatmul, "", sizes, device, "sm_90", untunable);
   REQUIRE(targets.size() == 1);
   return targets[0];
+}
+
+// A candidate of examples/matmul.emmy at `sizes`, lowered and printed as emmy tune gives it to a backend.
+CandidateProgram matmulProgram(const Candidate& params, const std::map<std::string, int64_t>& sizes) {
+  std::vector<std::string> untunable;
+  TuningTarget target = tuningTargets(kMatmul, "", sizes, "fake device", "sm_90", untunable)[0];
+  Diagnostics diagnostics;
+  auto kernels = elaborateFile(kMatmul, "", false, params, diagnostics);
+  REQUIRE(kernels);
+  CandidateProgram program{"matmul", params, lower(kernels->front(), PipelineOptions{}), {}, target.sizes};
+  program.cuda = emitCudaFiles({program.lowered}, kMatmul);
+  return program;
+}
+
+const Candidate kMatmulDefaults = {{"BM", 64}, {"BN", 64}, {"BK", 16}};
+
+runtime::CudaDevice simulatedDevice() {
+  runtime::CudaDevice device;
+  device.name = "the CPU simulation";
+  device.major = 9;
+  return device;
+}
+
+// A kernel that "runs" by `run`, on the inputs it is given; compiling it is free.
+TimedKernelCompiler fakeKernel(std::function<runtime::GpuRun(const tensor::Kernel&, const tensor::EvaluationInputs&)> run) {
+  return [run](const tensor::Kernel& kernel, const cuda::GeneratedCuda&) -> TimedKernel {
+    return [run, kernel](const tensor::EvaluationInputs& inputs, const runtime::Timing&) { return run(kernel, inputs); };
+  };
 }
 
 }  // namespace
@@ -355,21 +388,14 @@ TEST_CASE("tune: the static model ranks matmul's candidates", "[tune]") {
   CostModelBackend model("sm_90");
   CHECK(model.description().find("estimates, not timings") != std::string::npos);
   auto estimate = [&](const std::map<std::string, int64_t>& sizes, const Candidate& params) {
-    std::vector<std::string> untunable;
-    TuningTarget target = tuningTargets(kMatmul, "", sizes, model.device(), model.arch(), untunable)[0];
-    Diagnostics diagnostics;
-    auto kernels = elaborateFile(kMatmul, "", false, params, diagnostics);
-    REQUIRE(kernels);
-    CandidateProgram program{"matmul", params, lower(kernels->front(), PipelineOptions{}), {}, target.sizes};
-    program.cuda = emitCudaFiles({program.lowered}, kMatmul);
-    Measurement m = model.measure(program);
+    Measurement m = model.measure(matmulProgram(params, sizes));
     INFO(m.message);
     REQUIRE(m.status == Status::Ok);
     return m.milliseconds;
   };
   std::map<std::string, int64_t> small = {{"M", 1024}, {"N", 1024}, {"K", 1024}};
   std::map<std::string, int64_t> large = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
-  Candidate defaults = {{"BM", 64}, {"BN", 64}, {"BK", 16}}, big = {{"BM", 128}, {"BN", 128}, {"BK", 32}};
+  Candidate defaults = kMatmulDefaults, big = {{"BM", 128}, {"BN", 128}, {"BK", 32}};
   // 1024^2 in 128x128 tiles is 64 blocks for 132 SMs; at 4096^2 the large tiles fill the machine.
   CHECK(estimate(small, big) > 1.5 * estimate(small, defaults));
   CHECK(estimate(large, big) < estimate(large, defaults));
@@ -377,17 +403,143 @@ TEST_CASE("tune: the static model ranks matmul's candidates", "[tune]") {
   CHECK(estimate(large, big) > 2.0 * std::pow(4096.0, 3) / 67e12 * 1e3);
 }
 
-TEST_CASE("tune: the CUDA device probe says why it found none", "[tune]") {
-  CudaDeviceProbe probe;
-  // In a child, as emmy tune does: this test process must stay free to fork measuring children.
+TEST_CASE("tune: GPU timing, the CPU simulation standing in for the GPU: outputs checked, the median time", "[tune]") {
+  // The whole measurement but the timing: the candidate's CUDA compiled and run (by the simulation), its
+  // outputs compared with the evaluator's; the "times" are given.
+  TimedKernelCompiler simulated = [](const tensor::Kernel& kernel, const cuda::GeneratedCuda& source) -> TimedKernel {
+    std::shared_ptr<CompiledKernel> program = simulationCompiler()(kernel, source);
+    return [program](const tensor::EvaluationInputs& inputs, const runtime::Timing& timing) {
+      CHECK(timing.repetitions == 3);
+      runtime::GpuRun run;
+      static_cast<KernelRun&>(run) = program->run(inputs);
+      run.milliseconds = {3.0, 1.0, 2.0};
+      return run;
+    };
+  };
+  GpuTimingBackend backend(simulatedDevice(), simulated, runtime::Timing{1, 3, true});
+  CHECK(backend.device() == "the CPU simulation");
+  CHECK(backend.arch() == "sm_90");
+  CHECK(backend.description() == "timed on the CPU simulation with CUDA events, median of 3 after 1 warm-ups, L2 flushed");
+  std::map<std::string, int64_t> sizes = {{"M", 40}, {"N", 24}, {"K", 20}};
+  Measurement m = backend.measure(matmulProgram(kMatmulDefaults, sizes));
+  INFO(m.message);
+  CHECK(m.status == Status::Ok);
+  CHECK(m.milliseconds == 2.0);
+
+  // As emmy tune runs it: each candidate in a child, the reference prepared in this process.
+  IsolatedBackend isolated(std::make_unique<GpuTimingBackend>(simulatedDevice(), simulated, runtime::Timing{1, 3, true}),
+                           std::chrono::seconds(60));
   TemporaryFolder folder;
-  ProcessOutcome outcome = runInChild(
-      [&] {
-        CudaDeviceProbe found = probeCudaDevices();
-        return found.devices.empty() && !found.reason.empty() ? 0 : found.devices.empty() ? 1 : 2;
-      },
-      folder.path() / "probe.log", std::chrono::seconds(60));
-  REQUIRE(outcome.kind == ProcessOutcome::Kind::Exited);
-  if (outcome.code == 2) SUCCEED("a CUDA device is present");
-  CHECK(outcome.code != 1);  // none found, and a reason given
+  TuningDatabase database(folder.path() / "tuning.db", /*create=*/true);
+  TuningRun run = tune::tune(matmulTarget(sizes, isolated.device()), Budget{2, std::nullopt}, 0, isolated, database, [](const Progress&) {});
+  REQUIRE(run.outcome.trials.size() == 2);
+  for (const Trial& trial : run.outcome.trials) {
+    INFO(candidateText(trial.candidate) << ": " << trial.measurement.message);
+    CHECK(trial.measurement.status == Status::Ok);
+    CHECK(trial.measurement.milliseconds == 2.0);
+  }
+}
+
+TEST_CASE("tune: GPU timing records a wrong output, a failed run and code that does not compile", "[tune]") {
+  CandidateProgram program = matmulProgram(kMatmulDefaults, {{"M", 8}, {"N", 4}, {"K", 4}});
+  auto measureWith = [&](TimedKernelCompiler compile) {
+    GpuTimingBackend backend(simulatedDevice(), std::move(compile));
+    return backend.measure(program);
+  };
+  auto correct = [](const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs) {
+    runtime::GpuRun run;
+    run.outputs = tensor::evaluate(kernel, inputs);
+    run.milliseconds = {1.5};
+    return run;
+  };
+  CHECK(measureWith(fakeKernel(correct)).status == Status::Ok);
+
+  Measurement wrong = measureWith(fakeKernel([&](const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs) {
+    runtime::GpuRun run = correct(kernel, inputs);
+    Buffer& c = run.outputs.at("C");
+    c.set(5, Value::ofFloat(DType::F32, c.get(5).asDouble() + 1));
+    return run;
+  }));
+  CHECK(wrong.status == Status::WrongResult);
+  CHECK_THAT(wrong.message, Catch::StartsWith("C: ") && Catch::Contains("FAILED"));
+
+  Measurement fault = measureWith(fakeKernel([](const tensor::Kernel&, const tensor::EvaluationInputs&) {
+    runtime::GpuRun run;
+    run.failure = "matmul: kernel matmul_k0 failed: CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)";
+    return run;
+  }));
+  CHECK(fault.status == Status::Crashed);
+  CHECK_THAT(fault.message, Catch::Contains("CUDA_ERROR_ILLEGAL_ADDRESS"));
+
+  Measurement hung = measureWith(fakeKernel([](const tensor::Kernel&, const tensor::EvaluationInputs&) {
+    runtime::GpuRun run;
+    run.failure = "the program on the GPU did not finish in 120 s";
+    run.timedOut = true;
+    return run;
+  }));
+  CHECK(hung.status == Status::TimedOut);
+  CHECK(hung.message == "the program on the GPU did not finish in 120 s");
+
+  Measurement rejected = measureWith([](const tensor::Kernel&, const cuda::GeneratedCuda&) -> TimedKernel {
+    throw InternalError("the generated CUDA for matmul does not compile with NVRTC");
+  });
+  CHECK(rejected.status == Status::CompileFailed);
+  CHECK_THAT(rejected.message, Catch::Contains("does not compile with NVRTC"));
+}
+
+TEST_CASE("tune: an isolated backend prepares in the parent and measures in the child", "[tune]") {
+  // What prepare computes (GPU timing: the reference outputs) must outlive the children, or every
+  // candidate would compute it again.
+  class Counting : public MeasurementBackend {
+  public:
+    Counting(int& prepared, int& measured) : prepared_(prepared), measured_(measured) {}
+    std::string device() const override { return "fake device"; }
+    std::string arch() const override { return "sm_90"; }
+    std::string description() const override { return "counted"; }
+    void prepare(const CandidateProgram&) override { ++prepared_; }
+    Measurement measure(const CandidateProgram&) override { return timed(++measured_); }
+
+  private:
+    int &prepared_, &measured_;
+  };
+  int prepared = 0, measured = 0;
+  IsolatedBackend isolated(std::make_unique<Counting>(prepared, measured), std::chrono::seconds(10));
+  CHECK(isolated.measure(programOf({{"P0", 0}})).milliseconds == 1);
+  CHECK(isolated.measure(programOf({{"P0", 1}})).milliseconds == 1);  // each child starts from the parent's count
+  CHECK(prepared == 2);
+  CHECK(measured == 0);
+}
+
+TEST_CASE("tune: GPU timing of matmul on the device, when there is one", "[tune][runtime]") {
+  runtime::DeviceProbe probe = probeCudaDeviceInChild();
+  if (!probe.device) {
+    SUCCEED("no CUDA device: " << probe.reason);
+    return;
+  }
+  GpuTimingBackend backend(*probe.device, gpuCompiler(*probe.device));
+  for (const Candidate& params : {kMatmulDefaults, Candidate{{"BM", 128}, {"BN", 128}, {"BK", 32}}}) {
+    Measurement m = backend.measure(matmulProgram(params, {{"M", 257}, {"N", 190}, {"K", 130}}));
+    INFO(candidateText(params) << ": " << m.message);
+    CHECK(m.status == Status::Ok);
+    CHECK(m.milliseconds > 0);
+  }
+}
+
+TEST_CASE("tune: the device probe in a child gives the runtime's answer", "[tune][runtime]") {
+  runtime::DeviceProbe inChild = probeCudaDeviceInChild();
+  // The runtime's own probe, here (as the [runtime] tests do), to compare with what came back.
+  runtime::DeviceProbe here = runtime::probeCudaDevice();
+  REQUIRE(inChild.device.has_value() == here.device.has_value());
+  if (!here.device) {
+    CHECK_FALSE(inChild.reason.empty());
+    CHECK(inChild.reason == here.reason);
+    return;
+  }
+  const runtime::CudaDevice &a = *inChild.device, &b = *here.device;
+  CHECK(a.name == b.name);
+  CHECK(a.arch() == b.arch());
+  CHECK(a.describe() == b.describe());
+  CHECK(a.peakBandwidth() == b.peakBandwidth());
+  CHECK(a.peakFp32Flops() == b.peakFp32Flops());
+  CHECK(a.l2Bytes == b.l2Bytes);
 }

@@ -1,11 +1,14 @@
-// The CUDA devices of this machine, asked in a child process (backend/cuda_device.h): the parent of the
-// measuring children must never initialise CUDA, which does not survive fork.
+// The CUDA device emmy tune measures on (runtime/device.h), probed in a child process: cuInit starts the
+// driver's threads in the calling process, and the parent of the measuring children forks one per
+// candidate; a fork keeps only the forking thread, so a lock one of the driver's threads held at that
+// moment would never be released in the child. A parent that never initialises CUDA forks plain copies.
 #pragma once
 
-#include "backend/cuda_device.h"
+#include "runtime/device.h"
 
 namespace emmy::tune {
 
-CudaDeviceProbe probeCudaDevicesInChild();
+// runtime::probeCudaDevice's answer, as the child found it; a child that crashed or hung is the reason.
+runtime::DeviceProbe probeCudaDeviceInChild();
 
 }  // namespace emmy::tune

@@ -50,6 +50,7 @@ std::string IsolatedBackend::description() const {
 }
 
 Measurement IsolatedBackend::measure(const CandidateProgram& program) {
+  inner_->prepare(program);
   TemporaryFolder folder;
   std::filesystem::path result = folder.path() / "measurement";
   ProcessOutcome outcome = runInChild(

@@ -1,7 +1,8 @@
 // Failure isolation: a MeasurementBackend whose every measurement runs in a forked child process with a
 // time limit. A candidate that crashes the child (an illegal address, an abort) is Crashed, one that
 // does not finish in time is TimedOut (its whole process group killed), and the search goes on. The parent
-// never touches the GPU: a CUDA context does not survive fork, so each child makes its own.
+// never touches the GPU (a CUDA context does not survive fork), but it does what the candidates share
+// (MeasurementBackend::prepare), so that it is done once and not in every child.
 #pragma once
 
 #include <chrono>
@@ -19,6 +20,8 @@ public:
   std::string device() const override { return inner_->device(); }
   std::string arch() const override { return inner_->arch(); }
   std::string description() const override;
+  void prepare(const CandidateProgram& program) override { inner_->prepare(program); }
+  // The inner backend's prepare here, in this process, then its measure in a child.
   Measurement measure(const CandidateProgram& program) override;
 
 private:

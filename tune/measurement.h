@@ -53,6 +53,10 @@ public:
   // How the times are obtained, for the user ("median of 20 runs on NVIDIA H200", "estimated by the static
   // model, not timed").
   virtual std::string description() const = 0;
+  // What the candidates of one kernel instance at one set of sizes share (inputs, the reference outputs),
+  // computed once and kept for the next ones. measure calls it itself; a wrapper that measures in a child
+  // process (IsolatedBackend) calls it in the parent first, so that what it computes outlives the child.
+  virtual void prepare(const CandidateProgram& program) {}
   // Compiles and measures one candidate. A time counts only for an output that matches the reference
   // (WrongResult otherwise). A backend that touches the GPU or can crash or hang runs inside an
   // IsolatedBackend, so that a failure here costs one candidate, not the search.

@@ -123,6 +123,7 @@ KernelRun SimulatedKernel::run(const tensor::EvaluationInputs& inputs) const {
   result.runSeconds = ran.seconds;
   if (ran.kind != ProcessOutcome::Kind::Exited || ran.code != 0) {
     result.failure = harness::describeFailedRun(ran, kProgramDescription, options_.runTimeout);
+    result.timedOut = ran.kind == ProcessOutcome::Kind::TimedOut;
     return result;
   }
   result.failure = harness::readOutputs(folder.path(), outputs);

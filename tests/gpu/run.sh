@@ -11,7 +11,9 @@
 #   3. `emmy run` of every example and every standard-library kernel in every type, at a regular and a
 #      ragged size, against the evaluator and (stdlib) PyTorch on the GPU, 8 at a time;
 #   4. examples/app built with nvcc through find_package(Emmy), and run;
-#   5. emmy_bench_stdlib: every stdlib kernel in every type against PyTorch eager, with what is left.
+#   5. `emmy tune` of the standard library's matmul<f32> at 1024^3, 12 candidates timed on the GPU (the
+#      reference outputs, computed once on the CPU by the naive evaluator, take about half a minute);
+#   6. emmy_bench_stdlib: every stdlib kernel in every type against PyTorch eager, with what is left.
 # Exit status: 0 when every step passed (or there is no GPU), 1 otherwise. EMMY_GPU_PACK points to the
 # pack (default build/gpu-pack).
 set -u
@@ -187,7 +189,18 @@ build_app() {
 export -f build_app
 step "examples/app built with nvcc and run" 90 build_app
 
-# 5. The benchmark, with what is left.
+# 5. emmy tune on the GPU: the table, and the best candidate's speed-up over the defaults.
+tune_matmul() {
+  "$emmy" tune stdlib/linalg.emmy --kernel 'matmul<f32>' --size M=1024 --size N=1024 --size K=1024 --budget 12 \
+    --db "$work/tuning.db" 2>"$work/tune.log"
+  local status=$?
+  if ((status == 0)); then tail -n 3 "$work/tune.log"; else cat "$work/tune.log"; fi
+  return $status
+}
+export -f tune_matmul
+step "emmy tune matmul<f32> at 1024^3 on the GPU" 150 tune_matmul
+
+# 6. The benchmark, with what is left.
 step "emmy_bench_stdlib" 300 "'$pack/bin/emmy_bench_stdlib'"
 
 say "== summary: $([[ ${#failures[@]} -eq 0 ]] && echo "everything passed" || echo "FAILED: ${failures[*]}") in $SECONDS s"

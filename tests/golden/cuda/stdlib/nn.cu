@@ -3,7 +3,7 @@
 #include "nn.h"
 #endif
 #include <stdint.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_fp16.h>
 #include <cuda_bf16.h>
 #endif
@@ -83,7 +83,7 @@ template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copi
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
-#ifndef EMMY_SIMULATE
+#if !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
 #include <cuda_runtime.h>
 #define EMMY_LAUNCH(kernel, grid, block, stream, ...) kernel<<<(grid), (block), 0, (stream)>>>(__VA_ARGS__)
 #endif
@@ -102,6 +102,7 @@ static int emmy_fail(const char* format, ...) {
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -216,6 +217,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f16: size N is negative (%lld)", (long long)N);
@@ -227,6 +229,7 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -341,6 +344,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_bf16: size N is negative (%lld)", (long long)N);
@@ -352,6 +356,7 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -466,6 +471,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f32: size N is negative (%lld)", (long long)N);
@@ -477,6 +483,7 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -591,6 +598,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f16: size N is negative (%lld)", (long long)N);
@@ -602,6 +610,7 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -716,6 +725,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_bf16: size N is negative (%lld)", (long long)N);
@@ -727,6 +737,7 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -841,6 +852,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f32: size N is negative (%lld)", (long long)N);
@@ -852,6 +864,7 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -970,6 +983,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f16: size N is negative (%lld)", (long long)N);
@@ -981,6 +995,7 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -1099,6 +1114,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_bf16: size N is negative (%lld)", (long long)N);
@@ -1110,6 +1126,7 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -1228,6 +1245,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int layernorm_f32(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f32: size N is negative (%lld)", (long long)N);
@@ -1239,6 +1257,7 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -1314,6 +1333,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f16: size N is negative (%lld)", (long long)N);
@@ -1325,6 +1345,7 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -1400,6 +1421,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_bf16: size N is negative (%lld)", (long long)N);
@@ -1411,6 +1433,7 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
@@ -1486,6 +1509,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f32: size N is negative (%lld)", (long long)N);
@@ -1497,6 +1521,7 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
@@ -1590,6 +1615,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT, cudaStream_t stream) {
   if (N < 0) return emmy_fail("linear_f16: size N is negative (%lld)", (long long)N);
@@ -1602,6 +1628,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
@@ -1695,6 +1722,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT, cudaStream_t stream) {
   if (N < 0) return emmy_fail("linear_bf16: size N is negative (%lld)", (long long)N);
@@ -1707,6 +1735,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
@@ -1802,6 +1831,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int linear_f32(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT, cudaStream_t stream) {
   if (N < 0) return emmy_fail("linear_f32: size N is negative (%lld)", (long long)N);
@@ -1814,6 +1844,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
 extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
@@ -2000,6 +2031,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, int64_t N, int64_t D, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("mlp_f16: size N is negative (%lld)", (long long)N);
@@ -2019,6 +2051,7 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
 extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
@@ -2205,6 +2238,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, int64_t N, int64_t D, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("mlp_bf16: size N is negative (%lld)", (long long)N);
@@ -2224,6 +2258,7 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
 extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
@@ -2414,6 +2449,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, int64_t N, int64_t D, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("mlp_f32: size N is negative (%lld)", (long long)N);
@@ -2433,6 +2469,7 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -2575,6 +2612,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k1(const __ha
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attention_f16: size B is negative (%lld)", (long long)B);
@@ -2596,6 +2634,7 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -2738,6 +2777,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k1(const __n
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attention_bf16: size B is negative (%lld)", (long long)B);
@@ -2759,6 +2799,7 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((L + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -2901,6 +2942,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k1(const floa
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attention_f32(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attention_f32: size B is negative (%lld)", (long long)B);
@@ -2922,6 +2964,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -3064,6 +3107,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k1(con
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int causal_attention_f16(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("causal_attention_f16: size B is negative (%lld)", (long long)B);
@@ -3084,6 +3128,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -3226,6 +3271,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k1(co
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("causal_attention_bf16: size B is negative (%lld)", (long long)B);
@@ -3246,6 +3292,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes scores.
 extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(const float* q, const float* k, const float* v, float* o, float* scores, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < ((B * H) * (((S + (int64_t)63) / (int64_t)64) * ((S + (int64_t)63) / (int64_t)64))); tile += (int64_t)gridDim.x) {
@@ -3388,6 +3435,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k1(con
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int causal_attention_f32(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("causal_attention_f32: size B is negative (%lld)", (long long)B);
@@ -3408,6 +3456,7 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
@@ -3476,6 +3525,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attend_f16: size B is negative (%lld)", (long long)B);
@@ -3490,6 +3540,7 @@ extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
@@ -3558,6 +3609,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attend_bf16: size B is negative (%lld)", (long long)B);
@@ -3572,6 +3624,7 @@ extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfl
 }
 #endif  // __CUDACC_RTC__
 
+#ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t row = (int64_t)blockIdx.x; row < ((B * H) * S); row += (int64_t)gridDim.x) {
@@ -3640,6 +3693,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
   }
 }
 
+#endif  // EMMY_HOST_ONLY
 #ifndef __CUDACC_RTC__
 extern "C" int attend_f32(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E, cudaStream_t stream) {
   if (B < 0) return emmy_fail("attend_f32: size B is negative (%lld)", (long long)B);
