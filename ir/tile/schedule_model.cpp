@@ -71,6 +71,7 @@ public:
       model_.stages.emplace(stage.name, schedule);
     }
     for (const loop::LoopNest& nest : program_.kernels) {
+      if (!scheduleNames(kernel_, nest)) continue;  // the default schedule builds it
       NestParts parts = parseNest(kernel_, nest);
       const Member* folded = epilogueReduction(parts);
       if (!folded) continue;
