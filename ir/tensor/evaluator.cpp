@@ -1,7 +1,9 @@
 #include "ir/tensor/evaluator.h"
 
 #include <algorithm>
+#include <exception>
 #include <functional>
+#include <thread>
 
 #include <fmt/format.h>
 
@@ -208,6 +210,9 @@ Value reduce(const Reduction& reduction, const CompiledExpr& body, const int64_t
   return accumulator;
 }
 
+// Stages with more work than this (elements times reduction points) are split over the machine's cores.
+constexpr int64_t kParallelWork = int64_t(1) << 20;
+
 Buffer evaluateStage(const Stage& stage, const EvaluationState& state) {
   CompiledExpr body = StageCompiler(stage, state).compile(*stage.body);
   std::vector<int64_t> extents = axisExtents(stage.axes, state.sizes);
@@ -218,16 +223,43 @@ Buffer evaluateStage(const Stage& stage, const EvaluationState& state) {
   checkedProduct(elementCount(extents, stageName), dtypeBytes(stage.dtype), stageName);  // Buffer's byte size
 
   Buffer result(stage.dtype, extents);
-  std::vector<int64_t> axisValues(extents.size() + reductionExtents.size(), 0);
-  int64_t* reductionValues = axisValues.data() + extents.size();
-  for (int64_t flatIndex = 0; flatIndex < result.numel(); ++flatIndex, advance(axisValues.data(), extents)) {
-    if (stage.reduction)
-      result.set(flatIndex,
-                 reduce(*stage.reduction, body, axisValues.data(), reductionValues, reductionExtents, reductionCount)
-                     .castTo(stage.dtype));
-    else
-      result.set(flatIndex, body(axisValues.data()));
+  // Elements [begin, end), each on its own: the same values whichever thread computes them.
+  auto evaluateElements = [&](int64_t begin, int64_t end) {
+    std::vector<int64_t> axisValues(extents.size() + reductionExtents.size(), 0);
+    for (int64_t rest = begin, d = static_cast<int64_t>(extents.size()); d-- > 0;) {
+      axisValues[d] = rest % extents[d];
+      rest /= extents[d];
+    }
+    int64_t* reductionValues = axisValues.data() + extents.size();
+    for (int64_t flatIndex = begin; flatIndex < end; ++flatIndex, advance(axisValues.data(), extents)) {
+      if (stage.reduction)
+        result.set(flatIndex,
+                   reduce(*stage.reduction, body, axisValues.data(), reductionValues, reductionExtents, reductionCount)
+                       .castTo(stage.dtype));
+      else
+        result.set(flatIndex, body(axisValues.data()));
+    }
+  };
+  int64_t elements = result.numel();
+  int64_t work = checkedProduct(elements, std::max<int64_t>(reductionCount, 1), stageName);
+  int64_t threads = work < kParallelWork ? 1 : std::min<int64_t>(std::max(1u, std::thread::hardware_concurrency()), elements);
+  if (threads <= 1) {
+    evaluateElements(0, elements);
+    return result;
   }
+  std::vector<std::thread> workers;
+  std::vector<std::exception_ptr> failures(threads);
+  for (int64_t t = 0; t < threads; ++t)
+    workers.emplace_back([&, t] {
+      try {
+        evaluateElements(elements * t / threads, elements * (t + 1) / threads);
+      } catch (...) {
+        failures[t] = std::current_exception();
+      }
+    });
+  for (std::thread& worker : workers) worker.join();
+  for (const std::exception_ptr& failure : failures)
+    if (failure) std::rethrow_exception(failure);
   return result;
 }
 
