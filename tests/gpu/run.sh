@@ -12,7 +12,8 @@
 #      ragged size, against the evaluator and (stdlib) PyTorch on the GPU, 8 at a time;
 #   4. examples/app built with nvcc through find_package(Emmy), and run;
 #   5. `emmy tune` of the standard library's matmul<f32> at 1024^3, 12 candidates timed on the GPU (the
-#      reference outputs, computed once on the CPU by the naive evaluator, take about half a minute);
+#      reference outputs, computed once on the CPU by the naive evaluator, take about half a minute of
+#      CPU time, spread over the cores);
 #   6. emmy_bench_stdlib: every stdlib kernel in every type against PyTorch eager, with what is left.
 # Exit status: 0 when every step passed (or there is no GPU), 1 otherwise. EMMY_GPU_PACK points to the
 # pack (default build/gpu-pack).
