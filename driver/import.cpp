@@ -2,7 +2,6 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 
 #include <fmt/format.h>
 
@@ -59,8 +58,7 @@ std::string importModel(const std::string& model, const ModelImportOptions& opti
     throw ImportFailed(70, fmt::format("{}emmy: internal error (this is a bug in Emmy, please report it): emmy-import "
                                        "was killed by signal {} while importing {}\n", outcome.output, outcome.code, model));
   if (outcome.code != 0) throw ImportFailed(outcome.code, outcome.output);
-  std::ifstream in(written, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return readWholeFile(written);
 }
 
 }  // namespace emmy

@@ -15,11 +15,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string readBytes(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 void writeBytes(const fs::path& path, const std::string& bytes) {
   std::ofstream out(path, std::ios::binary);
   out << bytes;
@@ -85,7 +80,7 @@ TEST_CASE("npy keeps special float values and bf16 bit patterns", "[npy]") {
   original.set(2, Value::ofFloat(DType::BF16, 1.5));
   original.set(3, Value::ofFloat(DType::BF16, std::numeric_limits<double>::quiet_NaN()));
   writeNpy(folder / "b.npy", original);
-  std::string file = readBytes(folder / "b.npy");
+  std::string file = readWholeFile(folder / "b.npy");
   CHECK(file.find("'descr': '<u2'") != std::string::npos);
   CHECK(file.substr(128) == std::string("\x80\x7f\x00\x80\xc0\x3f\xc0\x7f", 8));
   CHECK(bytesOf(readNpy(folder / "b.npy", DType::BF16)) == bytesOf(original));
@@ -95,7 +90,7 @@ TEST_CASE("npy writes what NumPy writes, byte for byte", "[npy]") {
   TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   writeNpy(folder / "x.npy", f32Matrix());
-  CHECK(readBytes(folder / "x.npy") == kNumpyFixture);
+  CHECK(readWholeFile(folder / "x.npy") == kNumpyFixture);
 }
 
 TEST_CASE("npy pads every header to a multiple of 64 bytes", "[npy]") {
@@ -103,7 +98,7 @@ TEST_CASE("npy pads every header to a multiple of 64 bytes", "[npy]") {
   const fs::path& folder = scratch.path();
   for (std::vector<int64_t> shape : {std::vector<int64_t>{}, {7}, {1, 2, 3, 4, 5, 6, 7, 8}, {123456789, 0}}) {
     writeNpy(folder / "x.npy", Buffer(DType::I8, shape));
-    std::string file = readBytes(folder / "x.npy");
+    std::string file = readWholeFile(folder / "x.npy");
     size_t headerLength = static_cast<uint8_t>(file[8]) | static_cast<uint8_t>(file[9]) << 8;
     CAPTURE(file.substr(10, headerLength));
     CHECK((10 + headerLength) % 64 == 0);
@@ -123,7 +118,7 @@ TEST_CASE("npy reads a 0-d array as a scalar", "[npy]") {
   CHECK(read.shape().empty());
   CHECK(read.get(0).f == 2.5);
   writeNpy(folder / "again.npy", read);
-  CHECK(readBytes(folder / "again.npy") == file);
+  CHECK(readWholeFile(folder / "again.npy") == file);
 }
 
 TEST_CASE("npy reads NumPy's fixture, format 2.0, and other spellings of the header", "[npy]") {

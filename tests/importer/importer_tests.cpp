@@ -4,7 +4,6 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <string>
 #include <vector>
 
@@ -35,10 +34,6 @@ Run runEmmy(const std::vector<std::string>& arguments, const fs::path& folder) {
   return {outcome.code, outcome.output};
 }
 
-std::string readText(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
 
 void writeTensor(const fs::path& path, const torch::Tensor& tensor) {
   torch::Tensor dense = tensor.to(torch::kFloat32).contiguous();
@@ -122,14 +117,14 @@ void checkAgainstLibTorch(Model model, bool withInputOptionsForCheck = false) {
   Run imported = runEmmy(with({"import", "model.pt", "-o", "printed/model.emmy"}), dir);
   INFO(imported.output);
   REQUIRE(imported.code == 0);
-  INFO(readText(dir / "printed" / "model.emmy"));
+  INFO(readWholeFile(dir / "printed" / "model.emmy"));
   REQUIRE(runEmmy({"build", "printed/model.emmy", "-o", "from_source"}, dir).code == 0);
   REQUIRE(runEmmy(with({"build", "model.pt", "-o", "from_model"}), dir).code == 0);
-  CHECK(readText(dir / "from_source" / "model.cu") == readText(dir / "from_model" / "model.cu"));
-  CHECK(readText(dir / "from_source" / "model.h") == readText(dir / "from_model" / "model.h"));
+  CHECK(readWholeFile(dir / "from_source" / "model.cu") == readWholeFile(dir / "from_model" / "model.cu"));
+  CHECK(readWholeFile(dir / "from_source" / "model.h") == readWholeFile(dir / "from_model" / "model.h"));
   // The printed source is what `emmy import` writes to standard output as well.
   Run printed = runEmmy(with({"import", "model.pt"}), dir);
-  CHECK(printed.output == readText(dir / "printed" / "model.emmy"));
+  CHECK(printed.output == readWholeFile(dir / "printed" / "model.emmy"));
 }
 
 torch::jit::Module linearModule(int64_t out, int64_t in, bool bias = true) {
@@ -276,7 +271,7 @@ TEST_CASE("importer: a corrupt model and a file that is no model are clear error
   torch::jit::Module module("Small");
   module.define("def forward(self, x):\n    return x + 1\n");
   module.save((scratch.path() / "good.pt").string());
-  std::string bytes = readText(scratch.path() / "good.pt");
+  std::string bytes = readWholeFile(scratch.path() / "good.pt");
   std::ofstream(scratch.path() / "corrupt.pt", std::ios::binary) << bytes.substr(0, bytes.size() / 2);
   std::ofstream(scratch.path() / "text.pt") << "kernel f(x: f32[N]) -> (y: f32[N]) {\n    y = x\n}\n";
   for (const char* name : {"corrupt.pt", "text.pt"}) {
