@@ -339,8 +339,16 @@ KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const a
   Reduction reduction{*op, {}, DType::F32};
   for (const ast::Ident& index : e.indices) {
     if (std::optional<std::string> problem = reservedNameProblem(index.name)) error(index.loc, *problem);
-    scope.indices.push_back(IndexBinding{index.name, ranges->at(&index), index.loc});
-    reduction.axes.push_back(Axis{index.name, ranges->at(&index)});
+    auto range = ranges->find(&index);
+    if (range == ranges->end()) {
+      // Ranges are inferred from the statement itself; a reduction written in a fn has none to find.
+      EMMY_INTERNAL_ASSERT(!scope.fnStack.empty(), "index '{}' of a reduction has no range", index.name);
+      error(index.loc, fmt::format("cannot infer the range of index '{}' in fn {}: a fn's parameters are scalars, so "
+                                   "nothing there is subscripted by it; write the reduction in the kernel and pass its "
+                                   "result to the fn", index.name, scope.fnStack.back()->name.name));
+    }
+    scope.indices.push_back(IndexBinding{index.name, range->second, index.loc});
+    reduction.axes.push_back(Axis{index.name, range->second});
   }
   TensorValue value = expr(*e.body, scope);
   scope.indices.resize(depth);
