@@ -68,6 +68,11 @@ HarnessCall harnessCall(const tensor::Kernel& kernel) {
   return result;
 }
 
+namespace {
+
+// The files of one run, in `folder`: arguments.bin holds, as int64_t, the byte size of every input, then
+// of every output, then every size of the kernel; each input and scalar is NAME.bin, byte for byte.
+// Returns the outputs, in their shapes, for readOutputs.
 std::map<std::string, Buffer> writeInputs(const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs,
                                           const fs::path& folder) {
   std::map<std::string, int64_t> sizes = tensor::bindSizes(kernel, inputs.tensors, inputs.sizes);
@@ -95,6 +100,8 @@ std::map<std::string, Buffer> writeInputs(const tensor::Kernel& kernel, const te
   return outputs;
 }
 
+// Reads every NAME.bin output back. A bool output must hold 0 or 1; anything else (often the poison byte:
+// never written) is the failure returned.
 std::optional<std::string> readOutputs(const fs::path& folder, std::map<std::string, Buffer>& outputs) {
   for (auto& [name, buffer] : outputs) {
     fs::path path = folder / binName(name);
@@ -115,6 +122,8 @@ std::optional<std::string> readOutputs(const fs::path& folder, std::map<std::str
   return std::nullopt;
 }
 
+// Why a harness that did not exit with 0 failed: the host function's message as it is (status
+// kHostFunctionFailed), else what `program` did, with its output.
 std::string describeFailedRun(const ProcessOutcome& outcome, const std::string& program, std::chrono::seconds timeout) {
   std::string output = outcome.output;
   while (!output.empty() && (output.back() == '\n' || output.back() == ' ')) output.pop_back();
@@ -128,6 +137,30 @@ std::string describeFailedRun(const ProcessOutcome& outcome, const std::string& 
       return fmt::format("{} exited with status {}{}", program, outcome.code, output.empty() ? "" : ":\n" + output);
   }
   return output;
+}
+
+}  // namespace
+
+KernelRun runHarness(const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs, const fs::path& programFolder,
+                     const std::vector<std::string>& arguments, const std::string& program, std::chrono::seconds timeout,
+                     const std::function<void(const fs::path& runFolder)>& readMore) {
+  TemporaryFolder folder(programFolder);  // one per run, so that runs cannot see each other's files
+  std::map<std::string, Buffer> outputs = writeInputs(kernel, inputs, folder.path());
+  std::vector<std::string> command = {(programFolder / kHarnessProgramName).string()};
+  command.insert(command.end(), arguments.begin(), arguments.end());
+  KernelRun result;
+  ProcessOutcome ran = runProcess(command, folder.path(), folder.path() / "run.log", timeout);
+  result.runSeconds = ran.seconds;
+  if (ran.kind != ProcessOutcome::Kind::Exited || ran.code != 0) {
+    result.failure = describeFailedRun(ran, program, timeout);
+    result.timedOut = ran.kind == ProcessOutcome::Kind::TimedOut;
+    return result;
+  }
+  result.failure = readOutputs(folder.path(), outputs);
+  if (result.failure) return result;
+  result.outputs = std::move(outputs);
+  if (readMore) readMore(folder.path());
+  return result;
 }
 
 std::string hostCompiler() {

@@ -8,9 +8,11 @@
 
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "support/process.h"
 #include "ir/tensor/evaluator.h"
@@ -69,19 +71,17 @@ struct HarnessCall {
 };
 HarnessCall harnessCall(const tensor::Kernel& kernel);
 
-// The files of one run, in `folder`: arguments.bin holds, as int64_t, the byte size of every input, then
-// of every output, then every size of the kernel; each input and scalar is NAME.bin, byte for byte.
-// Returns the outputs, in their shapes, for readOutputs.
-std::map<std::string, Buffer> writeInputs(const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs,
-                                          const std::filesystem::path& folder);
-
-// Reads every NAME.bin output back. A bool output must hold 0 or 1; anything else (often the poison byte:
-// never written) is the failure returned.
-std::optional<std::string> readOutputs(const std::filesystem::path& folder, std::map<std::string, Buffer>& outputs);
-
-// Why a harness that did not exit with 0 failed: the host function's message as it is (status
-// kHostFunctionFailed), else what `program` ("the simulated kernel") did, with its output.
-std::string describeFailedRun(const ProcessOutcome& outcome, const std::string& program, std::chrono::seconds timeout);
+// One run of the harness compiled in `programFolder`, in a fresh folder of its own: the inputs written
+// there (arguments.bin: as int64_t the byte size of every input, then of every output, then every size of
+// the kernel; NAME.bin per input and scalar), the program run with `arguments` in a child process with a
+// time limit, and the outputs (NAME.bin, filled with kPoisonByte first) read back; a bool output holding
+// anything but 0 or 1 is a failure. A failed run is described as the host function's message (exit
+// status kHostFunctionFailed) or as what `program` ("the simulated kernel") did, with its output.
+// `readMore`, after a run that succeeded, reads what else the program wrote into the run's folder.
+KernelRun runHarness(const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs,
+                     const std::filesystem::path& programFolder, const std::vector<std::string>& arguments,
+                     const std::string& program, std::chrono::seconds timeout,
+                     const std::function<void(const std::filesystem::path& runFolder)>& readMore = {});
 
 // The host C++ compiler: $CXX, else the first of c++, g++ and clang++ on PATH.
 std::string hostCompiler();

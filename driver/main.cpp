@@ -243,6 +243,14 @@ void addModelOptions(CLI::App* command, ModelImportOptions& options) {
   command->add_option("--name", options.kernelName, "the kernel imported from a TorchScript model (default: forward)");
 }
 
+// --repeat and --warmup of `emmy bench` and `emmy tune`, with `timing`'s values as their defaults.
+void addTimingOptions(CLI::App* command, runtime::Timing& timing) {
+  command->add_option("--repeat", timing.repetitions, fmt::format("timed calls (default {})", timing.repetitions))
+      ->check(CLI::Range(1, 100000));
+  command->add_option("--warmup", timing.warmup, fmt::format("untimed calls first (default {})", timing.warmup))
+      ->check(CLI::Range(0, 100000));
+}
+
 // The options `emmy check` and `emmy run` share.
 void addCheckOptions(CLI::App* command, CheckOptions& options) {
   command->add_option("FILE", options.file, "the .emmy file or TorchScript model (.pt)")->required();
@@ -374,10 +382,7 @@ int main(int argc, char** argv) {
   benchCommand->add_option("-D", benchCase.defines, "set a schedule param, as BM=64 (repeatable)");
   benchCommand->add_option("--inputs", benchCase.inputsDir, "read inputs from DIR/NAME.npy");
   benchCommand->add_option("--seed", benchCase.seed, "seed of the random inputs (default 0)");
-  benchCommand->add_option("--repeat", benchSettings.timing.repetitions, "timed calls (default 100)")
-      ->check(CLI::Range(1, 100000));
-  benchCommand->add_option("--warmup", benchSettings.timing.warmup, "untimed calls first (default 10)")
-      ->check(CLI::Range(0, 100000));
+  addTimingOptions(benchCommand, benchSettings.timing);
   benchCommand->add_flag("--flush-l2", benchSettings.timing.flushL2, "overwrite the L2 cache before each timed call");
   benchCommand->add_flag("!--no-torch", benchSettings.compareWithTorch, "do not time PyTorch eager for the stdlib");
 
@@ -407,10 +412,7 @@ int main(int argc, char** argv) {
                                                         "~/.cache/emmy/tuning.db)");
   tuneCommand->add_option("--arch", tuneOptions.arch, "with --cost-model: the CUDA target (default sm_90)");
   tuneCommand->add_option("--timeout", tuneOptions.timeout, "seconds one candidate may take before it counts as hung (default 30)");
-  tuneCommand->add_option("--repeat", tuneOptions.timing.repetitions, "timed calls per candidate (default 20)")
-      ->check(CLI::Range(1, 100000));
-  tuneCommand->add_option("--warmup", tuneOptions.timing.warmup, "untimed calls first (default 5)")
-      ->check(CLI::Range(0, 100000));
+  addTimingOptions(tuneCommand, tuneOptions.timing);
   tuneCommand->add_flag("--cost-model", tuneOptions.costModel, "rank by the static model instead of timing on a GPU");
   tuneCommand->add_flag("--report", tuneOptions.report, "list the recorded results (of FILE's kernels, if given)");
 

@@ -175,28 +175,20 @@ GpuKernel::GpuKernel(const CudaDevice& device, const tensor::Kernel& kernel, con
 GpuKernel::~GpuKernel() = default;
 
 GpuRun GpuKernel::run(const tensor::EvaluationInputs& inputs, const Timing& timing) const {
-  TemporaryFolder folder(folder_->path());  // one per run, so that runs cannot see each other's files
-  std::map<std::string, Buffer> outputs = harness::writeInputs(kernel_, inputs, folder.path());
   int64_t flushBytes = timing.flushL2 ? std::max<int64_t>(2 * device_.l2Bytes, 1 << 20) : 0;
-  std::vector<std::string> command = {(folder_->path() / harness::kHarnessProgramName).string(), (folder_->path() / "kernels.module").string(),
-                                      std::to_string(timing.warmup), std::to_string(timing.repetitions),
-                                      std::to_string(flushBytes)};
+  std::vector<std::string> arguments = {(folder_->path() / "kernels.module").string(), std::to_string(timing.warmup),
+                                        std::to_string(timing.repetitions), std::to_string(flushBytes)};
+  std::vector<double> milliseconds;
   GpuRun result;
-  ProcessOutcome ran = runProcess(command, folder.path(), folder.path() / "run.log", options_.runTimeout);
-  result.runSeconds = ran.seconds;
-  if (ran.kind != ProcessOutcome::Kind::Exited || ran.code != 0) {
-    result.failure = harness::describeFailedRun(ran, kProgramDescription, options_.runTimeout);
-    result.timedOut = ran.kind == ProcessOutcome::Kind::TimedOut;
-    return result;
-  }
-  result.failure = harness::readOutputs(folder.path(), outputs);
-  if (result.failure) return result;
-  result.outputs = std::move(outputs);
-  if (timing.repetitions > 0) {
-    result.milliseconds = readTimes(folder.path() / kTimesName);
-    EMMY_INTERNAL_ASSERT(result.milliseconds.size() == static_cast<size_t>(timing.repetitions),
-                         "the harness timed {} calls instead of {}", result.milliseconds.size(), timing.repetitions);
-  }
+  static_cast<KernelRun&>(result) =
+      harness::runHarness(kernel_, inputs, folder_->path(), arguments, kProgramDescription, options_.runTimeout,
+                          [&](const std::filesystem::path& runFolder) {
+                            if (timing.repetitions > 0) milliseconds = readTimes(runFolder / kTimesName);
+                          });
+  if (result.failure || timing.repetitions == 0) return result;
+  EMMY_INTERNAL_ASSERT(milliseconds.size() == static_cast<size_t>(timing.repetitions),
+                       "the harness timed {} calls instead of {}", milliseconds.size(), timing.repetitions);
+  result.milliseconds = std::move(milliseconds);
   return result;
 }
 

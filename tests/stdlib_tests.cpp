@@ -3,15 +3,12 @@
 // blocked with vector accesses.
 #include <catch2/catch.hpp>
 
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
 #include "driver/elaborate.h"
 #include "driver/pipeline.h"
-#include "frontend/parser.h"
 #include "test_kernels.h"
 
 namespace {
@@ -35,28 +32,22 @@ std::vector<tensor::Kernel> instances(const fs::path& file, const std::string& s
   return *kernels;
 }
 
-// The schedules of `file` as written: kernel name and its params with their candidates.
-std::vector<std::pair<std::string, std::vector<ast::ParamDecl>>> schedulesOf(const fs::path& file) {
-  std::ifstream in(file);
-  std::stringstream text;
-  text << in.rdbuf();
+// The params the schedule of the kernel `selector` names declares, with their candidates and defaults.
+std::map<std::string, DeclaredParam> paramsOf(const fs::path& file, const std::string& selector) {
   Diagnostics diagnostics;
-  std::unique_ptr<ast::Module> module = parseModule(std::make_shared<SourceFile>(file.string(), text.str()), diagnostics);
-  REQUIRE(module);
-  std::vector<std::pair<std::string, std::vector<ast::ParamDecl>>> schedules;
-  for (const ast::Schedule& schedule : module->schedules) schedules.emplace_back(schedule.kernel.name, schedule.params);
-  return schedules;
+  ElaborationDetails details;
+  INFO(diagnostics.render());
+  REQUIRE(elaborateFile(file.string(), selector, false, {}, diagnostics, &details).has_value());
+  return details.params;
 }
 
 }  // namespace
 
 TEST_CASE("every stdlib kernel but the attentions is built by its own schedule", "[stdlib]") {
   for (const char* module : {"nn.emmy", "linalg.emmy"}) {
-    std::set<std::string> scheduled;
-    for (const auto& [kernel, params] : schedulesOf(kStdlib / module)) scheduled.insert(kernel);
     for (const tensor::Kernel& kernel : instances(kStdlib / module, "", {})) {
       INFO(kernel.instanceName());
-      CHECK(scheduled.count(kernel.name) == !defaultScheduled(kernel.name));
+      CHECK(kernel.schedule.empty() == defaultScheduled(kernel.name));
       Lowered lowered = lower(kernel, PipelineOptions{});
       CHECK(lowered.tile.defaultSchedule.empty() == !defaultScheduled(kernel.name));
     }
@@ -69,14 +60,15 @@ TEST_CASE("every param candidate of the stdlib schedules passes the simulated ch
   const std::vector<std::string> dtypes = {"f32", "f16", "bf16"};
   size_t turn = 0;
   for (const char* module : {"nn.emmy", "linalg.emmy"}) {
-    for (const auto& [kernel, params] : schedulesOf(kStdlib / module)) {
-      for (const ast::ParamDecl& param : params) {
-        for (const ast::Factor& candidate : param.candidates) {
-          REQUIRE(candidate.value.has_value());
-          if (candidate.value == param.defaultValue.value) continue;
+    std::set<std::string> kernels;
+    for (const tensor::Kernel& kernel : instances(kStdlib / module, "", {})) kernels.insert(kernel.name);
+    for (const std::string& kernel : kernels) {
+      for (const auto& [param, declared] : paramsOf(kStdlib / module, kernel + "<f32>")) {
+        for (int64_t candidate : declared.candidates) {
+          if (candidate == declared.defaultValue) continue;
           std::string selector = kernel + "<" + dtypes[turn++ % dtypes.size()] + ">";
-          INFO(selector << " with " << param.name.name << " = " << *candidate.value);
-          for (const tensor::Kernel& instance : instances(kStdlib / module, selector, {{param.name.name, *candidate.value}})) {
+          INFO(selector << " with " << param << " = " << candidate);
+          for (const tensor::Kernel& instance : instances(kStdlib / module, selector, {{param, candidate}})) {
             sim::SimulatedKernel program(instance, emitCudaFiles({lower(instance, PipelineOptions{})}, module));
             std::map<std::string, int64_t> sizes;
             int64_t size = 37;

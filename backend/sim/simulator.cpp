@@ -115,20 +115,7 @@ SimulatedKernel::SimulatedKernel(const tensor::Kernel& kernel, const CudaSource&
 SimulatedKernel::~SimulatedKernel() = default;
 
 KernelRun SimulatedKernel::run(const tensor::EvaluationInputs& inputs) const {
-  TemporaryFolder folder(folder_->path());  // one per run, so that runs cannot see each other's files
-  std::map<std::string, Buffer> outputs = harness::writeInputs(kernel_, inputs, folder.path());
-  KernelRun result;
-  ProcessOutcome ran = runProcess({(folder_->path() / harness::kHarnessProgramName).string()}, folder.path(), folder.path() / "run.log",
-                                  options_.runTimeout);
-  result.runSeconds = ran.seconds;
-  if (ran.kind != ProcessOutcome::Kind::Exited || ran.code != 0) {
-    result.failure = harness::describeFailedRun(ran, kProgramDescription, options_.runTimeout);
-    result.timedOut = ran.kind == ProcessOutcome::Kind::TimedOut;
-    return result;
-  }
-  result.failure = harness::readOutputs(folder.path(), outputs);
-  if (!result.failure) result.outputs = std::move(outputs);
-  return result;
+  return harness::runHarness(kernel_, inputs, folder_->path(), {}, kProgramDescription, options_.runTimeout);
 }
 
 }  // namespace emmy::sim
