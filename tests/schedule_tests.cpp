@@ -1,7 +1,8 @@
 // Schedules applied: the matmul schedule of section 5 and a cooperative softmax run correctly at ragged
 // sizes and their CUDA has what the directives ask for; schedules drawn at random from the legal space
-// of four kernels all agree with the reference; `--emit schedule` fed back gives the same CUDA; every
-// generated file compiles with NVRTC for sm_80 and sm_90.
+// of five kernels all agree with the reference; an attention's softmax is computed online in one pass;
+// `--emit schedule` fed back gives the same CUDA; every generated file compiles with NVRTC for sm_80 and
+// sm_90.
 #include <random>
 #include <regex>
 
@@ -330,6 +331,36 @@ TEST_CASE("a cooperative softmax schedule combines each reduction across the blo
   CHECK(contains(cu, R"(EMMY_SHARED\(float, m_acc_partials, 4\);)"));
   CHECK(contains(cu, R"(const int64_t d_lane = \(int64_t\)threadIdx.x;)"));
   CHECK(contains(cu, R"(__launch_bounds__\(128, 4\))"));
+  checkCompiles(built);
+}
+
+TEST_CASE("an online softmax runs in one pass over the keys, masked prefixes and masked rows included", "[schedule]") {
+  // Row s sees the keys l >= s: its running maximum starts at -inf for s > 0, and the rows past L see
+  // no key at all (NaN, as in the reference).
+  Built built = build(R"(
+kernel masked(logits: f32[S, L], v: f32[L, E]) -> (o: f32[S, E]) {
+    x[s, l]  = where(l >= s, logits[s, l], -inf)
+    m[s]     = max[l](x[s, l])
+    p[s, l]  = exp(x[s, l] - m[s])
+    den[s]   = sum[l](p[s, l])
+    pv[s, e] = sum[l](p[s, l] * v[l, e])
+    o[s, e]  = pv[s, e] / den[s]
+}
+schedule masked {
+    split o.s by 8 -> (so, si)
+    bind o.so to block.x
+    bind o.si to thread.y
+    split o.e by 16 -> (eo, et)
+    bind o.et to thread.x
+    split o.l by 8 -> (lo, li)
+    reorder o (so, eo, lo, si, et, li)
+    cache logits in shared at o.lo
+    cache v in shared at o.lo
+}
+)");
+  checkRuns(built, {{{"S", 21}, {"L", 13}, {"E", 20}}, {{"S", 5}, {"L", 30}, {"E", 3}}, {{"S", 1}, {"L", 1}, {"E", 1}}});
+  CHECK(built.lowered.kernel.functions.size() == 1);
+  CHECK(contains(built.cuda.source, R"(o_rescale = expf\(\(m_acc - \(\(m_next == -INFINITY\) \? 0.0f : m_next\)\)\);)"));
   checkCompiles(built);
 }
 

@@ -1,6 +1,6 @@
-// The standard library's schedules: every kernel but the attentions is built by its own schedule, every
-// `param` candidate gives code that passes the simulated check, and the contractions' code is register-
-// blocked with vector accesses.
+// The standard library's schedules: every kernel is built by its own schedule, every `param` candidate
+// gives code that passes the simulated check, the contractions' code is register-blocked with vector
+// accesses, and the attentions are one kernel with an online softmax.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -17,11 +17,6 @@ namespace fs = std::filesystem;
 using namespace emmy;
 
 const fs::path kStdlib = fs::path(EMMY_SOURCE_DIR) / "stdlib";
-
-// The attentions have no schedule yet: the default schedule builds them.
-bool defaultScheduled(const std::string& kernel) {
-  return kernel == "attention" || kernel == "causal_attention" || kernel == "attend";
-}
 
 std::vector<tensor::Kernel> instances(const fs::path& file, const std::string& selector,
                                       const std::map<std::string, int64_t>& params) {
@@ -43,13 +38,13 @@ std::map<std::string, DeclaredParam> paramsOf(const fs::path& file, const std::s
 
 }  // namespace
 
-TEST_CASE("every stdlib kernel but the attentions is built by its own schedule", "[stdlib]") {
+TEST_CASE("every stdlib kernel is built by its own schedule", "[stdlib]") {
   for (const char* module : {"nn.emmy", "linalg.emmy"}) {
     for (const tensor::Kernel& kernel : instances(kStdlib / module, "", {})) {
       INFO(kernel.instanceName());
-      CHECK(kernel.schedule.empty() == defaultScheduled(kernel.name));
+      CHECK(!kernel.schedule.empty());
       Lowered lowered = lower(kernel, PipelineOptions{});
-      CHECK(lowered.tile.defaultSchedule.empty() == !defaultScheduled(kernel.name));
+      CHECK(lowered.tile.defaultSchedule.empty());
     }
   }
 }
@@ -70,9 +65,12 @@ TEST_CASE("every param candidate of the stdlib schedules passes the simulated ch
           INFO(selector << " with " << param << " = " << candidate);
           for (const tensor::Kernel& instance : instances(kStdlib / module, selector, {{param, candidate}})) {
             sim::SimulatedKernel program(instance, emitCudaFiles({lower(instance, PipelineOptions{})}, module));
+            // Beyond three sizes, the leading ones are batch dimensions (the attentions' B and H): 2, 3.
             std::map<std::string, int64_t> sizes;
+            size_t batch = instance.sizes.size() > 3 ? instance.sizes.size() - 3 : 0;
             int64_t size = 37;
-            for (const std::string& name : instance.sizes) sizes[name] = (size += 8);  // 45, 53, 61, ...
+            for (size_t k = 0; k < instance.sizes.size(); ++k)
+              sizes[instance.sizes[k]] = k < batch ? static_cast<int64_t>(k) + 2 : (size += 8);  // 45, 53, 61, ...
             testing::checkAgainstEvaluator(instance, program, sizes, turn);
           }
         }
@@ -95,5 +93,24 @@ TEST_CASE("the stdlib matmul is register-blocked and double-buffered and moves v
     CudaCompileResult compiled = compileCuda(cuda, "linalg.cu", "sm_90", false);
     REQUIRE(compiled.ok);
     CHECK(compiled.ptx.find("cp.async.cg.shared.global") != std::string::npos);
+  }
+}
+
+TEST_CASE("the stdlib attentions are one kernel with an online softmax over tiles of keys", "[stdlib]") {
+  for (const char* selector : {"attention<f16>", "causal_attention<f32>", "attend<bf16>"}) {
+    for (const tensor::Kernel& kernel : instances(kStdlib / "nn.emmy", selector, {})) {
+      INFO(selector);
+      Lowered lowered = lower(kernel, PipelineOptions{});
+      CHECK(lowered.kernel.functions.size() == 1);
+      CHECK(lowered.loop.temporaries.empty());  // no S x L matrix in global memory
+      std::string cuda = emitCudaFiles({lowered}, "nn.emmy").source;
+      INFO(cuda);
+      CHECK(cuda.find("pv_acc[4];") != std::string::npos);  // 4 features per thread, in registers
+      CHECK(cuda.find(", v_tile, 4096);") != std::string::npos);  // shared: 2 x 32 keys x 64 features
+      // Each key: the new running maximum, the factor that rescales what is summed so far, the sums.
+      CHECK(cuda.find("o_rescale = expf((") != std::string::npos);
+      CHECK(cuda.find("den_acc * o_rescale) + expf(") != std::string::npos);
+      CHECK(cuda.find("pv_acc[er] * o_rescale) + (expf(") != std::string::npos);
+    }
   }
 }

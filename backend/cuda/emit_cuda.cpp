@@ -6,7 +6,11 @@
 // min and max propagate NaN; float-to-integer conversion truncates, saturates and maps NaN to 0.
 #include "backend/cuda/emit_cuda.h"
 
+#include <algorithm>
 #include <cmath>
+#include <set>
+#include <string>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -215,13 +219,15 @@ private:
     if (node.unroll) line(indent, "#pragma unroll");
     line(indent, fmt::format("for (int64_t {} = {}; {} < {}; {} += {}) {{", node.var, expr(*node.begin), node.var,
                              expr(*node.end), node.var, expr(*node.step)));
-    stmt(*node.body, indent + 1);
+    scoped(*node.body, indent + 1);
     line(indent, "}");
   }
   void stmtNode(const kernel::Let& node, int indent) {
+    scopes_.back().insert(node.var);
     line(indent, fmt::format("const int64_t {} = {};", node.var, expr(*node.value)));
   }
   void stmtNode(const kernel::Declare& node, int indent) {
+    scopes_.back().insert(node.buffer);
     if (node.memory == kernel::Memory::Shared) {
       line(indent, fmt::format("EMMY_SHARED({}, {}, {});", cudaTypeName(node.dtype), node.buffer, node.count));
       return;
@@ -237,7 +243,7 @@ private:
   }
   void stmtNode(const kernel::If& node, int indent) {
     line(indent, fmt::format("if ({}) {{", expr(*node.condition)));
-    stmt(*node.body, indent + 1);
+    scoped(*node.body, indent + 1);
     line(indent, "}");
   }
   void stmtNode(const kernel::Barrier&, int indent) { line(indent, "__syncthreads();"); }
@@ -284,13 +290,38 @@ private:
                                     : fmt::format("(unsigned long long)(const void*){}", address.buffer));
     std::string condition = node.condition ? " && " + expr(*node.condition) : "";
     line(indent, fmt::format("if ((({}) & {}) == 0{}) {{", addresses, node.bytes - 1, condition));
-    stmt(*node.aligned, indent + 1);
+    scoped(*node.aligned, indent + 1);
     line(indent, "} else {");
-    stmt(*node.otherwise, indent + 1);
+    scoped(*node.otherwise, indent + 1);
     line(indent, "}");
   }
+  // A Kernel IR block is a scope, which C++ needs braces for only where the block declares a name again
+  // that its C++ scope already has (two sibling blocks that each let the thread's index).
   void stmtNode(const kernel::Block& node, int indent) {
-    for (const kernel::StmtPtr& inner : node.stmts) stmt(*inner, indent);
+    std::set<std::string> declared;
+    declaredBy(node, declared);
+    bool again = std::any_of(declared.begin(), declared.end(), [&](const std::string& name) { return scopes_.back().count(name); });
+    if (!again) {
+      for (const kernel::StmtPtr& inner : node.stmts) stmt(*inner, indent);
+      return;
+    }
+    line(indent, "{");
+    scoped(node, indent + 1);
+    line(indent, "}");
+  }
+  // The names a block declares in its own C++ scope (the blocks inside it are printed flat).
+  static void declaredBy(const kernel::Block& block, std::set<std::string>& declared) {
+    for (const kernel::StmtPtr& inner : block.stmts) {
+      if (const auto* let = inner->as<kernel::Let>()) declared.insert(let->var);
+      if (const auto* declare = inner->as<kernel::Declare>()) declared.insert(declare->buffer);
+      if (const auto* nested = inner->as<kernel::Block>()) declaredBy(*nested, declared);
+    }
+  }
+  // `body` in a C++ scope of its own.
+  void scoped(const kernel::Stmt& body, int indent) {
+    scopes_.emplace_back();
+    stmt(body, indent);
+    scopes_.pop_back();
   }
 
   // ---- functions ----
@@ -312,7 +343,7 @@ private:
 
   std::string kernelFunction(const kernel::Function& function) {
     body_.clear();
-    stmt(*function.body, 1);
+    scoped(*function.body, 1);
     // The block size guarantees the launch; asking for enough blocks to keep 512 threads per SM leaves
     // ptxas up to 128 registers per thread (with the block size alone it may cap them far lower, and spill).
     int threads = function.threadsPerBlock();
@@ -372,6 +403,7 @@ private:
 
   const kernel::Program& program_;
   std::string body_;
+  std::vector<std::set<std::string>> scopes_;  // the names declared in each open C++ scope
   bool copiesAsynchronously_ = false;
 };
 

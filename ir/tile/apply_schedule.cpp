@@ -167,8 +167,12 @@ public:
   TileNest run() {
     root_ = kernel_.findStage(nest_.stages.back());
     parts_ = parseNest(kernel_, nest_);
-    if (const Member* folded = epilogueReduction(parts_)) foldEpilogue(*folded);
+    if (const Member* folded = epilogueReduction(parts_)) {
+      online_ = onlineSoftmax(parts_, *folded);
+      foldEpilogue(*folded);
+    }
     collectTaken(*nest_.body);
+    if (online_) foldOnlineSoftmax();
     for (const std::string& stage : nest_.stages)
       for (const ScheduledLoop& loop : model_.stages.at(stage).loops)
         if (boundToThreads(loop)) threads_[loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension] = *loop.extent;
@@ -192,6 +196,85 @@ private:
     parts_.root = withEpilogue(parts_, folded, epilogueStore_);
     parts_.root.stage = root_;
     parts_.members.erase(parts_.members.begin() + (&folded - parts_.members.data()));
+  }
+
+  // The softmax's maximum and sums are computed in the root's reduction loops (nest_parts.h,
+  // OnlineSoftmax): each step takes the new running maximum and the factor `rescale_` by which it
+  // multiplies every sum so far, then adds its term.
+  void foldOnlineSoftmax() {
+    auto folded = [&](const Member& member) {
+      const Stage* stage = member.computation.stage;
+      return stage == online_->max.stage || std::any_of(online_->sums.begin(), online_->sums.end(),
+                                                        [&](const Computation& sum) { return sum.stage == stage; });
+    };
+    parts_.members.erase(std::remove_if(parts_.members.begin(), parts_.members.end(), folded), parts_.members.end());
+    nextMax_ = uniqueVar(online_->max.stage->name + "_next");
+    rescale_ = uniqueVar(root_->name + "_rescale");
+    const Computation& root = parts_.root;
+    ExprPtr accumulated = std::make_shared<Load>(root.accumulatorType, root.accumulator, std::vector<ExprPtr>{});
+    onlineUpdate_ = std::make_shared<loop::Store>(root.update->buffer, root.update->indices, rescaled(accumulated, online_->rootTerm));
+    parts_.root.update = onlineUpdate_.get();
+  }
+
+  // sum * rescale + term
+  ExprPtr rescaled(const ExprPtr& sum, const ExprPtr& term) const {
+    ExprPtr factor = std::make_shared<Load>(sum->dtype, rescale_, std::vector<ExprPtr>{});
+    return std::make_shared<Binary>(sum->dtype, BinaryOp::Add, std::make_shared<Binary>(sum->dtype, BinaryOp::Mul, sum, factor), term);
+  }
+
+  // The online softmax's step, once per iteration of the reduction loops, before `rest` (which adds the
+  // root's term): the running maximum, the rescale factor, and the other sums.
+  StmtPtr onlineStep(StmtPtr rest) {
+    const Computation& max = online_->max;
+    DType type = max.accumulatorType;
+    auto local = [&](const std::string& name) { return std::make_shared<Load>(type, name, std::vector<ExprPtr>{}); };
+    ExprPtr running = local(max.accumulator), next = local(nextMax_);
+    std::vector<StmtPtr> stmts{
+        std::make_shared<Store>(nextMax_, std::vector<ExprPtr>{},
+                                std::make_shared<Binary>(type, BinaryOp::Max, running, rootExpr(online_->maxOf))),
+        std::make_shared<Store>(rescale_, std::vector<ExprPtr>{},
+                                std::make_shared<Unary>(type, UnaryOp::Exp, std::make_shared<Binary>(type, BinaryOp::Sub, running,
+                                                                                                    shiftedMaximum(next)))),
+        std::make_shared<Store>(max.accumulator, std::vector<ExprPtr>{}, next)};
+    for (size_t k = 0; k < online_->sums.size(); ++k) {
+      const std::string& sum = online_->sums[k].accumulator;
+      stmts.push_back(std::make_shared<Store>(sum, std::vector<ExprPtr>{}, rescaled(local(sum), rootExpr(online_->sumTerms[k]))));
+    }
+    stmts.push_back(rest);
+    return std::make_shared<Allocate>(nextMax_, type, std::vector<Dim>{}, MemoryScope::Registers,
+                                      std::make_shared<Allocate>(rescale_, type, std::vector<Dim>{}, MemoryScope::Registers, block(stmts)));
+  }
+
+  // The running maximum and the sums live beside the root's accumulators, one of each per thread: every
+  // loop over an axis they depend on is outside the accumulators' scope or bound to threads, and every
+  // other loop in the scope is inside the reduction loops, where the step runs once per iteration.
+  void placeOnlineSoftmax() {
+    const std::vector<FinalLoop>& loops = root_loops_.loops;
+    std::string names = online_->max.stage->name;
+    for (const Computation& sum : online_->sums) names += ", " + sum.stage->name;
+    for (const FinalLoop& loop : loops)
+      if (loop.scheduled->reduction && boundToThreads(*loop.scheduled))
+        unsupported(loop.scheduled->boundAt, fmt::format("bind {}.{} to {}: the softmax of {} ({}) is computed online in its "
+                                                         "reduction loops, whose partial results cannot be combined across threads",
+                                                         root_->name, loop.scheduled->name, hardwareIndexName(*loop.scheduled->binding),
+                                                         root_->name, names));
+    size_t rowDepth = online_->max.stage->axes.size();
+    for (const Computation& sum : online_->sums) rowDepth = std::max(rowDepth, sum.stage->axes.size());
+    size_t last = 0;
+    for (size_t k = 0; k < loops.size(); ++k)
+      if (loops[k].scheduled->reduction) last = k;
+    for (size_t k = accumulatorPosition_; k < loops.size(); ++k) {
+      const ScheduledLoop& loop = *loops[k].scheduled;
+      if (loop.reduction || boundToThreads(loop)) continue;
+      bool rowLoop = false;
+      for (size_t d = 0; d < rowDepth; ++d) rowLoop = rowLoop || root_loops_.loopsOf.at(root_->axes[d].name).count(loop.name);
+      if (rowLoop || k < last)
+        unsupported(directiveAbout(root_->name),
+                    fmt::format("{}: its softmax ({}) is computed online, once per iteration of its reduction loops, so "
+                                "{}.{} must be {}", root_->name, names, root_->name, loop.name,
+                                rowLoop ? "outside the accumulators' loops or bound to threads" : "inside its last reduction loop"));
+    }
+    onlinePosition_ = last + 1;
   }
 
   // ---- placement ----
@@ -408,6 +491,7 @@ private:
                   fmt::format("{}: a reduction combined across threads keeps one accumulator per thread, and the loops "
                               "inside the first reduction loop would need {}", root_->name, accumulatorShape_.size()));
     accumulator_ = parts_.root.accumulator;
+    if (online_) placeOnlineSoftmax();
   }
 
   // Where `index` (over the root's Loop IR variables) lies within a copy or the accumulators whose loops
@@ -533,6 +617,7 @@ private:
     for (const PlacedCache& cache : caches_)
       if (cache.position == position) activeCaches_.push_back(&cache);
     StmtPtr rest = inner(position, defined, masks);
+    if (online_ && accumulatorOpen_ && position == onlinePosition_) rest = onlineStep(rest);
     for (const PlacedCache& cache : caches_)
       if (cache.position == position) activeCaches_.pop_back();
     // Caches and members placed here, innermost last; double-buffered copies at the loop just made
@@ -599,6 +684,9 @@ private:
       const auto* load = node.as<Load>();
       if (!load) return nullptr;
       if (load->tensor == parts_.root.accumulator) return std::make_shared<Load>(load->dtype, accumulator_, accumulatorIndex_);
+      if (online_)
+        for (const Computation& sum : online_->sums)
+          if (load->tensor == sum.stage->name) return sum.finalize->value;
       for (auto active = activeCaches_.rbegin(); active != activeCaches_.rend(); ++active) {
         const PlacedCache& cache = **active;
         if (cache.cache->source != load->tensor) continue;
@@ -634,7 +722,15 @@ private:
       return globalStore(std::make_shared<Store>(finalize.buffer, finalize.indices, rootExpr(finalize.value)), leafMasks);
     }));
     accumulatorOpen_ = false;
-    return std::make_shared<Allocate>(accumulator_, root.accumulatorType, accumulatorShape_, accumulatorMemory_, block(stmts));
+    StmtPtr region = std::make_shared<Allocate>(accumulator_, root.accumulatorType, accumulatorShape_, accumulatorMemory_, block(stmts));
+    if (!online_) return region;
+    // The running maximum and the sums, initialised with the accumulators.
+    std::vector<Computation> statistics{online_->max};
+    statistics.insert(statistics.end(), online_->sums.begin(), online_->sums.end());
+    for (auto it = statistics.rbegin(); it != statistics.rend(); ++it)
+      region = std::make_shared<Allocate>(it->accumulator, it->accumulatorType, std::vector<Dim>{}, MemoryScope::Registers,
+                                          block({std::make_shared<Store>(it->init->buffer, it->init->indices, it->init->value), region}));
+    return region;
   }
 
   // The root's pure loops from `position` on (reduction loops left out), with their Lets and tails as
@@ -910,6 +1006,10 @@ private:
   const Stage* root_ = nullptr;
   Stage rootWithReduction_;                  // the root with the reduction it applies its expression to
   std::shared_ptr<loop::Store> epilogueStore_;  // that root's store of each result
+  std::optional<OnlineSoftmax> online_;         // the softmax the root's reduction computes online
+  std::shared_ptr<loop::Store> onlineUpdate_;   // the root's update, rescaled
+  std::string nextMax_, rescale_;               // the online step's locals
+  size_t onlinePosition_ = 0;                   // where it runs: inside the last reduction loop
   NestParts parts_;
   StageLoops root_loops_;
   std::array<int, 3> threads_{1, 1, 1};

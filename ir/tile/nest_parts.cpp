@@ -1,7 +1,10 @@
 #include "ir/tile/nest_parts.h"
 
 #include <algorithm>
+#include <limits>
+#include <map>
 
+#include "ir/tensor/build.h"
 #include "ir/tensor/rewrite.h"
 #include "support/diagnostics.h"
 
@@ -68,6 +71,69 @@ void parseLevel(const loop::Stmt& stmt, size_t depth, const Kernel& kernel, cons
   parts.root = parseComputation(*level, root);
 }
 
+bool reads(const Expr& expr, const std::string& tensor) {
+  bool found = false;
+  forEachNode(expr, [&](const Expr& node) {
+    if (const auto* load = node.as<Load>(); load && load->tensor == tensor) found = true;
+  });
+  return found;
+}
+
+bool reads(const Computation& computation, const std::string& tensor) {
+  for (const loop::Store* store : {computation.store, computation.update, computation.finalize})
+    if (store && reads(*store->value, tensor)) return true;
+  return false;
+}
+
+// exp(X - M) with X free of M: X.
+ExprPtr exponentOver(const ExprPtr& expr, const std::string& max) {
+  const auto* exp = expr->as<Unary>();
+  const auto* difference = exp && exp->op == UnaryOp::Exp ? exp->operand->as<Binary>() : nullptr;
+  if (!difference || difference->op != BinaryOp::Sub) return nullptr;
+  const auto* load = difference->rhs->as<Load>();
+  if (!load || load->tensor != max || reads(*difference->lhs, max)) return nullptr;
+  return difference->lhs;
+}
+
+// A reduction's term `exp(X - M)` or `exp(X - M) * g` (either order) with M read nowhere else, as the
+// same term with `shiftedMax` for M; null when it has another form.
+ExprPtr termOver(const ExprPtr& term, const std::string& max, const ExprPtr& shiftedMax) {
+  auto shifted = [&](const ExprPtr& exponent) -> ExprPtr {
+    auto difference = std::make_shared<Binary>(exponent->dtype, BinaryOp::Sub, exponent, shiftedMax);
+    return std::make_shared<Unary>(exponent->dtype, UnaryOp::Exp, difference);
+  };
+  if (ExprPtr exponent = exponentOver(term, max)) return shifted(exponent);
+  const auto* product = term->as<Binary>();
+  if (!product || product->op != BinaryOp::Mul) return nullptr;
+  for (const auto& [weight, factor] : {std::pair{product->lhs, product->rhs}, std::pair{product->rhs, product->lhs}})
+    if (ExprPtr exponent = exponentOver(weight, max); exponent && !reads(*factor, max))
+      return std::make_shared<Binary>(term->dtype, BinaryOp::Mul, shifted(exponent), factor);
+  return nullptr;
+}
+
+// The term a reduction `acc = acc (op) term` adds, when its update has that form.
+ExprPtr reductionTerm(const Computation& computation) {
+  const auto* step = computation.update->value->as<Binary>();
+  const auto* current = step ? step->lhs->as<Load>() : nullptr;
+  return current && current->tensor == computation.accumulator ? step->rhs : nullptr;
+}
+
+// `computation`'s expression over its reduction loops, with their variables renamed to `loops`'; null
+// when the loops differ in number or extent.
+ExprPtr overLoops(const ExprPtr& expr, const Computation& computation, const std::vector<const loop::For*>& loops) {
+  if (computation.reductionLoops.size() != loops.size()) return nullptr;
+  std::map<std::string, std::string> renamed;
+  for (size_t k = 0; k < loops.size(); ++k) {
+    if (!(computation.reductionLoops[k]->extent == loops[k]->extent)) return nullptr;
+    renamed[computation.reductionLoops[k]->var] = loops[k]->var;
+  }
+  return rewrite(expr, [&](const Expr& node) -> ExprPtr {
+    const auto* axis = node.as<AxisVar>();
+    if (!axis || !renamed.count(axis->name)) return nullptr;
+    return std::make_shared<AxisVar>(renamed.at(axis->name));
+  });
+}
+
 }  // namespace
 
 NestParts parseNest(const Kernel& kernel, const loop::LoopNest& nest) {
@@ -106,6 +172,48 @@ Computation withEpilogue(const NestParts& parts, const Member& folded, std::shar
   computation.stage = parts.root.stage;
   computation.finalize = finalize.get();
   return computation;
+}
+
+ExprPtr shiftedMaximum(const ExprPtr& max) {
+  ExprPtr isEmpty = std::make_shared<Binary>(DType::Bool, BinaryOp::Eq, max, immediate(max->dtype, -std::numeric_limits<double>::infinity()));
+  return std::make_shared<Select>(isEmpty, immediate(max->dtype, 0), max);
+}
+
+std::optional<OnlineSoftmax> onlineSoftmax(const NestParts& parts, const Member& folded) {
+  const Computation& root = folded.computation;
+  if (root.stage->reduction->op != ReduceOp::Sum) return std::nullopt;
+  ExprPtr rootTerm = reductionTerm(root);
+  if (!rootTerm) return std::nullopt;
+  for (const Member& candidate : parts.members) {
+    const Computation& max = candidate.computation;
+    const Stage& maxStage = *max.stage;
+    if (!maxStage.reduction || maxStage.reduction->op != ReduceOp::Max || !reads(*rootTerm, maxStage.name)) continue;
+    OnlineSoftmax online;
+    online.max = max;
+    if (max.accumulatorType != root.accumulatorType) return std::nullopt;
+    online.shiftedMax = shiftedMaximum(std::make_shared<Load>(max.accumulatorType, max.accumulator, std::vector<ExprPtr>{}));
+    ExprPtr maxTerm = reductionTerm(max);
+    online.maxOf = maxTerm ? overLoops(maxTerm, max, root.reductionLoops) : nullptr;
+    online.rootTerm = termOver(rootTerm, maxStage.name, online.shiftedMax);
+    if (!online.maxOf || !online.rootTerm || reads(*parts.root.store->value, maxStage.name)) return std::nullopt;
+    for (const WholeMember& whole : parts.wholes)
+      if (reads(whole.computation, maxStage.name)) return std::nullopt;
+    for (const Member& other : parts.members) {
+      const Computation& sum = other.computation;
+      if (&other == &candidate || &other == &folded || !reads(sum, maxStage.name)) continue;
+      // Another sum of the same form, which only the root reads.
+      ExprPtr term = sum.stage->reduction && sum.stage->reduction->op == ReduceOp::Sum ? reductionTerm(sum) : nullptr;
+      term = term ? overLoops(term, sum, root.reductionLoops) : nullptr;
+      term = term ? termOver(term, maxStage.name, online.shiftedMax) : nullptr;
+      if (!term || sum.accumulatorType != root.accumulatorType || reads(*rootTerm, sum.stage->name)) return std::nullopt;
+      for (const Member& reader : parts.members)
+        if (reads(reader.computation, sum.stage->name)) return std::nullopt;
+      online.sums.push_back(sum);
+      online.sumTerms.push_back(term);
+    }
+    return online;
+  }
+  return std::nullopt;
 }
 
 }  // namespace emmy::tile

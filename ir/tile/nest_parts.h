@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,5 +57,31 @@ const Member* epilogueReduction(const NestParts& parts);
 // loops and update, and as finalize the root's store reading the reduction's result. The store is
 // owned by `finalize`.
 Computation withEpilogue(const NestParts& parts, const Member& folded, std::shared_ptr<loop::Store>& finalize);
+
+// Online softmax. A reduction `R = sum[l](exp(X - M) * g)` whose M is a member `M = max[l](Y)` over the
+// same loops needs M, that is a whole pass over l, before it can start. Keeping a running maximum of Y
+// instead, and multiplying what R (and every other such sum) has accumulated by exp(old - new) each
+// time the maximum grows, computes them all in the one pass of R's loops (the flash-attention
+// recurrence). This describes that pass, for the root's reduction `folded` (see epilogueReduction): it
+// exists when M is read only as exp(X - M), by `folded` and by sums over the same loops that only the
+// root reads. Expressions use the Loop IR variables of `folded`'s loops.
+struct OnlineSoftmax {
+  // The running maximum: M's accumulator, initialised to -inf, and the values Y whose maximum it keeps.
+  Computation max;
+  tensor::ExprPtr maxOf;
+  // The other sums (the softmax's denominator): their computations and, per sum, the exp(X - M) * g
+  // term with M replaced by `shiftedMax` (g may be null).
+  std::vector<Computation> sums;
+  std::vector<tensor::ExprPtr> sumTerms;
+  tensor::ExprPtr rootTerm;  // `folded`'s term, likewise
+  tensor::ExprPtr shiftedMax;  // shiftedMaximum of the running maximum
+};
+
+// A running maximum with -inf read as 0, so that exp(X - shifted) is 0 rather than NaN while every X
+// so far is -inf (a row masked so far), and exp(old - shifted) rescales by 0 when the first finite X
+// comes.
+tensor::ExprPtr shiftedMaximum(const tensor::ExprPtr& max);
+
+std::optional<OnlineSoftmax> onlineSoftmax(const NestParts& parts, const Member& folded);
 
 }  // namespace emmy::tile

@@ -71,9 +71,11 @@ private:
       return !l.reduction && !(l.binding && l.binding->scope == HardwareScope::Block);
     });
     if (!rootThreads && !laneAt && !pureLeft) fillMember(root, lanes);
-    for (const std::string& member : nest.stages)
-      if (member != root && model_.stages.at(member).epilogueOf.empty() && !memberInsideLanes(root, member, loops, laneAt))
-        fillMember(member, lanes);
+    for (const std::string& member : nest.stages) {
+      const StageSchedule& schedule = model_.stages.at(member);
+      bool folded = !schedule.epilogueOf.empty() || !schedule.onlineIn.empty();  // computed in the root's loops
+      if (member != root && !folded && !memberInsideLanes(root, member, loops, laneAt)) fillMember(member, lanes);
+    }
   }
 
   // A member inside the root's lane loop would combine across the lanes it is in. It goes after the root

@@ -81,6 +81,10 @@ public:
         if (loop.reduction) root.loops.push_back(loop);
       root.epilogueReduction = reduction.name;
       model_.stages.at(reduction.name).epilogueOf = root.name;
+      if (std::optional<OnlineSoftmax> online = onlineSoftmax(parts, *folded)) {
+        model_.stages.at(online->max.stage->name).onlineIn = root.name;
+        for (const Computation& sum : online->sums) model_.stages.at(sum.stage->name).onlineIn = root.name;
+      }
     }
   }
 
@@ -100,6 +104,14 @@ private:
         diagnostics_.error(named->loc, fmt::format("{} is computed as the reduction of {}, which applies its own expression "
                                                    "to each result: schedule it as {} (loops of {}: {})", named->text,
                                                    root.name, root.name, root.name, loopNames(root.loops)));
+        return;
+      }
+    for (const Name* named : {&d.stage, &d.atStage})
+      if (auto stage = model_.stages.find(named->text); stage != model_.stages.end() && !stage->second.onlineIn.empty()) {
+        const StageSchedule& root = model_.stages.at(stage->second.onlineIn);
+        diagnostics_.error(named->loc, fmt::format("{} is computed online, as a running value in the reduction loops of {} "
+                                                   "(an online softmax): schedule {} (loops of {}: {})", named->text, root.name,
+                                                   root.name, root.name, loopNames(root.loops)));
         return;
       }
     switch (d.kind) {
@@ -467,9 +479,10 @@ private:
   bool isInlinedByDefault(const Stage& stage) const { return !stage.reduction && !isOutput(stage.name); }
 
   // Does `consumer` read what `producer` reads, as its own reads? When the default policy inlines the
-  // producer, or the consumer computes it as its reduction.
+  // producer, or the consumer computes it as its reduction or online in its reduction.
   bool readThrough(const Stage& producer, const Stage& consumer) const {
-    return isInlinedByDefault(producer) || model_.stages.at(producer.name).epilogueOf == consumer.name;
+    const StageSchedule& schedule = model_.stages.at(producer.name);
+    return isInlinedByDefault(producer) || schedule.epilogueOf == consumer.name || schedule.onlineIn == consumer.name;
   }
 
   // "y.n, y.d, root": where `stage` may be computed.

@@ -70,6 +70,9 @@ struct StageSchedule {
   // reduction's loops are the root's, after its own, and the reduction has no directives of its own.
   std::string epilogueReduction;  // of the root: the reduction
   std::string epilogueOf;         // of the reduction: the root
+  // A softmax's maximum or sum that a root computes online in its reduction loops (`onlineSoftmax`):
+  // the root. It has no directives of its own.
+  std::string onlineIn;
 };
 
 struct ScheduleModel {
