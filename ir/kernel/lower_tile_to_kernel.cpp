@@ -29,7 +29,9 @@ constexpr int64_t kMaxBlocks = 65535;
 constexpr int kWarpSize = 32;
 
 ExprPtr i64(int64_t value) { return std::make_shared<IntImm>(DType::I64, value); }
-ExprPtr arithmetic(BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::I64, op, a, b); }
+ExprPtr arithmetic(BinaryOp op, ExprPtr a, ExprPtr b) {
+  return simplifyIndex(std::make_shared<Binary>(DType::I64, op, std::move(a), std::move(b)));
+}
 ExprPtr compare(BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::Bool, op, a, b); }
 ExprPtr conjunction(const std::vector<ExprPtr>& terms) {
   ExprPtr all;

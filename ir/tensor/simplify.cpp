@@ -27,7 +27,9 @@ ExprPtr simplifyIndex(const ExprPtr& expr) {
     return std::make_shared<IntImm>(DType::I64, applyBinary(op, DType::I64, Value::ofInt(DType::I64, *a), Value::ofInt(DType::I64, *b)).asInt());
   if ((op == BinaryOp::Add || op == BinaryOp::Sub) && b == 0) return lhs;
   if (op == BinaryOp::Add && a == 0) return rhs;
-  if (op == BinaryOp::Mul && (a == 0 || b == 0)) return std::make_shared<IntImm>(DType::I64, 0);
+  bool zero = (op == BinaryOp::Mul && (a == 0 || b == 0)) || (op == BinaryOp::Mod && b == 1) ||
+              ((op == BinaryOp::Div || op == BinaryOp::Mod) && a == 0);  // x / 0 is 0 too
+  if (zero) return std::make_shared<IntImm>(DType::I64, 0);
   if ((op == BinaryOp::Mul || op == BinaryOp::Div) && b == 1) return lhs;
   if (op == BinaryOp::Mul && a == 1) return rhs;
   if (lhs == binary->lhs && rhs == binary->rhs) return expr;

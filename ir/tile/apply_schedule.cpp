@@ -811,11 +811,15 @@ private:
     int64_t stride = elements;
     for (size_t d = 0; d < cache.shape.size(); ++d) {
       stride /= cache.shape[d];
-      std::string coordinate = uniqueVar(fmt::format("{}_{}", cache.name, d));
-      stmts.push_back(std::make_shared<Let>(
-          coordinate, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));
-      coordinates.push_back(var(coordinate));
-      global.push_back(arithmetic(BinaryOp::Add, base[d], var(coordinate)));
+      ExprPtr coordinate = i64(0);  // along a dimension of extent 1
+      if (cache.shape[d] > 1) {
+        std::string name = uniqueVar(fmt::format("{}_{}", cache.name, d));
+        stmts.push_back(std::make_shared<Let>(
+            name, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));
+        coordinate = var(name);
+      }
+      coordinates.push_back(coordinate);
+      global.push_back(arithmetic(BinaryOp::Add, base[d], coordinate));
       inside.push_back(compare(BinaryOp::Lt, global.back(), dimValue(sourceShape[d])));
     }
     if (!single(placed)) local.insert(local.end(), coordinates.begin(), coordinates.end());

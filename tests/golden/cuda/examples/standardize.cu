@@ -101,7 +101,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize_k0(const float*
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
     mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
     if (((int64_t)threadIdx.x == (int64_t)0)) {
-      mu[((((i0 * S) + i1) * (int64_t)1) + i2)] = (mu_acc / (float)D);
+      mu[(((i0 * S) + i1) + i2)] = (mu_acc / (float)D);
     }
   }
 }
@@ -116,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize_k1(const float*
     var_acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
       const int64_t r0 = part;
-      var_acc = (var_acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)])));
+      var_acc = (var_acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)])));
     }
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
@@ -136,7 +136,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize_k1(const float*
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
     var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
     if (((int64_t)threadIdx.x == (int64_t)0)) {
-      var[((((i0 * S) + i1) * (int64_t)1) + i2)] = (var_acc / (float)D);
+      var[(((i0 * S) + i1) + i2)] = (var_acc / (float)D);
     }
   }
 }
@@ -154,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize_k2(const float*
         const int64_t i0 = emmy_div(element, (S * D));
         const int64_t i1 = emmy_mod(emmy_div(element, D), S);
         const int64_t i2 = emmy_mod(element, D);
-        y__vector[element_lane] = ((x__vector[element_lane] - mu[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)]) / sqrtf((var[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)] + 1e-05f)));
+        y__vector[element_lane] = ((x__vector[element_lane] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
       }
       *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(y__vector);
     }
@@ -162,14 +162,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize_k2(const float*
       const int64_t i0 = emmy_div(element, (S * D));
       const int64_t i1 = emmy_mod(emmy_div(element, D), S);
       const int64_t i2 = emmy_mod(element, D);
-      y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)]) / sqrtf((var[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)] + 1e-05f)));
+      y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < ((B * D) * S); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i0 = emmy_div(element, (S * D));
       const int64_t i1 = emmy_mod(emmy_div(element, D), S);
       const int64_t i2 = emmy_mod(element, D);
-      y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)]) / sqrtf((var[((((i0 * S) + i1) * (int64_t)1) + (int64_t)0)] + 1e-05f)));
+      y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
     }
   }
 }

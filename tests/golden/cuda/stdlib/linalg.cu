@@ -115,13 +115,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
       for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
         const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t a_tile_1_1 = (a_tile_element_1 % (int64_t)16);
-        emmy_copy_async(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
+        emmy_copy_async(a_tile, ((a_tile_0_1 * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
       }
       for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)128; b_tile_vector_1 += (int64_t)256) {
         const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)8);
         const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
         const int64_t b_tile_1_1 = (b_tile_element_1 % (int64_t)64);
-        emmy_copy_async_lanes<8>(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
+        emmy_copy_async_lanes<8>(b_tile, ((b_tile_0_1 * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -222,13 +222,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
       for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
         const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t a_tile_1_1 = (a_tile_element_1 % (int64_t)16);
-        emmy_copy_async(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
+        emmy_copy_async(a_tile, ((a_tile_0_1 * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), ((((mo * (int64_t)64) + a_tile_0_1) < M) && (a_tile_1_1 < K)));
       }
       for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)128; b_tile_vector_1 += (int64_t)256) {
         const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)8);
         const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
         const int64_t b_tile_1_1 = (b_tile_element_1 % (int64_t)64);
-        emmy_copy_async_lanes<8>(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
+        emmy_copy_async_lanes<8>(b_tile, ((b_tile_0_1 * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -330,13 +330,13 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
         const int64_t a_tile_element_1 = (a_tile_vector_1 * (int64_t)4);
         const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t a_tile_1_1 = (a_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(a_tile, (((((int64_t)0 * (int64_t)64) + a_tile_0_1) * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), (((mo * (int64_t)64) + a_tile_0_1) < M) ? (K - a_tile_1_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(a_tile, ((a_tile_0_1 * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), (((mo * (int64_t)64) + a_tile_0_1) < M) ? (K - a_tile_1_1) : (int64_t)0);
       }
       for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)256; b_tile_vector_1 += (int64_t)256) {
         const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)4);
         const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
         const int64_t b_tile_1_1 = (b_tile_element_1 % (int64_t)64);
-        emmy_copy_async_lanes<4>(b_tile, (((((int64_t)0 * (int64_t)16) + b_tile_0_1) * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
+        emmy_copy_async_lanes<4>(b_tile, ((b_tile_0_1 * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -437,17 +437,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
         EMMY_SHARED(__half, a_tile, 2560);
         __syncthreads();
         for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
-          const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t a_tile_1_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_2_1 = (a_tile_element_1 % (int64_t)16);
-          emmy_copy_async(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)20) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
+          emmy_copy_async(a_tile, ((a_tile_1_1 * (int64_t)20) + a_tile_2_1), a, ((((i * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), (((i < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
         }
         for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)128; b_tile_vector_1 += (int64_t)256) {
           const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)8);
-          const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t b_tile_1_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_2_1 = (b_tile_element_1 % (int64_t)64);
-          emmy_copy_async_lanes<8>(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), (((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
+          emmy_copy_async_lanes<8>(b_tile, ((b_tile_1_1 * (int64_t)64) + b_tile_2_1), b, ((((i * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((i < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         alignas(16) float acc_acc[16];
@@ -467,17 +465,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
         for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
           __syncthreads();
           for (int64_t a_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element < (int64_t)1024; a_tile_element += (int64_t)256) {
-            const int64_t a_tile_0 = ((a_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t a_tile_1 = ((a_tile_element / (int64_t)16) % (int64_t)64);
             const int64_t a_tile_2 = (a_tile_element % (int64_t)16);
-            emmy_copy_async(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
+            emmy_copy_async(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, ((((i * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), (((i < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
           }
           for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)128; b_tile_vector += (int64_t)256) {
             const int64_t b_tile_element = (b_tile_vector * (int64_t)8);
-            const int64_t b_tile_0 = ((b_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t b_tile_1 = ((b_tile_element / (int64_t)64) % (int64_t)16);
             const int64_t b_tile_2 = (b_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), (((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
+            emmy_copy_async_lanes<8>(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, ((((i * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), ((i < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           __syncthreads();
@@ -491,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
                 }
               }
             }
@@ -551,17 +547,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
         EMMY_SHARED(__nv_bfloat16, a_tile, 2560);
         __syncthreads();
         for (int64_t a_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element_1 < (int64_t)1024; a_tile_element_1 += (int64_t)256) {
-          const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t a_tile_1_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_2_1 = (a_tile_element_1 % (int64_t)16);
-          emmy_copy_async(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)20) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
+          emmy_copy_async(a_tile, ((a_tile_1_1 * (int64_t)20) + a_tile_2_1), a, ((((i * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), (((i < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) && (a_tile_2_1 < K)));
         }
         for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)128; b_tile_vector_1 += (int64_t)256) {
           const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)8);
-          const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t b_tile_1_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_2_1 = (b_tile_element_1 % (int64_t)64);
-          emmy_copy_async_lanes<8>(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), (((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
+          emmy_copy_async_lanes<8>(b_tile, ((b_tile_1_1 * (int64_t)64) + b_tile_2_1), b, ((((i * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((i < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         alignas(16) float acc_acc[16];
@@ -581,17 +575,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
         for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
           __syncthreads();
           for (int64_t a_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_element < (int64_t)1024; a_tile_element += (int64_t)256) {
-            const int64_t a_tile_0 = ((a_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t a_tile_1 = ((a_tile_element / (int64_t)16) % (int64_t)64);
             const int64_t a_tile_2 = (a_tile_element % (int64_t)16);
-            emmy_copy_async(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
+            emmy_copy_async(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, ((((i * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), (((i < B) && (((mo * (int64_t)64) + a_tile_1) < M)) && ((((ko + (int64_t)1) * (int64_t)16) + a_tile_2) < K)));
           }
           for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)128; b_tile_vector += (int64_t)256) {
             const int64_t b_tile_element = (b_tile_vector * (int64_t)8);
-            const int64_t b_tile_0 = ((b_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t b_tile_1 = ((b_tile_element / (int64_t)64) % (int64_t)16);
             const int64_t b_tile_2 = (b_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), (((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
+            emmy_copy_async_lanes<8>(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, ((((i * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), ((i < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           __syncthreads();
@@ -605,7 +597,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
                 }
               }
             }
@@ -666,17 +658,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
         __syncthreads();
         for (int64_t a_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector_1 < (int64_t)256; a_tile_vector_1 += (int64_t)256) {
           const int64_t a_tile_element_1 = (a_tile_vector_1 * (int64_t)4);
-          const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t a_tile_1_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
           const int64_t a_tile_2_1 = (a_tile_element_1 % (int64_t)16);
-          emmy_copy_async_lanes<4>(a_tile, (((((((int64_t)0 * (int64_t)1) + a_tile_0_1) * (int64_t)64) + a_tile_1_1) * (int64_t)20) + a_tile_2_1), a, (((((i + a_tile_0_1) * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), (((i + a_tile_0_1) < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) ? (K - a_tile_2_1) : (int64_t)0);
+          emmy_copy_async_lanes<4>(a_tile, ((a_tile_1_1 * (int64_t)20) + a_tile_2_1), a, ((((i * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((i < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) ? (K - a_tile_2_1) : (int64_t)0);
         }
         for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)256; b_tile_vector_1 += (int64_t)256) {
           const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)4);
-          const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)1024) % (int64_t)1);
           const int64_t b_tile_1_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
           const int64_t b_tile_2_1 = (b_tile_element_1 % (int64_t)64);
-          emmy_copy_async_lanes<4>(b_tile, (((((((int64_t)0 * (int64_t)1) + b_tile_0_1) * (int64_t)16) + b_tile_1_1) * (int64_t)64) + b_tile_2_1), b, (((((i + b_tile_0_1) * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), (((i + b_tile_0_1) < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
+          emmy_copy_async_lanes<4>(b_tile, ((b_tile_1_1 * (int64_t)64) + b_tile_2_1), b, ((((i * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((i < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
         alignas(16) float acc_acc[16];
@@ -697,17 +687,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
           __syncthreads();
           for (int64_t a_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector < (int64_t)256; a_tile_vector += (int64_t)256) {
             const int64_t a_tile_element = (a_tile_vector * (int64_t)4);
-            const int64_t a_tile_0 = ((a_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t a_tile_1 = ((a_tile_element / (int64_t)16) % (int64_t)64);
             const int64_t a_tile_2 = (a_tile_element % (int64_t)16);
-            emmy_copy_async_lanes<4>(a_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + a_tile_0) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, (((((i + a_tile_0) * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), (((i + a_tile_0) < B) && (((mo * (int64_t)64) + a_tile_1) < M)) ? (K - (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)) : (int64_t)0);
+            emmy_copy_async_lanes<4>(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, ((((i * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((i < B) && (((mo * (int64_t)64) + a_tile_1) < M)) ? (K - (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)) : (int64_t)0);
           }
           for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)256; b_tile_vector += (int64_t)256) {
             const int64_t b_tile_element = (b_tile_vector * (int64_t)4);
-            const int64_t b_tile_0 = ((b_tile_element / (int64_t)1024) % (int64_t)1);
             const int64_t b_tile_1 = ((b_tile_element / (int64_t)64) % (int64_t)16);
             const int64_t b_tile_2 = (b_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<4>(b_tile, ((((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)1) + b_tile_0) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, (((((i + b_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), (((i + b_tile_0) < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
+            emmy_copy_async_lanes<4>(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, ((((i * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), ((i < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           __syncthreads();
@@ -721,7 +709,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((((ko % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
+                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
                 }
               }
             }

@@ -1534,12 +1534,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
       for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
+        emmy_copy_async(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
       }
       for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
         const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w_tile_1_1 = (w_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w_tile, (((((int64_t)0 * (int64_t)64) + w_tile_0_1) * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
+        emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -1641,12 +1641,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
       for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
+        emmy_copy_async(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
       }
       for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
         const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w_tile_1_1 = (w_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w_tile, (((((int64_t)0 * (int64_t)64) + w_tile_0_1) * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
+        emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -1749,12 +1749,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
         const int64_t x_tile_element_1 = (x_tile_vector_1 * (int64_t)4);
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), (((no * (int64_t)64) + x_tile_0_1) < N) ? (IN - x_tile_1_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), (((no * (int64_t)64) + x_tile_0_1) < N) ? (IN - x_tile_1_1) : (int64_t)0);
       }
       for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
         const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w_tile_1_1 = (w_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w_tile, (((((int64_t)0 * (int64_t)64) + w_tile_0_1) * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
+        emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float acc_acc[16];
@@ -1857,12 +1857,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
       for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
+        emmy_copy_async(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
       }
       for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
         const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w1_tile_1_1 = (w1_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w1_tile, (((((int64_t)0 * (int64_t)64) + w1_tile_0_1) * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
+        emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float h__acc_acc[16];
@@ -1950,12 +1950,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
       for (int64_t h_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element_1 < (int64_t)1024; h_tile_element_1 += (int64_t)256) {
         const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
+        emmy_copy_async(h_tile, ((h_tile_0_1 * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
       }
       for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
         const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w2_tile_1_1 = (w2_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w2_tile, (((((int64_t)0 * (int64_t)64) + w2_tile_0_1) * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
+        emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float y__acc_acc[16];
@@ -2064,12 +2064,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
       for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
+        emmy_copy_async(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
       }
       for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
         const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w1_tile_1_1 = (w1_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w1_tile, (((((int64_t)0 * (int64_t)64) + w1_tile_0_1) * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
+        emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float h__acc_acc[16];
@@ -2157,12 +2157,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
       for (int64_t h_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element_1 < (int64_t)1024; h_tile_element_1 += (int64_t)256) {
         const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
+        emmy_copy_async(h_tile, ((h_tile_0_1 * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
       }
       for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
         const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w2_tile_1_1 = (w2_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w2_tile, (((((int64_t)0 * (int64_t)64) + w2_tile_0_1) * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
+        emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float y__acc_acc[16];
@@ -2272,12 +2272,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
         const int64_t x_tile_element_1 = (x_tile_vector_1 * (int64_t)4);
         const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(x_tile, (((((int64_t)0 * (int64_t)64) + x_tile_0_1) * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), (((no * (int64_t)64) + x_tile_0_1) < N) ? (D - x_tile_1_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), (((no * (int64_t)64) + x_tile_0_1) < N) ? (D - x_tile_1_1) : (int64_t)0);
       }
       for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
         const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w1_tile_1_1 = (w1_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w1_tile, (((((int64_t)0 * (int64_t)64) + w1_tile_0_1) * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
+        emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float h__acc_acc[16];
@@ -2367,12 +2367,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
         const int64_t h_tile_element_1 = (h_tile_vector_1 * (int64_t)4);
         const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(h_tile, (((((int64_t)0 * (int64_t)64) + h_tile_0_1) * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), (((no * (int64_t)64) + h_tile_0_1) < N) ? (H - h_tile_1_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(h_tile, ((h_tile_0_1 * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), (((no * (int64_t)64) + h_tile_0_1) < N) ? (H - h_tile_1_1) : (int64_t)0);
       }
       for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
         const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
         const int64_t w2_tile_1_1 = (w2_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w2_tile, (((((int64_t)0 * (int64_t)64) + w2_tile_0_1) * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
+        emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
       }
       emmy_wait_for_copies<1>();
       alignas(16) float y__acc_acc[16];
@@ -2480,11 +2480,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
           __syncthreads();
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float o__m_acc;
@@ -2508,12 +2506,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
-              const int64_t scores_0 = ((scores_element / (int64_t)512) % (int64_t)1);
-              const int64_t scores_1 = ((scores_element / (int64_t)512) % (int64_t)1);
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = (b + scores_0);
-              const int64_t scores_h = (h + scores_1);
+              const int64_t scores_b = b;
+              const int64_t scores_h = h;
               const int64_t scores_s = ((so * (int64_t)16) + scores_2);
               const int64_t scores_l = ((lo * (int64_t)32) + scores_3);
               if (((((scores_b < B) && (scores_h < H)) && (scores_s < S)) && (scores_l < L))) {
@@ -2522,16 +2518,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores_acc = (scores_acc + ((float)emmy_f32(q[((((((scores_b * H) + scores_h) * S) + scores_s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores_b * H) + scores_h) * L) + scores_l) * E) + e_1)])));
                 }
-                scores[((((((scores_0 * (int64_t)1) + scores_1) * (int64_t)16) + scores_2) * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -2544,15 +2538,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
                 if ((l < L)) {
                   float o__m_next;
                   float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale));
+                  o__m_next = emmy_max(o__m_acc, (scores[((si * (int64_t)32) + li)] * scale));
                   o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
                   o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -2605,11 +2599,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
           __syncthreads();
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float o__m_acc;
@@ -2633,12 +2625,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
-              const int64_t scores_0 = ((scores_element / (int64_t)512) % (int64_t)1);
-              const int64_t scores_1 = ((scores_element / (int64_t)512) % (int64_t)1);
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = (b + scores_0);
-              const int64_t scores_h = (h + scores_1);
+              const int64_t scores_b = b;
+              const int64_t scores_h = h;
               const int64_t scores_s = ((so * (int64_t)16) + scores_2);
               const int64_t scores_l = ((lo * (int64_t)32) + scores_3);
               if (((((scores_b < B) && (scores_h < H)) && (scores_s < S)) && (scores_l < L))) {
@@ -2647,16 +2637,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores_acc = (scores_acc + ((float)emmy_f32(q[((((((scores_b * H) + scores_h) * S) + scores_s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores_b * H) + scores_h) * L) + scores_l) * E) + e_1)])));
                 }
-                scores[((((((scores_0 * (int64_t)1) + scores_1) * (int64_t)16) + scores_2) * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -2669,15 +2657,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
                 if ((l < L)) {
                   float o__m_next;
                   float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale));
+                  o__m_next = emmy_max(o__m_acc, (scores[((si * (int64_t)32) + li)] * scale));
                   o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
                   o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -2730,11 +2718,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
           __syncthreads();
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)512; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<4>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float o__m_acc;
@@ -2758,12 +2744,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
-              const int64_t scores_0 = ((scores_element / (int64_t)512) % (int64_t)1);
-              const int64_t scores_1 = ((scores_element / (int64_t)512) % (int64_t)1);
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = (b + scores_0);
-              const int64_t scores_h = (h + scores_1);
+              const int64_t scores_b = b;
+              const int64_t scores_h = h;
               const int64_t scores_s = ((so * (int64_t)16) + scores_2);
               const int64_t scores_l = ((lo * (int64_t)32) + scores_3);
               if (((((scores_b < B) && (scores_h < H)) && (scores_s < S)) && (scores_l < L))) {
@@ -2772,16 +2756,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores_acc = (scores_acc + (q[((((((scores_b * H) + scores_h) * S) + scores_s) * E) + e_1)] * k[((((((scores_b * H) + scores_h) * L) + scores_l) * E) + e_1)]));
                 }
-                scores[((((((scores_0 * (int64_t)1) + scores_1) * (int64_t)16) + scores_2) * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)512; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<4>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -2794,15 +2776,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
                 if ((l < L)) {
                   float o__m_next;
                   float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale));
+                  o__m_next = emmy_max(o__m_acc, (scores[((si * (int64_t)32) + li)] * scale));
                   o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
                   o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
                     }
                   }
                 }
@@ -2855,11 +2837,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
           __syncthreads();
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float o__m_acc;
@@ -2883,12 +2863,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
-              const int64_t scores_0 = ((scores_element / (int64_t)512) % (int64_t)1);
-              const int64_t scores_1 = ((scores_element / (int64_t)512) % (int64_t)1);
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = (b + scores_0);
-              const int64_t scores_h = (h + scores_1);
+              const int64_t scores_b = b;
+              const int64_t scores_h = h;
               const int64_t scores_i = ((so * (int64_t)16) + scores_2);
               const int64_t scores_j = ((lo * (int64_t)32) + scores_3);
               if (((((scores_b < B) && (scores_h < H)) && (scores_i < S)) && (scores_j < S))) {
@@ -2897,16 +2875,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores_acc = (scores_acc + ((float)emmy_f32(q[((((((scores_b * H) + scores_h) * S) + scores_i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores_b * H) + scores_h) * S) + scores_j) * E) + e_1)])));
                 }
-                scores[((((((scores_0 * (int64_t)1) + scores_1) * (int64_t)16) + scores_2) * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -2919,15 +2895,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
                 if ((l < S)) {
                   float o__m_next;
                   float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
                   o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
                   o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -2979,11 +2955,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
           __syncthreads();
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float o__m_acc;
@@ -3007,12 +2981,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
-              const int64_t scores_0 = ((scores_element / (int64_t)512) % (int64_t)1);
-              const int64_t scores_1 = ((scores_element / (int64_t)512) % (int64_t)1);
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = (b + scores_0);
-              const int64_t scores_h = (h + scores_1);
+              const int64_t scores_b = b;
+              const int64_t scores_h = h;
               const int64_t scores_i = ((so * (int64_t)16) + scores_2);
               const int64_t scores_j = ((lo * (int64_t)32) + scores_3);
               if (((((scores_b < B) && (scores_h < H)) && (scores_i < S)) && (scores_j < S))) {
@@ -3021,16 +2993,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores_acc = (scores_acc + ((float)emmy_f32(q[((((((scores_b * H) + scores_h) * S) + scores_i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores_b * H) + scores_h) * S) + scores_j) * E) + e_1)])));
                 }
-                scores[((((((scores_0 * (int64_t)1) + scores_1) * (int64_t)16) + scores_2) * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -3043,15 +3013,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
                 if ((l < S)) {
                   float o__m_next;
                   float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
                   o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
                   o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -3103,11 +3073,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
           __syncthreads();
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)512; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<4>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float o__m_acc;
@@ -3131,12 +3099,10 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
-              const int64_t scores_0 = ((scores_element / (int64_t)512) % (int64_t)1);
-              const int64_t scores_1 = ((scores_element / (int64_t)512) % (int64_t)1);
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = (b + scores_0);
-              const int64_t scores_h = (h + scores_1);
+              const int64_t scores_b = b;
+              const int64_t scores_h = h;
               const int64_t scores_i = ((so * (int64_t)16) + scores_2);
               const int64_t scores_j = ((lo * (int64_t)32) + scores_3);
               if (((((scores_b < B) && (scores_h < H)) && (scores_i < S)) && (scores_j < S))) {
@@ -3145,16 +3111,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores_acc = (scores_acc + (q[((((((scores_b * H) + scores_h) * S) + scores_i) * E) + e_1)] * k[((((((scores_b * H) + scores_h) * S) + scores_j) * E) + e_1)]));
                 }
-                scores[((((((scores_0 * (int64_t)1) + scores_1) * (int64_t)16) + scores_2) * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)512; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<4>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -3167,15 +3131,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
                 if ((l < S)) {
                   float o__m_next;
                   float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
                   o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
                   o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[(((((((int64_t)0 * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
                     }
                   }
                 }
@@ -3228,19 +3192,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
           __syncthreads();
           for (int64_t logits_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector_1 < (int64_t)128; logits_tile_vector_1 += (int64_t)256) {
             const int64_t logits_tile_element_1 = (logits_tile_vector_1 * (int64_t)4);
-            const int64_t logits_tile_0_1 = ((logits_tile_element_1 / (int64_t)512) % (int64_t)1);
-            const int64_t logits_tile_1_1 = ((logits_tile_element_1 / (int64_t)512) % (int64_t)1);
             const int64_t logits_tile_2_1 = ((logits_tile_element_1 / (int64_t)32) % (int64_t)16);
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits_tile, (((((((((int64_t)0 * (int64_t)1) + logits_tile_0_1) * (int64_t)1) + logits_tile_1_1) * (int64_t)16) + logits_tile_2_1) * (int64_t)32) + logits_tile_3_1), logits, (((((((b + logits_tile_0_1) * H) + (h + logits_tile_1_1)) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b + logits_tile_0_1) < B) && ((h + logits_tile_1_1) < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
+            emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
           }
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float m_acc;
@@ -3264,19 +3224,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
             __syncthreads();
             for (int64_t logits_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector < (int64_t)128; logits_tile_vector += (int64_t)256) {
               const int64_t logits_tile_element = (logits_tile_vector * (int64_t)4);
-              const int64_t logits_tile_0 = ((logits_tile_element / (int64_t)512) % (int64_t)1);
-              const int64_t logits_tile_1 = ((logits_tile_element / (int64_t)512) % (int64_t)1);
               const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async_lanes<4>(logits_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + logits_tile_0) * (int64_t)1) + logits_tile_1) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, (((((((b + logits_tile_0) * H) + (h + logits_tile_1)) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b + logits_tile_0) < B) && ((h + logits_tile_1) < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -3289,15 +3245,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
                 if ((l < L)) {
                   float m_next;
                   float o_rescale;
-                  m_next = emmy_max(m_acc, logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)]);
+                  m_next = emmy_max(m_acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
                   o_rescale = expf((m_acc - ((m_next == -INFINITY) ? 0.0f : m_next)));
                   m_acc = m_next;
-                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
+                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * (float)emmy_f32(v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -3351,19 +3307,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
           __syncthreads();
           for (int64_t logits_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector_1 < (int64_t)128; logits_tile_vector_1 += (int64_t)256) {
             const int64_t logits_tile_element_1 = (logits_tile_vector_1 * (int64_t)4);
-            const int64_t logits_tile_0_1 = ((logits_tile_element_1 / (int64_t)512) % (int64_t)1);
-            const int64_t logits_tile_1_1 = ((logits_tile_element_1 / (int64_t)512) % (int64_t)1);
             const int64_t logits_tile_2_1 = ((logits_tile_element_1 / (int64_t)32) % (int64_t)16);
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits_tile, (((((((((int64_t)0 * (int64_t)1) + logits_tile_0_1) * (int64_t)1) + logits_tile_1_1) * (int64_t)16) + logits_tile_2_1) * (int64_t)32) + logits_tile_3_1), logits, (((((((b + logits_tile_0_1) * H) + (h + logits_tile_1_1)) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b + logits_tile_0_1) < B) && ((h + logits_tile_1_1) < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
+            emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
           }
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float m_acc;
@@ -3387,19 +3339,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
             __syncthreads();
             for (int64_t logits_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector < (int64_t)128; logits_tile_vector += (int64_t)256) {
               const int64_t logits_tile_element = (logits_tile_vector * (int64_t)4);
-              const int64_t logits_tile_0 = ((logits_tile_element / (int64_t)512) % (int64_t)1);
-              const int64_t logits_tile_1 = ((logits_tile_element / (int64_t)512) % (int64_t)1);
               const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async_lanes<4>(logits_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + logits_tile_0) * (int64_t)1) + logits_tile_1) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, (((((((b + logits_tile_0) * H) + (h + logits_tile_1)) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b + logits_tile_0) < B) && ((h + logits_tile_1) < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -3412,15 +3360,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
                 if ((l < L)) {
                   float m_next;
                   float o_rescale;
-                  m_next = emmy_max(m_acc, logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)]);
+                  m_next = emmy_max(m_acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
                   o_rescale = expf((m_acc - ((m_next == -INFINITY) ? 0.0f : m_next)));
                   m_acc = m_next;
-                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
+                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * (float)emmy_f32(v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -3474,19 +3422,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
           __syncthreads();
           for (int64_t logits_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector_1 < (int64_t)128; logits_tile_vector_1 += (int64_t)256) {
             const int64_t logits_tile_element_1 = (logits_tile_vector_1 * (int64_t)4);
-            const int64_t logits_tile_0_1 = ((logits_tile_element_1 / (int64_t)512) % (int64_t)1);
-            const int64_t logits_tile_1_1 = ((logits_tile_element_1 / (int64_t)512) % (int64_t)1);
             const int64_t logits_tile_2_1 = ((logits_tile_element_1 / (int64_t)32) % (int64_t)16);
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits_tile, (((((((((int64_t)0 * (int64_t)1) + logits_tile_0_1) * (int64_t)1) + logits_tile_1_1) * (int64_t)16) + logits_tile_2_1) * (int64_t)32) + logits_tile_3_1), logits, (((((((b + logits_tile_0_1) * H) + (h + logits_tile_1_1)) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b + logits_tile_0_1) < B) && ((h + logits_tile_1_1) < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
+            emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
           }
           for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)512; v_tile_vector_1 += (int64_t)256) {
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
-            const int64_t v_tile_0_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
-            const int64_t v_tile_1_1 = ((v_tile_element_1 / (int64_t)2048) % (int64_t)1);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<4>(v_tile, (((((((((int64_t)0 * (int64_t)1) + v_tile_0_1) * (int64_t)1) + v_tile_1_1) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, (((((((b + v_tile_0_1) * H) + (h + v_tile_1_1)) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), ((((b + v_tile_0_1) < B) && ((h + v_tile_1_1) < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+            emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float m_acc;
@@ -3510,19 +3454,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
             __syncthreads();
             for (int64_t logits_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector < (int64_t)128; logits_tile_vector += (int64_t)256) {
               const int64_t logits_tile_element = (logits_tile_vector * (int64_t)4);
-              const int64_t logits_tile_0 = ((logits_tile_element / (int64_t)512) % (int64_t)1);
-              const int64_t logits_tile_1 = ((logits_tile_element / (int64_t)512) % (int64_t)1);
               const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async_lanes<4>(logits_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + logits_tile_0) * (int64_t)1) + logits_tile_1) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, (((((((b + logits_tile_0) * H) + (h + logits_tile_1)) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b + logits_tile_0) < B) && ((h + logits_tile_1) < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)512; v_tile_vector += (int64_t)256) {
               const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
-              const int64_t v_tile_0 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
-              const int64_t v_tile_1 = ((v_tile_element / (int64_t)2048) % (int64_t)1);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<4>(v_tile, ((((((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)1) + v_tile_0) * (int64_t)1) + v_tile_1) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, (((((((b + v_tile_0) * H) + (h + v_tile_1)) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), ((((b + v_tile_0) < B) && ((h + v_tile_1) < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -3535,15 +3475,15 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
                 if ((l < L)) {
                   float m_next;
                   float o_rescale;
-                  m_next = emmy_max(m_acc, logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)]);
+                  m_next = emmy_max(m_acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
                   o_rescale = expf((m_acc - ((m_next == -INFINITY) ? 0.0f : m_next)));
                   m_acc = m_next;
-                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
+                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * v_tile[(((((((((lo % (int64_t)2) * (int64_t)1) + (int64_t)0) * (int64_t)1) + (int64_t)0) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
                     }
                   }
                 }
