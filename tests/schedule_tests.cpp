@@ -1,6 +1,7 @@
 // Schedules applied: the matmul schedule of section 5 and a cooperative softmax run correctly at ragged
 // sizes and their CUDA has what the directives ask for; schedules drawn at random from the legal space
-// of five kernels all agree with the reference; an attention's softmax is computed online in one pass;
+// of five kernels all agree with the reference; a cache of whole rows serves the rows that fit; an
+// attention's softmax is computed online in one pass;
 // `--emit schedule` fed back gives the same CUDA; every generated file compiles with NVRTC for sm_80 and
 // sm_90.
 #include <random>
@@ -331,6 +332,34 @@ TEST_CASE("a cooperative softmax schedule combines each reduction across the blo
   CHECK(contains(cu, R"(EMMY_SHARED\(float, m_acc_partials, 4\);)"));
   CHECK(contains(cu, R"(const int64_t d_lane = \(int64_t\)threadIdx.x;)"));
   CHECK(contains(cu, R"(__launch_bounds__\(128, 4\))"));
+  checkCompiles(built);
+}
+
+TEST_CASE("a cache of whole rows reads a row once where it fits, and from memory where it does not", "[schedule]") {
+  // The layer norm's mean, variance and output all read x: through the copy of its row up to 8192
+  // f32 elements, from x itself beyond.
+  Built built = build(std::string(kLayernorm) + R"(
+schedule layernorm {
+    bind y.n to block.x
+    split y.d by 64 -> (d_step, d_lane)
+    reorder y (n, d_lane, d_step)
+    bind y.d_lane to thread.x
+    split mu.d by 64 -> (d_step, d_lane)
+    reorder mu (d_lane, d_step)
+    bind mu.d_lane to thread.x
+    split var.d by 64 -> (d_step, d_lane)
+    reorder var (d_lane, d_step)
+    bind var.d_lane to thread.x
+    cache x in shared at y.n -> x_row
+}
+)");
+  checkRuns(built, {{{"N", 3}, {"D", 45}}, {{"N", 2}, {"D", 8192}}, {{"N", 2}, {"D", 8193}}, {{"N", 1}, {"D", 1}}});
+  const std::string& cu = built.cuda.source;
+  CHECK(contains(cu, R"(if \(\(D <= \(int64_t\)8192\)\) \{)"));
+  CHECK(contains(cu, R"(EMMY_SHARED\(float, x_row, 8192\);)"));
+  CHECK(contains(cu, R"(emmy_copy_async_lanes<4>\(x_row, )"));
+  CHECK(contains(cu, R"(mu_acc = \(mu_acc \+ x_row\[)"));
+  CHECK(contains(cu, R"(mu_acc = \(mu_acc \+ x\[)"));  // the path for longer rows
   checkCompiles(built);
 }
 

@@ -1,6 +1,7 @@
 // The standard library's schedules: every kernel is built by its own schedule, every `param` candidate
 // gives code that passes the simulated check, the contractions' code is register-blocked with vector
-// accesses, and the attentions are one kernel with an online softmax.
+// accesses, the row kernels read a row once where it fits, and the attentions are one kernel with an
+// online softmax.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -111,6 +112,27 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
       CHECK(cuda.find("o_rescale = expf((") != std::string::npos);
       CHECK(cuda.find("den_acc * o_rescale) + expf(") != std::string::npos);
       CHECK(cuda.find("pv_acc[er] * o_rescale) + (expf(") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory", "[stdlib]") {
+  for (const char* selector : {"softmax<f32>", "log_softmax<f16>", "layernorm<bf16>", "rmsnorm<f32>"}) {
+    for (const tensor::Kernel& kernel : instances(kStdlib / "nn.emmy", selector, {})) {
+      INFO(selector);
+      Lowered lowered = lower(kernel, PipelineOptions{});
+      CHECK(lowered.kernel.functions.size() == 1);
+      std::string cuda = emitCudaFiles({lowered}, "nn.emmy").source;
+      bool half = kernel.typeArguments.at(0).second != DType::F32;
+      // 32 KiB of the row, copied 16 bytes at a time; longer rows take the second path.
+      CHECK(cuda.find(half ? "x_row, 16384);" : "x_row, 8192);") != std::string::npos);
+      CHECK(cuda.find(half ? "if ((D <= (int64_t)16384)) {" : "if ((D <= (int64_t)8192)) {") != std::string::npos);
+      CHECK(cuda.find(half ? "emmy_copy_async_lanes<8>(x_row, " : "emmy_copy_async_lanes<4>(x_row, ") != std::string::npos);
+      // Both paths give the reference's values: rows that fit, and rows one vector longer than the bound.
+      sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "nn.emmy"));
+      int64_t bound = half ? 16384 : 8192;
+      testing::checkAgainstEvaluator(kernel, program, {{"N", 3}, {"D", 1001}}, 1);
+      testing::checkAgainstEvaluator(kernel, program, {{"N", 2}, {"D", bound + 9}}, 2);
     }
   }
 }

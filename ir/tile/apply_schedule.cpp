@@ -613,13 +613,15 @@ private:
 
   // The root's loops from `position` on, with everything placed among them.
   StmtPtr generate(size_t position, Defined defined, std::vector<ExprPtr> masks) {
+    for (const PlacedCache& cache : caches_)
+      if (cache.position == position && cache.cache->wholeRows && !wholeRowsInUse_.count(&cache)) return rowVariants(cache, defined, masks);
     Ready ready = emitReady(root_loops_, openAt(position), defined, cooperativeFrom(position), masks, overrunSafe(position));
     for (const PlacedCache& cache : caches_)
-      if (cache.position == position) activeCaches_.push_back(&cache);
+      if (cache.position == position && inUse(cache)) activeCaches_.push_back(&cache);
     StmtPtr rest = inner(position, defined, masks);
     if (online_ && accumulatorOpen_ && position == onlinePosition_) rest = onlineStep(rest);
     for (const PlacedCache& cache : caches_)
-      if (cache.position == position) activeCaches_.pop_back();
+      if (cache.position == position && inUse(cache)) activeCaches_.pop_back();
     // Caches and members placed here, innermost last; double-buffered copies at the loop just made
     // start before it.
     std::vector<const PlacedCache*> here, next;
@@ -630,10 +632,50 @@ private:
     if (!next.empty()) rest = doubleBufferedCopies(next, rest);
     if (!here.empty()) rest = prefetchNext(here, rest);
     for (size_t c = caches_.size(); c-- > 0;)
-      if (caches_[c].position == position && !caches_[c].cache->doubleBuffered) rest = cacheCopy(caches_[c], rest);
+      if (caches_[c].position == position && !caches_[c].cache->doubleBuffered && !caches_[c].cache->wholeRows)
+        rest = cacheCopy(caches_[c], rest);
     for (size_t m = parts_.members.size(); m-- > 0;)
-      if (memberPositions_[m] == position) rest = member(parts_.members[m], rest);
+      if (memberPositions_[m] == position) rest = member(parts_.members[m], position, rest);
+    // Whole rows are copied before the members here, which read them too.
+    for (size_t c = caches_.size(); c-- > 0;)
+      if (caches_[c].position == position && caches_[c].cache->wholeRows && inUse(caches_[c])) rest = cacheCopy(caches_[c], rest);
     return wrap(ready, rest);
+  }
+
+  // A copy of whole rows at `position`: the code from there on twice, reading through the copy where the
+  // rows fit in it, and reading the source where they do not.
+  StmtPtr rowVariants(const PlacedCache& cache, const Defined& defined, const std::vector<ExprPtr>& masks) {
+    size_t position = cache.position;
+    wholeRowsInUse_[&cache] = true;
+    StmtPtr copied = generate(position, defined, masks);
+    wholeRowsInUse_[&cache] = false;
+    StmtPtr direct = generate(position, defined, masks);
+    wholeRowsInUse_.erase(&cache);
+    const Shape& shape = kernel_.findInput(cache.cache->source) ? kernel_.findInput(cache.cache->source)->shape
+                                                                : temporaryShape(cache.cache->source);
+    ExprPtr fits = compare(BinaryOp::Le, dimValue(shape.back()), i64(cache.cache->shape.back()));
+    return block({std::make_shared<Guard>(fits, copied),
+                  std::make_shared<Guard>(std::make_shared<Unary>(DType::Bool, UnaryOp::Not, fits), direct)});
+  }
+
+  bool inUse(const PlacedCache& cache) const {
+    return !cache.cache->wholeRows || wholeRowsInUse_.at(&cache);
+  }
+
+  // A member's expression, reading whole rows through their copies where they are in use.
+  ExprPtr memberExpr(const ExprPtr& expr, size_t position) const {
+    return rewrite(expr, [&](const Expr& node) -> ExprPtr {
+      const auto* load = node.as<Load>();
+      if (!load) return nullptr;
+      for (const PlacedCache& cache : caches_) {
+        if (!cache.cache->wholeRows || cache.cache->source != load->tensor || cache.position > position || !inUse(cache)) continue;
+        std::vector<ExprPtr> index;
+        for (size_t d = 0; d < load->indices.size(); ++d)
+          index.push_back(cache.cache->shape[d] == 1 ? i64(0) : arithmetic(BinaryOp::Sub, load->indices[d], cache.base[d]));
+        return std::make_shared<Load>(load->dtype, cache.cache->name, index);
+      }
+      return nullptr;
+    });
   }
 
   StmtPtr inner(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
@@ -757,11 +799,15 @@ private:
   }
 
   // `cache S ... at R.a`: the copy, filled before `rest` reads it.
+  // Whole rows are copied asynchronously, 16 bytes at a time where aligned, and waited for at once.
   StmtPtr cacheCopy(const PlacedCache& placed, StmtPtr rest) {
     bool shared = placed.cache->memory == CacheMemory::Shared;
+    bool rows = placed.cache->wholeRows;
+    std::vector<StmtPtr> stmts{fill(placed, placed.base, nullptr, rows)};
+    if (rows) stmts.push_back(std::make_shared<WaitForCopies>(0));
+    stmts.push_back(rest);
     return std::make_shared<Allocate>(placed.cache->name, placed.dtype, cacheShape(placed),
-                                      shared ? MemoryScope::Shared : MemoryScope::Registers,
-                                      block({fill(placed, placed.base, nullptr, false), rest}));
+                                      shared ? MemoryScope::Shared : MemoryScope::Registers, block(stmts));
   }
 
   // The copy's shape: its footprint, rows widened by `pad`, and two stages when double-buffered.
@@ -841,7 +887,11 @@ private:
     }
     bool shared = cache.memory == CacheMemory::Shared;
     Binding binding = shared ? Binding::ThreadStrided : placed.computes ? Binding::Serial : Binding::Unrolled;
-    return std::make_shared<Loop>(vector, i64(elements / lanes), binding, std::vector<std::string>{}, block(stmts));
+    // Whole rows: only the row's own elements (it fits: its rows are read through the copy only then).
+    ExprPtr extent = cache.wholeRows ? arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, dimValue(sourceShape.back()), i64(lanes - 1)),
+                                                  i64(lanes))
+                                     : i64(elements / lanes);
+    return std::make_shared<Loop>(vector, extent, binding, std::vector<std::string>{}, block(stmts));
   }
 
   // One element of a computed copy: the stage's axes at `global` (when inside the stage), its value
@@ -917,7 +967,7 @@ private:
   }
 
   // A member computed in place: its local, its accumulator, its reduction loops and combine.
-  StmtPtr member(const Member& placed, StmtPtr rest) {
+  StmtPtr member(const Member& placed, size_t position, StmtPtr rest) {
     const Computation& computation = placed.computation;
     const Stage& stage = *computation.stage;
     const StageSchedule& schedule = model_.stages.at(stage.name);
@@ -952,7 +1002,8 @@ private:
       std::vector<ExprPtr> unusedMasks;
       Ready ready = emitReady(loops, open, defined, false, unusedMasks);
       if (k == reductionLoops.size())
-        return wrap(ready, std::make_shared<Store>(computation.update->buffer, computation.update->indices, computation.update->value));
+        return wrap(ready, std::make_shared<Store>(computation.update->buffer, computation.update->indices,
+                                                   memberExpr(computation.update->value, position)));
       const FinalLoop& loop = *reductionLoops[k];
       open.insert(loop.scheduled->name);
       bool threads = boundToThreads(*loop.scheduled);
@@ -1014,6 +1065,7 @@ private:
   std::shared_ptr<loop::Store> onlineUpdate_;   // the root's update, rescaled
   std::string nextMax_, rescale_;               // the online step's locals
   size_t onlinePosition_ = 0;                   // where it runs: inside the last reduction loop
+  std::map<const PlacedCache*, bool> wholeRowsInUse_;  // in the variant being built: where rows fit
   NestParts parts_;
   StageLoops root_loops_;
   std::array<int, 3> threads_{1, 1, 1};

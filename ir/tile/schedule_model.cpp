@@ -590,17 +590,22 @@ private:
   // ---- caches ----
 
   // The extent, along each dimension of `source`, of the part of it that `stage` reads while `varying`
-  // loops run; nullopt after an error.
+  // loops run; nullopt after an error. With `rowBound`, a last dimension of symbolic extent read whole
+  // is allowed (a whole-row cache, see CacheStage::wholeRows): it gets that extent, and `wholeRow` is set.
   std::optional<std::vector<int64_t>> footprint(const Directive& d, const StageSchedule& stage,
                                                  const std::vector<const ScheduledLoop*>& varying,
                                                  const std::string& source, const std::vector<ExprPtr>& indices,
-                                                 const Shape& shape) {
+                                                 const Shape& shape, std::optional<int64_t> rowBound = std::nullopt,
+                                                 bool* wholeRow = nullptr) {
     std::vector<int64_t> extents;
     for (size_t dim = 0; dim < indices.size(); ++dim) {
       const ScheduledLoop* symbolic = nullptr;
       std::optional<int64_t> width = footprintWidth(*indices[dim], varying, shape[dim], &symbolic);
       if (width) {
         extents.push_back(*width);
+      } else if (rowBound && dim + 1 == indices.size() && readsWhole(*indices[dim], stage, varying)) {
+        extents.push_back(*rowBound);
+        *wholeRow = true;
       } else if (symbolic) {
         diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: loop {} inside it has extent {}, which is not a "
                                               "constant, so the part of {} to copy has no constant size; cache at a "
@@ -615,6 +620,17 @@ private:
       }
     }
     return extents;
+  }
+
+  // Is `index` an axis of `stage` all of whose loops vary (so that the read covers its whole extent)?
+  static bool readsWhole(const Expr& index, const StageSchedule& stage, const std::vector<const ScheduledLoop*>& varying) {
+    const auto* axis = index.as<AxisVar>();
+    if (!axis) return false;
+    for (const ScheduledLoop& loop : stage.loops)
+      if (loop.coefficients.count(axis->name) &&
+          std::find(varying.begin(), varying.end(), &loop) == varying.end())
+        return false;
+    return true;
   }
 
   // The reads of `source` that `stage`'s expression makes, with indices over the stage's axes.
@@ -691,11 +707,23 @@ private:
     std::vector<const ScheduledLoop*> varying = varyingLoops(*at, *loopAt, d.memory);
     const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
     std::vector<int64_t> extents(shape.size(), 0);
+    DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
+    std::optional<int64_t> rowBound;
+    if (shared && !own) rowBound = kWholeRowCacheBytes / dtypeBytes(dtype);
+    bool wholeRows = false;
     for (const std::vector<ExprPtr>& indices : reads) {
-      std::optional<std::vector<int64_t>> part = footprint(d, *at, varying, source, indices, shape);
+      std::optional<std::vector<int64_t>> part = footprint(d, *at, varying, source, indices, shape, rowBound, &wholeRows);
       if (!part) return;
       for (size_t dim = 0; dim < extents.size(); ++dim) extents[dim] = std::max(extents[dim], (*part)[dim]);
     }
+    for (size_t dim = 0; wholeRows && dim + 1 < extents.size(); ++dim)
+      if (extents[dim] != 1) {
+        diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: a copy of whole rows of {} (its last dimension, {}, is "
+                                              "read whole) takes one row at a time, and dimension {} spans {}",
+                                              source, at->name, d.atAxis.text, source, shape.back().toString(), dim,
+                                              extents[dim]));
+        return;
+      }
     int64_t elements = 1;
     for (int64_t extent : extents) elements *= extent;
     if (!shared && elements > kMaxRegisterElements) {
@@ -704,9 +732,8 @@ private:
                                             source, at->name, d.atAxis.text, elements, kMaxRegisterElements));
       return;
     }
-    DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
     model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, extents, 0, false,
-                                       dtypeBytes(dtype), d.loc});
+                                       dtypeBytes(dtype), d.loc, wholeRows});
   }
 
   std::string defaultCacheName(const std::string& source, CacheMemory memory) {
@@ -735,6 +762,10 @@ private:
     }
     if (d.kind == DirectiveKind::Pad) {
       cache->pad = d.factors[0].value;
+      return;
+    }
+    if (cache->wholeRows) {
+      diagnostics_.error(d.loc, fmt::format("double_buffer {}: it holds whole rows, which are copied once each", cache->name));
       return;
     }
     const StageSchedule& at = model_.stages.at(cache->atStage);

@@ -45,6 +45,10 @@ struct CacheStage {
   bool doubleBuffered = false;
   int elementBytes = 4;
   SourceLoc loc;
+  // The last dimension is read whole and its extent is a size, not a constant: the copy holds rows of
+  // up to shape.back() elements (kWholeRowCacheBytes), and the kernel reads through it only where the
+  // rows fit, from the source itself elsewhere (a row read once, and a second path for long rows).
+  bool wholeRows = false;
 };
 
 // How `split`, `tile` and `fuse` made loops from others: split {a} -> {ao, ai} by factor (a = ao *
@@ -97,6 +101,8 @@ ScheduleModel checkSchedule(const loop::Program& program, Diagnostics& diagnosti
 constexpr int64_t kStaticSharedMemoryBytes = 48 * 1024;
 // The most threads a block may have.
 constexpr int64_t kMaxThreadsPerBlock = 1024;
+// The shared memory a copy of whole rows of a symbolic length takes: rows up to this size are read once.
+constexpr int64_t kWholeRowCacheBytes = 32 * 1024;
 // The most elements a register cache may hold per thread.
 constexpr int64_t kMaxRegisterElements = 255;
 

@@ -75,6 +75,9 @@ private:
                        "unrolled loop of that extent", node.var, node.vectorWidth));
     if (vars_.count(node.var)) fail(fmt::format("loop variable {} shadows another", node.var));
     vars_.insert(node.var);
+    bool perThread = node.binding == Binding::ThreadIndex || node.binding == Binding::ThreadStrided ||
+                     node.binding == Binding::GridStrided;
+    if (perThread) threadVars_.insert(node.var);
     bool uniform = node.binding == Binding::BlockStrided || node.binding == Binding::Serial ||
                    node.binding == Binding::Unrolled || node.binding == Binding::ThreadIndex;
     bool innerBlockLevel = blockLevel && uniform && !gridBound_;
@@ -87,11 +90,22 @@ private:
     insideOtherLoop_ = outerInsideOther;
     threadDimensionsInUse_ = outerDimensions;
     vars_.erase(node.var);
+    threadVars_.erase(node.var);
   }
   void checkNode(const Let& node, bool) {
     checkExpr(node.value);
     if (vars_.count(node.var)) fail(fmt::format("let {} shadows another variable", node.var));
     vars_.insert(node.var);
+    if (!uniform(*node.value)) threadVars_.insert(node.var);
+  }
+  // The same in every thread of the block: no thread's own variable, and no buffer (registers differ).
+  bool uniform(const Expr& expr) const {
+    bool same = true;
+    forEachNode(expr, [&](const Expr& node) {
+      const auto* axis = node.as<AxisVar>();
+      same = same && !node.as<Load>() && !(axis && threadVars_.count(axis->name));
+    });
+    return same;
   }
   void checkNode(const Allocate& node, bool blockLevel) {
     if (buffers_.count(node.buffer)) fail(fmt::format("buffer {} shadows another", node.buffer));
@@ -116,9 +130,9 @@ private:
         fail("a single-thread section inside a loop over the thread index it selects by");
     check(*node.body, false);
   }
-  void checkNode(const Guard& node, bool) {
+  void checkNode(const Guard& node, bool blockLevel) {
     checkExpr(node.condition);
-    check(*node.body, false);
+    check(*node.body, blockLevel && uniform(*node.condition));
   }
   void checkNode(const CopyAsync& node, bool) {
     if (!buffers_.count(node.buffer) || !buffers_.count(node.source))
@@ -132,9 +146,9 @@ private:
   void checkNode(const WaitForCopies&, bool) {}
   void checkNode(const Block& node, bool blockLevel) {
     // Lets are scoped to their block.
-    std::set<std::string> outer = vars_;
+    std::set<std::string> outer = vars_, outerThreadVars = threadVars_;
     for (const StmtPtr& stmt : node.stmts) check(*stmt, blockLevel);
-    vars_ = outer;
+    vars_ = outer, threadVars_ = outerThreadVars;
   }
 
   const Program& program_;
@@ -143,6 +157,7 @@ private:
   bool insideOtherLoop_ = false;        // inside a loop not bound to blocks or the grid
   std::set<int> threadDimensionsInUse_;  // thread indices that enclosing loops take their iterations from
   std::set<std::string> vars_;
+  std::set<std::string> threadVars_;  // variables that differ from thread to thread
   std::set<std::string> buffers_;
 };
 

@@ -106,109 +106,208 @@ static int emmy_fail(const char* format, ...) {
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    __half m;
-    float m_acc;
-    m_acc = -INFINITY;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_2]));
-          }
-        } else {
+    if ((D <= (int64_t)16384)) {
+      EMMY_SHARED(__half, x_row, 16384);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)8);
+        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      __half m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              m_acc = emmy_max(m_acc, (float)emmy_f32(x_row[d_1]));
+            }
+          }
+        }
+      }
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = emmy_f16((float)m_acc);
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              s_acc = (s_acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+            }
+          }
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+              }
             }
           }
         }
       }
     }
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    EMMY_SHARED(float, m_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
-    }
-    __syncthreads();
-    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    m = emmy_f16((float)m_acc);
-    float s;
-    float s_acc;
-    s_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 7) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_1]) - (float)emmy_f32(m))));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+    if ((!(D <= (int64_t)16384))) {
+      __half m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_4]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              }
             }
           }
         }
       }
-    }
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    EMMY_SHARED(float, s_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
-    }
-    __syncthreads();
-    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    s = s_acc;
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __half y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = emmy_f16((float)m_acc);
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+              }
+            }
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+              }
             }
           }
         }
@@ -233,109 +332,208 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    __nv_bfloat16 m;
-    float m_acc;
-    m_acc = -INFINITY;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_2]));
-          }
-        } else {
+    if ((D <= (int64_t)16384)) {
+      EMMY_SHARED(__nv_bfloat16, x_row, 16384);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)8);
+        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      __nv_bfloat16 m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              m_acc = emmy_max(m_acc, (float)emmy_f32(x_row[d_1]));
+            }
+          }
+        }
+      }
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = emmy_bf16((float)m_acc);
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              s_acc = (s_acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+            }
+          }
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+              }
             }
           }
         }
       }
     }
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    EMMY_SHARED(float, m_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
-    }
-    __syncthreads();
-    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    m = emmy_bf16((float)m_acc);
-    float s;
-    float s_acc;
-    s_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 7) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_1]) - (float)emmy_f32(m))));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+    if ((!(D <= (int64_t)16384))) {
+      __nv_bfloat16 m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_4]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              }
             }
           }
         }
       }
-    }
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    EMMY_SHARED(float, s_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
-    }
-    __syncthreads();
-    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    s = s_acc;
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __nv_bfloat16 y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = emmy_bf16((float)m_acc);
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+              }
+            }
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+              }
             }
           }
         }
@@ -360,109 +558,208 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float m;
-    float m_acc;
-    m_acc = -INFINITY;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            m_acc = emmy_max(m_acc, x__lanes[d_element_2]);
-          }
-        } else {
+    if ((D <= (int64_t)8192)) {
+      EMMY_SHARED(float, x_row, 8192);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)4);
+        const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+        emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, x[((n * D) + d_1)]);
+              m_acc = emmy_max(m_acc, x_row[d_1]);
+            }
+          }
+        }
+      }
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = m_acc;
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              s_acc = (s_acc + expf((x_row[d_1] - m)));
+            }
+          }
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+              }
             }
           }
         }
       }
     }
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    EMMY_SHARED(float, m_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
-    }
-    __syncthreads();
-    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    m = m_acc;
-    float s;
-    float s_acc;
-    s_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 15) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            s_acc = (s_acc + expf((x__lanes[d_element_1] - m)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s_acc = (s_acc + expf((x[((n * D) + d_1)] - m)));
+    if ((!(D <= (int64_t)8192))) {
+      float m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              m_acc = emmy_max(m_acc, x__lanes[d_element_4]);
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                m_acc = emmy_max(m_acc, x[((n * D) + d_1)]);
+              }
             }
           }
         }
       }
-    }
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    EMMY_SHARED(float, s_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
-    }
-    __syncthreads();
-    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    s = s_acc;
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) float y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = m_acc;
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              s_acc = (s_acc + expf((x__lanes[d_element_3] - m)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                s_acc = (s_acc + expf((x[((n * D) + d_1)] - m)));
+              }
+            }
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
+              }
             }
           }
         }
@@ -487,109 +784,208 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    __half m;
-    float m_acc;
-    m_acc = -INFINITY;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_2]));
-          }
-        } else {
+    if ((D <= (int64_t)16384)) {
+      EMMY_SHARED(__half, x_row, 16384);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)8);
+        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      __half m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              m_acc = emmy_max(m_acc, (float)emmy_f32(x_row[d_1]));
+            }
+          }
+        }
+      }
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = emmy_f16((float)m_acc);
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              s_acc = (s_acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+            }
+          }
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - logf(s)));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - logf(s)));
+              }
             }
           }
         }
       }
     }
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    EMMY_SHARED(float, m_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
-    }
-    __syncthreads();
-    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    m = emmy_f16((float)m_acc);
-    float s;
-    float s_acc;
-    s_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 7) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_1]) - (float)emmy_f32(m))));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+    if ((!(D <= (int64_t)16384))) {
+      __half m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_4]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              }
             }
           }
         }
       }
-    }
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    EMMY_SHARED(float, s_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
-    }
-    __syncthreads();
-    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    s = s_acc;
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __half y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - logf(s)));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = emmy_f16((float)m_acc);
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+              }
+            }
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - logf(s)));
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - logf(s)));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - logf(s)));
+              }
             }
           }
         }
@@ -614,109 +1010,208 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    __nv_bfloat16 m;
-    float m_acc;
-    m_acc = -INFINITY;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_2]));
-          }
-        } else {
+    if ((D <= (int64_t)16384)) {
+      EMMY_SHARED(__nv_bfloat16, x_row, 16384);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)8);
+        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      __nv_bfloat16 m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              m_acc = emmy_max(m_acc, (float)emmy_f32(x_row[d_1]));
+            }
+          }
+        }
+      }
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = emmy_bf16((float)m_acc);
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              s_acc = (s_acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+            }
+          }
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - logf(s)));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - logf(s)));
+              }
             }
           }
         }
       }
     }
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    EMMY_SHARED(float, m_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
-    }
-    __syncthreads();
-    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    m = emmy_bf16((float)m_acc);
-    float s;
-    float s_acc;
-    s_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 7) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_1]) - (float)emmy_f32(m))));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+    if ((!(D <= (int64_t)16384))) {
+      __nv_bfloat16 m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_4]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              }
             }
           }
         }
       }
-    }
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    EMMY_SHARED(float, s_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
-    }
-    __syncthreads();
-    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    s = s_acc;
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __nv_bfloat16 y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - logf(s)));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = emmy_bf16((float)m_acc);
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+              }
+            }
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - logf(s)));
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - logf(s)));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - logf(s)));
+              }
             }
           }
         }
@@ -741,109 +1236,208 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float m;
-    float m_acc;
-    m_acc = -INFINITY;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            m_acc = emmy_max(m_acc, x__lanes[d_element_2]);
-          }
-        } else {
+    if ((D <= (int64_t)8192)) {
+      EMMY_SHARED(float, x_row, 8192);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)4);
+        const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+        emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, x[((n * D) + d_1)]);
+              m_acc = emmy_max(m_acc, x_row[d_1]);
+            }
+          }
+        }
+      }
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = m_acc;
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              s_acc = (s_acc + expf((x_row[d_1] - m)));
+            }
+          }
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - logf(s));
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - logf(s));
+              }
             }
           }
         }
       }
     }
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    EMMY_SHARED(float, m_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
-    }
-    __syncthreads();
-    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    m = m_acc;
-    float s;
-    float s_acc;
-    s_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 15) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            s_acc = (s_acc + expf((x__lanes[d_element_1] - m)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s_acc = (s_acc + expf((x[((n * D) + d_1)] - m)));
+    if ((!(D <= (int64_t)8192))) {
+      float m;
+      float m_acc;
+      m_acc = -INFINITY;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              m_acc = emmy_max(m_acc, x__lanes[d_element_4]);
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                m_acc = emmy_max(m_acc, x[((n * D) + d_1)]);
+              }
             }
           }
         }
       }
-    }
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    EMMY_SHARED(float, s_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
-    }
-    __syncthreads();
-    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    s = s_acc;
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) float y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = ((x__lanes[d_element] - m) - logf(s));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      EMMY_SHARED(float, m_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      }
+      __syncthreads();
+      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
+      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
+      m = m_acc;
+      float s;
+      float s_acc;
+      s_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              s_acc = (s_acc + expf((x__lanes[d_element_3] - m)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                s_acc = (s_acc + expf((x[((n * D) + d_1)] - m)));
+              }
+            }
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((x[((n * D) + d)] - m) - logf(s));
+        }
+      }
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      EMMY_SHARED(float, s_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      }
+      __syncthreads();
+      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
+      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
+      s = s_acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = ((x__lanes[d_element] - m) - logf(s));
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = ((x[((n * D) + d)] - m) - logf(s));
+              }
             }
           }
         }
@@ -868,113 +1462,216 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float mu;
-    float mu_acc;
-    mu_acc = 0.0f;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            mu_acc = (mu_acc + (float)emmy_f32(x__lanes[d_element_2]));
-          }
-        } else {
+    if ((D <= (int64_t)16384)) {
+      EMMY_SHARED(__half, x_row, 16384);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)8);
+        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float mu;
+      float mu_acc;
+      mu_acc = 0.0f;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              mu_acc = (mu_acc + (float)emmy_f32(x[((n * D) + d_1)]));
+              mu_acc = (mu_acc + (float)emmy_f32(x_row[d_1]));
+            }
+          }
+        }
+      }
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      EMMY_SHARED(float, mu_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+      }
+      __syncthreads();
+      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      mu = (mu_acc / (float)D);
+      float var;
+      float var_acc;
+      var_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              var_acc = (var_acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+            }
+          }
+        }
+      }
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      EMMY_SHARED(float, var_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+      }
+      __syncthreads();
+      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      var = (var_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half b__lanes[4];
+            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __half w__lanes[4];
+            *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+              }
             }
           }
         }
       }
     }
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    EMMY_SHARED(float, mu_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
-    }
-    __syncthreads();
-    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    mu = (mu_acc / (float)D);
-    float var;
-    float var_acc;
-    var_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 7) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            var_acc = (var_acc + (((float)emmy_f32(x__lanes[d_element_1]) - mu) * ((float)emmy_f32(x__lanes[d_element_1]) - mu)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              var_acc = (var_acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
+    if ((!(D <= (int64_t)16384))) {
+      float mu;
+      float mu_acc;
+      mu_acc = 0.0f;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              mu_acc = (mu_acc + (float)emmy_f32(x__lanes[d_element_4]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                mu_acc = (mu_acc + (float)emmy_f32(x[((n * D) + d_1)]));
+              }
             }
           }
         }
       }
-    }
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    EMMY_SHARED(float, var_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
-    }
-    __syncthreads();
-    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    var = (var_acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half b__lanes[4];
-          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half w__lanes[4];
-          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __half y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      EMMY_SHARED(float, mu_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+      }
+      __syncthreads();
+      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      mu = (mu_acc / (float)D);
+      float var;
+      float var_acc;
+      var_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              var_acc = (var_acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                var_acc = (var_acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
+              }
+            }
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+        }
+      }
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      EMMY_SHARED(float, var_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+      }
+      __syncthreads();
+      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      var = (var_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half b__lanes[4];
+            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __half w__lanes[4];
+            *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+              }
             }
           }
         }
@@ -999,113 +1696,216 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float mu;
-    float mu_acc;
-    mu_acc = 0.0f;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            mu_acc = (mu_acc + (float)emmy_f32(x__lanes[d_element_2]));
-          }
-        } else {
+    if ((D <= (int64_t)16384)) {
+      EMMY_SHARED(__nv_bfloat16, x_row, 16384);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)8);
+        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float mu;
+      float mu_acc;
+      mu_acc = 0.0f;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              mu_acc = (mu_acc + (float)emmy_f32(x[((n * D) + d_1)]));
+              mu_acc = (mu_acc + (float)emmy_f32(x_row[d_1]));
+            }
+          }
+        }
+      }
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      EMMY_SHARED(float, mu_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+      }
+      __syncthreads();
+      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      mu = (mu_acc / (float)D);
+      float var;
+      float var_acc;
+      var_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              var_acc = (var_acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+            }
+          }
+        }
+      }
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      EMMY_SHARED(float, var_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+      }
+      __syncthreads();
+      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      var = (var_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 b__lanes[4];
+            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __nv_bfloat16 w__lanes[4];
+            *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+              }
             }
           }
         }
       }
     }
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    EMMY_SHARED(float, mu_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
-    }
-    __syncthreads();
-    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    mu = (mu_acc / (float)D);
-    float var;
-    float var_acc;
-    var_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 7) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            var_acc = (var_acc + (((float)emmy_f32(x__lanes[d_element_1]) - mu) * ((float)emmy_f32(x__lanes[d_element_1]) - mu)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              var_acc = (var_acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
+    if ((!(D <= (int64_t)16384))) {
+      float mu;
+      float mu_acc;
+      mu_acc = 0.0f;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              mu_acc = (mu_acc + (float)emmy_f32(x__lanes[d_element_4]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                mu_acc = (mu_acc + (float)emmy_f32(x[((n * D) + d_1)]));
+              }
             }
           }
         }
       }
-    }
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    EMMY_SHARED(float, var_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
-    }
-    __syncthreads();
-    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    var = (var_acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 b__lanes[4];
-          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 w__lanes[4];
-          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __nv_bfloat16 y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      EMMY_SHARED(float, mu_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+      }
+      __syncthreads();
+      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      mu = (mu_acc / (float)D);
+      float var;
+      float var_acc;
+      var_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              var_acc = (var_acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                var_acc = (var_acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
+              }
+            }
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+        }
+      }
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      EMMY_SHARED(float, var_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+      }
+      __syncthreads();
+      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      var = (var_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 b__lanes[4];
+            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __nv_bfloat16 w__lanes[4];
+            *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+              }
             }
           }
         }
@@ -1130,113 +1930,216 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float mu;
-    float mu_acc;
-    mu_acc = 0.0f;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            mu_acc = (mu_acc + x__lanes[d_element_2]);
-          }
-        } else {
+    if ((D <= (int64_t)8192)) {
+      EMMY_SHARED(float, x_row, 8192);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)4);
+        const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+        emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float mu;
+      float mu_acc;
+      mu_acc = 0.0f;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              mu_acc = (mu_acc + x[((n * D) + d_1)]);
+              mu_acc = (mu_acc + x_row[d_1]);
+            }
+          }
+        }
+      }
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      EMMY_SHARED(float, mu_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+      }
+      __syncthreads();
+      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      mu = (mu_acc / (float)D);
+      float var;
+      float var_acc;
+      var_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+            if ((d_1 < D)) {
+              var_acc = (var_acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
+            }
+          }
+        }
+      }
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      EMMY_SHARED(float, var_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+      }
+      __syncthreads();
+      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      var = (var_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float b__lanes[4];
+            *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float w__lanes[4];
+            *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * rsqrtf((var + eps))) * w__lanes[d_element]) + b__lanes[d_element]);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * rsqrtf((var + eps))) * w[d]) + b[d]);
+              }
             }
           }
         }
       }
     }
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    EMMY_SHARED(float, mu_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
-    }
-    __syncthreads();
-    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    mu = (mu_acc / (float)D);
-    float var;
-    float var_acc;
-    var_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 15) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            var_acc = (var_acc + ((x__lanes[d_element_1] - mu) * (x__lanes[d_element_1] - mu)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              var_acc = (var_acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
+    if ((!(D <= (int64_t)8192))) {
+      float mu;
+      float mu_acc;
+      mu_acc = 0.0f;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
+        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              mu_acc = (mu_acc + x__lanes[d_element_4]);
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+              if ((d_1 < D)) {
+                mu_acc = (mu_acc + x[((n * D) + d_1)]);
+              }
             }
           }
         }
       }
-    }
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    EMMY_SHARED(float, var_acc_partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
-    }
-    __syncthreads();
-    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    var = (var_acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float b__lanes[4];
-          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float w__lanes[4];
-          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) float y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = ((((x__lanes[d_element] - mu) * rsqrtf((var + eps))) * w__lanes[d_element]) + b__lanes[d_element]);
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      EMMY_SHARED(float, mu_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+      }
+      __syncthreads();
+      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
+      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+      mu = (mu_acc / (float)D);
+      float var;
+      float var_acc;
+      var_acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
+        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              var_acc = (var_acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+              if ((d_1 < D)) {
+                var_acc = (var_acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
+              }
+            }
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * rsqrtf((var + eps))) * w[d]) + b[d]);
+        }
+      }
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      EMMY_SHARED(float, var_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+      }
+      __syncthreads();
+      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
+      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+      var = (var_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float b__lanes[4];
+            *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float w__lanes[4];
+            *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = ((((x__lanes[d_element] - mu) * rsqrtf((var + eps))) * w__lanes[d_element]) + b__lanes[d_element]);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * rsqrtf((var + eps))) * w[d]) + b[d]);
+              }
             }
           }
         }
@@ -1261,70 +2164,139 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float ms;
-    float ms_acc;
-    ms_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 7) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            ms_acc = (ms_acc + ((float)emmy_f32(x__lanes[d_element_1]) * (float)emmy_f32(x__lanes[d_element_1])));
-          }
-        } else {
+    if ((D <= (int64_t)16384)) {
+      EMMY_SHARED(__half, x_row, 16384);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)8);
+        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float ms;
+      float ms_acc;
+      ms_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              ms_acc = (ms_acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
+              ms_acc = (ms_acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+            }
+          }
+        }
+      }
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      EMMY_SHARED(float, ms_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+      }
+      __syncthreads();
+      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      ms = (ms_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half g__lanes[4];
+            *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+              }
             }
           }
         }
       }
     }
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    EMMY_SHARED(float, ms_acc_partials, 8);
-    __syncthreads();
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
-    }
-    __syncthreads();
-    ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    ms = (ms_acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half g__lanes[4];
-          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __half y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+    if ((!(D <= (int64_t)16384))) {
+      float ms;
+      float ms_acc;
+      ms_acc = 0.0f;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              ms_acc = (ms_acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                ms_acc = (ms_acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
+              }
+            }
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+        }
+      }
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      EMMY_SHARED(float, ms_acc_partials, 8);
+      __syncthreads();
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+      }
+      __syncthreads();
+      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      ms = (ms_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half g__lanes[4];
+            *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+              }
             }
           }
         }
@@ -1349,70 +2321,139 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float ms;
-    float ms_acc;
-    ms_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 7) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            ms_acc = (ms_acc + ((float)emmy_f32(x__lanes[d_element_1]) * (float)emmy_f32(x__lanes[d_element_1])));
-          }
-        } else {
+    if ((D <= (int64_t)16384)) {
+      EMMY_SHARED(__nv_bfloat16, x_row, 16384);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)8);
+        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float ms;
+      float ms_acc;
+      ms_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              ms_acc = (ms_acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
+              ms_acc = (ms_acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+            }
+          }
+        }
+      }
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      EMMY_SHARED(float, ms_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+      }
+      __syncthreads();
+      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      ms = (ms_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 g__lanes[4];
+            *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+              }
             }
           }
         }
       }
     }
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    EMMY_SHARED(float, ms_acc_partials, 8);
-    __syncthreads();
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
-    }
-    __syncthreads();
-    ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    ms = (ms_acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 g__lanes[4];
-          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __nv_bfloat16 y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+    if ((!(D <= (int64_t)16384))) {
+      float ms;
+      float ms_acc;
+      ms_acc = 0.0f;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              ms_acc = (ms_acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                ms_acc = (ms_acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
+              }
+            }
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+        }
+      }
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      EMMY_SHARED(float, ms_acc_partials, 8);
+      __syncthreads();
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+      }
+      __syncthreads();
+      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      ms = (ms_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 g__lanes[4];
+            *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+              }
             }
           }
         }
@@ -1437,70 +2478,139 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float ms;
-    float ms_acc;
-    ms_acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]) & 15) == 0 && (((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            ms_acc = (ms_acc + (x__lanes[d_element_1] * x__lanes[d_element_1]));
-          }
-        } else {
+    if ((D <= (int64_t)8192)) {
+      EMMY_SHARED(float, x_row, 8192);
+      __syncthreads();
+      for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+        const int64_t x_row_element = (x_row_vector * (int64_t)4);
+        const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+        emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float ms;
+      float ms_acc;
+      ms_acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      __syncthreads();
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
+        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
           #pragma unroll
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              ms_acc = (ms_acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
+              ms_acc = (ms_acc + (x_row[d_1] * x_row[d_1]));
+            }
+          }
+        }
+      }
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      EMMY_SHARED(float, ms_acc_partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+      }
+      __syncthreads();
+      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      ms = (ms_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float g__lanes[4];
+            *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * rsqrtf((ms + eps))) * g__lanes[d_element]);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * rsqrtf((ms + eps))) * g[d]);
+              }
             }
           }
         }
       }
     }
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    EMMY_SHARED(float, ms_acc_partials, 8);
-    __syncthreads();
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
-    }
-    __syncthreads();
-    ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-    ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-    ms = (ms_acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float g__lanes[4];
-          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) float y__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            y__lanes[d_element] = ((x__lanes[d_element] * rsqrtf((ms + eps))) * g__lanes[d_element]);
+    if ((!(D <= (int64_t)8192))) {
+      float ms;
+      float ms_acc;
+      ms_acc = 0.0f;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
+        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              ms_acc = (ms_acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                ms_acc = (ms_acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
+              }
+            }
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((x[((n * D) + d)] * rsqrtf((ms + eps))) * g[d]);
+        }
+      }
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      EMMY_SHARED(float, ms_acc_partials, 8);
+      __syncthreads();
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+      }
+      __syncthreads();
+      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
+      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
+      ms = (ms_acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float g__lanes[4];
+            *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              y__lanes[d_element] = ((x__lanes[d_element] * rsqrtf((ms + eps))) * g__lanes[d_element]);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = ((x[((n * D) + d)] * rsqrtf((ms + eps))) * g[d]);
+              }
             }
           }
         }
