@@ -54,6 +54,20 @@ TEST_CASE("large sizes: over 10^5 elements, not a multiple of any block", "[lowe
   }
 }
 
+TEST_CASE("elementwise loops move 16-byte groups, four of them in flight per thread", "[lowering]") {
+  const fs::path file = fs::path(EMMY_SOURCE_DIR) / "examples/gelu.emmy";
+  for (const tensor::Kernel& kernel : testing::kernelsOf(file)) {
+    std::string cuda = cudaOf(lower(kernel, PipelineOptions{}), file).source;
+    INFO(cuda);
+    CHECK(cuda.find("alignas(16) float x__vector[16];") != std::string::npos);
+    CHECK(cuda.find("*reinterpret_cast<uint4*>(&x__vector[(element_slot * (int64_t)4)]) = "
+                    "*reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);") != std::string::npos);
+    // Two blocks of 256 threads for 4109 elements: groups one, two and three grid strides on, a tail.
+    sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), file));
+    testing::checkAgainstEvaluator(kernel, program, {{"N", 1}, {"D", 4109}}, 5);
+  }
+}
+
 TEST_CASE("every generated file compiles with NVRTC for sm_80 and sm_90, examples and stdlib without spills",
           "[lowering][nvrtc]") {
   std::string whyNot;

@@ -272,15 +272,18 @@ private:
   void stmtNode(const kernel::WaitForCopies& node, int indent) {
     line(indent, fmt::format("emmy_wait_for_copies<{}>();", node.pending));
   }
+  std::string localAddress(const std::string& local, const ExprPtr& element) const {
+    return element ? fmt::format("&{}[{}]", local, expr(*element)) : local;
+  }
   void stmtNode(const kernel::VectorLoad& node, int indent) {
     const char* vector = node.bytes == 16 ? "uint4" : "uint2";
-    line(indent, fmt::format("*reinterpret_cast<{}*>({}) = *reinterpret_cast<const {}*>(&{}[{}]);", vector, node.local,
-                             vector, node.buffer, expr(*node.element)));
+    line(indent, fmt::format("*reinterpret_cast<{}*>({}) = *reinterpret_cast<const {}*>(&{}[{}]);", vector,
+                             localAddress(node.local, node.localElement), vector, node.buffer, expr(*node.element)));
   }
   void stmtNode(const kernel::VectorStore& node, int indent) {
     const char* vector = node.bytes == 16 ? "uint4" : "uint2";
     line(indent, fmt::format("*reinterpret_cast<{}*>(&{}[{}]) = *reinterpret_cast<const {}*>({});", vector, node.buffer,
-                             expr(*node.element), vector, node.local));
+                             expr(*node.element), vector, localAddress(node.local, node.localElement)));
   }
   void stmtNode(const kernel::IfAligned& node, int indent) {
     std::string addresses;

@@ -26,6 +26,9 @@ namespace {
 
 // Most blocks a launch asks for; grid- and block-strided loops cover any size with fewer.
 constexpr int64_t kMaxBlocks = 65535;
+// The 16-byte groups each thread of a vectorized grid-strided loop reads before it computes any of them,
+// so that that many loads are in flight per thread.
+constexpr int64_t kGroupsInFlight = 4;
 constexpr int kWarpSize = 32;
 
 ExprPtr i64(int64_t value) { return std::make_shared<IntImm>(DType::I64, value); }
@@ -68,8 +71,10 @@ private:
       int threads = nest_.threads[0] * nest_.threads[1] * nest_.threads[2];
       count = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, count, i64(threads - 1)), i64(threads));
     }
-    if (loop->vectorWidth > 1)
-      count = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, count, i64(loop->vectorWidth - 1)), i64(loop->vectorWidth));
+    if (loop->vectorWidth > 1) {
+      int64_t perThread = loop->vectorWidth * kGroupsInFlight;
+      count = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, count, i64(perThread - 1)), i64(perThread));
+    }
     blocks[loop->dimension] = arithmetic(BinaryOp::Min, arithmetic(BinaryOp::Max, count, i64(1)), i64(kMaxBlocks));
     findBlockLoops(*loop->body, blocks);
   }
@@ -118,8 +123,9 @@ private:
   // A grid-strided loop whose body ends in `out[indices] = value`: when `out` and every tensor that
   // `value` reads at the same indices (with elements of the same size) start on 16-byte boundaries,
   // each thread takes groups of `vectorWidth` consecutive elements, read and written 16 bytes at a time
-  // through local arrays, and the elements after the last whole group one by one; otherwise every
-  // element one by one. Null when the loop does not have that shape.
+  // through local arrays, kGroupsInFlight groups a grid's stride apart at once (all of their reads
+  // first, so that they are in flight together), and the elements after the last whole group one by
+  // one; otherwise every element one by one. Null when the loop does not have that shape.
   StmtPtr lowerVectorized(const tile::Loop& node) {
     const auto* body = node.body->as<tile::Block>();
     const tile::Store* store = body && !body->stmts.empty() ? body->stmts.back()->as<tile::Store>() : nullptr;
@@ -144,11 +150,14 @@ private:
       if (vectorReads.emplace(load->tensor, load->dtype).second) aligned.push_back(load->tensor);
     });
     auto local = [](const std::string& buffer) { return buffer + "__vector"; };
-    std::string group = node.var + "_group", lane = node.var + "_lane";
-    for (const auto& [tensor, dtype] : vectorReads) shapes_[local(tensor)] = {Dim::constant(width)};
-    shapes_[local(store->buffer)] = {Dim::constant(width)};
+    auto var = [](const std::string& name) { return std::make_shared<AxisVar>(name); };
+    std::string first = node.var + "_first", slot = node.var + "_slot", group = node.var + "_group", lane = node.var + "_lane";
+    int64_t slots = kGroupsInFlight * width;  // elements of each local array
+    for (const auto& [tensor, dtype] : vectorReads) shapes_[local(tensor)] = {Dim::constant(slots)};
+    shapes_[local(store->buffer)] = {Dim::constant(slots)};
 
-    std::vector<ExprPtr> laneIndex{std::make_shared<AxisVar>(lane)};
+    ExprPtr slotStart = arithmetic(BinaryOp::Mul, var(slot), i64(width));
+    std::vector<ExprPtr> laneIndex{arithmetic(BinaryOp::Add, slotStart, var(lane))};
     ExprPtr value = rewrite(store->value, [&](const Expr& e) -> ExprPtr {
       const auto* load = e.as<Load>();
       if (!load || !vectorReads.count(load->tensor) || load->indices.size() != store->indices.size()) return nullptr;
@@ -165,22 +174,31 @@ private:
     ExprPtr gridStep = arithmetic(BinaryOp::Mul, gridSize(), blockSize());
     ExprPtr total = expr(node.extent);
     ExprPtr groups = arithmetic(BinaryOp::Div, total, i64(width));
-    std::vector<StmtPtr> groupBody;
-    ExprPtr groupStart = arithmetic(BinaryOp::Mul, std::make_shared<AxisVar>(group), i64(width));
+    ExprPtr groupStart = arithmetic(BinaryOp::Mul, var(group), i64(width));
+    // Each slot: its group (a grid's stride after the previous slot's), and `body` where it exists.
+    auto eachSlot = [&](StmtPtr inside) -> StmtPtr {
+      ExprPtr groupOfSlot = arithmetic(BinaryOp::Add, var(first), arithmetic(BinaryOp::Mul, var(slot), gridStep));
+      StmtPtr slotBody = std::make_shared<Block>(std::vector<StmtPtr>{
+          std::make_shared<Let>(group, groupOfSlot),
+          std::make_shared<If>(std::make_shared<Binary>(DType::Bool, BinaryOp::Lt, var(group), groups), inside)});
+      return std::make_shared<For>(slot, i64(0), i64(kGroupsInFlight), i64(1), slotBody, true);
+    };
+    std::vector<StmtPtr> reads, compute;
     for (const auto& [tensor, dtype] : vectorReads) {
-      groupBody.push_back(std::make_shared<Declare>(local(tensor), dtype, width, Memory::Local));
-      groupBody.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, groupStart, 16));
+      reads.push_back(std::make_shared<Declare>(local(tensor), dtype, slots, Memory::Local));
+      compute.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, groupStart, 16, slotStart));
     }
-    groupBody.push_back(std::make_shared<Declare>(local(store->buffer), outType, width, Memory::Local));
-    ExprPtr element = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, std::make_shared<AxisVar>(group), i64(width)),
-                                 std::make_shared<AxisVar>(lane));
-    groupBody.push_back(std::make_shared<For>(
+    if (!compute.empty()) reads.push_back(eachSlot(std::make_shared<Block>(compute)));
+    reads.push_back(std::make_shared<Declare>(local(store->buffer), outType, slots, Memory::Local));
+    ExprPtr element = arithmetic(BinaryOp::Add, groupStart, var(lane));
+    StmtPtr lanes = std::make_shared<For>(
         lane, i64(0), i64(width), i64(1),
-        std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element),
-                                                     lowerStmt(tile::Block(laneStmts))}),
-        true));
-    groupBody.push_back(std::make_shared<VectorStore>(store->buffer, groupStart, local(store->buffer), 16));
-    StmtPtr vectorLoop = std::make_shared<For>(group, gridBegin, groups, gridStep, std::make_shared<Block>(groupBody));
+        std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element), lowerStmt(tile::Block(laneStmts))}),
+        true);
+    reads.push_back(eachSlot(std::make_shared<Block>(std::vector<StmtPtr>{
+        lanes, std::make_shared<VectorStore>(store->buffer, groupStart, local(store->buffer), 16, slotStart)})));
+    StmtPtr vectorLoop = std::make_shared<For>(first, gridBegin, groups, arithmetic(BinaryOp::Mul, gridStep, i64(kGroupsInFlight)),
+                                               std::make_shared<Block>(reads));
     StmtPtr tail = std::make_shared<For>(node.var, arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, groups, i64(width)), gridBegin),
                                          total, gridStep, lowerStmt(*node.body));
     StmtPtr scalar = std::make_shared<For>(node.var, gridBegin, total, gridStep, lowerStmt(*node.body));

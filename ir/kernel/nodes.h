@@ -155,25 +155,30 @@ struct WaitForCopies final : Stmt {
 };
 
 // `bytes` (8 or 16) bytes of the global `buffer` from element `element` (an address aligned to them)
-// into the local array `local`.
+// into the local array `local`, from its element `localElement` (0 when null).
 struct VectorLoad final : Stmt {
   static constexpr StmtKind kKind = StmtKind::VectorLoad;
-  VectorLoad(std::string local, std::string buffer, ExprPtr element, int bytes)
-      : Stmt(kKind), local(std::move(local)), buffer(std::move(buffer)), element(std::move(element)), bytes(bytes) {}
+  VectorLoad(std::string local, std::string buffer, ExprPtr element, int bytes, ExprPtr localElement = nullptr)
+      : Stmt(kKind), local(std::move(local)), buffer(std::move(buffer)), element(std::move(element)), bytes(bytes),
+        localElement(std::move(localElement)) {}
   const std::string local, buffer;
   const ExprPtr element;
   const int bytes;
+  const ExprPtr localElement;
 };
 
-// The local array `local` into `bytes` bytes of the global `buffer` from element `element`.
+// The local array `local`, from its element `localElement` (0 when null), into `bytes` bytes of the
+// global `buffer` from element `element`.
 struct VectorStore final : Stmt {
   static constexpr StmtKind kKind = StmtKind::VectorStore;
-  VectorStore(std::string buffer, ExprPtr element, std::string local, int bytes)
-      : Stmt(kKind), buffer(std::move(buffer)), element(std::move(element)), local(std::move(local)), bytes(bytes) {}
+  VectorStore(std::string buffer, ExprPtr element, std::string local, int bytes, ExprPtr localElement = nullptr)
+      : Stmt(kKind), buffer(std::move(buffer)), element(std::move(element)), local(std::move(local)), bytes(bytes),
+        localElement(std::move(localElement)) {}
   const std::string buffer;
   const ExprPtr element;
   const std::string local;
   const int bytes;
+  const ExprPtr localElement;
 };
 
 // An address a vector access uses: `buffer`, or its element `element` when there is one.

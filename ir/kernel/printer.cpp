@@ -52,11 +52,16 @@ struct Printer {
   void printNode(const WaitForCopies& node, int indent) {
     line(indent, fmt::format("wait for the copies but the last {}", node.pending));
   }
+  static std::string localPart(const std::string& local, const ExprPtr& element) {
+    return element ? fmt::format("{} from {}", local, e(element)) : local;
+  }
   void printNode(const VectorLoad& node, int indent) {
-    line(indent, fmt::format("{} = {} bytes of {} from {}", node.local, node.bytes, node.buffer, e(node.element)));
+    line(indent, fmt::format("{} = {} bytes of {} from {}", localPart(node.local, node.localElement), node.bytes,
+                             node.buffer, e(node.element)));
   }
   void printNode(const VectorStore& node, int indent) {
-    line(indent, fmt::format("{} bytes of {} from {} = {}", node.bytes, node.buffer, e(node.element), node.local));
+    line(indent, fmt::format("{} bytes of {} from {} = {}", node.bytes, node.buffer, e(node.element),
+                             localPart(node.local, node.localElement)));
   }
   void printNode(const IfAligned& node, int indent) {
     std::vector<std::string> addresses;

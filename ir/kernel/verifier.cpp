@@ -114,16 +114,18 @@ private:
   }
   void checkNode(const WaitForCopies&, bool) {}
   void checkNode(const VectorLoad& node, bool) {
-    checkVector(node.local, node.buffer, node.element, node.bytes);
+    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement);
   }
   void checkNode(const VectorStore& node, bool) {
-    checkVector(node.local, node.buffer, node.element, node.bytes);
+    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement);
   }
-  void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& element, int bytes) {
+  void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& element, int bytes,
+                   const ExprPtr& localElement) {
     if (!globals_.count(buffer)) fail(fmt::format("a vector access to {}, which is not a global buffer", buffer));
     if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a vector access through {}, not a local array", local));
     if (bytes != 8 && bytes != 16) fail(fmt::format("a vector access of {} bytes", bytes));
     checkExpr(element);
+    if (localElement) checkExpr(localElement);
   }
   void checkNode(const IfAligned& node, bool divergent) {
     for (const Address& address : node.addresses) {

@@ -144,19 +144,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize_k1(const float*
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 2) standardize_k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0) {
-    for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < (((B * D) * S) / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      alignas(16) float x__vector[4];
-      *reinterpret_cast<uint4*>(x__vector) = *reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);
-      alignas(16) float y__vector[4];
+    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < (((B * D) * S) / (int64_t)4); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+      alignas(16) float x__vector[16];
       #pragma unroll
-      for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
-        const int64_t element = ((element_group * (int64_t)4) + element_lane);
-        const int64_t i0 = emmy_div(element, (S * D));
-        const int64_t i1 = emmy_mod(emmy_div(element, D), S);
-        const int64_t i2 = emmy_mod(element, D);
-        y__vector[element_lane] = ((x__vector[element_lane] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
+      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
+        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element_group < (((B * D) * S) / (int64_t)4))) {
+          *reinterpret_cast<uint4*>(&x__vector[(element_slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);
+        }
       }
-      *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(y__vector);
+      alignas(16) float y__vector[16];
+      #pragma unroll
+      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
+        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element_group < (((B * D) * S) / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
+            const int64_t element = ((element_group * (int64_t)4) + element_lane);
+            const int64_t i0 = emmy_div(element, (S * D));
+            const int64_t i1 = emmy_mod(emmy_div(element, D), S);
+            const int64_t i2 = emmy_mod(element, D);
+            y__vector[((element_slot * (int64_t)4) + element_lane)] = ((x__vector[((element_slot * (int64_t)4) + element_lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
+          }
+          *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(element_slot * (int64_t)4)]);
+        }
+      }
     }
     for (int64_t element = (((((B * D) * S) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < ((B * D) * S); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i0 = emmy_div(element, (S * D));
@@ -192,7 +204,7 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
   EMMY_LAUNCH(standardize_k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("standardize: kernel standardize_k1 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(standardize_k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * D) * S) + (int64_t)255) / (int64_t)256) + (int64_t)3) / (int64_t)4), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+  EMMY_LAUNCH(standardize_k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * D) * S) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("standardize: kernel standardize_k2 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(mu, stream);

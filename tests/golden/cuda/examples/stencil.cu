@@ -122,15 +122,21 @@ extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, 
 // Computes dx.
 extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const float* x, float* dx, int64_t N) {
   if ((((unsigned long long)(const void*)dx) & 15) == 0) {
-    for (int64_t element_group = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_group < (N / (int64_t)4); element_group += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      alignas(16) float dx__vector[4];
+    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < (N / (int64_t)4); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+      alignas(16) float dx__vector[16];
       #pragma unroll
-      for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
-        const int64_t element = ((element_group * (int64_t)4) + element_lane);
-        const int64_t i = element;
-        dx__vector[element_lane] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
+        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element_group < (N / (int64_t)4))) {
+          #pragma unroll
+          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
+            const int64_t element = ((element_group * (int64_t)4) + element_lane);
+            const int64_t i = element;
+            dx__vector[((element_slot * (int64_t)4) + element_lane)] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+          }
+          *reinterpret_cast<uint4*>(&dx[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&dx__vector[(element_slot * (int64_t)4)]);
+        }
       }
-      *reinterpret_cast<uint4*>(&dx[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(dx__vector);
     }
     for (int64_t element = (((N / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < N; element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i = element;
@@ -148,7 +154,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const
 #ifndef __CUDACC_RTC__
 extern "C" int central_difference(const float* x, float* dx, int64_t N, cudaStream_t stream) {
   if (N < 0) return emmy_fail("central_difference: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(central_difference_k0, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)3) / (int64_t)4), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
+  EMMY_LAUNCH(central_difference_k0, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("central_difference: kernel central_difference_k0 failed: %s", cudaGetErrorString(error));
   return 0;
