@@ -361,6 +361,22 @@ schedule layernorm {
   CHECK(contains(cu, R"(mu_acc = \(mu_acc \+ x_row\[)"));
   CHECK(contains(cu, R"(mu_acc = \(mu_acc \+ x\[)"));  // the path for longer rows
   checkCompiles(built);
+  // A read of another row goes to memory.
+  Built mirrored = build(R"(
+kernel mirrored(x: f32[N, D]) -> (y: f32[N, D]) {
+    s[n]    = sum[d](x[n, d] * x[N - 1 - n, d])
+    y[n, d] = x[n, d] / s[n]
+}
+schedule mirrored {
+    bind y.n to block.x
+    split y.d by 64 -> (d_step, d_lane)
+    reorder y (n, d_lane, d_step)
+    bind y.d_lane to thread.x
+    cache x in shared at y.n -> x_row
+}
+)");
+  checkRuns(mirrored, {{{"N", 5}, {"D", 100}}});
+  CHECK(contains(mirrored.cuda.source, R"(s_acc = \(s_acc \+ \(x_row\[d_1\] \* x\[)"));
 }
 
 TEST_CASE("an online softmax runs in one pass over the keys, masked prefixes and masked rows included", "[schedule]") {

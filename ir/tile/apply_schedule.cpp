@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 
 #include "ir/tensor/build.h"
+#include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/simplify.h"
 #include "ir/tile/default_schedule.h"
@@ -662,7 +663,8 @@ private:
     return !cache.cache->wholeRows || wholeRowsInUse_.at(&cache);
   }
 
-  // A member's expression, reading whole rows through their copies where they are in use.
+  // A member's expression, reading whole rows through their copies where they are in use and the read
+  // is in the copied row (any element of it).
   ExprPtr memberExpr(const ExprPtr& expr, size_t position) const {
     return rewrite(expr, [&](const Expr& node) -> ExprPtr {
       const auto* load = node.as<Load>();
@@ -670,8 +672,11 @@ private:
       for (const PlacedCache& cache : caches_) {
         if (!cache.cache->wholeRows || cache.cache->source != load->tensor || cache.position > position || !inUse(cache)) continue;
         std::vector<ExprPtr> index;
-        for (size_t d = 0; d < load->indices.size(); ++d)
-          index.push_back(cache.cache->shape[d] == 1 ? i64(0) : arithmetic(BinaryOp::Sub, load->indices[d], cache.base[d]));
+        for (size_t d = 0; d + 1 < load->indices.size(); ++d) {
+          if (printExpr(*load->indices[d]) != printExpr(*cache.base[d])) return nullptr;  // another row
+          index.push_back(i64(0));
+        }
+        index.push_back(arithmetic(BinaryOp::Sub, load->indices.back(), cache.base.back()));
         return std::make_shared<Load>(load->dtype, cache.cache->name, index);
       }
       return nullptr;
