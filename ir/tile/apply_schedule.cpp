@@ -652,9 +652,7 @@ private:
     wholeRowsInUse_[&cache] = false;
     StmtPtr direct = generate(position, defined, masks);
     wholeRowsInUse_.erase(&cache);
-    const Shape& shape = kernel_.findInput(cache.cache->source) ? kernel_.findInput(cache.cache->source)->shape
-                                                                : temporaryShape(cache.cache->source);
-    ExprPtr fits = compare(BinaryOp::Le, dimValue(shape.back()), i64(cache.cache->shape.back()));
+    ExprPtr fits = compare(BinaryOp::Le, dimValue(sourceShape(cache).back()), i64(cache.cache->shape.back()));
     return block({std::make_shared<Guard>(fits, copied),
                   std::make_shared<Guard>(std::make_shared<Unary>(DType::Bool, UnaryOp::Not, fits), direct)});
   }
@@ -849,9 +847,7 @@ private:
     int lanes = async ? copyLanes(placed) : 1;
     int64_t elements = 1;
     for (int64_t extent : cache.shape) elements *= extent;
-    const Shape& sourceShape = placed.computes ? placed.computes->computation.stage->shape()
-                               : kernel_.findInput(cache.source) ? kernel_.findInput(cache.source)->shape
-                                                                 : temporaryShape(cache.source);
+    const Shape sourceShape = this->sourceShape(placed);
     std::string element = uniqueVar(cache.name + "_element");
     std::string vector = lanes > 1 ? uniqueVar(cache.name + "_vector") : element;
     std::vector<StmtPtr> stmts;
@@ -965,10 +961,13 @@ private:
     return block(stmts);
   }
 
-  Shape temporaryShape(const std::string& name) const {
+  // The shape of what a copy copies (or computes).
+  Shape sourceShape(const PlacedCache& placed) const {
+    if (placed.computes) return placed.computes->computation.stage->shape();
+    if (const TensorParam* input = kernel_.findInput(placed.cache->source)) return input->shape;
     for (const loop::Temporary& temporary : program_.temporaries)
-      if (temporary.name == name) return temporary.shape;
-    EMMY_INTERNAL_ASSERT(false, "{} is not a temporary", name);
+      if (temporary.name == placed.cache->source) return temporary.shape;
+    EMMY_INTERNAL_ASSERT(false, "{} is not an input or a temporary", placed.cache->source);
   }
 
   // A member computed in place: its local, its accumulator, its reduction loops and combine.
