@@ -69,8 +69,8 @@ struct OnlineSoftmax {
   // The running maximum: M's accumulator, initialised to -inf, and the values Y whose maximum it keeps.
   Computation max;
   tensor::ExprPtr maxOf;
-  // The other sums (the softmax's denominator): their computations and, per sum, the exp(X - M) * g
-  // term with M replaced by `shiftedMax` (g may be null).
+  // The other sums (the softmax's denominator): their computations and, per sum, its term
+  // (exp(X - M) or exp(X - M) * g) with M replaced by `shiftedMax`.
   std::vector<Computation> sums;
   std::vector<tensor::ExprPtr> sumTerms;
   tensor::ExprPtr rootTerm;  // `folded`'s term, likewise
