@@ -244,8 +244,8 @@ TEST_CASE("double-buffered copies load the next slice while this one is used: cp
   }
 }
 
-TEST_CASE("vectorize makes 8- and 16-byte accesses where aligned and in bounds, lane by lane elsewhere", "[schedule]") {
-  for (int width : {2, 4}) {
+TEST_CASE("vectorize makes 8-, 16- and 2x16-byte accesses where aligned and in bounds, lane by lane elsewhere", "[schedule]") {
+  for (int width : {2, 4, 8}) {
     std::string schedule = fmt::format(R"(
 schedule chain {{
     split y.d by {} -> (d_out, d_in)
@@ -258,9 +258,11 @@ schedule chain {{
     Built built = build(kChain + schedule);
     // Multiples of the width take the vector path; 45 and 1 also the lane-by-lane one.
     checkRuns(built, {{{"N", 3}, {"D", 128}}, {{"N", 7}, {"D", 45}}, {{"N", 2}, {"D", 1}}});
-    std::string vector = width == 4 ? "uint4" : "uint2";
+    std::string vector = width == 2 ? "uint2" : "uint4";
     CHECK(contains(built.cuda.source, "reinterpret_cast<const " + vector + R"(\*>\(&x\[)"));
     CHECK(contains(built.cuda.source, "reinterpret_cast<" + vector + R"(\*>\(&y\[)"));
+    if (width == 8)  // 8 floats: two 16-byte accesses, the second from the local array's element 4
+      CHECK(contains(built.cuda.source, R"(= \*reinterpret_cast<const uint4\*>\(&y__lanes\[\(int64_t\)4\]\);)"));
     checkCompiles(built);
   }
 }

@@ -242,8 +242,8 @@ private:
   // A vectorized unrolled loop (`vectorize`) whose body is Lets and Guards around one store, to a global
   // tensor at consecutive elements or to a thread's own accumulator: when the addresses are aligned and
   // every lane is in bounds, the global store and the reads of consecutive elements of the same size
-  // become vector accesses through local arrays; otherwise the lanes run one by one. Null when the body
-  // has another shape.
+  // become vector accesses through local arrays (one of 8 or 16 bytes, or two of 16 for 8 floats);
+  // otherwise the lanes run one by one. Null when the body has another shape.
   StmtPtr lowerVectorLanes(const tile::Loop& node) {
     const std::string& lane = node.var;
     int width = node.vectorWidth;
@@ -277,9 +277,11 @@ private:
         if (const auto* load = e.as<Load>(); load && !elementType && consecutive(*load)) elementType = load->dtype;
       });
     if (!elementType) return nullptr;
+    // One access of 8 or 16 bytes, or 16-byte accesses for 32 (8 floats).
     int bytes = width * dtypeBytes(*elementType);
     ExprPtr storeIndex = globalStore ? resolved(flatIndex(store->buffer, store->indices)) : nullptr;
-    if ((bytes != 8 && bytes != 16) || (globalStore && coefficientOf(*storeIndex, lane) != 1)) return nullptr;
+    if ((bytes != 8 && bytes != 16 && bytes != 32) || (globalStore && coefficientOf(*storeIndex, lane) != 1)) return nullptr;
+    int access = std::min(bytes, 16), pieces = bytes / access, piece = width / pieces;
     // Every lane in bounds: a condition on the lane holds at the last lane (it grows with the lane).
     std::vector<ExprPtr> inBounds;
     for (const ExprPtr& guard : guards) {
@@ -318,7 +320,9 @@ private:
     for (const auto& [tensor, first] : vectorReads) {
       addresses.push_back({tensor, first});
       vectorPath.push_back(std::make_shared<Declare>(local(tensor), *elementType, width, Memory::Local));
-      vectorPath.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, first, bytes));
+      for (int k = 0; k < pieces; ++k)
+        vectorPath.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, arithmetic(BinaryOp::Add, first, i64(k * piece)),
+                                                          access, k ? i64(k * piece) : nullptr));
     }
     std::vector<tile::StmtPtr> laneStmts;
     for (const tile::Let* let : lets) laneStmts.push_back(std::make_shared<tile::Let>(let->var, let->value));
@@ -331,9 +335,11 @@ private:
     }
     vectorPath.push_back(std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(tile::Block(laneStmts)), true));
     if (globalStore)
-      vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, at(storeIndex, 0), local(store->buffer), bytes));
+      for (int k = 0; k < pieces; ++k)
+        vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, arithmetic(BinaryOp::Add, at(storeIndex, 0), i64(k * piece)),
+                                                           local(store->buffer), access, k ? i64(k * piece) : nullptr));
     StmtPtr lanes = std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(*node.body), true);
-    return std::make_shared<IfAligned>(addresses, bytes, inBounds.empty() ? nullptr : conjunction(inBounds),
+    return std::make_shared<IfAligned>(addresses, access, inBounds.empty() ? nullptr : conjunction(inBounds),
                                        std::make_shared<Block>(vectorPath), lanes);
   }
 
