@@ -9,7 +9,8 @@
 #   1. the device, as `emmy run` sees it (no device: the reason, and exit 0);
 #   2. the [runtime] unit tests, which run generated kernels on the GPU against the evaluator;
 #   3. `emmy run` of every example and every standard-library kernel in every type, at a regular and a
-#      ragged size, against the evaluator and (stdlib) PyTorch on the GPU, 8 at a time;
+#      ragged size (and the row kernels at rows too long for their shared copy), against the evaluator
+#      and (stdlib) PyTorch on the GPU, 8 at a time;
 #   4. examples/app built with nvcc through find_package(Emmy), and run;
 #   5. `emmy tune` of the standard library's matmul<f32> at 1024^3, 12 candidates timed on the GPU (the
 #      reference outputs, computed once on the CPU by the naive evaluator, take about half a minute of
@@ -115,6 +116,10 @@ jobs="$work/jobs.txt"
     for kernel in layernorm rmsnorm; do
       echo "stdlib/nn.emmy --kernel $kernel<$type> --size N=64 --size D=768"
       echo "stdlib/nn.emmy --kernel $kernel<$type> --size N=5 --size D=300"
+    done
+    # Rows longer than the shared copy holds (16384 elements in f16 and bf16): the second path.
+    for kernel in softmax log_softmax layernorm rmsnorm; do
+      echo "stdlib/nn.emmy --kernel $kernel<$type> --size N=4 --size D=20001"
     done
     echo "stdlib/nn.emmy --kernel linear<$type> --size N=64 --size IN=256 --size OUT=128"
     echo "stdlib/nn.emmy --kernel linear<$type> --size N=33 --size IN=70 --size OUT=65"
