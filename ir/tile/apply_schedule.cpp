@@ -386,7 +386,7 @@ private:
         unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed in the kernel of {}", stage.name,
                                                    schedule.atStage, schedule.atLoop, stage.name, root_->name));
       for (const WholeMember& other : parts_.wholes)
-        if (tensorsReadBy(whole.computation).count(other.computation.stage->name))
+        if (reads(whole.computation, other.computation.stage->name))
           unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: it reads {}, which is computed there too",
                                                      stage.name, schedule.atStage, schedule.atLoop, other.computation.stage->name));
       computedCopies_.push_back(CacheStage{stage.name, stage.name, root_->name, schedule.atLoop, schedule.memory,
@@ -395,16 +395,6 @@ private:
       placed.computes = &whole;
       caches_.push_back(placed);
     }
-  }
-
-  static std::set<std::string> tensorsReadBy(const Computation& computation) {
-    std::set<std::string> read;
-    for (const loop::Store* store : {computation.store, computation.update})
-      if (store)
-        forEachNode(*store->value, [&](const Expr& node) {
-          if (const auto* load = node.as<Load>()) read.insert(load->tensor);
-        });
-    return read;
   }
 
   // A copy of `source` at `position`: it starts where the root's read is when the loops that vary within

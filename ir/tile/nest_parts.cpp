@@ -79,12 +79,6 @@ bool reads(const Expr& expr, const std::string& tensor) {
   return found;
 }
 
-bool reads(const Computation& computation, const std::string& tensor) {
-  for (const loop::Store* store : {computation.store, computation.update, computation.finalize})
-    if (store && reads(*store->value, tensor)) return true;
-  return false;
-}
-
 // exp(X - M) with X free of M: X.
 ExprPtr exponentOver(const ExprPtr& expr, const std::string& max) {
   const auto* exp = expr->as<Unary>();
@@ -172,6 +166,12 @@ Computation withEpilogue(const NestParts& parts, const Member& folded, std::shar
   computation.stage = parts.root.stage;
   computation.finalize = finalize.get();
   return computation;
+}
+
+bool reads(const Computation& computation, const std::string& tensor) {
+  for (const loop::Store* store : {computation.store, computation.update, computation.finalize})
+    if (store && reads(*store->value, tensor)) return true;
+  return false;
 }
 
 ExprPtr shiftedMaximum(const ExprPtr& max) {

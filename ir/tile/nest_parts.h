@@ -46,6 +46,9 @@ struct NestParts {
 
 NestParts parseNest(const tensor::Kernel& kernel, const loop::LoopNest& nest);
 
+// Does `computation` read `tensor` (in its store, its update or its finalize)?
+bool reads(const Computation& computation, const std::string& tensor);
+
 // A root that is elementwise over one reduction computed in place at all of its axes (a contraction and
 // its epilogue: `acc[m, n] = sum[k](..)` then `c[m, n] = T(acc[m, n]) + b[n]`) is scheduled as one
 // reduction: the root's loops are its axes and the reduction's, and its own expression is applied to
