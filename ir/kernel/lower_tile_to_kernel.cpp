@@ -300,7 +300,7 @@ private:
       if (!load || !consecutive(*load) || dtypeBytes(load->dtype) != dtypeBytes(*elementType)) return;
       ExprPtr first = at(resolved(flatIndex(load->tensor, load->indices)), 0);
       auto [it, fresh] = vectorReads.emplace(load->tensor, first);
-      consistent = consistent && (fresh || printExpr(*it->second) == printExpr(*first));
+      consistent = consistent && (fresh || sameIndex(*it->second, *first));
     });
     if (!consistent) return nullptr;
     auto local = [](const std::string& buffer) { return buffer + "__lanes"; };

@@ -176,6 +176,8 @@ std::string printStage(const Stage& stage) {
 
 std::string printExpr(const Expr& expr) { return print(&expr, std::nullopt).text; }
 
+bool sameIndex(const Expr& a, const Expr& b) { return printExpr(a) == printExpr(b); }
+
 std::string printKernel(const Kernel& kernel) {
   std::string out = "kernel " + kernel.instanceName();
   if (!kernel.typeArguments.empty()) {

@@ -30,6 +30,9 @@
 namespace emmy::tensor {
 
 std::string printExpr(const Expr& expr);
+// Whether two index expressions (i64 arithmetic over variables and constants) are the same: their text
+// names every operand, so the same text is the same expression.
+bool sameIndex(const Expr& a, const Expr& b);
 std::string printKernel(const Kernel& kernel);
 
 }  // namespace emmy::tensor

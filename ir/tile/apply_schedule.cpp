@@ -661,7 +661,7 @@ private:
         if (!cache.cache->wholeRows || cache.cache->source != load->tensor || cache.position > position || !inUse(cache)) continue;
         std::vector<ExprPtr> index;
         for (size_t d = 0; d + 1 < load->indices.size(); ++d) {
-          if (printExpr(*load->indices[d]) != printExpr(*cache.base[d])) return nullptr;  // another row
+          if (!sameIndex(*load->indices[d], *cache.base[d])) return nullptr;  // another row
           index.push_back(i64(0));
         }
         index.push_back(arithmetic(BinaryOp::Sub, load->indices.back(), cache.base.back()));
