@@ -13,26 +13,11 @@ failed=0
 
 # run_ctest BUILD_DIR: runs its tests, keeps their output in BUILD_DIR/ctest.log and its summary line.
 run_ctest() {
-  local build_dir=$1 status=0
+  local build_dir=$1
   log "Testing $build_dir"
   ctest --test-dir "$build_dir" --output-on-failure --no-tests=error -j "$EMMY_JOBS" 2>&1 \
-    | tee "$build_dir/ctest.log" || status=1
+    | tee "$build_dir/ctest.log" || failed=1
   summaries+=("$build_dir: $(grep -E '^[0-9]+% tests passed' "$build_dir/ctest.log" || echo 'no summary')")
-  if ((status != 0)) && ! rerun_leak_checker_crashes "$build_dir"; then failed=1; fi
-}
-
-# LeakSanitizer's own tracer (clang 14) now and then dies at exit in a process that passed, printing
-# "LeakSanitizer has encountered a fatal error" instead of a leak report (google/sanitizers#1353).
-# When that crash accounts for every failed test, those tests run once more and their second run counts.
-rerun_leak_checker_crashes() {
-  local build_dir=$1 failures crashes
-  failures=$(wc -l 2>/dev/null <"$build_dir/Testing/Temporary/LastTestsFailed.log" || echo 0)
-  crashes=$(grep -c 'LeakSanitizer has encountered a fatal error' "$build_dir/ctest.log" || true)
-  ((failures > 0 && crashes == failures)) || return 1
-  log "LeakSanitizer's tracer crashed in $failures passing test(s): running them once more"
-  ctest --test-dir "$build_dir" --output-on-failure --rerun-failed 2>&1 | tee "$build_dir/ctest-rerun.log" \
-    || return 1
-  summaries+=("$build_dir, the rerun: $(grep -E '^[0-9]+% tests passed' "$build_dir/ctest-rerun.log")")
 }
 
 prepare_main_build
