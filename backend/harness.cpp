@@ -42,24 +42,24 @@ HarnessCall harnessCall(const tensor::Kernel& kernel) {
   auto addArgument = [&](const std::string& text) { arguments += (arguments.empty() ? "" : ", ") + text; };
   for (const tensor::TensorParam& input : kernel.inputs) {
     result.declarations +=
-        fmt::format("  const {0}* in_{1} = static_cast<const {0}*>(emmy_harness_read(\"{2}\", emmy_harness_arguments[{3}]));\n",
+        fmt::format("  const {0}* in__{1} = static_cast<const {0}*>(emmy_harness_read(\"{2}\", emmy_harness_arguments[{3}]));\n",
                     cuda::cudaTypeName(input.dtype), input.name, binName(input.name), slot++);
-    addArgument("in_" + input.name);
+    addArgument("in__" + input.name);
   }
   for (const tensor::TensorParam& output : kernel.outputs) {
     result.declarations += fmt::format(
-        "  {0}* out_{1} = static_cast<{0}*>(emmy_harness_allocate(emmy_harness_arguments[{2}], 0x{3:x}));\n",
+        "  {0}* out__{1} = static_cast<{0}*>(emmy_harness_allocate(emmy_harness_arguments[{2}], 0x{3:x}));\n",
         cuda::cudaTypeName(output.dtype), output.name, slot, kPoisonByte);
-    result.writes += fmt::format("  emmy_harness_write(\"{}\", out_{}, emmy_harness_arguments[{}]);\n",
+    result.writes += fmt::format("  emmy_harness_write(\"{}\", out__{}, emmy_harness_arguments[{}]);\n",
                                  binName(output.name), output.name, slot++);
-    addArgument("out_" + output.name);
+    addArgument("out__" + output.name);
   }
   for (const tensor::ScalarParamDecl& scalar : kernel.scalars) {
     result.declarations += fmt::format(
-        "  {0} scalar_{1};\n  std::memcpy(&scalar_{1}, emmy_harness_read_host(\"{2}\", sizeof scalar_{1}), sizeof "
-        "scalar_{1});\n",
+        "  {0} scalar__{1};\n  std::memcpy(&scalar__{1}, emmy_harness_read_host(\"{2}\", sizeof scalar__{1}), sizeof "
+        "scalar__{1});\n",
         cuda::cudaTypeName(scalar.dtype), scalar.name, binName(scalar.name));
-    addArgument("scalar_" + scalar.name);
+    addArgument("scalar__" + scalar.name);
   }
   for (const std::string& size : kernel.sizes)
     addArgument(fmt::format("emmy_harness_arguments[{}] /* {} */", slot++, size));

@@ -35,8 +35,6 @@ namespace {
 
 std::optional<std::string> reservedNameProblem(const std::string& name) {
   if (name.find("__") != std::string::npos) return fmt::format("'{}': names containing '__' are reserved for the compiler", name);
-  if (isReservedInCuda(name))
-    return fmt::format("'{}' is reserved in C++ or CUDA, and the generated code could not use it as a name", name);
   return std::nullopt;
 }
 

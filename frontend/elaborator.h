@@ -56,6 +56,7 @@ private:
                            const std::filesystem::path& directory, const SourceLoc& importedFrom);
   void resolveImports(LoadedModule& module);
   void indexDefinitions(LoadedModule& module);
+  void checkHostFunctionNames(const LoadedModule& module);
   void checkFnRecursion(const LoadedModule& module);
 
   Diagnostics& diagnostics_;

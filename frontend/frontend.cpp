@@ -9,6 +9,7 @@
 #include "frontend/elaborator.h"
 #include "frontend/parser.h"
 #include "frontend/schedule.h"
+#include "support/cpp_names.h"
 #include "support/text.h"
 
 namespace emmy {
@@ -135,6 +136,7 @@ void Elaborator::indexDefinitions(LoadedModule& module) {
     if (define(fn.name)) module.fns[fn.name.name] = &fn;
   for (const ast::KernelDef& kernel : module.ast->kernels)
     if (define(kernel.name)) module.kernels[kernel.name.name] = &kernel;
+  checkHostFunctionNames(module);
   std::map<std::string, SourceLoc> scheduled;
   for (const ast::Schedule& schedule : module.ast->schedules) {
     const std::string& name = schedule.kernel.name;
@@ -146,6 +148,44 @@ void Elaborator::indexDefinitions(LoadedModule& module) {
     } else if (auto [it, fresh] = scheduled.emplace(name, schedule.kernel.loc); !fresh) {
       diagnostics_.error(schedule.kernel.loc, fmt::format("kernel '{}' already has a schedule (at {}:{})", name,
                                                           it->second.line, it->second.column));
+    }
+  }
+}
+
+namespace {
+
+// The C names of a kernel's host functions: NAME, or NAME_T1_T2... for each choice of its type parameters.
+std::vector<std::string> hostFunctionNames(const ast::KernelDef& kernel) {
+  std::vector<std::string> names{kernel.name.name};
+  for (const ast::TypeParam& param : kernel.typeParams) {
+    std::vector<std::string> longer;
+    for (const std::string& name : names)
+      for (const ast::Ident& dtype : param.bound) longer.push_back(name + "_" + dtype.name);
+    names = std::move(longer);
+  }
+  return names;
+}
+
+}  // namespace
+
+// Each kernel becomes C functions of the generated header: their names must be ones C allows there, and
+// no two kernels may make the same one (`softmax_f16` beside `softmax<T: f16 | ...>`).
+void Elaborator::checkHostFunctionNames(const LoadedModule& module) {
+  std::map<std::string, const ast::KernelDef*> owners;
+  for (const ast::KernelDef& kernel : module.ast->kernels) {
+    if (std::optional<std::string> problem = kernelNameProblem(kernel.name.name)) {
+      diagnostics_.error(kernel.name.loc, *problem);
+      continue;
+    }
+    for (const std::string& name : hostFunctionNames(kernel)) {
+      auto [it, fresh] = owners.emplace(name, &kernel);
+      if (fresh || it->second == &kernel) continue;
+      const ast::KernelDef& first = *it->second;
+      diagnostics_.error(kernel.name.loc,
+                         fmt::format("kernel '{}' and kernel '{}' (at {}:{}) would both have the host function '{}'; "
+                                     "rename one of them",
+                                     kernel.name.name, first.name.name, first.name.loc.line, first.name.loc.column, name));
+      break;
     }
   }
 }

@@ -143,8 +143,8 @@ bool isIdentifier(const std::string& name) {
   return std::all_of(name.begin(), name.end(), [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
 }
 
-// Names the printed program must not define: keywords, types, builtins (a local name would shadow
-// them) and the names the generated C++ cannot use.
+// Names the printed program must not define: keywords, types and builtins (a local name would shadow
+// them), and the compiler's own names.
 bool isReservedName(const std::string& name) {
   static const std::set<std::string> reserved = {
       "import", "fn", "kernel", "schedule", "and", "or", "not", "true", "false", "inf", "f16", "bf16", "f32",
@@ -152,7 +152,7 @@ bool isReservedName(const std::string& name) {
       "tanh", "erf", "sigmoid", "relu", "gelu", "silu", "floor", "ceil", "min", "max", "pow", "clamp", "where",
       "pad", "sum", "prod", "mean", "transpose", "permute", "reshape", "broadcast_to", "unsqueeze", "squeeze",
       "softmax", "log_softmax", "nn", "linalg"};
-  return reserved.count(name) || name.find("__") != std::string::npos || isReservedInCuda(name);
+  return reserved.count(name) || name.find("__") != std::string::npos;
 }
 
 // The walk of one graph into one Program.

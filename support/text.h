@@ -15,8 +15,5 @@ std::string withSuggestion(std::string message, std::string_view name, const std
 
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
-// True for the words generated CUDA cannot use as a variable or parameter name: C++ keywords and the
-// names CUDA and the generated code predefine (threadIdx, int64_t, ...).
-bool isReservedInCuda(std::string_view name);
 
 }  // namespace emmy

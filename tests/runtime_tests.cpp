@@ -162,11 +162,11 @@ TEST_CASE("the harness calls the host function with every argument, in the order
   tensor::Kernel layernorm = stdlibKernel("nn.emmy", "layernorm_f32");
   harness::HarnessCall call = harness::harnessCall(layernorm);
   CHECK(call.call ==
-        "layernorm_f32(in_x, in_w, in_b, out_y, scalar_eps, emmy_harness_arguments[4] /* N */, "
+        "layernorm_f32(in__x, in__w, in__b, out__y, scalar__eps, emmy_harness_arguments[4] /* N */, "
         "emmy_harness_arguments[5] /* D */, emmy_harness_stream)");
   CHECK_THAT(call.declarations, Catch::Contains("emmy_harness_read_host(\"arguments.bin\", 6 * sizeof(int64_t))"));
-  CHECK_THAT(call.declarations, Catch::Contains("float* out_y = static_cast<float*>(emmy_harness_allocate(emmy_harness_arguments[3], 0xa5));"));
-  CHECK(call.writes == "  emmy_harness_write(\"y.bin\", out_y, emmy_harness_arguments[3]);\n");
+  CHECK_THAT(call.declarations, Catch::Contains("float* out__y = static_cast<float*>(emmy_harness_allocate(emmy_harness_arguments[3], 0xa5));"));
+  CHECK(call.writes == "  emmy_harness_write(\"y.bin\", out__y, emmy_harness_arguments[3]);\n");
 }
 
 // The real thing: NVRTC for the device, the host function against emmy_cuda_host.h, the harness in a

@@ -218,11 +218,11 @@ TEST_CASE("the matmul schedule of section 5 runs correctly at ragged sizes, with
   const std::string& cu = built.cuda.source;
   CHECK(contains(cu, R"(EMMY_SHARED\(float, As, 1088\);)"));  // 64 x (16 + 1 of padding)
   CHECK(contains(cu, R"(EMMY_SHARED\(float, Bs, 1024\);)"));
-  CHECK(contains(cu, R"(float C_acc\[16\];)"));  // 4 x 4 accumulators per thread
+  CHECK(contains(cu, R"(float C__acc\[16\];)"));  // 4 x 4 accumulators per thread
   CHECK(contains(cu, R"(__syncthreads\(\);)"));
   CHECK(contains(cu, R"(#pragma unroll\n\s*for \(int64_t ki)"));
   CHECK(contains(cu, R"(const int64_t it = \(int64_t\)threadIdx.y;)"));
-  CHECK(contains(cu, R"(EMMY_LAUNCH\(matmul_k0, dim3\(.*\), dim3\(16, 16, 1\))"));
+  CHECK(contains(cu, R"(EMMY_LAUNCH\(matmul__k0, dim3\(.*\), dim3\(16, 16, 1\))"));
   CHECK(contains(cu, R"(\*reinterpret_cast<uint4\*>\(&C\[)"));  // vectorize C.jr: 16-byte stores of C
   checkCompiles(built);
 }
@@ -331,7 +331,7 @@ TEST_CASE("a cooperative softmax schedule combines each reduction across the blo
   checkRuns(built, {{{"N", 3}, {"D", 300}}, {{"N", 1}, {"D", 1}}, {{"N", 2}, {"D", 128}}});
   const std::string& cu = built.cuda.source;
   CHECK(contains(cu, R"(__shfl_xor_sync)"));
-  CHECK(contains(cu, R"(EMMY_SHARED\(float, m_acc_partials, 4\);)"));
+  CHECK(contains(cu, R"(EMMY_SHARED\(float, m__acc__partials, 4\);)"));
   CHECK(contains(cu, R"(const int64_t d_lane = \(int64_t\)threadIdx.x;)"));
   CHECK(contains(cu, R"(__launch_bounds__\(128, 4\))"));
   checkCompiles(built);
@@ -360,8 +360,8 @@ schedule layernorm {
   CHECK(contains(cu, R"(if \(\(D <= \(int64_t\)8192\)\) \{)"));
   CHECK(contains(cu, R"(EMMY_SHARED\(float, x_row, 8192\);)"));
   CHECK(contains(cu, R"(emmy_copy_async_lanes<4>\(x_row, )"));
-  CHECK(contains(cu, R"(mu_acc = \(mu_acc \+ x_row\[)"));
-  CHECK(contains(cu, R"(mu_acc = \(mu_acc \+ x\[)"));  // the path for longer rows
+  CHECK(contains(cu, R"(mu__acc = \(mu__acc \+ x_row\[)"));
+  CHECK(contains(cu, R"(mu__acc = \(mu__acc \+ x\[)"));  // the path for longer rows
   checkCompiles(built);
   // A read of another row goes to memory.
   Built mirrored = build(R"(
@@ -378,7 +378,7 @@ schedule mirrored {
 }
 )");
   checkRuns(mirrored, {{{"N", 5}, {"D", 100}}});
-  CHECK(contains(mirrored.cuda.source, R"(s_acc = \(s_acc \+ \(x_row\[d_1\] \* x\[)"));
+  CHECK(contains(mirrored.cuda.source, R"(s__acc = \(s__acc \+ \(x_row\[d_1\] \* x\[)"));
 }
 
 TEST_CASE("an online softmax runs in one pass over the keys, masked prefixes and masked rows included", "[schedule]") {
@@ -407,7 +407,7 @@ schedule masked {
 )");
   checkRuns(built, {{{"S", 21}, {"L", 13}, {"E", 20}}, {{"S", 5}, {"L", 30}, {"E", 3}}, {{"S", 1}, {"L", 1}, {"E", 1}}});
   CHECK(built.lowered.kernel.functions.size() == 1);
-  CHECK(contains(built.cuda.source, R"(o_rescale = expf\(\(m_acc - \(\(m_next == -INFINITY\) \? 0.0f : m_next\)\)\);)"));
+  CHECK(contains(built.cuda.source, R"(o__rescale = expf\(\(m__acc - \(\(m__next == -INFINITY\) \? 0.0f : m__next\)\)\);)"));
   checkCompiles(built);
 }
 

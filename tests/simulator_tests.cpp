@@ -557,7 +557,7 @@ TEST_CASE("the lowered softmax and matmul pass the race detector, and fail it wi
       std::smatch report;
       REQUIRE(std::regex_search(*dropped.failure, report,
                                 std::regex("data race on shared buffer (\\w+) in kernel " + kernel.name +
-                                           "_k\\d+: thread \\(\\d+,0,0\\) of block \\(\\d+,0,0\\) (reads|writes) "
+                                           "__k\\d+: thread \\(\\d+,0,0\\) of block \\(\\d+,0,0\\) (reads|writes) "
                                            "\\1\\[\\d+\\], which thread \\(\\d+,0,0\\) (read|wrote), with no "
                                            "__syncthreads\\(\\) between$")));
       CHECK(source.source.find("EMMY_SHARED(float, " + report[1].str() + ", ") != std::string::npos);
@@ -574,7 +574,7 @@ TEST_CASE("emmy check fails a kernel whose schedule races and prints the report"
   int exitCode = runCheck(options, [](const tensor::Kernel& kernel) { return loweredCuda(kernel, 0); }, simulationCompiler(), report.file);
   std::string text = report.take();
   CHECK(exitCode == 1);
-  CHECK_THAT(text, Catch::StartsWith("softmax (N=3, D=37)\n  FAILED: softmax: kernel softmax_k0 failed: data race on "
+  CHECK_THAT(text, Catch::StartsWith("softmax (N=3, D=37)\n  FAILED: softmax: kernel softmax__k0 failed: data race on "
                                      "shared buffer "));
 }
 

@@ -84,7 +84,7 @@ TEST_CASE("the stdlib matmul is register-blocked and double-buffered and moves v
   for (const tensor::Kernel& kernel : instances(kStdlib / "linalg.emmy", "matmul<f32>", {})) {
     std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy").source;
     INFO(cuda);
-    CHECK(cuda.find("float acc_acc[16];") != std::string::npos);  // 4x4 results per thread
+    CHECK(cuda.find("float acc__acc[16];") != std::string::npos);  // 4x4 results per thread
     CHECK(cuda.find("EMMY_SHARED(float, a_tile, 2560);") != std::string::npos);  // 2 x 64 x (16 + 4)
     CHECK(cuda.find("emmy_copy_async_lanes<4>(a_tile,") != std::string::npos);  // 16 bytes at a time
     CHECK(cuda.find("emmy_copy_async_lanes<4>(b_tile,") != std::string::npos);
@@ -106,12 +106,12 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
       CHECK(lowered.loop.temporaries.empty());  // no S x L matrix in global memory
       std::string cuda = emitCudaFiles({lowered}, "nn.emmy").source;
       INFO(cuda);
-      CHECK(cuda.find("pv_acc[4];") != std::string::npos);  // 4 features per thread, in registers
+      CHECK(cuda.find("pv__acc[4];") != std::string::npos);  // 4 features per thread, in registers
       CHECK(cuda.find(", v_tile, 4096);") != std::string::npos);  // shared: 2 x 32 keys x 64 features
       // Each key: the new running maximum, the factor that rescales what is summed so far, the sums.
-      CHECK(cuda.find("o_rescale = expf((") != std::string::npos);
-      CHECK(cuda.find("den_acc * o_rescale) + expf(") != std::string::npos);
-      CHECK(cuda.find("pv_acc[er] * o_rescale) + (expf(") != std::string::npos);
+      CHECK(cuda.find("o__rescale = expf((") != std::string::npos);
+      CHECK(cuda.find("den__acc * o__rescale) + expf(") != std::string::npos);
+      CHECK(cuda.find("pv__acc[er] * o__rescale) + (expf(") != std::string::npos);
     }
   }
 }

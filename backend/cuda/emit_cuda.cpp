@@ -16,6 +16,7 @@
 
 #include "ir/tensor/build.h"
 #include "ir/tensor/printer.h"
+#include "support/cpp_names.h"
 #include "support/diagnostics.h"
 #include "support/text.h"
 
@@ -124,6 +125,11 @@ std::string castText(DType from, DType to, const std::string& text) {
   return fmt::format("({}){}", cudaTypeName(to), wide);
 }
 
+// A user's name as generated code spells it: as written, unless C++, CUDA or the headers give it a
+// meaning (then NAME__, which no user name and no name of the compiler's own can be: those have '__'
+// followed by more).
+std::string spelled(const std::string& name) { return isReservedInGeneratedCode(name) ? name + "__" : name; }
+
 class Emitter {
 public:
   explicit Emitter(const kernel::Program& program) : program_(program) {}
@@ -154,14 +160,14 @@ private:
   }
   std::string exprNode(const BoolImm& node) const { return node.value ? "true" : "false"; }
   std::string exprNode(const AxisVar& node) const {
-    return kernel::isHardwareIndex(node.name) ? "(int64_t)" + node.name : node.name;
+    return kernel::isHardwareIndex(node.name) ? "(int64_t)" + node.name : variable(node.name);
   }
-  std::string exprNode(const SizeVar& node) const { return node.name; }
-  std::string exprNode(const ScalarParam& node) const { return node.name; }
+  std::string exprNode(const SizeVar& node) const { return spelled(node.name); }
+  std::string exprNode(const ScalarParam& node) const { return spelled(node.name); }
   std::string exprNode(const Load& node) const {
     EMMY_INTERNAL_ASSERT(!node.padValue, "a padded load reached the CUDA printer");
-    if (node.indices.empty()) return node.tensor;
-    return fmt::format("{}[{}]", node.tensor, expr(*node.indices[0]));
+    if (node.indices.empty()) return spelled(node.tensor);
+    return fmt::format("{}[{}]", spelled(node.tensor), expr(*node.indices[0]));
   }
   std::string exprNode(const Unary& node) const {
     DType type = node.dtype;
@@ -209,6 +215,30 @@ private:
     return castText(node.operand->dtype, node.dtype, expr(*node.operand));
   }
 
+  // ---- names ----
+  // Loop and let variables share C++ scopes with the function's buffers, parameters and sizes, which Kernel
+  // IR keeps apart by kind (a default loop named `element` beside a scalar `element`): a variable named
+  // like one of those is spelled NAME__var.
+  std::string variable(const std::string& name) const { return buffers_.count(name) ? name + "__var" : spelled(name); }
+  // The names the function's buffers, scalars and sizes take: its parameters and the buffers it declares.
+  void collectBuffers(const std::vector<std::string>& parameters, const kernel::Stmt* body) {
+    buffers_ = std::set<std::string>(parameters.begin(), parameters.end());
+    if (body) collectDeclared(*body);
+  }
+  void collectDeclared(const kernel::Stmt& s) {
+    kernel::dispatch(s, [&](const auto& node) {
+      using Node = std::decay_t<decltype(node)>;
+      if constexpr (std::is_same_v<Node, kernel::Declare>) buffers_.insert(node.buffer);
+      if constexpr (requires { node.body; }) collectDeclared(*node.body);
+      if constexpr (std::is_same_v<Node, kernel::Block>)
+        for (const kernel::StmtPtr& inner : node.stmts) collectDeclared(*inner);
+      if constexpr (std::is_same_v<Node, kernel::IfAligned>) {
+        collectDeclared(*node.aligned);
+        collectDeclared(*node.otherwise);
+      }
+    });
+  }
+
   // ---- statements ----
   void line(int indent, const std::string& text) { body_ += std::string(2 * indent, ' ') + text + "\n"; }
 
@@ -217,28 +247,29 @@ private:
   }
   void stmtNode(const kernel::For& node, int indent) {
     if (node.unroll) line(indent, "#pragma unroll");
-    line(indent, fmt::format("for (int64_t {} = {}; {} < {}; {} += {}) {{", node.var, expr(*node.begin), node.var,
-                             expr(*node.end), node.var, expr(*node.step)));
+    std::string var = variable(node.var);
+    line(indent, fmt::format("for (int64_t {} = {}; {} < {}; {} += {}) {{", var, expr(*node.begin), var,
+                             expr(*node.end), var, expr(*node.step)));
     scoped(*node.body, indent + 1);
     line(indent, "}");
   }
   void stmtNode(const kernel::Let& node, int indent) {
     scopes_.back().insert(node.var);
-    line(indent, fmt::format("const int64_t {} = {};", node.var, expr(*node.value)));
+    line(indent, fmt::format("const int64_t {} = {};", variable(node.var), expr(*node.value)));
   }
   void stmtNode(const kernel::Declare& node, int indent) {
     scopes_.back().insert(node.buffer);
     if (node.memory == kernel::Memory::Shared) {
-      line(indent, fmt::format("EMMY_SHARED({}, {}, {});", cudaTypeName(node.dtype), node.buffer, node.count));
+      line(indent, fmt::format("EMMY_SHARED({}, {}, {});", cudaTypeName(node.dtype), spelled(node.buffer), node.count));
       return;
     }
     bool scalar = node.count == 1;
     // Local arrays are aligned for the 16-byte copies of vectorized loops.
-    line(indent, fmt::format("{}{} {}{};", scalar ? "" : "alignas(16) ", cudaTypeName(node.dtype), node.buffer,
+    line(indent, fmt::format("{}{} {}{};", scalar ? "" : "alignas(16) ", cudaTypeName(node.dtype), spelled(node.buffer),
                              scalar ? "" : fmt::format("[{}]", node.count)));
   }
   void stmtNode(const kernel::Store& node, int indent) {
-    line(indent, fmt::format("{}{} = {};", node.buffer, node.index ? "[" + expr(*node.index) + "]" : "",
+    line(indent, fmt::format("{}{} = {};", spelled(node.buffer), node.index ? "[" + expr(*node.index) + "]" : "",
                              expr(*node.value)));
   }
   void stmtNode(const kernel::If& node, int indent) {
@@ -251,46 +282,48 @@ private:
     // Shuffles move 32- or 64-bit values; narrower types travel as int.
     bool direct = node.dtype == DType::F32 || node.dtype == DType::F64 || node.dtype == DType::I32 ||
                   node.dtype == DType::I64;
-    std::string sent = direct ? node.buffer : "(int)" + node.buffer;
+    std::string buffer = spelled(node.buffer);
+    std::string sent = direct ? buffer : "(int)" + buffer;
     std::string received = fmt::format("__shfl_xor_sync(0xffffffffu, {}, {})", sent, node.laneMask);
     if (!direct) received = fmt::format("({}){}", cudaTypeName(node.dtype), received);
-    line(indent, fmt::format("{} = {};", node.buffer,
-                             narrow(node.dtype, binaryText(node.op, computeType(node.dtype), widen(node.dtype, node.buffer),
+    line(indent, fmt::format("{} = {};", buffer,
+                             narrow(node.dtype, binaryText(node.op, computeType(node.dtype), widen(node.dtype, buffer),
                                                            widen(node.dtype, received)))));
   }
   void stmtNode(const kernel::CopyAsync& node, int indent) {
     copiesAsynchronously_ = true;
     if (node.lanes > 1) {
-      line(indent, fmt::format("emmy_copy_async_lanes<{}>({}, {}, {}, {}, {} ? {} : (int64_t)0);", node.lanes, node.buffer,
-                               expr(*node.index), node.source, expr(*node.sourceIndex), expr(*node.condition),
+      line(indent, fmt::format("emmy_copy_async_lanes<{}>({}, {}, {}, {}, {} ? {} : (int64_t)0);", node.lanes,
+                               spelled(node.buffer), expr(*node.index), spelled(node.source), expr(*node.sourceIndex),
+                               expr(*node.condition),
                                expr(*node.lanesInside)));
       return;
     }
-    line(indent, fmt::format("emmy_copy_async({}, {}, {}, {}, {});", node.buffer, expr(*node.index), node.source,
+    line(indent, fmt::format("emmy_copy_async({}, {}, {}, {}, {});", spelled(node.buffer), expr(*node.index), spelled(node.source),
                              expr(*node.sourceIndex), expr(*node.condition)));
   }
   void stmtNode(const kernel::WaitForCopies& node, int indent) {
     line(indent, fmt::format("emmy_wait_for_copies<{}>();", node.pending));
   }
   std::string localAddress(const std::string& local, const ExprPtr& element) const {
-    return element ? fmt::format("&{}[{}]", local, expr(*element)) : local;
+    return element ? fmt::format("&{}[{}]", spelled(local), expr(*element)) : spelled(local);
   }
   void stmtNode(const kernel::VectorLoad& node, int indent) {
     const char* vector = node.bytes == 16 ? "uint4" : "uint2";
     line(indent, fmt::format("*reinterpret_cast<{}*>({}) = *reinterpret_cast<const {}*>(&{}[{}]);", vector,
-                             localAddress(node.local, node.localElement), vector, node.buffer, expr(*node.element)));
+                             localAddress(node.local, node.localElement), vector, spelled(node.buffer), expr(*node.element)));
   }
   void stmtNode(const kernel::VectorStore& node, int indent) {
     const char* vector = node.bytes == 16 ? "uint4" : "uint2";
-    line(indent, fmt::format("*reinterpret_cast<{}*>(&{}[{}]) = *reinterpret_cast<const {}*>({});", vector, node.buffer,
+    line(indent, fmt::format("*reinterpret_cast<{}*>(&{}[{}]) = *reinterpret_cast<const {}*>({});", vector, spelled(node.buffer),
                              expr(*node.element), vector, localAddress(node.local, node.localElement)));
   }
   void stmtNode(const kernel::IfAligned& node, int indent) {
     std::string addresses;
     for (const kernel::Address& address : node.addresses)
       addresses += (addresses.empty() ? "" : " | ") +
-                   (address.element ? fmt::format("(unsigned long long)(const void*)&{}[{}]", address.buffer, expr(*address.element))
-                                    : fmt::format("(unsigned long long)(const void*){}", address.buffer));
+                   (address.element ? fmt::format("(unsigned long long)(const void*)&{}[{}]", spelled(address.buffer), expr(*address.element))
+                                    : fmt::format("(unsigned long long)(const void*){}", spelled(address.buffer)));
     std::string condition = node.condition ? " && " + expr(*node.condition) : "";
     line(indent, fmt::format("if ((({}) & {}) == 0{}) {{", addresses, node.bytes - 1, condition));
     scoped(*node.aligned, indent + 1);
@@ -328,12 +361,16 @@ private:
   }
 
   // ---- functions ----
-  // Every kernel receives the same parameters: the tensors, the temporaries, the scalars, the sizes.
-  std::vector<std::string> kernelParameters(bool declare) const {
+  // Every kernel receives the same parameters: the tensors, the temporaries, the scalars, the sizes
+  // (their names as the IR has them with `Names`, else as spelled, declared with their types or not).
+  enum class ParameterText { Names, Spelled, Declared };
+  std::vector<std::string> kernelParameters(ParameterText text) const {
     const Kernel& source = program_.source;
     std::vector<std::string> params;
     auto add = [&](const std::string& type, const std::string& name) {
-      params.push_back(declare ? type + " " + name : name);
+      params.push_back(text == ParameterText::Names      ? name
+                       : text == ParameterText::Spelled ? spelled(name)
+                                                        : type + " " + spelled(name));
     };
     for (const TensorParam& input : source.inputs) add(fmt::format("const {}*", cudaTypeName(input.dtype)), input.name);
     for (const TensorParam& output : source.outputs) add(fmt::format("{}*", cudaTypeName(output.dtype)), output.name);
@@ -346,25 +383,26 @@ private:
 
   std::string kernelFunction(const kernel::Function& function) {
     body_.clear();
+    collectBuffers(kernelParameters(ParameterText::Names), function.body.get());
     scoped(*function.body, 1);
     // The block size guarantees the launch; asking for enough blocks to keep 512 threads per SM leaves
     // ptxas up to 128 registers per thread (with the block size alone it may cap them far lower, and spill).
     int threads = function.threadsPerBlock();
     return fmt::format("// Computes {}.\nextern \"C\" __global__ void __launch_bounds__({}, {}) {}({}) {{\n{}}}\n\n",
                        join(function.stages, ", "), threads, std::max(1, 512 / threads), function.name,
-                       join(kernelParameters(true), ", "), body_);
+                       join(kernelParameters(ParameterText::Declared), ", "), body_);
   }
 
   std::string hostSignature() const {
     const Kernel& source = program_.source;
     std::vector<std::string> params;
     for (const TensorParam& input : source.inputs)
-      params.push_back(fmt::format("const {}* {}", cudaTypeName(input.dtype), input.name));
+      params.push_back(fmt::format("const {}* {}", cudaTypeName(input.dtype), spelled(input.name)));
     for (const TensorParam& output : source.outputs)
-      params.push_back(fmt::format("{}* {}", cudaTypeName(output.dtype), output.name));
+      params.push_back(fmt::format("{}* {}", cudaTypeName(output.dtype), spelled(output.name)));
     for (const ScalarParamDecl& scalar : source.scalars)
-      params.push_back(fmt::format("{} {}", cudaTypeName(scalar.dtype), scalar.name));
-    for (const std::string& size : source.sizes) params.push_back("int64_t " + size);
+      params.push_back(fmt::format("{} {}", cudaTypeName(scalar.dtype), spelled(scalar.name)));
+    for (const std::string& size : source.sizes) params.push_back("int64_t " + spelled(size));
     params.push_back("cudaStream_t stream");
     return fmt::format("int {}({})", source.instanceName(), join(params, ", "));
   }
@@ -373,17 +411,18 @@ private:
     const Kernel& source = program_.source;
     std::string name = source.instanceName();
     body_.clear();
+    collectBuffers(kernelParameters(ParameterText::Names), nullptr);
     for (const std::string& size : source.sizes)
-      line(1, fmt::format("if ({} < 0) return emmy_fail(\"{}: size {} is negative (%lld)\", (long long){});", size,
-                          name, size, size));
+      line(1, fmt::format("if ({} < 0) return emmy_fail(\"{}: size {} is negative (%lld)\", (long long){});", spelled(size),
+                          name, size, spelled(size)));
     // Temporaries live for the call; freeing them on the stream keeps the launches asynchronous.
     for (const loop::Temporary& temporary : program_.temporaries) {
       Dim elements = Dim::constant(1);
       for (const Dim& dim : temporary.shape) elements = elements * dim;
-      line(1, fmt::format("{}* {} = nullptr;", cudaTypeName(temporary.dtype), temporary.name));
+      line(1, fmt::format("{}* {} = nullptr;", cudaTypeName(temporary.dtype), spelled(temporary.name)));
       line(1, fmt::format("if (cudaMallocAsync((void**)&{}, (size_t)emmy_max({}, (int64_t)1) * sizeof({}), stream) != "
                           "cudaSuccess)",
-                          temporary.name, expr(*dimValue(elements)), cudaTypeName(temporary.dtype)));
+                          spelled(temporary.name), expr(*dimValue(elements)), cudaTypeName(temporary.dtype)));
       line(2, fmt::format("return emmy_fail(\"{}: cannot allocate the temporary {}\");", name, temporary.name));
     }
     for (const kernel::Function& function : program_.functions) {
@@ -394,12 +433,12 @@ private:
                                                            expr(*g[1]), expr(*g[2]));
       std::string block = function.flatBlock() ? std::to_string(t[0]) : fmt::format("{}, {}, {}", t[0], t[1], t[2]);
       line(1, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
-                          join(kernelParameters(false), ", ")));
+                          join(kernelParameters(ParameterText::Spelled), ", ")));
       line(1, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
       line(2, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
                           function.name));
     }
-    for (const loop::Temporary& temporary : program_.temporaries) line(1, fmt::format("cudaFreeAsync({}, stream);", temporary.name));
+    for (const loop::Temporary& temporary : program_.temporaries) line(1, fmt::format("cudaFreeAsync({}, stream);", spelled(temporary.name)));
     line(1, "return 0;");
     return fmt::format("extern \"C\" {} {{\n{}}}\n", hostSignature(), body_);
   }
@@ -407,6 +446,7 @@ private:
   const kernel::Program& program_;
   std::string body_;
   std::vector<std::set<std::string>> scopes_;  // the names declared in each open C++ scope
+  std::set<std::string> buffers_;              // the names of the function's buffers, scalars and sizes
   bool copiesAsynchronously_ = false;
 };
 

@@ -151,7 +151,7 @@ private:
     });
     auto local = [](const std::string& buffer) { return buffer + "__vector"; };
     auto var = [](const std::string& name) { return std::make_shared<AxisVar>(name); };
-    std::string first = node.var + "_first", slot = node.var + "_slot", group = node.var + "_group", lane = node.var + "_lane";
+    std::string first = node.var + "__first", slot = node.var + "__slot", group = node.var + "__group", lane = node.var + "__lane";
     int64_t slots = kGroupsInFlight * width;  // elements of each local array
     for (const auto& [tensor, dtype] : vectorReads) shapes_[local(tensor)] = {Dim::constant(slots)};
     shapes_[local(store->buffer)] = {Dim::constant(slots)};
@@ -402,7 +402,7 @@ private:
   // Any shape: every thread publishes its partial result, then folds those of its row in order.
   StmtPtr combineThroughSharedMemory(const tile::CrossThreadReduce& node) {
     const std::array<int, 3>& t = nest_.threads;
-    std::string partials = node.buffer + "_partials", lane = node.buffer + "_lane";
+    std::string partials = node.buffer + "__partials", lane = node.buffer + "__lane";
     ExprPtr own = std::make_shared<Load>(node.dtype, node.buffer, std::vector<ExprPtr>{});
     ExprPtr rowStart = arithmetic(BinaryOp::Sub, linearThreadIndex(), threadIndex(0));
     ExprPtr published = std::make_shared<Load>(
@@ -423,7 +423,7 @@ private:
   StmtPtr combineBlock(const tile::CrossThreadReduce& node) {
     BinaryOp step = reductionStep(node.op);
     int warps = (nest_.threads[0] + kWarpSize - 1) / kWarpSize;
-    std::string partials = node.buffer + "_partials";
+    std::string partials = node.buffer + "__partials";
     auto combineWarp = [&](std::vector<StmtPtr>& out) {
       for (int mask = kWarpSize / 2; mask >= 1; mask /= 2)
         out.push_back(std::make_shared<ShuffleCombine>(node.buffer, node.dtype, step, mask));

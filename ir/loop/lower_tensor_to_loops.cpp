@@ -234,7 +234,7 @@ private:
     std::vector<std::string> vars;
     std::vector<ExprPtr> index;
     for (const Axis& axis : stage.axes) {
-      vars.push_back(stage.name + "_" + axis.name);
+      vars.push_back(stage.name + "__" + axis.name);
       index.push_back(std::make_shared<AxisVar>(vars.back()));
     }
     StmtPtr element = compute(member, stage.name, index, vars);
@@ -276,7 +276,7 @@ private:
     ExprPtr body = bodyInNest(computed, axisVars);
     if (!stage.reduction) return std::make_shared<Store>(target, index, body);
     const Reduction& reduction = *stage.reduction;
-    std::string accumulator = target + "_acc";
+    std::string accumulator = target + "__acc";
     ExprPtr current = std::make_shared<Load>(reduction.accumulator, accumulator, std::vector<ExprPtr>{});
     StmtPtr update = std::make_shared<Store>(
         accumulator, std::vector<ExprPtr>{},
@@ -317,7 +317,7 @@ Program lowerTensorToLoops(const Kernel& kernel) {
     std::vector<const ComputeStage*> members;
     std::set<std::string> whole;
     LoopNest nest;
-    nest.name = fmt::format("{}_k{}", kernel.instanceName(), program.kernels.size());
+    nest.name = fmt::format("{}__k{}", kernel.instanceName(), program.kernels.size());
     for (const ComputeStage& other : computed) {
       if (&other == &stage || placement.at(other.stage->name).root != stage.stage->name) continue;
       members.push_back(&other);

@@ -209,8 +209,8 @@ private:
                                                         [&](const Computation& sum) { return sum.stage == stage; });
     };
     parts_.members.erase(std::remove_if(parts_.members.begin(), parts_.members.end(), folded), parts_.members.end());
-    nextMax_ = uniqueVar(online_->max.stage->name + "_next");
-    rescale_ = uniqueVar(root_->name + "_rescale");
+    nextMax_ = uniqueVar(online_->max.stage->name + "__next");
+    rescale_ = uniqueVar(root_->name + "__rescale");
     const Computation& root = parts_.root;
     ExprPtr accumulated = std::make_shared<Load>(root.accumulatorType, root.accumulator, std::vector<ExprPtr>{});
     onlineUpdate_ = std::make_shared<loop::Store>(root.update->buffer, root.update->indices, rescaled(accumulated, online_->rootTerm));

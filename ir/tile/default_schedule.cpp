@@ -231,7 +231,7 @@ private:
     top.push_back(std::make_shared<Let>(tileJ, op(BinaryOp::Mod, var(tile), tilesJ)));
 
     // Each thread's kRegister x kRegister elements: rows ty*kRegister + r, columns tx*kRegister + c.
-    std::string accumulators = uniqueVar(contraction->accumulator + "_tile");
+    std::string accumulators = uniqueVar(contraction->accumulator + "__tile");
     std::string t = uniqueVar("thread"), ty = uniqueVar("thread_row"), tx = uniqueVar("thread_col");
     std::string r = uniqueVar("r"), c = uniqueVar("c");
     auto perThread = [&](std::vector<StmtPtr> body) {
@@ -251,8 +251,8 @@ private:
     // The slices of lhs and rhs in shared memory, loaded by every thread of the block together.
     std::string slice = uniqueVar("slice"), e = uniqueVar("e"), ii = uniqueVar("ii"), jj = uniqueVar("jj"),
                 kk = uniqueVar("kk");
-    std::string lhsTile = uniqueVar(contraction->accumulator + "_lhs");
-    std::string rhsTile = uniqueVar(contraction->accumulator + "_rhs");
+    std::string lhsTile = uniqueVar(contraction->accumulator + "__lhs");
+    std::string rhsTile = uniqueVar(contraction->accumulator + "__rhs");
     auto rowOf = [&](const std::string& tileVar, ExprPtr offset) {
       return op(BinaryOp::Add, op(BinaryOp::Mul, var(tileVar), imm(kTile)), offset);
     };

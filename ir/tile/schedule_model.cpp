@@ -179,11 +179,6 @@ private:
                    std::any_of(stage.derivations.begin(), stage.derivations.end(), [&](const LoopDerivation& derivation) {
                      return std::find(derivation.from.begin(), derivation.from.end(), result.text) != derivation.from.end();
                    });
-      if (isReservedInCuda(result.text)) {
-        diagnostics_.error(result.loc, fmt::format("'{}' is reserved in C++ or CUDA, and the generated code could not use it "
-                                                   "as a loop name", result.text));
-        return false;
-      }
       if (taken || !seen.insert(result.text).second) {
         diagnostics_.error(result.loc, fmt::format("stage {} has or had a loop named '{}': new loops need new names", stage.name, result.text));
         return false;
@@ -693,14 +688,9 @@ private:
       return;
     }
     std::string name = d.results.empty() ? defaultCacheName(source, d.memory) : d.results[0].text;
-    if (isReservedInCuda(name)) {
-      diagnostics_.error(d.results[0].loc, fmt::format("'{}' is reserved in C++ or CUDA, and the generated code could not "
-                                                       "use it as a name", name));
-      return;
-    }
-    if (kernel_.findStage(name) || kernel_.findInput(name) || findCache(name)) {
+    if (nameTaken(name)) {
       diagnostics_.error(d.results.empty() ? d.loc : d.results[0].loc,
-                         fmt::format("cache {}: a tensor named '{}' already exists", source, name));
+                         fmt::format("cache {}: '{}' already names a tensor, size or scalar of the kernel, or a cache", source, name));
       return;
     }
     bool shared = d.memory == CacheMemory::Shared;
@@ -739,9 +729,16 @@ private:
   std::string defaultCacheName(const std::string& source, CacheMemory memory) {
     std::string base = source + (memory == CacheMemory::Shared ? "_shared" : "_local");
     std::string name = base;
-    for (int k = 1; kernel_.findStage(name) || kernel_.findInput(name) || findCache(name); ++k)
-      name = fmt::format("{}_{}", base, k);
+    for (int k = 1; nameTaken(name); ++k) name = fmt::format("{}_{}", base, k);
     return name;
+  }
+
+  // Whether a tensor, size or scalar of the kernel, or a cache made so far, is named `name`.
+  bool nameTaken(const std::string& name) {
+    const auto& scalars = kernel_.scalars;
+    return kernel_.findStage(name) || kernel_.findInput(name) || findCache(name) ||
+           std::find(kernel_.sizes.begin(), kernel_.sizes.end(), name) != kernel_.sizes.end() ||
+           std::any_of(scalars.begin(), scalars.end(), [&](const ScalarParamDecl& s) { return s.name == name; });
   }
 
   // `pad S by N` and `double_buffer S`: S is a shared-memory cache.

@@ -72,30 +72,30 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes exact.
-extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu_k0(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k0(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
   if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)x) & 15) == 0) {
-    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < ((D * N) / (int64_t)4); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+    for (int64_t element__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element__first < ((D * N) / (int64_t)4); element__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((D * N) / (int64_t)4))) {
-          *reinterpret_cast<uint4*>(&x__vector[(element_slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((D * N) / (int64_t)4))) {
+          *reinterpret_cast<uint4*>(&x__vector[(element__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(element__group * (int64_t)4)]);
         }
       }
       alignas(16) float exact__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((D * N) / (int64_t)4))) {
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((D * N) / (int64_t)4))) {
           #pragma unroll
-          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
-            const int64_t element = ((element_group * (int64_t)4) + element_lane);
+          for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
+            const int64_t element = ((element__group * (int64_t)4) + element__lane);
             const int64_t n = emmy_div(element, D);
             const int64_t d = emmy_mod(element, D);
-            exact__vector[((element_slot * (int64_t)4) + element_lane)] = emmy_gelu((x__vector[((element_slot * (int64_t)4) + element_lane)] + b[d]));
+            exact__vector[((element__slot * (int64_t)4) + element__lane)] = emmy_gelu((x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d]));
           }
-          *reinterpret_cast<uint4*>(&exact[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(element_slot * (int64_t)4)]);
+          *reinterpret_cast<uint4*>(&exact[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(element__slot * (int64_t)4)]);
         }
       }
     }
@@ -114,30 +114,30 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu_k0(const float* x
 }
 
 // Computes approx.
-extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu_k1(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k1(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
   if ((((unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0) {
-    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < ((D * N) / (int64_t)4); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+    for (int64_t element__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element__first < ((D * N) / (int64_t)4); element__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((D * N) / (int64_t)4))) {
-          *reinterpret_cast<uint4*>(&x__vector[(element_slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((D * N) / (int64_t)4))) {
+          *reinterpret_cast<uint4*>(&x__vector[(element__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(element__group * (int64_t)4)]);
         }
       }
       alignas(16) float approx__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((D * N) / (int64_t)4))) {
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((D * N) / (int64_t)4))) {
           #pragma unroll
-          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
-            const int64_t element = ((element_group * (int64_t)4) + element_lane);
+          for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
+            const int64_t element = ((element__group * (int64_t)4) + element__lane);
             const int64_t n = emmy_div(element, D);
             const int64_t d = emmy_mod(element, D);
-            approx__vector[((element_slot * (int64_t)4) + element_lane)] = ((0.5f * (x__vector[((element_slot * (int64_t)4) + element_lane)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[((element_slot * (int64_t)4) + element_lane)] + b[d]) + (((0.044715f * (x__vector[((element_slot * (int64_t)4) + element_lane)] + b[d])) * (x__vector[((element_slot * (int64_t)4) + element_lane)] + b[d])) * (x__vector[((element_slot * (int64_t)4) + element_lane)] + b[d])))))));
+            approx__vector[((element__slot * (int64_t)4) + element__lane)] = ((0.5f * (x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d]) + (((0.044715f * (x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d])) * (x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d])) * (x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d])))))));
           }
-          *reinterpret_cast<uint4*>(&approx[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(element_slot * (int64_t)4)]);
+          *reinterpret_cast<uint4*>(&approx[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(element__slot * (int64_t)4)]);
         }
       }
     }
@@ -160,12 +160,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu_k1(const float* x
 extern "C" int bias_gelu(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("bias_gelu: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("bias_gelu: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(bias_gelu_k0, dim3((unsigned)(emmy_min(emmy_max((((((D * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
+  EMMY_LAUNCH(bias_gelu__k0, dim3((unsigned)(emmy_min(emmy_max((((((D * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bias_gelu: kernel bias_gelu_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(bias_gelu_k1, dim3((unsigned)(emmy_min(emmy_max((((((D * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
+    return emmy_fail("bias_gelu: kernel bias_gelu__k0 failed: %s", cudaGetErrorString(error));
+  EMMY_LAUNCH(bias_gelu__k1, dim3((unsigned)(emmy_min(emmy_max((((((D * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bias_gelu: kernel bias_gelu_k1 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("bias_gelu: kernel bias_gelu__k1 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__

@@ -72,57 +72,57 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 2) layernorm_k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) layernorm__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float mu;
-    float mu_acc;
-    mu_acc = 0.0f;
+    float mu__acc;
+    mu__acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
       const int64_t d_1 = part;
-      mu_acc = (mu_acc + x[((n * D) + d_1)]);
+      mu__acc = (mu__acc + x[((n * D) + d_1)]);
     }
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    EMMY_SHARED(float, mu_acc_partials, 8);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    EMMY_SHARED(float, mu__acc__partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+      mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
     }
     __syncthreads();
-    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    mu = (mu_acc / (float)D);
+    mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    mu = (mu__acc / (float)D);
     float var;
-    float var_acc;
-    var_acc = 0.0f;
+    float var__acc;
+    var__acc = 0.0f;
     for (int64_t part_1 = (int64_t)threadIdx.x; part_1 < D; part_1 += (int64_t)blockDim.x) {
       const int64_t d_1 = part_1;
-      var_acc = (var_acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
+      var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
     }
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    EMMY_SHARED(float, var_acc_partials, 8);
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    EMMY_SHARED(float, var__acc__partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+      var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
     }
     __syncthreads();
-    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    var = (var_acc / (float)D);
+    var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    var = (var__acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
       y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * rsqrtf((var + eps))) * w[d]) + b[d]);
@@ -135,9 +135,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_k0(const float* x
 extern "C" int layernorm(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(layernorm_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
+  EMMY_LAUNCH(layernorm__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("layernorm: kernel layernorm_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("layernorm: kernel layernorm__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__

@@ -72,11 +72,11 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes y__matmul, y.
-extern "C" __global__ void __launch_bounds__(256, 2) linear_relu_k0(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 2) linear_relu__k0(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((B + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((OUT + (int64_t)63) / (int64_t)64)), ((B + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((OUT + (int64_t)63) / (int64_t)64));
-    alignas(16) float y__matmul_acc_tile[16];
+    alignas(16) float y__matmul__acc__tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -84,27 +84,27 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_relu_k0(const float*
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
         for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
-          y__matmul_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+          y__matmul__acc__tile[((r * (int64_t)4) + c)] = 0.0f;
         }
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((IN + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      EMMY_SHARED(float, y__matmul_acc_lhs, 1024);
-      EMMY_SHARED(float, y__matmul_acc_rhs, 1024);
+      EMMY_SHARED(float, y__matmul__acc__lhs, 1024);
+      EMMY_SHARED(float, y__matmul__acc__rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
         const int64_t kk = (e % (int64_t)16);
         const int64_t i0 = ((tile_i * (int64_t)64) + ii);
         const int64_t r0 = ((slice * (int64_t)16) + kk);
-        y__matmul_acc_lhs[((ii * (int64_t)16) + kk)] = (((i0 < B) && (r0 < IN)) ? x[((i0 * IN) + r0)] : 0.0f);
+        y__matmul__acc__lhs[((ii * (int64_t)16) + kk)] = (((i0 < B) && (r0 < IN)) ? x[((i0 * IN) + r0)] : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t kk = (e / (int64_t)64);
         const int64_t jj = (e % (int64_t)64);
         const int64_t i1 = ((tile_j * (int64_t)64) + jj);
         const int64_t r0 = ((slice * (int64_t)16) + kk);
-        y__matmul_acc_rhs[((kk * (int64_t)64) + jj)] = (((i1 < OUT) && (r0 < IN)) ? w[((i1 * IN) + r0)] : 0.0f);
+        y__matmul__acc__rhs[((kk * (int64_t)64) + jj)] = (((i1 < OUT) && (r0 < IN)) ? w[((i1 * IN) + r0)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
@@ -116,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_relu_k0(const float*
           for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
             #pragma unroll
             for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
-              y__matmul_acc_tile[((r * (int64_t)4) + c)] = (y__matmul_acc_tile[((r * (int64_t)4) + c)] + (y__matmul_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * y__matmul_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+              y__matmul__acc__tile[((r * (int64_t)4) + c)] = (y__matmul__acc__tile[((r * (int64_t)4) + c)] + (y__matmul__acc__lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * y__matmul__acc__rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
             }
           }
         }
@@ -133,9 +133,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_relu_k0(const float*
           const int64_t i1 = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
           if (((i0 < B) && (i1 < OUT))) {
             float y__matmul;
-            float y__matmul_acc;
-            y__matmul_acc = y__matmul_acc_tile[((r * (int64_t)4) + c)];
-            y__matmul = y__matmul_acc;
+            float y__matmul__acc;
+            y__matmul__acc = y__matmul__acc__tile[((r * (int64_t)4) + c)];
+            y__matmul = y__matmul__acc;
             y[((i0 * OUT) + i1)] = emmy_relu((y__matmul + b[i1]));
           }
         }
@@ -150,9 +150,9 @@ extern "C" int linear_relu(const float* x, const float* w, const float* b, float
   if (B < 0) return emmy_fail("linear_relu: size B is negative (%lld)", (long long)B);
   if (IN < 0) return emmy_fail("linear_relu: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_relu: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_relu_k0, dim3((unsigned)(emmy_min(emmy_max((((B + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, B, IN, OUT);
+  EMMY_LAUNCH(linear_relu__k0, dim3((unsigned)(emmy_min(emmy_max((((B + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, B, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("linear_relu: kernel linear_relu_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("linear_relu: kernel linear_relu__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__

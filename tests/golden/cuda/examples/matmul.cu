@@ -72,12 +72,12 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes C.
-extern "C" __global__ void __launch_bounds__(256, 2) matmul_k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul__k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
   for (int64_t io = (int64_t)blockIdx.y; io < ((M + (int64_t)63) / (int64_t)64); io += (int64_t)gridDim.y) {
     for (int64_t jo = (int64_t)blockIdx.x; jo < ((N + (int64_t)63) / (int64_t)64); jo += (int64_t)gridDim.x) {
       const int64_t it = (int64_t)threadIdx.y;
       const int64_t jt = (int64_t)threadIdx.x;
-      alignas(16) float C_acc[16];
+      alignas(16) float C__acc[16];
       #pragma unroll
       for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
         const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
@@ -86,7 +86,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_k0(const float* A, c
           for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
             const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
             if ((j < N)) {
-              C_acc[((ir * (int64_t)4) + jr)] = 0.0f;
+              C__acc[((ir * (int64_t)4) + jr)] = 0.0f;
             }
           }
         }
@@ -116,7 +116,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_k0(const float* A, c
               #pragma unroll
               for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
                 const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
-                C_acc[((ir * (int64_t)4) + jr)] = (C_acc[((ir * (int64_t)4) + jr)] + (As[((((it * (int64_t)4) + ir) * (int64_t)17) + ki)] * Bs[((ki * (int64_t)64) + ((jt * (int64_t)4) + jr))]));
+                C__acc[((ir * (int64_t)4) + jr)] = (C__acc[((ir * (int64_t)4) + jr)] + (As[((((it * (int64_t)4) + ir) * (int64_t)17) + ki)] * Bs[((ki * (int64_t)64) + ((jt * (int64_t)4) + jr))]));
               }
             }
           }
@@ -131,7 +131,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_k0(const float* A, c
             #pragma unroll
             for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
               const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
-              C__lanes[jr] = C_acc[((ir * (int64_t)4) + jr)];
+              C__lanes[jr] = C__acc[((ir * (int64_t)4) + jr)];
             }
             *reinterpret_cast<uint4*>(&C[((i * N) + ((jo * (int64_t)64) + (jt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(C__lanes);
           } else {
@@ -139,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_k0(const float* A, c
             for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
               const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
               if ((j < N)) {
-                C[((i * N) + j)] = C_acc[((ir * (int64_t)4) + jr)];
+                C[((i * N) + j)] = C__acc[((ir * (int64_t)4) + jr)];
               }
             }
           }
@@ -155,9 +155,9 @@ extern "C" int matmul(const float* A, const float* B, float* C, int64_t M, int64
   if (M < 0) return emmy_fail("matmul: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, A, B, C, M, K, N);
+  EMMY_LAUNCH(matmul__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, A, B, C, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("matmul: kernel matmul_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("matmul: kernel matmul__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__

@@ -72,52 +72,52 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__ms, y__h__acc.
-extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float h__ms;
-    float h__ms_acc;
-    h__ms_acc = 0.0f;
+    float h__ms__acc;
+    h__ms__acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
       const int64_t d = part;
-      h__ms_acc = (h__ms_acc + (x[((n * D) + d)] * x[((n * D) + d)]));
+      h__ms__acc = (h__ms__acc + (x[((n * D) + d)] * x[((n * D) + d)]));
     }
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 16));
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 8));
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 4));
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 2));
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 1));
-    EMMY_SHARED(float, h__ms_acc_partials, 8);
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+    EMMY_SHARED(float, h__ms__acc__partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      h__ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms_acc;
+      h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
     }
     __syncthreads();
-    h__ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 16));
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 8));
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 4));
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 2));
-    h__ms_acc = (h__ms_acc + __shfl_xor_sync(0xffffffffu, h__ms_acc, 1));
-    h__ms = (h__ms_acc / (float)D);
+    h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+    h__ms = (h__ms__acc / (float)D);
     for (int64_t element = (int64_t)threadIdx.x; element < H; element += (int64_t)blockDim.x) {
       const int64_t o = element;
-      float y__h__acc_acc;
-      y__h__acc_acc = 0.0f;
+      float y__h__acc__acc;
+      y__h__acc__acc = 0.0f;
       for (int64_t i = (int64_t)0; i < D; i += (int64_t)1) {
-        y__h__acc_acc = (y__h__acc_acc + (((x[((n * D) + i)] * rsqrtf((h__ms + 1e-06f))) * g[i]) * w1[((o * D) + i)]));
+        y__h__acc__acc = (y__h__acc__acc + (((x[((n * D) + i)] * rsqrtf((h__ms + 1e-06f))) * g[i]) * w1[((o * D) + i)]));
       }
-      y__h__acc[((n * H) + o)] = y__h__acc_acc;
+      y__h__acc[((n * H) + o)] = y__h__acc__acc;
     }
   }
 }
 
 // Computes y__y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* y__h__acc, int64_t N, int64_t D, int64_t H) {
   for (int64_t tile = (int64_t)blockIdx.x; tile < (((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)); tile += (int64_t)gridDim.x) {
     const int64_t tile_i = emmy_mod(emmy_div(tile, ((D + (int64_t)63) / (int64_t)64)), ((N + (int64_t)63) / (int64_t)64));
     const int64_t tile_j = emmy_mod(tile, ((D + (int64_t)63) / (int64_t)64));
-    alignas(16) float y__y__acc_acc_tile[16];
+    alignas(16) float y__y__acc__acc__tile[16];
     for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
       const int64_t thread_row = (thread / (int64_t)16);
       const int64_t thread_col = (thread % (int64_t)16);
@@ -125,27 +125,27 @@ extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k1(const float
       for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
         #pragma unroll
         for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
-          y__y__acc_acc_tile[((r * (int64_t)4) + c)] = 0.0f;
+          y__y__acc__acc__tile[((r * (int64_t)4) + c)] = 0.0f;
         }
       }
     }
     for (int64_t slice = (int64_t)0; slice < ((H + (int64_t)15) / (int64_t)16); slice += (int64_t)1) {
-      EMMY_SHARED(float, y__y__acc_acc_lhs, 1024);
-      EMMY_SHARED(float, y__y__acc_acc_rhs, 1024);
+      EMMY_SHARED(float, y__y__acc__acc__lhs, 1024);
+      EMMY_SHARED(float, y__y__acc__acc__rhs, 1024);
       __syncthreads();
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t ii = (e / (int64_t)16);
         const int64_t kk = (e % (int64_t)16);
         const int64_t i0 = ((tile_i * (int64_t)64) + ii);
         const int64_t i = ((slice * (int64_t)16) + kk);
-        y__y__acc_acc_lhs[((ii * (int64_t)16) + kk)] = (((i0 < N) && (i < H)) ? emmy_gelu((y__h__acc[((i0 * H) + i)] + b1[i])) : 0.0f);
+        y__y__acc__acc__lhs[((ii * (int64_t)16) + kk)] = (((i0 < N) && (i < H)) ? emmy_gelu((y__h__acc[((i0 * H) + i)] + b1[i])) : 0.0f);
       }
       for (int64_t e = (int64_t)threadIdx.x; e < (int64_t)1024; e += (int64_t)blockDim.x) {
         const int64_t kk = (e / (int64_t)64);
         const int64_t jj = (e % (int64_t)64);
         const int64_t i1 = ((tile_j * (int64_t)64) + jj);
         const int64_t i = ((slice * (int64_t)16) + kk);
-        y__y__acc_acc_rhs[((kk * (int64_t)64) + jj)] = (((i1 < D) && (i < H)) ? w2[((i1 * H) + i)] : 0.0f);
+        y__y__acc__acc__rhs[((kk * (int64_t)64) + jj)] = (((i1 < D) && (i < H)) ? w2[((i1 * H) + i)] : 0.0f);
       }
       __syncthreads();
       for (int64_t thread = (int64_t)threadIdx.x; thread < (int64_t)256; thread += (int64_t)blockDim.x) {
@@ -157,7 +157,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k1(const float
           for (int64_t r = (int64_t)0; r < (int64_t)4; r += (int64_t)1) {
             #pragma unroll
             for (int64_t c = (int64_t)0; c < (int64_t)4; c += (int64_t)1) {
-              y__y__acc_acc_tile[((r * (int64_t)4) + c)] = (y__y__acc_acc_tile[((r * (int64_t)4) + c)] + (y__y__acc_acc_lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * y__y__acc_acc_rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
+              y__y__acc__acc__tile[((r * (int64_t)4) + c)] = (y__y__acc__acc__tile[((r * (int64_t)4) + c)] + (y__y__acc__acc__lhs[((((thread_row * (int64_t)4) + r) * (int64_t)16) + kk)] * y__y__acc__acc__rhs[((kk * (int64_t)64) + ((thread_col * (int64_t)4) + c))]));
             }
           }
         }
@@ -174,9 +174,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) residual_mlp_k1(const float
           const int64_t i1 = ((tile_j * (int64_t)64) + ((thread_col * (int64_t)4) + c));
           if (((i0 < N) && (i1 < D))) {
             float y__y__acc;
-            float y__y__acc_acc;
-            y__y__acc_acc = y__y__acc_acc_tile[((r * (int64_t)4) + c)];
-            y__y__acc = y__y__acc_acc;
+            float y__y__acc__acc;
+            y__y__acc__acc = y__y__acc__acc__tile[((r * (int64_t)4) + c)];
+            y__y__acc = y__y__acc__acc;
             y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__y__acc + b2[i1]));
           }
         }
@@ -194,12 +194,12 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   float* y__h__acc = nullptr;
   if (cudaMallocAsync((void**)&y__h__acc, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("residual_mlp: cannot allocate the temporary y__h__acc");
-  EMMY_LAUNCH(residual_mlp_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
+  EMMY_LAUNCH(residual_mlp__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("residual_mlp: kernel residual_mlp_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(residual_mlp_k1, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
+    return emmy_fail("residual_mlp: kernel residual_mlp__k0 failed: %s", cudaGetErrorString(error));
+  EMMY_LAUNCH(residual_mlp__k1, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("residual_mlp: kernel residual_mlp_k1 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("residual_mlp: kernel residual_mlp__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(y__h__acc, stream);
   return 0;
 }

@@ -72,57 +72,57 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) softmax__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < N; row += (int64_t)gridDim.x) {
     const int64_t n = row;
     float m;
-    float m_acc;
-    m_acc = -INFINITY;
+    float m__acc;
+    m__acc = -INFINITY;
     for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
       const int64_t d_1 = part;
-      m_acc = emmy_max(m_acc, x[((n * D) + d_1)]);
+      m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
     }
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    EMMY_SHARED(float, m_acc_partials, 8);
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    EMMY_SHARED(float, m__acc__partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+      m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
     }
     __syncthreads();
-    m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-    m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-    m = m_acc;
+    m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = m__acc;
     float s;
-    float s_acc;
-    s_acc = 0.0f;
+    float s__acc;
+    s__acc = 0.0f;
     for (int64_t part_1 = (int64_t)threadIdx.x; part_1 < D; part_1 += (int64_t)blockDim.x) {
       const int64_t d_1 = part_1;
-      s_acc = (s_acc + expf((x[((n * D) + d_1)] - m)));
+      s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
     }
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    EMMY_SHARED(float, s_acc_partials, 8);
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    EMMY_SHARED(float, s__acc__partials, 8);
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+      s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
     }
     __syncthreads();
-    s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-    s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-    s = s_acc;
+    s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
     for (int64_t element = (int64_t)threadIdx.x; element < D; element += (int64_t)blockDim.x) {
       const int64_t d = element;
       y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
@@ -135,9 +135,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_k0(const float* x, 
 extern "C" int softmax(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(softmax_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+  EMMY_LAUNCH(softmax__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("softmax: kernel softmax_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("softmax: kernel softmax__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__

@@ -72,101 +72,101 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu.
-extern "C" __global__ void __launch_bounds__(256, 2) standardize_k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) standardize__k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < (B * S); row += (int64_t)gridDim.x) {
     const int64_t i0 = emmy_div(row, (S * (int64_t)1));
     const int64_t i1 = emmy_mod((row / (int64_t)1), S);
     const int64_t i2 = (row % (int64_t)1);
-    float mu_acc;
-    mu_acc = 0.0f;
+    float mu__acc;
+    mu__acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
       const int64_t r0 = part;
-      mu_acc = (mu_acc + x[((((i0 * S) + i1) * D) + r0)]);
+      mu__acc = (mu__acc + x[((((i0 * S) + i1) * D) + r0)]);
     }
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-    EMMY_SHARED(float, mu_acc_partials, 8);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    EMMY_SHARED(float, mu__acc__partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+      mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
     }
     __syncthreads();
-    mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-    mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
+    mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
     if (((int64_t)threadIdx.x == (int64_t)0)) {
-      mu[(((i0 * S) + i1) + i2)] = (mu_acc / (float)D);
+      mu[(((i0 * S) + i1) + i2)] = (mu__acc / (float)D);
     }
   }
 }
 
 // Computes var.
-extern "C" __global__ void __launch_bounds__(256, 2) standardize_k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) standardize__k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < (B * S); row += (int64_t)gridDim.x) {
     const int64_t i0 = emmy_div(row, (S * (int64_t)1));
     const int64_t i1 = emmy_mod((row / (int64_t)1), S);
     const int64_t i2 = (row % (int64_t)1);
-    float var_acc;
-    var_acc = 0.0f;
+    float var__acc;
+    var__acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < D; part += (int64_t)blockDim.x) {
       const int64_t r0 = part;
-      var_acc = (var_acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)])));
+      var__acc = (var__acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)])));
     }
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-    EMMY_SHARED(float, var_acc_partials, 8);
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    EMMY_SHARED(float, var__acc__partials, 8);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+      var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
     }
     __syncthreads();
-    var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-    var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
+    var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
     if (((int64_t)threadIdx.x == (int64_t)0)) {
-      var[(((i0 * S) + i1) + i2)] = (var_acc / (float)D);
+      var[(((i0 * S) + i1) + i2)] = (var__acc / (float)D);
     }
   }
 }
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) standardize_k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) standardize__k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0) {
-    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < (((B * D) * S) / (int64_t)4); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+    for (int64_t element__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element__first < (((B * D) * S) / (int64_t)4); element__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < (((B * D) * S) / (int64_t)4))) {
-          *reinterpret_cast<uint4*>(&x__vector[(element_slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(element_group * (int64_t)4)]);
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < (((B * D) * S) / (int64_t)4))) {
+          *reinterpret_cast<uint4*>(&x__vector[(element__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(element__group * (int64_t)4)]);
         }
       }
       alignas(16) float y__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < (((B * D) * S) / (int64_t)4))) {
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < (((B * D) * S) / (int64_t)4))) {
           #pragma unroll
-          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
-            const int64_t element = ((element_group * (int64_t)4) + element_lane);
+          for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
+            const int64_t element = ((element__group * (int64_t)4) + element__lane);
             const int64_t i0 = emmy_div(element, (S * D));
             const int64_t i1 = emmy_mod(emmy_div(element, D), S);
             const int64_t i2 = emmy_mod(element, D);
-            y__vector[((element_slot * (int64_t)4) + element_lane)] = ((x__vector[((element_slot * (int64_t)4) + element_lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
+            y__vector[((element__slot * (int64_t)4) + element__lane)] = ((x__vector[((element__slot * (int64_t)4) + element__lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
           }
-          *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(element_slot * (int64_t)4)]);
+          *reinterpret_cast<uint4*>(&y[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(element__slot * (int64_t)4)]);
         }
       }
     }
@@ -198,15 +198,15 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
   float* var = nullptr;
   if (cudaMallocAsync((void**)&var, (size_t)emmy_max((B * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("standardize: cannot allocate the temporary var");
-  EMMY_LAUNCH(standardize_k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+  EMMY_LAUNCH(standardize__k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("standardize: kernel standardize_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(standardize_k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+    return emmy_fail("standardize: kernel standardize__k0 failed: %s", cudaGetErrorString(error));
+  EMMY_LAUNCH(standardize__k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("standardize: kernel standardize_k1 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(standardize_k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * D) * S) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+    return emmy_fail("standardize: kernel standardize__k1 failed: %s", cudaGetErrorString(error));
+  EMMY_LAUNCH(standardize__k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * D) * S) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("standardize: kernel standardize_k2 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("standardize: kernel standardize__k2 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(mu, stream);
   cudaFreeAsync(var, stream);
   return 0;

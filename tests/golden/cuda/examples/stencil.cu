@@ -72,36 +72,36 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes out.
-extern "C" __global__ void __launch_bounds__(32, 16) conv3x3_k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
+extern "C" __global__ void __launch_bounds__(32, 16) conv3x3__k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
   for (int64_t row = (int64_t)blockIdx.x; row < (H * W); row += (int64_t)gridDim.x) {
     const int64_t i = emmy_div(row, W);
     const int64_t j = emmy_mod(row, W);
-    float out_acc;
-    out_acc = 0.0f;
+    float out__acc;
+    out__acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < (int64_t)9; part += (int64_t)blockDim.x) {
       const int64_t di = (part / (int64_t)3);
       const int64_t dj = (part % (int64_t)3);
-      out_acc = (out_acc + (((((((i + di) - (int64_t)1) >= (int64_t)0) && (((i + di) - (int64_t)1) < H)) && ((((j + dj) - (int64_t)1) >= (int64_t)0) && (((j + dj) - (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
+      out__acc = (out__acc + (((((((i + di) - (int64_t)1) >= (int64_t)0) && (((i + di) - (int64_t)1) < H)) && ((((j + dj) - (int64_t)1) >= (int64_t)0) && (((j + dj) - (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
     }
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 16));
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 8));
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 4));
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 2));
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 1));
-    EMMY_SHARED(float, out_acc_partials, 1);
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 16));
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 8));
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 4));
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 2));
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 1));
+    EMMY_SHARED(float, out__acc__partials, 1);
     __syncthreads();
     if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      out_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = out_acc;
+      out__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = out__acc;
     }
     __syncthreads();
-    out_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)1) ? out_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 16));
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 8));
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 4));
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 2));
-    out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 1));
+    out__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)1) ? out__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 16));
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 8));
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 4));
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 2));
+    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 1));
     if (((int64_t)threadIdx.x == (int64_t)0)) {
-      out[((i * W) + j)] = out_acc;
+      out[((i * W) + j)] = out__acc;
     }
   }
 }
@@ -111,30 +111,30 @@ extern "C" __global__ void __launch_bounds__(32, 16) conv3x3_k0(const float* img
 extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, int64_t W, cudaStream_t stream) {
   if (H < 0) return emmy_fail("conv3x3: size H is negative (%lld)", (long long)H);
   if (W < 0) return emmy_fail("conv3x3: size W is negative (%lld)", (long long)W);
-  EMMY_LAUNCH(conv3x3_k0, dim3((unsigned)(emmy_min(emmy_max((H * W), (int64_t)1), (int64_t)65535))), dim3(32), stream, img, k, out, H, W);
+  EMMY_LAUNCH(conv3x3__k0, dim3((unsigned)(emmy_min(emmy_max((H * W), (int64_t)1), (int64_t)65535))), dim3(32), stream, img, k, out, H, W);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("conv3x3: kernel conv3x3_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("conv3x3: kernel conv3x3__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes dx.
-extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const float* x, float* dx, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) central_difference__k0(const float* x, float* dx, int64_t N) {
   if ((((unsigned long long)(const void*)dx) & 15) == 0) {
-    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < (N / (int64_t)4); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+    for (int64_t element__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element__first < (N / (int64_t)4); element__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float dx__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < (N / (int64_t)4))) {
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < (N / (int64_t)4))) {
           #pragma unroll
-          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
-            const int64_t element = ((element_group * (int64_t)4) + element_lane);
+          for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
+            const int64_t element = ((element__group * (int64_t)4) + element__lane);
             const int64_t i = element;
-            dx__vector[((element_slot * (int64_t)4) + element_lane)] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+            dx__vector[((element__slot * (int64_t)4) + element__lane)] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
           }
-          *reinterpret_cast<uint4*>(&dx[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&dx__vector[(element_slot * (int64_t)4)]);
+          *reinterpret_cast<uint4*>(&dx[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&dx__vector[(element__slot * (int64_t)4)]);
         }
       }
     }
@@ -154,9 +154,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const
 #ifndef __CUDACC_RTC__
 extern "C" int central_difference(const float* x, float* dx, int64_t N, cudaStream_t stream) {
   if (N < 0) return emmy_fail("central_difference: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(central_difference_k0, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
+  EMMY_LAUNCH(central_difference__k0, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("central_difference: kernel central_difference_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("central_difference: kernel central_difference__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__

@@ -72,32 +72,32 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16_k0(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16__k0(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
-    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < ((H * N) / (int64_t)8); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+    for (int64_t element__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element__first < ((H * N) / (int64_t)8); element__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) __half gate__vector[32];
       alignas(16) __half up__vector[32];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((H * N) / (int64_t)8))) {
-          *reinterpret_cast<uint4*>(&gate__vector[(element_slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&gate[(element_group * (int64_t)8)]);
-          *reinterpret_cast<uint4*>(&up__vector[(element_slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&up[(element_group * (int64_t)8)]);
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((H * N) / (int64_t)8))) {
+          *reinterpret_cast<uint4*>(&gate__vector[(element__slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&gate[(element__group * (int64_t)8)]);
+          *reinterpret_cast<uint4*>(&up__vector[(element__slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&up[(element__group * (int64_t)8)]);
         }
       }
       alignas(16) __half y__vector[32];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((H * N) / (int64_t)8))) {
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((H * N) / (int64_t)8))) {
           #pragma unroll
-          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)8; element_lane += (int64_t)1) {
-            const int64_t element = ((element_group * (int64_t)8) + element_lane);
+          for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)8; element__lane += (int64_t)1) {
+            const int64_t element = ((element__group * (int64_t)8) + element__lane);
             const int64_t n = emmy_div(element, H);
             const int64_t h = emmy_mod(element, H);
-            y__vector[((element_slot * (int64_t)8) + element_lane)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate__vector[((element_slot * (int64_t)8) + element_lane)])) * (float)emmy_f32(up__vector[((element_slot * (int64_t)8) + element_lane)])));
+            y__vector[((element__slot * (int64_t)8) + element__lane)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate__vector[((element__slot * (int64_t)8) + element__lane)])) * (float)emmy_f32(up__vector[((element__slot * (int64_t)8) + element__lane)])));
           }
-          *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&y__vector[(element_slot * (int64_t)8)]);
+          *reinterpret_cast<uint4*>(&y[(element__group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&y__vector[(element__slot * (int64_t)8)]);
         }
       }
     }
@@ -120,41 +120,41 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16_k0(const __half*
 extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_f16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f16: size H is negative (%lld)", (long long)H);
-  EMMY_LAUNCH(swiglu_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
+  EMMY_LAUNCH(swiglu_f16__k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("swiglu_f16: kernel swiglu_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("swiglu_f16: kernel swiglu_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16_k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16__k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
-    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < ((H * N) / (int64_t)8); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+    for (int64_t element__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element__first < ((H * N) / (int64_t)8); element__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) __nv_bfloat16 gate__vector[32];
       alignas(16) __nv_bfloat16 up__vector[32];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((H * N) / (int64_t)8))) {
-          *reinterpret_cast<uint4*>(&gate__vector[(element_slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&gate[(element_group * (int64_t)8)]);
-          *reinterpret_cast<uint4*>(&up__vector[(element_slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&up[(element_group * (int64_t)8)]);
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((H * N) / (int64_t)8))) {
+          *reinterpret_cast<uint4*>(&gate__vector[(element__slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&gate[(element__group * (int64_t)8)]);
+          *reinterpret_cast<uint4*>(&up__vector[(element__slot * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&up[(element__group * (int64_t)8)]);
         }
       }
       alignas(16) __nv_bfloat16 y__vector[32];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((H * N) / (int64_t)8))) {
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((H * N) / (int64_t)8))) {
           #pragma unroll
-          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)8; element_lane += (int64_t)1) {
-            const int64_t element = ((element_group * (int64_t)8) + element_lane);
+          for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)8; element__lane += (int64_t)1) {
+            const int64_t element = ((element__group * (int64_t)8) + element__lane);
             const int64_t n = emmy_div(element, H);
             const int64_t h = emmy_mod(element, H);
-            y__vector[((element_slot * (int64_t)8) + element_lane)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate__vector[((element_slot * (int64_t)8) + element_lane)])) * (float)emmy_f32(up__vector[((element_slot * (int64_t)8) + element_lane)])));
+            y__vector[((element__slot * (int64_t)8) + element__lane)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate__vector[((element__slot * (int64_t)8) + element__lane)])) * (float)emmy_f32(up__vector[((element__slot * (int64_t)8) + element__lane)])));
           }
-          *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&y__vector[(element_slot * (int64_t)8)]);
+          *reinterpret_cast<uint4*>(&y[(element__group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&y__vector[(element__slot * (int64_t)8)]);
         }
       }
     }
@@ -177,41 +177,41 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16_k0(const __nv_b
 extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_bf16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_bf16: size H is negative (%lld)", (long long)H);
-  EMMY_LAUNCH(swiglu_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
+  EMMY_LAUNCH(swiglu_bf16__k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("swiglu_bf16: kernel swiglu_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("swiglu_bf16: kernel swiglu_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32_k0(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32__k0(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
-    for (int64_t element_first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element_first < ((H * N) / (int64_t)4); element_first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
+    for (int64_t element__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element__first < ((H * N) / (int64_t)4); element__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float gate__vector[16];
       alignas(16) float up__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((H * N) / (int64_t)4))) {
-          *reinterpret_cast<uint4*>(&gate__vector[(element_slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&gate[(element_group * (int64_t)4)]);
-          *reinterpret_cast<uint4*>(&up__vector[(element_slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&up[(element_group * (int64_t)4)]);
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((H * N) / (int64_t)4))) {
+          *reinterpret_cast<uint4*>(&gate__vector[(element__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&gate[(element__group * (int64_t)4)]);
+          *reinterpret_cast<uint4*>(&up__vector[(element__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&up[(element__group * (int64_t)4)]);
         }
       }
       alignas(16) float y__vector[16];
       #pragma unroll
-      for (int64_t element_slot = (int64_t)0; element_slot < (int64_t)4; element_slot += (int64_t)1) {
-        const int64_t element_group = (element_first + (element_slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((element_group < ((H * N) / (int64_t)4))) {
+      for (int64_t element__slot = (int64_t)0; element__slot < (int64_t)4; element__slot += (int64_t)1) {
+        const int64_t element__group = (element__first + (element__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
+        if ((element__group < ((H * N) / (int64_t)4))) {
           #pragma unroll
-          for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
-            const int64_t element = ((element_group * (int64_t)4) + element_lane);
+          for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
+            const int64_t element = ((element__group * (int64_t)4) + element__lane);
             const int64_t n = emmy_div(element, H);
             const int64_t h = emmy_mod(element, H);
-            y__vector[((element_slot * (int64_t)4) + element_lane)] = (emmy_silu(gate__vector[((element_slot * (int64_t)4) + element_lane)]) * up__vector[((element_slot * (int64_t)4) + element_lane)]);
+            y__vector[((element__slot * (int64_t)4) + element__lane)] = (emmy_silu(gate__vector[((element__slot * (int64_t)4) + element__lane)]) * up__vector[((element__slot * (int64_t)4) + element__lane)]);
           }
-          *reinterpret_cast<uint4*>(&y[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(element_slot * (int64_t)4)]);
+          *reinterpret_cast<uint4*>(&y[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(element__slot * (int64_t)4)]);
         }
       }
     }
@@ -234,9 +234,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32_k0(const float* 
 extern "C" int swiglu_f32(const float* gate, const float* up, float* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_f32: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f32: size H is negative (%lld)", (long long)H);
-  EMMY_LAUNCH(swiglu_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
+  EMMY_LAUNCH(swiglu_f32__k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("swiglu_f32: kernel swiglu_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("swiglu_f32: kernel swiglu_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__

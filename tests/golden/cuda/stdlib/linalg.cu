@@ -104,7 +104,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16__k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
       const int64_t mt = (int64_t)threadIdx.y;
@@ -124,7 +124,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
         emmy_copy_async_lanes<8>(b_tile, ((b_tile_0_1 * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float acc_acc[16];
+      alignas(16) float acc__acc[16];
       #pragma unroll
       for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
         const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
@@ -133,7 +133,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
           for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
             const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
             if ((n < N)) {
-              acc_acc[((mr * (int64_t)4) + nr)] = 0.0f;
+              acc__acc[((mr * (int64_t)4) + nr)] = 0.0f;
             }
           }
         }
@@ -163,7 +163,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                acc__acc[((mr * (int64_t)4) + nr)] = (acc__acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
               }
             }
           }
@@ -178,7 +178,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
             #pragma unroll
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-              c__lanes[nr] = emmy_f16((float)acc_acc[((mr * (int64_t)4) + nr)]);
+              c__lanes[nr] = emmy_f16((float)acc__acc[((mr * (int64_t)4) + nr)]);
             }
             *reinterpret_cast<uint2*>(&c[((m * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(c__lanes);
           } else {
@@ -186,7 +186,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16_k0(const __half*
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
               if ((n < N)) {
-                c[((m * N) + n)] = emmy_f16((float)acc_acc[((mr * (int64_t)4) + nr)]);
+                c[((m * N) + n)] = emmy_f16((float)acc__acc[((mr * (int64_t)4) + nr)]);
               }
             }
           }
@@ -202,16 +202,16 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
   if (M < 0) return emmy_fail("matmul_f16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("matmul_f16: kernel matmul_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("matmul_f16: kernel matmul_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
       const int64_t mt = (int64_t)threadIdx.y;
@@ -231,7 +231,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
         emmy_copy_async_lanes<8>(b_tile, ((b_tile_0_1 * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float acc_acc[16];
+      alignas(16) float acc__acc[16];
       #pragma unroll
       for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
         const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
@@ -240,7 +240,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
           for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
             const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
             if ((n < N)) {
-              acc_acc[((mr * (int64_t)4) + nr)] = 0.0f;
+              acc__acc[((mr * (int64_t)4) + nr)] = 0.0f;
             }
           }
         }
@@ -270,7 +270,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                acc__acc[((mr * (int64_t)4) + nr)] = (acc__acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
               }
             }
           }
@@ -285,7 +285,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
             #pragma unroll
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-              c__lanes[nr] = emmy_bf16((float)acc_acc[((mr * (int64_t)4) + nr)]);
+              c__lanes[nr] = emmy_bf16((float)acc__acc[((mr * (int64_t)4) + nr)]);
             }
             *reinterpret_cast<uint2*>(&c[((m * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(c__lanes);
           } else {
@@ -293,7 +293,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16_k0(const __nv_b
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
               if ((n < N)) {
-                c[((m * N) + n)] = emmy_bf16((float)acc_acc[((mr * (int64_t)4) + nr)]);
+                c[((m * N) + n)] = emmy_bf16((float)acc__acc[((mr * (int64_t)4) + nr)]);
               }
             }
           }
@@ -309,16 +309,16 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
   if (M < 0) return emmy_fail("matmul_bf16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("matmul_bf16: kernel matmul_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("matmul_bf16: kernel matmul_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32__k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
       const int64_t mt = (int64_t)threadIdx.y;
@@ -339,7 +339,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
         emmy_copy_async_lanes<4>(b_tile, ((b_tile_0_1 * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float acc_acc[16];
+      alignas(16) float acc__acc[16];
       #pragma unroll
       for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
         const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
@@ -348,7 +348,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
           for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
             const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
             if ((n < N)) {
-              acc_acc[((mr * (int64_t)4) + nr)] = 0.0f;
+              acc__acc[((mr * (int64_t)4) + nr)] = 0.0f;
             }
           }
         }
@@ -379,7 +379,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
+                acc__acc[((mr * (int64_t)4) + nr)] = (acc__acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
               }
             }
           }
@@ -394,7 +394,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
             #pragma unroll
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-              c__lanes[nr] = acc_acc[((mr * (int64_t)4) + nr)];
+              c__lanes[nr] = acc__acc[((mr * (int64_t)4) + nr)];
             }
             *reinterpret_cast<uint4*>(&c[((m * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(c__lanes);
           } else {
@@ -402,7 +402,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32_k0(const float* 
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
               if ((n < N)) {
-                c[((m * N) + n)] = acc_acc[((mr * (int64_t)4) + nr)];
+                c[((m * N) + n)] = acc__acc[((mr * (int64_t)4) + nr)];
               }
             }
           }
@@ -418,16 +418,16 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
   if (M < 0) return emmy_fail("matmul_f32: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(matmul_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("matmul_f32: kernel matmul_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("matmul_f32: kernel matmul_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16__k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
@@ -448,7 +448,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
           emmy_copy_async_lanes<8>(b_tile, ((b_tile_1_1 * (int64_t)64) + b_tile_2_1), b, ((((i * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((i < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
-        alignas(16) float acc_acc[16];
+        alignas(16) float acc__acc[16];
         #pragma unroll
         for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
           const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
@@ -457,7 +457,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
               if ((n < N)) {
-                acc_acc[((mr * (int64_t)4) + nr)] = 0.0f;
+                acc__acc[((mr * (int64_t)4) + nr)] = 0.0f;
               }
             }
           }
@@ -487,7 +487,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                  acc__acc[((mr * (int64_t)4) + nr)] = (acc__acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
                 }
               }
             }
@@ -502,7 +502,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                c__lanes[nr] = emmy_f16((float)acc_acc[((mr * (int64_t)4) + nr)]);
+                c__lanes[nr] = emmy_f16((float)acc__acc[((mr * (int64_t)4) + nr)]);
               }
               *reinterpret_cast<uint2*>(&c[((((i * M) + m) * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(c__lanes);
             } else {
@@ -510,7 +510,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16_k0(const __half* a,
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
                 if ((n < N)) {
-                  c[((((i * M) + m) * N) + n)] = emmy_f16((float)acc_acc[((mr * (int64_t)4) + nr)]);
+                  c[((((i * M) + m) * N) + n)] = emmy_f16((float)acc__acc[((mr * (int64_t)4) + nr)]);
                 }
               }
             }
@@ -528,16 +528,16 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
   if (M < 0) return emmy_fail("bmm_f16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bmm_f16: kernel bmm_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("bmm_f16: kernel bmm_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
@@ -558,7 +558,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
           emmy_copy_async_lanes<8>(b_tile, ((b_tile_1_1 * (int64_t)64) + b_tile_2_1), b, ((((i * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((i < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
-        alignas(16) float acc_acc[16];
+        alignas(16) float acc__acc[16];
         #pragma unroll
         for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
           const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
@@ -567,7 +567,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
               if ((n < N)) {
-                acc_acc[((mr * (int64_t)4) + nr)] = 0.0f;
+                acc__acc[((mr * (int64_t)4) + nr)] = 0.0f;
               }
             }
           }
@@ -597,7 +597,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
+                  acc__acc[((mr * (int64_t)4) + nr)] = (acc__acc[((mr * (int64_t)4) + nr)] + ((float)emmy_f32(a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)]) * (float)emmy_f32(b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))])));
                 }
               }
             }
@@ -612,7 +612,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                c__lanes[nr] = emmy_bf16((float)acc_acc[((mr * (int64_t)4) + nr)]);
+                c__lanes[nr] = emmy_bf16((float)acc__acc[((mr * (int64_t)4) + nr)]);
               }
               *reinterpret_cast<uint2*>(&c[((((i * M) + m) * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(c__lanes);
             } else {
@@ -620,7 +620,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16_k0(const __nv_bflo
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
                 if ((n < N)) {
-                  c[((((i * M) + m) * N) + n)] = emmy_bf16((float)acc_acc[((mr * (int64_t)4) + nr)]);
+                  c[((((i * M) + m) * N) + n)] = emmy_bf16((float)acc__acc[((mr * (int64_t)4) + nr)]);
                 }
               }
             }
@@ -638,16 +638,16 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
   if (M < 0) return emmy_fail("bmm_bf16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bmm_bf16: kernel bmm_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("bmm_bf16: kernel bmm_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32__k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
@@ -669,7 +669,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
           emmy_copy_async_lanes<4>(b_tile, ((b_tile_1_1 * (int64_t)64) + b_tile_2_1), b, ((((i * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((i < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
         }
         emmy_wait_for_copies<1>();
-        alignas(16) float acc_acc[16];
+        alignas(16) float acc__acc[16];
         #pragma unroll
         for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
           const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
@@ -678,7 +678,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
             for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
               const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
               if ((n < N)) {
-                acc_acc[((mr * (int64_t)4) + nr)] = 0.0f;
+                acc__acc[((mr * (int64_t)4) + nr)] = 0.0f;
               }
             }
           }
@@ -709,7 +709,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
                 #pragma unroll
                 for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                   const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc_acc[((mr * (int64_t)4) + nr)] = (acc_acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
+                  acc__acc[((mr * (int64_t)4) + nr)] = (acc__acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
                 }
               }
             }
@@ -724,7 +724,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
               #pragma unroll
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                c__lanes[nr] = acc_acc[((mr * (int64_t)4) + nr)];
+                c__lanes[nr] = acc__acc[((mr * (int64_t)4) + nr)];
               }
               *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(c__lanes);
             } else {
@@ -732,7 +732,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32_k0(const float* a, 
               for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
                 const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
                 if ((n < N)) {
-                  c[((((i * M) + m) * N) + n)] = acc_acc[((mr * (int64_t)4) + nr)];
+                  c[((((i * M) + m) * N) + n)] = acc__acc[((mr * (int64_t)4) + nr)];
                 }
               }
             }
@@ -750,16 +750,16 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
   if (M < 0) return emmy_fail("bmm_f32: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(bmm_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bmm_f32: kernel bmm_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("bmm_f32: kernel bmm_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16_k0(const __half* x, __half* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16__k0(const __half* x, __half* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(__half, x_tile, 1056);
@@ -791,16 +791,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16_k0(const __ha
 extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("transpose_f16: kernel transpose_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("transpose_f16: kernel transpose_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(__nv_bfloat16, x_tile, 1056);
@@ -832,16 +832,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16_k0(const __n
 extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_bf16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_bf16: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("transpose_bf16: kernel transpose_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("transpose_bf16: kernel transpose_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32_k0(const float* x, float* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32__k0(const float* x, float* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(float, x_tile, 1056);
@@ -873,9 +873,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32_k0(const floa
 extern "C" int transpose_f32(const float* x, float* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f32: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f32: size N is negative (%lld)", (long long)N);
-  EMMY_LAUNCH(transpose_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("transpose_f32: kernel transpose_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("transpose_f32: kernel transpose_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__

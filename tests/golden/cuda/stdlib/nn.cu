@@ -104,7 +104,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -116,8 +116,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
       }
       emmy_wait_for_copies<0>();
       __half m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -126,31 +126,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x_row[d_1]));
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = emmy_f16((float)m_acc);
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = emmy_f16((float)m__acc);
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -158,28 +158,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              s_acc = (s_acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -205,8 +205,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
     }
     if ((!(D <= (int64_t)16384))) {
       __half m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -216,39 +216,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_4]));
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+                m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
               }
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = emmy_f16((float)m_acc);
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = emmy_f16((float)m__acc);
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -258,36 +258,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+                s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
               }
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -321,16 +321,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
 extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_f16: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(softmax_f16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+  EMMY_LAUNCH(softmax_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("softmax_f16: kernel softmax_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("softmax_f16: kernel softmax_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -342,8 +342,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
       }
       emmy_wait_for_copies<0>();
       __nv_bfloat16 m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -352,31 +352,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x_row[d_1]));
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = emmy_bf16((float)m_acc);
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = emmy_bf16((float)m__acc);
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -384,28 +384,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              s_acc = (s_acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -431,8 +431,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
     }
     if ((!(D <= (int64_t)16384))) {
       __nv_bfloat16 m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -442,39 +442,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_4]));
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+                m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
               }
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = emmy_bf16((float)m_acc);
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = emmy_bf16((float)m__acc);
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -484,36 +484,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+                s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
               }
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -547,16 +547,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
 extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_bf16: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(softmax_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+  EMMY_LAUNCH(softmax_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("softmax_bf16: kernel softmax_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("softmax_bf16: kernel softmax_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -568,8 +568,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
       }
       emmy_wait_for_copies<0>();
       float m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -578,31 +578,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, x_row[d_1]);
+              m__acc = emmy_max(m__acc, x_row[d_1]);
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = m_acc;
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = m__acc;
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -610,28 +610,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              s_acc = (s_acc + expf((x_row[d_1] - m)));
+              s__acc = (s__acc + expf((x_row[d_1] - m)));
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -657,8 +657,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
     }
     if ((!(D <= (int64_t)8192))) {
       float m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -668,39 +668,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              m_acc = emmy_max(m_acc, x__lanes[d_element_4]);
+              m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                m_acc = emmy_max(m_acc, x[((n * D) + d_1)]);
+                m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
               }
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = m_acc;
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = m__acc;
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -710,36 +710,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              s_acc = (s_acc + expf((x__lanes[d_element_3] - m)));
+              s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                s_acc = (s_acc + expf((x[((n * D) + d_1)] - m)));
+                s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
               }
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -773,16 +773,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
 extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_f32: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(softmax_f32_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+  EMMY_LAUNCH(softmax_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("softmax_f32: kernel softmax_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("softmax_f32: kernel softmax_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __half* x, __half* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -794,8 +794,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
       }
       emmy_wait_for_copies<0>();
       __half m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -804,31 +804,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x_row[d_1]));
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = emmy_f16((float)m_acc);
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = emmy_f16((float)m__acc);
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -836,28 +836,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              s_acc = (s_acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -883,8 +883,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
     }
     if ((!(D <= (int64_t)16384))) {
       __half m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -894,39 +894,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_4]));
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+                m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
               }
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = emmy_f16((float)m_acc);
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = emmy_f16((float)m__acc);
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -936,36 +936,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+                s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
               }
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -999,16 +999,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
 extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_f16: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(log_softmax_f16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+  EMMY_LAUNCH(log_softmax_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("log_softmax_f16: kernel log_softmax_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("log_softmax_f16: kernel log_softmax_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -1020,8 +1020,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
       }
       emmy_wait_for_copies<0>();
       __nv_bfloat16 m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -1030,31 +1030,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x_row[d_1]));
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = emmy_bf16((float)m_acc);
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = emmy_bf16((float)m__acc);
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1062,28 +1062,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              s_acc = (s_acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1109,8 +1109,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
     }
     if ((!(D <= (int64_t)16384))) {
       __nv_bfloat16 m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1120,39 +1120,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              m_acc = emmy_max(m_acc, (float)emmy_f32(x__lanes[d_element_4]));
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                m_acc = emmy_max(m_acc, (float)emmy_f32(x[((n * D) + d_1)]));
+                m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
               }
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = emmy_bf16((float)m_acc);
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = emmy_bf16((float)m__acc);
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1162,36 +1162,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              s_acc = (s_acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                s_acc = (s_acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+                s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
               }
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1225,16 +1225,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
 extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_bf16: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(log_softmax_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+  EMMY_LAUNCH(log_softmax_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -1246,8 +1246,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
       }
       emmy_wait_for_copies<0>();
       float m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -1256,31 +1256,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              m_acc = emmy_max(m_acc, x_row[d_1]);
+              m__acc = emmy_max(m__acc, x_row[d_1]);
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = m_acc;
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = m__acc;
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1288,28 +1288,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              s_acc = (s_acc + expf((x_row[d_1] - m)));
+              s__acc = (s__acc + expf((x_row[d_1] - m)));
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1335,8 +1335,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
     }
     if ((!(D <= (int64_t)8192))) {
       float m;
-      float m_acc;
-      m_acc = -INFINITY;
+      float m__acc;
+      m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1346,39 +1346,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              m_acc = emmy_max(m_acc, x__lanes[d_element_4]);
+              m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                m_acc = emmy_max(m_acc, x[((n * D) + d_1)]);
+                m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
               }
             }
           }
         }
       }
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      EMMY_SHARED(float, m_acc_partials, 8);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        m_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = m_acc;
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
       }
       __syncthreads();
-      m_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 16));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 8));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 4));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 2));
-      m_acc = emmy_max(m_acc, __shfl_xor_sync(0xffffffffu, m_acc, 1));
-      m = m_acc;
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = m__acc;
       float s;
-      float s_acc;
-      s_acc = 0.0f;
+      float s__acc;
+      s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1388,36 +1388,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              s_acc = (s_acc + expf((x__lanes[d_element_3] - m)));
+              s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                s_acc = (s_acc + expf((x[((n * D) + d_1)] - m)));
+                s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
               }
             }
           }
         }
       }
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      EMMY_SHARED(float, s_acc_partials, 8);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        s_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = s_acc;
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
       }
       __syncthreads();
-      s_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 16));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 8));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 4));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 2));
-      s_acc = (s_acc + __shfl_xor_sync(0xffffffffu, s_acc, 1));
-      s = s_acc;
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1451,16 +1451,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
 extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_f32: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(log_softmax_f32_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+  EMMY_LAUNCH(log_softmax_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("log_softmax_f32: kernel log_softmax_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("log_softmax_f32: kernel log_softmax_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -1472,8 +1472,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
       }
       emmy_wait_for_copies<0>();
       float mu;
-      float mu_acc;
-      mu_acc = 0.0f;
+      float mu__acc;
+      mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -1482,31 +1482,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              mu_acc = (mu_acc + (float)emmy_f32(x_row[d_1]));
+              mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
             }
           }
         }
       }
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      EMMY_SHARED(float, mu_acc_partials, 8);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
       }
       __syncthreads();
-      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      mu = (mu_acc / (float)D);
+      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
       float var;
-      float var_acc;
-      var_acc = 0.0f;
+      float var__acc;
+      var__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1514,28 +1514,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              var_acc = (var_acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+              var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
             }
           }
         }
       }
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      EMMY_SHARED(float, var_acc_partials, 8);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
       }
       __syncthreads();
-      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      var = (var_acc / (float)D);
+      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1565,8 +1565,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
     }
     if ((!(D <= (int64_t)16384))) {
       float mu;
-      float mu_acc;
-      mu_acc = 0.0f;
+      float mu__acc;
+      mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1576,39 +1576,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              mu_acc = (mu_acc + (float)emmy_f32(x__lanes[d_element_4]));
+              mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                mu_acc = (mu_acc + (float)emmy_f32(x[((n * D) + d_1)]));
+                mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
               }
             }
           }
         }
       }
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      EMMY_SHARED(float, mu_acc_partials, 8);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
       }
       __syncthreads();
-      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      mu = (mu_acc / (float)D);
+      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
       float var;
-      float var_acc;
-      var_acc = 0.0f;
+      float var__acc;
+      var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1618,36 +1618,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              var_acc = (var_acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
+              var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                var_acc = (var_acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
+                var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
               }
             }
           }
         }
       }
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      EMMY_SHARED(float, var_acc_partials, 8);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
       }
       __syncthreads();
-      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      var = (var_acc / (float)D);
+      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1685,16 +1685,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
 extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_f16: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(layernorm_f16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
+  EMMY_LAUNCH(layernorm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("layernorm_f16: kernel layernorm_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("layernorm_f16: kernel layernorm_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -1706,8 +1706,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
       }
       emmy_wait_for_copies<0>();
       float mu;
-      float mu_acc;
-      mu_acc = 0.0f;
+      float mu__acc;
+      mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -1716,31 +1716,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              mu_acc = (mu_acc + (float)emmy_f32(x_row[d_1]));
+              mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
             }
           }
         }
       }
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      EMMY_SHARED(float, mu_acc_partials, 8);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
       }
       __syncthreads();
-      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      mu = (mu_acc / (float)D);
+      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
       float var;
-      float var_acc;
-      var_acc = 0.0f;
+      float var__acc;
+      var__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1748,28 +1748,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              var_acc = (var_acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+              var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
             }
           }
         }
       }
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      EMMY_SHARED(float, var_acc_partials, 8);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
       }
       __syncthreads();
-      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      var = (var_acc / (float)D);
+      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1799,8 +1799,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
     }
     if ((!(D <= (int64_t)16384))) {
       float mu;
-      float mu_acc;
-      mu_acc = 0.0f;
+      float mu__acc;
+      mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1810,39 +1810,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              mu_acc = (mu_acc + (float)emmy_f32(x__lanes[d_element_4]));
+              mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                mu_acc = (mu_acc + (float)emmy_f32(x[((n * D) + d_1)]));
+                mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
               }
             }
           }
         }
       }
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      EMMY_SHARED(float, mu_acc_partials, 8);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
       }
       __syncthreads();
-      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      mu = (mu_acc / (float)D);
+      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
       float var;
-      float var_acc;
-      var_acc = 0.0f;
+      float var__acc;
+      var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1852,36 +1852,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              var_acc = (var_acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
+              var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                var_acc = (var_acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
+                var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
               }
             }
           }
         }
       }
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      EMMY_SHARED(float, var_acc_partials, 8);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
       }
       __syncthreads();
-      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      var = (var_acc / (float)D);
+      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1919,16 +1919,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
 extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_bf16: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(layernorm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
+  EMMY_LAUNCH(layernorm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("layernorm_bf16: kernel layernorm_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("layernorm_bf16: kernel layernorm_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -1940,8 +1940,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
       }
       emmy_wait_for_copies<0>();
       float mu;
-      float mu_acc;
-      mu_acc = 0.0f;
+      float mu__acc;
+      mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
@@ -1950,31 +1950,31 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
             if ((d_1 < D)) {
-              mu_acc = (mu_acc + x_row[d_1]);
+              mu__acc = (mu__acc + x_row[d_1]);
             }
           }
         }
       }
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      EMMY_SHARED(float, mu_acc_partials, 8);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
       }
       __syncthreads();
-      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      mu = (mu_acc / (float)D);
+      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
       float var;
-      float var_acc;
-      var_acc = 0.0f;
+      float var__acc;
+      var__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -1982,28 +1982,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              var_acc = (var_acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
+              var__acc = (var__acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
             }
           }
         }
       }
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      EMMY_SHARED(float, var_acc_partials, 8);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
       }
       __syncthreads();
-      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      var = (var_acc / (float)D);
+      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2033,8 +2033,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
     }
     if ((!(D <= (int64_t)8192))) {
       float mu;
-      float mu_acc;
-      mu_acc = 0.0f;
+      float mu__acc;
+      mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
         if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2044,39 +2044,39 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              mu_acc = (mu_acc + x__lanes[d_element_4]);
+              mu__acc = (mu__acc + x__lanes[d_element_4]);
             }
           } else {
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               if ((d_1 < D)) {
-                mu_acc = (mu_acc + x[((n * D) + d_1)]);
+                mu__acc = (mu__acc + x[((n * D) + d_1)]);
               }
             }
           }
         }
       }
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      EMMY_SHARED(float, mu_acc_partials, 8);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        mu_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = mu_acc;
+        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
       }
       __syncthreads();
-      mu_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 16));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 8));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 4));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 2));
-      mu_acc = (mu_acc + __shfl_xor_sync(0xffffffffu, mu_acc, 1));
-      mu = (mu_acc / (float)D);
+      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
       float var;
-      float var_acc;
-      var_acc = 0.0f;
+      float var__acc;
+      var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
         if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2086,36 +2086,36 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              var_acc = (var_acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
+              var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               if ((d_1 < D)) {
-                var_acc = (var_acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
+                var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
               }
             }
           }
         }
       }
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      EMMY_SHARED(float, var_acc_partials, 8);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        var_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = var_acc;
+        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
       }
       __syncthreads();
-      var_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 16));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 8));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 4));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 2));
-      var_acc = (var_acc + __shfl_xor_sync(0xffffffffu, var_acc, 1));
-      var = (var_acc / (float)D);
+      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2153,16 +2153,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
 extern "C" int layernorm_f32(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_f32: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(layernorm_f32_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
+  EMMY_LAUNCH(layernorm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("layernorm_f32: kernel layernorm_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("layernorm_f32: kernel layernorm_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -2174,8 +2174,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half
       }
       emmy_wait_for_copies<0>();
       float ms;
-      float ms_acc;
-      ms_acc = 0.0f;
+      float ms__acc;
+      ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
@@ -2184,28 +2184,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              ms_acc = (ms_acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+              ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
             }
           }
         }
       }
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      EMMY_SHARED(float, ms_acc_partials, 8);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      EMMY_SHARED(float, ms__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+        ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
       }
       __syncthreads();
-      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      ms = (ms_acc / (float)D);
+      ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2233,8 +2233,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half
     }
     if ((!(D <= (int64_t)16384))) {
       float ms;
-      float ms_acc;
-      ms_acc = 0.0f;
+      float ms__acc;
+      ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2244,37 +2244,37 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              ms_acc = (ms_acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
+              ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               if ((d_1 < D)) {
-                ms_acc = (ms_acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
+                ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
               }
             }
           }
         }
       }
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      EMMY_SHARED(float, ms_acc_partials, 8);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      EMMY_SHARED(float, ms__acc__partials, 8);
       __syncthreads();
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+        ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
       }
       __syncthreads();
-      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      ms = (ms_acc / (float)D);
+      ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2310,16 +2310,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half
 extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_f16: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(rmsnorm_f16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
+  EMMY_LAUNCH(rmsnorm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -2331,8 +2331,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_
       }
       emmy_wait_for_copies<0>();
       float ms;
-      float ms_acc;
-      ms_acc = 0.0f;
+      float ms__acc;
+      ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
@@ -2341,28 +2341,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              ms_acc = (ms_acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+              ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
             }
           }
         }
       }
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      EMMY_SHARED(float, ms_acc_partials, 8);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      EMMY_SHARED(float, ms__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+        ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
       }
       __syncthreads();
-      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      ms = (ms_acc / (float)D);
+      ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2390,8 +2390,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_
     }
     if ((!(D <= (int64_t)16384))) {
       float ms;
-      float ms_acc;
-      ms_acc = 0.0f;
+      float ms__acc;
+      ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2401,37 +2401,37 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              ms_acc = (ms_acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
+              ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               if ((d_1 < D)) {
-                ms_acc = (ms_acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
+                ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
               }
             }
           }
         }
       }
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      EMMY_SHARED(float, ms_acc_partials, 8);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      EMMY_SHARED(float, ms__acc__partials, 8);
       __syncthreads();
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+        ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
       }
       __syncthreads();
-      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      ms = (ms_acc / (float)D);
+      ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2467,16 +2467,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_
 extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_bf16: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(rmsnorm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
+  EMMY_LAUNCH(rmsnorm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -2488,8 +2488,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float*
       }
       emmy_wait_for_copies<0>();
       float ms;
-      float ms_acc;
-      ms_acc = 0.0f;
+      float ms__acc;
+      ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
@@ -2498,28 +2498,28 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float*
           for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
             if ((d_1 < D)) {
-              ms_acc = (ms_acc + (x_row[d_1] * x_row[d_1]));
+              ms__acc = (ms__acc + (x_row[d_1] * x_row[d_1]));
             }
           }
         }
       }
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      EMMY_SHARED(float, ms_acc_partials, 8);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      EMMY_SHARED(float, ms__acc__partials, 8);
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+        ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
       }
       __syncthreads();
-      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      ms = (ms_acc / (float)D);
+      ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2547,8 +2547,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float*
     }
     if ((!(D <= (int64_t)8192))) {
       float ms;
-      float ms_acc;
-      ms_acc = 0.0f;
+      float ms__acc;
+      ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2558,37 +2558,37 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float*
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              ms_acc = (ms_acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
+              ms__acc = (ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
             }
           } else {
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
               const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               if ((d_1 < D)) {
-                ms_acc = (ms_acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
+                ms__acc = (ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
               }
             }
           }
         }
       }
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      EMMY_SHARED(float, ms_acc_partials, 8);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      EMMY_SHARED(float, ms__acc__partials, 8);
       __syncthreads();
       if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        ms_acc_partials[((int64_t)threadIdx.x / (int64_t)32)] = ms_acc;
+        ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
       }
       __syncthreads();
-      ms_acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms_acc_partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 16));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 8));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 4));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 2));
-      ms_acc = (ms_acc + __shfl_xor_sync(0xffffffffu, ms_acc, 1));
-      ms = (ms_acc / (float)D);
+      ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+      ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+      ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
@@ -2624,16 +2624,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float*
 extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_f32: size D is negative (%lld)", (long long)D);
-  EMMY_LAUNCH(rmsnorm_f32_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
+  EMMY_LAUNCH(rmsnorm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 2) linear_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -2652,7 +2652,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
         emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float acc_acc[16];
+      alignas(16) float acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -2661,7 +2661,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((o < OUT)) {
-              acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -2690,7 +2690,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                acc__acc[((nr * (int64_t)4) + orr)] = (acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -2707,7 +2707,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = emmy_f16((float)(acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b__lanes[orr])));
+              y__lanes[orr] = emmy_f16((float)(acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b__lanes[orr])));
             }
             *reinterpret_cast<uint2*>(&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -2715,7 +2715,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f16_k0(const __half*
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((o < OUT)) {
-                y[((n * OUT) + o)] = emmy_f16((float)(acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b[o])));
+                y[((n * OUT) + o)] = emmy_f16((float)(acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b[o])));
               }
             }
           }
@@ -2731,16 +2731,16 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
   if (N < 0) return emmy_fail("linear_f16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f16: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("linear_f16: kernel linear_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("linear_f16: kernel linear_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -2759,7 +2759,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
         emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float acc_acc[16];
+      alignas(16) float acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -2768,7 +2768,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((o < OUT)) {
-              acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -2797,7 +2797,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                acc__acc[((nr * (int64_t)4) + orr)] = (acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -2814,7 +2814,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = emmy_bf16((float)(acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b__lanes[orr])));
+              y__lanes[orr] = emmy_bf16((float)(acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b__lanes[orr])));
             }
             *reinterpret_cast<uint2*>(&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -2822,7 +2822,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16_k0(const __nv_b
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((o < OUT)) {
-                y[((n * OUT) + o)] = emmy_bf16((float)(acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b[o])));
+                y[((n * OUT) + o)] = emmy_bf16((float)(acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b[o])));
               }
             }
           }
@@ -2838,16 +2838,16 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
   if (N < 0) return emmy_fail("linear_bf16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_bf16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_bf16: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("linear_bf16: kernel linear_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("linear_bf16: kernel linear_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 2) linear_f32__k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -2867,7 +2867,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
         emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float acc_acc[16];
+      alignas(16) float acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -2876,7 +2876,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((o < OUT)) {
-              acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -2906,7 +2906,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc_acc[((nr * (int64_t)4) + orr)] = (acc_acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+                acc__acc[((nr * (int64_t)4) + orr)] = (acc__acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
               }
             }
           }
@@ -2923,7 +2923,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = (acc_acc[((nr * (int64_t)4) + orr)] + b__lanes[orr]);
+              y__lanes[orr] = (acc__acc[((nr * (int64_t)4) + orr)] + b__lanes[orr]);
             }
             *reinterpret_cast<uint4*>(&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -2931,7 +2931,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_f32_k0(const float* 
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((o < OUT)) {
-                y[((n * OUT) + o)] = (acc_acc[((nr * (int64_t)4) + orr)] + b[o]);
+                y[((n * OUT) + o)] = (acc__acc[((nr * (int64_t)4) + orr)] + b[o]);
               }
             }
           }
@@ -2947,16 +2947,16 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
   if (N < 0) return emmy_fail("linear_f32: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f32: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f32: size OUT is negative (%lld)", (long long)OUT);
-  EMMY_LAUNCH(linear_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("linear_f32: kernel linear_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("linear_f32: kernel linear_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16__k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -2975,7 +2975,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
         emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float h__acc_acc[16];
+      alignas(16) float h__acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -2984,7 +2984,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((i1 < H)) {
-              h__acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              h__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -3013,7 +3013,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                h__acc__acc[((nr * (int64_t)4) + orr)] = (h__acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -3030,7 +3030,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              h__lanes[orr] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1__lanes[orr]))))));
+              h__lanes[orr] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1__lanes[orr]))))));
             }
             *reinterpret_cast<uint2*>(&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(h__lanes);
           } else {
@@ -3038,7 +3038,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((i1 < H)) {
-                h[((i0 * H) + i1)] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1[i1]))))));
+                h[((i0 * H) + i1)] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1[i1]))))));
               }
             }
           }
@@ -3049,7 +3049,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k0(const __half* x,
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16__k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3068,7 +3068,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
         emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float y__acc_acc[16];
+      alignas(16) float y__acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -3077,7 +3077,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((o < D)) {
-              y__acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              y__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -3106,7 +3106,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                y__acc__acc[((nr * (int64_t)4) + orr)] = (y__acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -3123,7 +3123,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = emmy_f16((float)(y__acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2__lanes[orr])));
+              y__lanes[orr] = emmy_f16((float)(y__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2__lanes[orr])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -3131,7 +3131,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16_k1(const __half* x,
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((o < D)) {
-                y[((n * D) + o)] = emmy_f16((float)(y__acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2[o])));
+                y[((n * D) + o)] = emmy_f16((float)(y__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2[o])));
               }
             }
           }
@@ -3150,12 +3150,12 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
   __half* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__half), stream) != cudaSuccess)
     return emmy_fail("mlp_f16: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+  EMMY_LAUNCH(mlp_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_f16: kernel mlp_f16_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_f16_k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    return emmy_fail("mlp_f16: kernel mlp_f16__k0 failed: %s", cudaGetErrorString(error));
+  EMMY_LAUNCH(mlp_f16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_f16: kernel mlp_f16_k1 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("mlp_f16: kernel mlp_f16__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);
   return 0;
 }
@@ -3163,7 +3163,7 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3182,7 +3182,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
         emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float h__acc_acc[16];
+      alignas(16) float h__acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -3191,7 +3191,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((i1 < H)) {
-              h__acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              h__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -3220,7 +3220,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                h__acc__acc[((nr * (int64_t)4) + orr)] = (h__acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -3237,7 +3237,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              h__lanes[orr] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1__lanes[orr]))))));
+              h__lanes[orr] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1__lanes[orr]))))));
             }
             *reinterpret_cast<uint2*>(&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(h__lanes);
           } else {
@@ -3245,7 +3245,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((i1 < H)) {
-                h[((i0 * H) + i1)] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1[i1]))))));
+                h[((i0 * H) + i1)] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1[i1]))))));
               }
             }
           }
@@ -3256,7 +3256,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k0(const __nv_bflo
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16__k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3275,7 +3275,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
         emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float y__acc_acc[16];
+      alignas(16) float y__acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -3284,7 +3284,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((o < D)) {
-              y__acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              y__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -3313,7 +3313,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+                y__acc__acc[((nr * (int64_t)4) + orr)] = (y__acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
               }
             }
           }
@@ -3330,7 +3330,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = emmy_bf16((float)(y__acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2__lanes[orr])));
+              y__lanes[orr] = emmy_bf16((float)(y__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2__lanes[orr])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -3338,7 +3338,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16_k1(const __nv_bflo
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((o < D)) {
-                y[((n * D) + o)] = emmy_bf16((float)(y__acc_acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2[o])));
+                y[((n * D) + o)] = emmy_bf16((float)(y__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2[o])));
               }
             }
           }
@@ -3357,12 +3357,12 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
   __nv_bfloat16* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__nv_bfloat16), stream) != cudaSuccess)
     return emmy_fail("mlp_bf16: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+  EMMY_LAUNCH(mlp_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_bf16: kernel mlp_bf16_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_bf16_k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    return emmy_fail("mlp_bf16: kernel mlp_bf16__k0 failed: %s", cudaGetErrorString(error));
+  EMMY_LAUNCH(mlp_bf16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_bf16: kernel mlp_bf16_k1 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("mlp_bf16: kernel mlp_bf16__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);
   return 0;
 }
@@ -3370,7 +3370,7 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32__k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3390,7 +3390,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
         emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float h__acc_acc[16];
+      alignas(16) float h__acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -3399,7 +3399,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((i1 < H)) {
-              h__acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              h__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -3429,7 +3429,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc_acc[((nr * (int64_t)4) + orr)] = (h__acc_acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+                h__acc__acc[((nr * (int64_t)4) + orr)] = (h__acc__acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
               }
             }
           }
@@ -3446,7 +3446,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              h__lanes[orr] = emmy_gelu((h__acc_acc[((nr * (int64_t)4) + orr)] + b1__lanes[orr]));
+              h__lanes[orr] = emmy_gelu((h__acc__acc[((nr * (int64_t)4) + orr)] + b1__lanes[orr]));
             }
             *reinterpret_cast<uint4*>(&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(h__lanes);
           } else {
@@ -3454,7 +3454,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((i1 < H)) {
-                h[((i0 * H) + i1)] = emmy_gelu((h__acc_acc[((nr * (int64_t)4) + orr)] + b1[i1]));
+                h[((i0 * H) + i1)] = emmy_gelu((h__acc__acc[((nr * (int64_t)4) + orr)] + b1[i1]));
               }
             }
           }
@@ -3465,7 +3465,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k0(const float* x, 
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32__k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3485,7 +3485,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
         emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
       }
       emmy_wait_for_copies<1>();
-      alignas(16) float y__acc_acc[16];
+      alignas(16) float y__acc__acc[16];
       #pragma unroll
       for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
         const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
@@ -3494,7 +3494,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
           for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
             const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
             if ((o < D)) {
-              y__acc_acc[((nr * (int64_t)4) + orr)] = 0.0f;
+              y__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
             }
           }
         }
@@ -3524,7 +3524,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
               #pragma unroll
               for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
                 const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc_acc[((nr * (int64_t)4) + orr)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + (h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+                y__acc__acc[((nr * (int64_t)4) + orr)] = (y__acc__acc[((nr * (int64_t)4) + orr)] + (h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
               }
             }
           }
@@ -3541,7 +3541,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
             #pragma unroll
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = (y__acc_acc[((nr * (int64_t)4) + orr)] + b2__lanes[orr]);
+              y__lanes[orr] = (y__acc__acc[((nr * (int64_t)4) + orr)] + b2__lanes[orr]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -3549,7 +3549,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32_k1(const float* x, 
             for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
               const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
               if ((o < D)) {
-                y[((n * D) + o)] = (y__acc_acc[((nr * (int64_t)4) + orr)] + b2[o]);
+                y[((n * D) + o)] = (y__acc__acc[((nr * (int64_t)4) + orr)] + b2[o]);
               }
             }
           }
@@ -3568,12 +3568,12 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
   float* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_f32: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+  EMMY_LAUNCH(mlp_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_f32: kernel mlp_f32_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(mlp_f32_k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    return emmy_fail("mlp_f32: kernel mlp_f32__k0 failed: %s", cudaGetErrorString(error));
+  EMMY_LAUNCH(mlp_f32__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_f32: kernel mlp_f32_k1 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("mlp_f32: kernel mlp_f32__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);
   return 0;
 }
@@ -3581,7 +3581,7 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -3595,11 +3595,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
             emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float o__m_acc;
-          o__m_acc = -INFINITY;
-          float o__den_acc;
-          o__den_acc = 0.0f;
-          alignas(16) float o__pv_acc[4];
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -3608,7 +3608,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv_acc[er] = 0.0f;
+                o__pv__acc[er] = 0.0f;
               }
             }
           }
@@ -3618,17 +3618,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = b;
-              const int64_t scores_h = h;
-              const int64_t scores_s = ((so * (int64_t)16) + scores_2);
-              const int64_t scores_l = ((lo * (int64_t)32) + scores_3);
-              if (((((scores_b < B) && (scores_h < H)) && (scores_s < S)) && (scores_l < L))) {
-                float scores_acc;
-                scores_acc = 0.0f;
+              const int64_t scores__b = b;
+              const int64_t scores__h = h;
+              const int64_t scores__s = ((so * (int64_t)16) + scores_2);
+              const int64_t scores__l = ((lo * (int64_t)32) + scores_3);
+              if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
+                float scores__acc;
+                scores__acc = 0.0f;
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores_acc = (scores_acc + ((float)emmy_f32(q[((((((scores_b * H) + scores_h) * S) + scores_s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores_b * H) + scores_h) * L) + scores_l) * E) + e_1)])));
+                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
@@ -3646,17 +3646,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < L)) {
-                  float o__m_next;
-                  float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, (scores[((si * (int64_t)32) + li)] * scale));
-                  o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
-                  o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  float o__m__next;
+                  float o__rescale;
+                  o__m__next = emmy_max(o__m__acc, (scores[((si * (int64_t)32) + li)] * scale));
+                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+                  o__m__acc = o__m__next;
+                  o__den__acc = ((o__den__acc * o__rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -3672,7 +3672,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f16_k0(const __ha
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv_acc[er] / o__den_acc));
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
                 }
               }
             }
@@ -3691,16 +3691,16 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
   if (S < 0) return emmy_fail("attention_f16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_f16: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_f16: size L is negative (%lld)", (long long)L);
-  EMMY_LAUNCH(attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("attention_f16: kernel attention_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("attention_f16: kernel attention_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -3714,11 +3714,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
             emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float o__m_acc;
-          o__m_acc = -INFINITY;
-          float o__den_acc;
-          o__den_acc = 0.0f;
-          alignas(16) float o__pv_acc[4];
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -3727,7 +3727,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv_acc[er] = 0.0f;
+                o__pv__acc[er] = 0.0f;
               }
             }
           }
@@ -3737,17 +3737,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = b;
-              const int64_t scores_h = h;
-              const int64_t scores_s = ((so * (int64_t)16) + scores_2);
-              const int64_t scores_l = ((lo * (int64_t)32) + scores_3);
-              if (((((scores_b < B) && (scores_h < H)) && (scores_s < S)) && (scores_l < L))) {
-                float scores_acc;
-                scores_acc = 0.0f;
+              const int64_t scores__b = b;
+              const int64_t scores__h = h;
+              const int64_t scores__s = ((so * (int64_t)16) + scores_2);
+              const int64_t scores__l = ((lo * (int64_t)32) + scores_3);
+              if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
+                float scores__acc;
+                scores__acc = 0.0f;
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores_acc = (scores_acc + ((float)emmy_f32(q[((((((scores_b * H) + scores_h) * S) + scores_s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores_b * H) + scores_h) * L) + scores_l) * E) + e_1)])));
+                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
@@ -3765,17 +3765,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < L)) {
-                  float o__m_next;
-                  float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, (scores[((si * (int64_t)32) + li)] * scale));
-                  o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
-                  o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  float o__m__next;
+                  float o__rescale;
+                  o__m__next = emmy_max(o__m__acc, (scores[((si * (int64_t)32) + li)] * scale));
+                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+                  o__m__acc = o__m__next;
+                  o__den__acc = ((o__den__acc * o__rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -3791,7 +3791,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16_k0(const __n
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv_acc[er] / o__den_acc));
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
                 }
               }
             }
@@ -3810,16 +3810,16 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
   if (S < 0) return emmy_fail("attention_bf16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_bf16: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_bf16: size L is negative (%lld)", (long long)L);
-  EMMY_LAUNCH(attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("attention_bf16: kernel attention_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("attention_bf16: kernel attention_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 2) attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -3833,11 +3833,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
             emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float o__m_acc;
-          o__m_acc = -INFINITY;
-          float o__den_acc;
-          o__den_acc = 0.0f;
-          alignas(16) float o__pv_acc[4];
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -3846,7 +3846,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv_acc[er] = 0.0f;
+                o__pv__acc[er] = 0.0f;
               }
             }
           }
@@ -3856,17 +3856,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = b;
-              const int64_t scores_h = h;
-              const int64_t scores_s = ((so * (int64_t)16) + scores_2);
-              const int64_t scores_l = ((lo * (int64_t)32) + scores_3);
-              if (((((scores_b < B) && (scores_h < H)) && (scores_s < S)) && (scores_l < L))) {
-                float scores_acc;
-                scores_acc = 0.0f;
+              const int64_t scores__b = b;
+              const int64_t scores__h = h;
+              const int64_t scores__s = ((so * (int64_t)16) + scores_2);
+              const int64_t scores__l = ((lo * (int64_t)32) + scores_3);
+              if (((((scores__b < B) && (scores__h < H)) && (scores__s < S)) && (scores__l < L))) {
+                float scores__acc;
+                scores__acc = 0.0f;
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores_acc = (scores_acc + (q[((((((scores_b * H) + scores_h) * S) + scores_s) * E) + e_1)] * k[((((((scores_b * H) + scores_h) * L) + scores_l) * E) + e_1)]));
+                  scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)]));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)512; v_tile_vector += (int64_t)256) {
@@ -3884,17 +3884,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < L)) {
-                  float o__m_next;
-                  float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, (scores[((si * (int64_t)32) + li)] * scale));
-                  o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
-                  o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  float o__m__next;
+                  float o__rescale;
+                  o__m__next = emmy_max(o__m__acc, (scores[((si * (int64_t)32) + li)] * scale));
+                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+                  o__m__acc = o__m__next;
+                  o__den__acc = ((o__den__acc * o__rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
                     }
                   }
                 }
@@ -3910,7 +3910,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attention_f32_k0(const floa
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv_acc[er] / o__den_acc);
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
                 }
               }
             }
@@ -3929,16 +3929,16 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
   if (S < 0) return emmy_fail("attention_f32: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_f32: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_f32: size L is negative (%lld)", (long long)L);
-  EMMY_LAUNCH(attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
+  EMMY_LAUNCH(attention_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("attention_f32: kernel attention_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("attention_f32: kernel attention_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -3952,11 +3952,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
             emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float o__m_acc;
-          o__m_acc = -INFINITY;
-          float o__den_acc;
-          o__den_acc = 0.0f;
-          alignas(16) float o__pv_acc[4];
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -3965,7 +3965,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv_acc[er] = 0.0f;
+                o__pv__acc[er] = 0.0f;
               }
             }
           }
@@ -3975,17 +3975,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = b;
-              const int64_t scores_h = h;
-              const int64_t scores_i = ((so * (int64_t)16) + scores_2);
-              const int64_t scores_j = ((lo * (int64_t)32) + scores_3);
-              if (((((scores_b < B) && (scores_h < H)) && (scores_i < S)) && (scores_j < S))) {
-                float scores_acc;
-                scores_acc = 0.0f;
+              const int64_t scores__b = b;
+              const int64_t scores__h = h;
+              const int64_t scores__i = ((so * (int64_t)16) + scores_2);
+              const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores_acc = (scores_acc + ((float)emmy_f32(q[((((((scores_b * H) + scores_h) * S) + scores_i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores_b * H) + scores_h) * S) + scores_j) * E) + e_1)])));
+                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
@@ -4003,17 +4003,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float o__m_next;
-                  float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
-                  o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  float o__m__next;
+                  float o__rescale;
+                  o__m__next = emmy_max(o__m__acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+                  o__m__acc = o__m__next;
+                  o__den__acc = ((o__den__acc * o__rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -4029,7 +4029,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16_k0(con
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv_acc[er] / o__den_acc));
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
                 }
               }
             }
@@ -4047,16 +4047,16 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
   if (H < 0) return emmy_fail("causal_attention_f16: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_f16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_f16: size E is negative (%lld)", (long long)E);
-  EMMY_LAUNCH(causal_attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("causal_attention_f16: kernel causal_attention_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("causal_attention_f16: kernel causal_attention_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4070,11 +4070,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
             emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float o__m_acc;
-          o__m_acc = -INFINITY;
-          float o__den_acc;
-          o__den_acc = 0.0f;
-          alignas(16) float o__pv_acc[4];
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -4083,7 +4083,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv_acc[er] = 0.0f;
+                o__pv__acc[er] = 0.0f;
               }
             }
           }
@@ -4093,17 +4093,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = b;
-              const int64_t scores_h = h;
-              const int64_t scores_i = ((so * (int64_t)16) + scores_2);
-              const int64_t scores_j = ((lo * (int64_t)32) + scores_3);
-              if (((((scores_b < B) && (scores_h < H)) && (scores_i < S)) && (scores_j < S))) {
-                float scores_acc;
-                scores_acc = 0.0f;
+              const int64_t scores__b = b;
+              const int64_t scores__h = h;
+              const int64_t scores__i = ((so * (int64_t)16) + scores_2);
+              const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores_acc = (scores_acc + ((float)emmy_f32(q[((((((scores_b * H) + scores_h) * S) + scores_i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores_b * H) + scores_h) * S) + scores_j) * E) + e_1)])));
+                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
@@ -4121,17 +4121,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float o__m_next;
-                  float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
-                  o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  float o__m__next;
+                  float o__rescale;
+                  o__m__next = emmy_max(o__m__acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+                  o__m__acc = o__m__next;
+                  o__den__acc = ((o__den__acc * o__rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -4147,7 +4147,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16_k0(co
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv_acc[er] / o__den_acc));
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
                 }
               }
             }
@@ -4165,16 +4165,16 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
   if (H < 0) return emmy_fail("causal_attention_bf16: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_bf16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_bf16: size E is negative (%lld)", (long long)E);
-  EMMY_LAUNCH(causal_attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4188,11 +4188,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
             emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float o__m_acc;
-          o__m_acc = -INFINITY;
-          float o__den_acc;
-          o__den_acc = 0.0f;
-          alignas(16) float o__pv_acc[4];
+          float o__m__acc;
+          o__m__acc = -INFINITY;
+          float o__den__acc;
+          o__den__acc = 0.0f;
+          alignas(16) float o__pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -4201,7 +4201,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv_acc[er] = 0.0f;
+                o__pv__acc[er] = 0.0f;
               }
             }
           }
@@ -4211,17 +4211,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
             for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores_b = b;
-              const int64_t scores_h = h;
-              const int64_t scores_i = ((so * (int64_t)16) + scores_2);
-              const int64_t scores_j = ((lo * (int64_t)32) + scores_3);
-              if (((((scores_b < B) && (scores_h < H)) && (scores_i < S)) && (scores_j < S))) {
-                float scores_acc;
-                scores_acc = 0.0f;
+              const int64_t scores__b = b;
+              const int64_t scores__h = h;
+              const int64_t scores__i = ((so * (int64_t)16) + scores_2);
+              const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
+              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                float scores__acc;
+                scores__acc = 0.0f;
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores_acc = (scores_acc + (q[((((((scores_b * H) + scores_h) * S) + scores_i) * E) + e_1)] * k[((((((scores_b * H) + scores_h) * S) + scores_j) * E) + e_1)]));
+                  scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores_acc;
+                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
             for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)512; v_tile_vector += (int64_t)256) {
@@ -4239,17 +4239,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float o__m_next;
-                  float o_rescale;
-                  o__m_next = emmy_max(o__m_acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o_rescale = expf((o__m_acc - ((o__m_next == -INFINITY) ? 0.0f : o__m_next)));
-                  o__m_acc = o__m_next;
-                  o__den_acc = ((o__den_acc * o_rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))));
+                  float o__m__next;
+                  float o__rescale;
+                  o__m__next = emmy_max(o__m__acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+                  o__m__acc = o__m__next;
+                  o__den__acc = ((o__den__acc * o__rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv_acc[er] = ((o__pv_acc[er] * o_rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m_acc == -INFINITY) ? 0.0f : o__m_acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
                     }
                   }
                 }
@@ -4265,7 +4265,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32_k0(con
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv_acc[er] / o__den_acc);
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
                 }
               }
             }
@@ -4283,16 +4283,16 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
   if (H < 0) return emmy_fail("causal_attention_f32: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_f32: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_f32: size E is negative (%lld)", (long long)E);
-  EMMY_LAUNCH(causal_attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
+  EMMY_LAUNCH(causal_attention_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("causal_attention_f32: kernel causal_attention_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("causal_attention_f32: kernel causal_attention_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) attend_f16__k0(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4313,11 +4313,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
             emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float m_acc;
-          m_acc = -INFINITY;
-          float den_acc;
-          den_acc = 0.0f;
-          alignas(16) float pv_acc[4];
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -4326,7 +4326,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                pv_acc[er] = 0.0f;
+                pv__acc[er] = 0.0f;
               }
             }
           }
@@ -4353,17 +4353,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < L)) {
-                  float m_next;
-                  float o_rescale;
-                  m_next = emmy_max(m_acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
-                  o_rescale = expf((m_acc - ((m_next == -INFINITY) ? 0.0f : m_next)));
-                  m_acc = m_next;
-                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
+                  float m__next;
+                  float o__rescale;
+                  m__next = emmy_max(m__acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
+                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+                  m__acc = m__next;
+                  den__acc = ((den__acc * o__rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      pv__acc[er] = ((pv__acc[er] * o__rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -4379,7 +4379,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f16_k0(const float* 
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv_acc[er] / den_acc));
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
                 }
               }
             }
@@ -4398,16 +4398,16 @@ extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64
   if (S < 0) return emmy_fail("attend_f16: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_f16: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_f16: size E is negative (%lld)", (long long)E);
-  EMMY_LAUNCH(attend_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
+  EMMY_LAUNCH(attend_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("attend_f16: kernel attend_f16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("attend_f16: kernel attend_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16__k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4428,11 +4428,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
             emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float m_acc;
-          m_acc = -INFINITY;
-          float den_acc;
-          den_acc = 0.0f;
-          alignas(16) float pv_acc[4];
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -4441,7 +4441,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                pv_acc[er] = 0.0f;
+                pv__acc[er] = 0.0f;
               }
             }
           }
@@ -4468,17 +4468,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < L)) {
-                  float m_next;
-                  float o_rescale;
-                  m_next = emmy_max(m_acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
-                  o_rescale = expf((m_acc - ((m_next == -INFINITY) ? 0.0f : m_next)));
-                  m_acc = m_next;
-                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
+                  float m__next;
+                  float o__rescale;
+                  m__next = emmy_max(m__acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
+                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+                  m__acc = m__next;
+                  den__acc = ((den__acc * o__rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      pv__acc[er] = ((pv__acc[er] * o__rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                     }
                   }
                 }
@@ -4494,7 +4494,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16_k0(const float*
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv_acc[er] / den_acc));
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
                 }
               }
             }
@@ -4513,16 +4513,16 @@ extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfl
   if (S < 0) return emmy_fail("attend_bf16: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_bf16: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_bf16: size E is negative (%lld)", (long long)E);
-  EMMY_LAUNCH(attend_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
+  EMMY_LAUNCH(attend_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("attend_bf16: kernel attend_bf16_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("attend_bf16: kernel attend_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 2) attend_f32__k0(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4543,11 +4543,11 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
             emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float m_acc;
-          m_acc = -INFINITY;
-          float den_acc;
-          den_acc = 0.0f;
-          alignas(16) float pv_acc[4];
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -4556,7 +4556,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                pv_acc[er] = 0.0f;
+                pv__acc[er] = 0.0f;
               }
             }
           }
@@ -4583,17 +4583,17 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < L)) {
-                  float m_next;
-                  float o_rescale;
-                  m_next = emmy_max(m_acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
-                  o_rescale = expf((m_acc - ((m_next == -INFINITY) ? 0.0f : m_next)));
-                  m_acc = m_next;
-                  den_acc = ((den_acc * o_rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))));
+                  float m__next;
+                  float o__rescale;
+                  m__next = emmy_max(m__acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
+                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+                  m__acc = m__next;
+                  den__acc = ((den__acc * o__rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      pv_acc[er] = ((pv_acc[er] * o_rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m_acc == -INFINITY) ? 0.0f : m_acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                      pv__acc[er] = ((pv__acc[er] * o__rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
                     }
                   }
                 }
@@ -4609,7 +4609,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) attend_f32_k0(const float* 
               for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                 const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                 if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = (pv_acc[er] / den_acc);
+                  o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
                 }
               }
             }
@@ -4628,9 +4628,9 @@ extern "C" int attend_f32(const float* logits, const float* v, float* o, int64_t
   if (S < 0) return emmy_fail("attend_f32: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_f32: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_f32: size E is negative (%lld)", (long long)E);
-  EMMY_LAUNCH(attend_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
+  EMMY_LAUNCH(attend_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("attend_f32: kernel attend_f32_k0 failed: %s", cudaGetErrorString(error));
+    return emmy_fail("attend_f32: kernel attend_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
