@@ -160,6 +160,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu_k1(const float* x
 extern "C" int bias_gelu(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("bias_gelu: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("bias_gelu: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(bias_gelu_k0, dim3((unsigned)(emmy_min(emmy_max((((((D * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bias_gelu: kernel bias_gelu_k0 failed: %s", cudaGetErrorString(error));

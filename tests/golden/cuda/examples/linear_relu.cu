@@ -150,6 +150,7 @@ extern "C" int linear_relu(const float* x, const float* w, const float* b, float
   if (B < 0) return emmy_fail("linear_relu: size B is negative (%lld)", (long long)B);
   if (IN < 0) return emmy_fail("linear_relu: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_relu: size OUT is negative (%lld)", (long long)OUT);
+  if (B == 0 || OUT == 0) return 0;  // every output is empty
   EMMY_LAUNCH(linear_relu_k0, dim3((unsigned)(emmy_min(emmy_max((((B + (int64_t)63) / (int64_t)64) * ((OUT + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, B, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_relu: kernel linear_relu_k0 failed: %s", cudaGetErrorString(error));

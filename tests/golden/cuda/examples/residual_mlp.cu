@@ -191,12 +191,15 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   if (N < 0) return emmy_fail("residual_mlp: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("residual_mlp: size D is negative (%lld)", (long long)D);
   if (H < 0) return emmy_fail("residual_mlp: size H is negative (%lld)", (long long)H);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   float* y__h__acc = nullptr;
   if (cudaMallocAsync((void**)&y__h__acc, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("residual_mlp: cannot allocate the temporary y__h__acc");
-  EMMY_LAUNCH(residual_mlp_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("residual_mlp: kernel residual_mlp_k0 failed: %s", cudaGetErrorString(error));
+  if (!(H == 0 || N == 0)) {
+    EMMY_LAUNCH(residual_mlp_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("residual_mlp: kernel residual_mlp_k0 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(residual_mlp_k1, dim3((unsigned)(emmy_min(emmy_max((((N + (int64_t)63) / (int64_t)64) * ((D + (int64_t)63) / (int64_t)64)), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, y__h__acc, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("residual_mlp: kernel residual_mlp_k1 failed: %s", cudaGetErrorString(error));

@@ -192,18 +192,23 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
   if (B < 0) return emmy_fail("standardize: size B is negative (%lld)", (long long)B);
   if (S < 0) return emmy_fail("standardize: size S is negative (%lld)", (long long)S);
   if (D < 0) return emmy_fail("standardize: size D is negative (%lld)", (long long)D);
+  if (B == 0 || D == 0 || S == 0) return 0;  // every output is empty
   float* mu = nullptr;
   if (cudaMallocAsync((void**)&mu, (size_t)emmy_max((B * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("standardize: cannot allocate the temporary mu");
   float* var = nullptr;
   if (cudaMallocAsync((void**)&var, (size_t)emmy_max((B * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("standardize: cannot allocate the temporary var");
-  EMMY_LAUNCH(standardize_k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("standardize: kernel standardize_k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(standardize_k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("standardize: kernel standardize_k1 failed: %s", cudaGetErrorString(error));
+  if (!(B == 0 || S == 0)) {
+    EMMY_LAUNCH(standardize_k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("standardize: kernel standardize_k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (!(B == 0 || S == 0)) {
+    EMMY_LAUNCH(standardize_k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("standardize: kernel standardize_k1 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(standardize_k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * D) * S) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("standardize: kernel standardize_k2 failed: %s", cudaGetErrorString(error));

@@ -111,6 +111,7 @@ extern "C" __global__ void __launch_bounds__(32, 16) conv3x3_k0(const float* img
 extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, int64_t W, cudaStream_t stream) {
   if (H < 0) return emmy_fail("conv3x3: size H is negative (%lld)", (long long)H);
   if (W < 0) return emmy_fail("conv3x3: size W is negative (%lld)", (long long)W);
+  if (H == 0 || W == 0) return 0;  // every output is empty
   EMMY_LAUNCH(conv3x3_k0, dim3((unsigned)(emmy_min(emmy_max((H * W), (int64_t)1), (int64_t)65535))), dim3(32), stream, img, k, out, H, W);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv3x3: kernel conv3x3_k0 failed: %s", cudaGetErrorString(error));
@@ -154,6 +155,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const
 #ifndef __CUDACC_RTC__
 extern "C" int central_difference(const float* x, float* dx, int64_t N, cudaStream_t stream) {
   if (N < 0) return emmy_fail("central_difference: size N is negative (%lld)", (long long)N);
+  if (N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(central_difference_k0, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("central_difference: kernel central_difference_k0 failed: %s", cudaGetErrorString(error));

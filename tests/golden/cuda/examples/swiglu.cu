@@ -120,6 +120,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16_k0(const __half*
 extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_f16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f16: size H is negative (%lld)", (long long)H);
+  if (H == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(swiglu_f16_k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("swiglu_f16: kernel swiglu_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -177,6 +178,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16_k0(const __nv_b
 extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_bf16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_bf16: size H is negative (%lld)", (long long)H);
+  if (H == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(swiglu_bf16_k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("swiglu_bf16: kernel swiglu_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -234,6 +236,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32_k0(const float* 
 extern "C" int swiglu_f32(const float* gate, const float* up, float* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_f32: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f32: size H is negative (%lld)", (long long)H);
+  if (H == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(swiglu_f32_k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("swiglu_f32: kernel swiglu_f32_k0 failed: %s", cudaGetErrorString(error));

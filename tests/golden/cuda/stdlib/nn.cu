@@ -321,6 +321,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16_k0(const __half
 extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_f16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(softmax_f16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("softmax_f16: kernel softmax_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -547,6 +548,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16_k0(const __nv_
 extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_bf16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(softmax_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("softmax_bf16: kernel softmax_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -773,6 +775,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32_k0(const float*
 extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_f32: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(softmax_f32_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("softmax_f32: kernel softmax_f32_k0 failed: %s", cudaGetErrorString(error));
@@ -999,6 +1002,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16_k0(const __
 extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_f16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(log_softmax_f16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("log_softmax_f16: kernel log_softmax_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -1225,6 +1229,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16_k0(const _
 extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_bf16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(log_softmax_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -1451,6 +1456,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32_k0(const fl
 extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_f32: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(log_softmax_f32_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("log_softmax_f32: kernel log_softmax_f32_k0 failed: %s", cudaGetErrorString(error));
@@ -1685,6 +1691,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16_k0(const __ha
 extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_f16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(layernorm_f16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("layernorm_f16: kernel layernorm_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -1919,6 +1926,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16_k0(const __n
 extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_bf16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(layernorm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("layernorm_bf16: kernel layernorm_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -2153,6 +2161,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32_k0(const floa
 extern "C" int layernorm_f32(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_f32: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(layernorm_f32_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("layernorm_f32: kernel layernorm_f32_k0 failed: %s", cudaGetErrorString(error));
@@ -2310,6 +2319,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16_k0(const __half
 extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_f16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(rmsnorm_f16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -2467,6 +2477,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16_k0(const __nv_
 extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_bf16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(rmsnorm_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -2624,6 +2635,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32_k0(const float*
 extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_f32: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(rmsnorm_f32_k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32_k0 failed: %s", cudaGetErrorString(error));
@@ -2731,6 +2743,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
   if (N < 0) return emmy_fail("linear_f16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f16: size OUT is negative (%lld)", (long long)OUT);
+  if (N == 0 || OUT == 0) return 0;  // every output is empty
   EMMY_LAUNCH(linear_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f16: kernel linear_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -2838,6 +2851,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
   if (N < 0) return emmy_fail("linear_bf16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_bf16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_bf16: size OUT is negative (%lld)", (long long)OUT);
+  if (N == 0 || OUT == 0) return 0;  // every output is empty
   EMMY_LAUNCH(linear_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_bf16: kernel linear_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -2947,6 +2961,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
   if (N < 0) return emmy_fail("linear_f32: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f32: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f32: size OUT is negative (%lld)", (long long)OUT);
+  if (N == 0 || OUT == 0) return 0;  // every output is empty
   EMMY_LAUNCH(linear_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f32: kernel linear_f32_k0 failed: %s", cudaGetErrorString(error));
@@ -3147,12 +3162,15 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
   if (N < 0) return emmy_fail("mlp_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("mlp_f16: size D is negative (%lld)", (long long)D);
   if (H < 0) return emmy_fail("mlp_f16: size H is negative (%lld)", (long long)H);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   __half* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__half), stream) != cudaSuccess)
     return emmy_fail("mlp_f16: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_f16: kernel mlp_f16_k0 failed: %s", cudaGetErrorString(error));
+  if (!(H == 0 || N == 0)) {
+    EMMY_LAUNCH(mlp_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("mlp_f16: kernel mlp_f16_k0 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(mlp_f16_k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f16: kernel mlp_f16_k1 failed: %s", cudaGetErrorString(error));
@@ -3354,12 +3372,15 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
   if (N < 0) return emmy_fail("mlp_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("mlp_bf16: size D is negative (%lld)", (long long)D);
   if (H < 0) return emmy_fail("mlp_bf16: size H is negative (%lld)", (long long)H);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   __nv_bfloat16* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__nv_bfloat16), stream) != cudaSuccess)
     return emmy_fail("mlp_bf16: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_bf16: kernel mlp_bf16_k0 failed: %s", cudaGetErrorString(error));
+  if (!(H == 0 || N == 0)) {
+    EMMY_LAUNCH(mlp_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("mlp_bf16: kernel mlp_bf16_k0 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(mlp_bf16_k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_bf16: kernel mlp_bf16_k1 failed: %s", cudaGetErrorString(error));
@@ -3565,12 +3586,15 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
   if (N < 0) return emmy_fail("mlp_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("mlp_f32: size D is negative (%lld)", (long long)D);
   if (H < 0) return emmy_fail("mlp_f32: size H is negative (%lld)", (long long)H);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   float* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_f32: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_f32: kernel mlp_f32_k0 failed: %s", cudaGetErrorString(error));
+  if (!(H == 0 || N == 0)) {
+    EMMY_LAUNCH(mlp_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("mlp_f32: kernel mlp_f32_k0 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(mlp_f32_k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f32: kernel mlp_f32_k1 failed: %s", cudaGetErrorString(error));
@@ -3691,6 +3715,7 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
   if (S < 0) return emmy_fail("attention_f16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_f16: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_f16: size L is negative (%lld)", (long long)L);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_f16: kernel attention_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -3810,6 +3835,7 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
   if (S < 0) return emmy_fail("attention_bf16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_bf16: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_bf16: size L is negative (%lld)", (long long)L);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_bf16: kernel attention_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -3929,6 +3955,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
   if (S < 0) return emmy_fail("attention_f32: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_f32: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_f32: size L is negative (%lld)", (long long)L);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_f32: kernel attention_f32_k0 failed: %s", cudaGetErrorString(error));
@@ -4047,6 +4074,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
   if (H < 0) return emmy_fail("causal_attention_f16: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_f16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_f16: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(causal_attention_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_f16: kernel causal_attention_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -4165,6 +4193,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
   if (H < 0) return emmy_fail("causal_attention_bf16: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_bf16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_bf16: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(causal_attention_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -4283,6 +4312,7 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
   if (H < 0) return emmy_fail("causal_attention_f32: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_f32: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_f32: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(causal_attention_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_f32: kernel causal_attention_f32_k0 failed: %s", cudaGetErrorString(error));
@@ -4398,6 +4428,7 @@ extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64
   if (S < 0) return emmy_fail("attend_f16: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_f16: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_f16: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attend_f16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attend_f16: kernel attend_f16_k0 failed: %s", cudaGetErrorString(error));
@@ -4513,6 +4544,7 @@ extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfl
   if (S < 0) return emmy_fail("attend_bf16: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_bf16: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_bf16: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attend_bf16_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attend_bf16: kernel attend_bf16_k0 failed: %s", cudaGetErrorString(error));
@@ -4628,6 +4660,7 @@ extern "C" int attend_f32(const float* logits, const float* v, float* o, int64_t
   if (S < 0) return emmy_fail("attend_f32: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_f32: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_f32: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attend_f32_k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attend_f32: kernel attend_f32_k0 failed: %s", cudaGetErrorString(error));
