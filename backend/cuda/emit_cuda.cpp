@@ -370,19 +370,19 @@ private:
     return fmt::format("int {}({})", source.instanceName(), join(params, ", "));
   }
 
-  // When a set of buffers is all empty: each buffer is empty when any of its sizes is 0 (a Dim is a constant
-  // times sizes), so a conjunction of disjunctions of sizes, none implied by another; no terms: always.
+  // When a set of buffers is all empty: each buffer is empty when any of its sizes is 0 (a Dim is a constant,
+  // at least 1, times sizes), so a conjunction of disjunctions of sizes, none implied by another.
   using EmptyWhen = std::set<std::set<std::string>>;
-  // Nothing when one of the buffers is never empty.
+  // Nothing when one of the buffers can never be empty, or there are none.
   static std::optional<EmptyWhen> emptyWhen(const std::vector<Shape>& shapes) {
     EmptyWhen terms;
     for (const Shape& shape : shapes) {
-      if (std::any_of(shape.begin(), shape.end(), [](const Dim& dim) { return dim.factor == 0; })) continue;
       std::set<std::string> sizes;
       for (const Dim& dim : shape) sizes.insert(dim.sizes.begin(), dim.sizes.end());
       if (sizes.empty()) return std::nullopt;
       terms.insert(std::move(sizes));
     }
+    if (terms.empty()) return std::nullopt;
     // (N == 0) && (N == 0 || D == 0) is N == 0.
     for (auto term = terms.begin(); term != terms.end();) {
       bool implied = std::any_of(terms.begin(), terms.end(), [&](const std::set<std::string>& other) {
@@ -425,10 +425,6 @@ private:
     std::vector<Shape> outputShapes;
     for (const TensorParam& output : source.outputs) outputShapes.push_back(output.shape);
     std::optional<EmptyWhen> outputsEmpty = emptyWhen(outputShapes);
-    if (outputsEmpty && outputsEmpty->empty()) {
-      line(1, "return 0;  // every output is empty");
-      return fmt::format("extern \"C\" {} {{\n{}}}\n", hostSignature(), body_);
-    }
     if (outputsEmpty) line(1, fmt::format("if ({}) return 0;  // every output is empty", emptyCondition(*outputsEmpty)));
     // Temporaries live for the call; freeing them on the stream keeps the launches asynchronous.
     for (const loop::Temporary& temporary : program_.temporaries) {
@@ -450,7 +446,6 @@ private:
       // A kernel whose every stored buffer is empty is not launched (when that is not all the outputs, which
       // returned above): one output of two may be empty while the other still needs computing.
       std::optional<EmptyWhen> storesNothing = emptyWhen(storedShapes(function));
-      if (storesNothing && storesNothing->empty()) continue;
       int indent = 1;
       if (storesNothing && storesNothing != outputsEmpty) {
         line(1, fmt::format("if (!({})) {{", emptyCondition(*storesNothing)));
