@@ -94,14 +94,17 @@ OutputComparison compareOutput(const std::string& name, const Buffer& generated,
 }
 
 std::string formatComparison(const OutputComparison& comparison) {
+  int64_t numel = 1;
+  for (int64_t extent : comparison.shape) numel *= extent;
+  // No element, so no error to speak of (a size was 0).
+  if (numel == 0)
+    return fmt::format("{}: empty (shape [{}]), nothing to compare: ok", comparison.name, fmt::join(comparison.shape, ", "));
   double tolerance = toleranceFor(comparison.dtype);
   std::string toleranceText = tolerance > 0 ? fmt::format("{:.0e}", tolerance) : "exact";
   std::string line = fmt::format("{}: max abs err {:.1e}, max rel err {:.1e}, tolerance {} ({}): ", comparison.name,
                                  comparison.maxAbsError, comparison.maxRelError, toleranceText,
                                  dtypeName(comparison.dtype));
   if (comparison.ok()) return line + "ok";
-  int64_t numel = 1;
-  for (int64_t extent : comparison.shape) numel *= extent;
   return line + fmt::format("FAILED, {} of {} elements differ; worst at [{}]: generated {}, reference {}",
                             comparison.mismatches, numel, fmt::join(multiIndex(comparison.worstIndex, comparison.shape), ", "),
                             comparison.worstGenerated.toString(), comparison.worstReference.toString());

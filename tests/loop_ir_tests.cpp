@@ -44,6 +44,21 @@ TEST_CASE("interpreted Loop IR agrees with the Tensor IR evaluator on every exam
   }
 }
 
+TEST_CASE("interpreted Loop IR agrees with the evaluator with each size 0 in turn", "[loop-ir][empty]") {
+  for (const fs::path& source : testing::loweringSources()) {
+    for (const tensor::Kernel& kernel : kernelsOf(source)) {
+      Lowered lowered = lower(kernel, PipelineOptions{});
+      for (const std::map<std::string, int64_t>& sizes : testing::sizesWithOneEmpty(kernel)) {
+        INFO(kernel.instanceName() << " with" << testing::describeSizes(sizes));
+        tensor::EvaluationInputs inputs = testing::randomInputs(kernel, sizes, 7);
+        std::map<std::string, Buffer> expected = tensor::evaluate(kernel, inputs);
+        std::map<std::string, Buffer> actual = loop::interpret(lowered.loop, inputs);
+        for (const auto& [name, buffer] : expected) requireIdentical(buffer, actual.at(name));
+      }
+    }
+  }
+}
+
 TEST_CASE("softmax, layernorm and rmsnorm lower to one kernel each, and a matmul's epilogue joins it", "[loop-ir]") {
   auto kernelCount = [](const fs::path& file, const std::string& instance) {
     for (const tensor::Kernel& kernel : kernelsOf(file))

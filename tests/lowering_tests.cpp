@@ -28,11 +28,16 @@ void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKer
 
 }  // namespace
 
-TEST_CASE("every example, stdlib and construct kernel passes the simulated check at ragged sizes", "[lowering]") {
+// The empty sizes run here, on the programs compiled for the ragged ones, since compiling is most of the time.
+TEST_CASE("every example, stdlib and construct kernel passes the simulated check at ragged sizes and with each size 0 "
+          "in turn",
+          "[lowering][empty]") {
   for (const fs::path& source : testing::loweringSources()) {
     for (const tensor::Kernel& kernel : testing::kernelsOf(source)) {
       sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), source));
       for (int64_t size : {1, 7, 13}) checkAgainstEvaluator(kernel, program, size);
+      for (const std::map<std::string, int64_t>& sizes : testing::sizesWithOneEmpty(kernel))
+        testing::checkAgainstEvaluator(kernel, program, sizes, 11);
     }
   }
 }

@@ -93,6 +93,22 @@ TEST_CASE("npy writes what NumPy writes, byte for byte", "[npy]") {
   CHECK(readWholeFile(folder / "x.npy") == kNumpyFixture);
 }
 
+TEST_CASE("npy reads and writes 0-length arrays as NumPy does", "[npy][empty]") {
+  TemporaryFolder scratch;
+  const fs::path& folder = scratch.path();
+  // np.save("x.npy", np.zeros((0, 5), dtype=np.float32)): the header of the fixture's length, no data.
+  const std::string file =
+      version1Prefix(118) + "{'descr': '<f4', 'fortran_order': False, 'shape': (0, 5), }" + std::string(20 + 38, ' ') + "\n";
+  writeBytes(folder / "x.npy", file);
+  Buffer read = readNpy(folder / "x.npy", DType::F32);
+  CHECK(read.shape() == std::vector<int64_t>{0, 5});
+  CHECK(read.numel() == 0);
+  writeNpy(folder / "again.npy", read);
+  CHECK(readWholeFile(folder / "again.npy") == file);
+  writeBytes(folder / "x.npy", file + "1234");
+  CHECK_THAT(readError(folder / "x.npy", DType::F32), Catch::Contains("4 bytes follow the data of shape (0, 5)"));
+}
+
 TEST_CASE("npy pads every header to a multiple of 64 bytes", "[npy]") {
   TemporaryFolder scratch;
   const fs::path& folder = scratch.path();

@@ -411,7 +411,7 @@ schedule masked {
   checkCompiles(built);
 }
 
-TEST_CASE("schedules drawn at random from the legal space all agree with the reference", "[schedule]") {
+TEST_CASE("schedules drawn at random from the legal space all agree with the reference", "[schedule][empty]") {
   std::mt19937_64 random(2026);
   struct Family {
     std::string kernel;
@@ -434,7 +434,9 @@ TEST_CASE("schedules drawn at random from the legal space all agree with the ref
       std::string source = family.kernel + family.draw(random);
       INFO(source);
       Built built = build(source);
-      checkRuns(built, family.sizes);
+      std::vector<Sizes> sizes = family.sizes;  // and each size 0 in turn: empty tiles, an empty reduction
+      for (const Sizes& empty : testing::sizesWithOneEmpty(built.kernel)) sizes.push_back(empty);
+      checkRuns(built, sizes);
       checkCompiles(built);
       ++tried;
     }

@@ -54,11 +54,29 @@ tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, int64_t size
   return randomInputs(kernel, sizes, seed);
 }
 
+std::vector<std::map<std::string, int64_t>> sizesWithOneEmpty(const tensor::Kernel& kernel) {
+  std::vector<std::map<std::string, int64_t>> sizeSets;
+  for (const std::string& empty : kernel.sizes) {
+    std::map<std::string, int64_t> sizes;
+    int64_t ragged = 3;
+    for (const std::string& name : kernel.sizes) {
+      sizes[name] = name == empty ? 0 : ragged;
+      ragged += 2;
+    }
+    sizeSets.push_back(std::move(sizes));
+  }
+  return sizeSets;
+}
+
+std::string describeSizes(const std::map<std::string, int64_t>& sizes) {
+  std::string text;
+  for (const auto& [name, value] : sizes) text += fmt::format(" {}={}", name, value);
+  return text;
+}
+
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
                            const std::map<std::string, int64_t>& sizes, uint64_t seed) {
-  std::string sizeText;
-  for (const auto& [name, value] : sizes) sizeText += fmt::format(" {}={}", name, value);
-  INFO(kernel.instanceName() << " with" << sizeText);
+  INFO(kernel.instanceName() << " with" << describeSizes(sizes));
   tensor::EvaluationInputs inputs = randomInputs(kernel, sizes, seed);
   std::map<std::string, Buffer> reference = tensor::evaluate(kernel, inputs);
   KernelRun ran = program.run(inputs);

@@ -34,6 +34,13 @@ tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, const std::m
 // The same with every size equal to `size`.
 tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, int64_t size, uint64_t seed);
 
+// One size set per size of `kernel`: that size 0, the others small and ragged (3, 5, 7, ...), for the
+// sweep over empty tensors.
+std::vector<std::map<std::string, int64_t>> sizesWithOneEmpty(const tensor::Kernel& kernel);
+
+// " N=3 M=0": how a test names the sizes it runs at.
+std::string describeSizes(const std::map<std::string, int64_t>& sizes);
+
 // Runs `program` (the generated CUDA of `kernel`) on those inputs and checks every output against the
 // reference evaluator within the dtype's tolerance; a failed run (deadlock, fault, crash) fails the test.
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -407,6 +408,50 @@ private:
     return fmt::format("int {}({})", source.instanceName(), join(params, ", "));
   }
 
+  // When a set of buffers is all empty: each buffer is empty when any of its sizes is 0 (a Dim is a constant,
+  // at least 1, times sizes), so a conjunction of disjunctions of sizes, none implied by another.
+  using EmptyWhen = std::set<std::set<std::string>>;
+  // Nothing when one of the buffers can never be empty, or there are none.
+  static std::optional<EmptyWhen> emptyWhen(const std::vector<Shape>& shapes) {
+    EmptyWhen terms;
+    for (const Shape& shape : shapes) {
+      std::set<std::string> sizes;
+      for (const Dim& dim : shape) sizes.insert(dim.sizes.begin(), dim.sizes.end());
+      if (sizes.empty()) return std::nullopt;
+      terms.insert(std::move(sizes));
+    }
+    if (terms.empty()) return std::nullopt;
+    // (N == 0) && (N == 0 || D == 0) is N == 0.
+    for (auto term = terms.begin(); term != terms.end();) {
+      bool implied = std::any_of(terms.begin(), terms.end(), [&](const std::set<std::string>& other) {
+        return other != *term && std::includes(term->begin(), term->end(), other.begin(), other.end());
+      });
+      term = implied ? terms.erase(term) : std::next(term);
+    }
+    return terms;
+  }
+  std::string emptyCondition(const EmptyWhen& terms) const {
+    std::vector<std::string> all;
+    for (const std::set<std::string>& sizes : terms) {
+      std::vector<std::string> any;
+      for (const std::string& size : sizes) any.push_back(expr(SizeVar(size)) + " == 0");
+      all.push_back(terms.size() > 1 && any.size() > 1 ? "(" + join(any, " || ") + ")" : join(any, " || "));
+    }
+    return join(all, " && ");
+  }
+
+  // The shapes of the global buffers (outputs and temporaries) that `function` stores.
+  std::vector<Shape> storedShapes(const kernel::Function& function) const {
+    std::vector<Shape> shapes;
+    for (const std::string& stage : function.stages) {
+      for (const TensorParam& output : program_.source.outputs)
+        if (output.name == stage) shapes.push_back(output.shape);
+      for (const loop::Temporary& temporary : program_.temporaries)
+        if (temporary.name == stage) shapes.push_back(temporary.shape);
+    }
+    return shapes;
+  }
+
   std::string hostFunction() {
     const Kernel& source = program_.source;
     std::string name = source.instanceName();
@@ -415,6 +460,11 @@ private:
     for (const std::string& size : source.sizes)
       line(1, fmt::format("if ({} < 0) return emmy_fail(\"{}: size {} is negative (%lld)\", (long long){});", spelled(size),
                           name, size, spelled(size)));
+    // With every output empty there is nothing to compute, and CUDA refuses a grid of 0 blocks.
+    std::vector<Shape> outputShapes;
+    for (const TensorParam& output : source.outputs) outputShapes.push_back(output.shape);
+    std::optional<EmptyWhen> outputsEmpty = emptyWhen(outputShapes);
+    if (outputsEmpty) line(1, fmt::format("if ({}) return 0;  // every output is empty", emptyCondition(*outputsEmpty)));
     // Temporaries live for the call; freeing them on the stream keeps the launches asynchronous.
     for (const loop::Temporary& temporary : program_.temporaries) {
       Dim elements = Dim::constant(1);
@@ -432,11 +482,20 @@ private:
                                              : fmt::format("(unsigned)({}), (unsigned)({}), (unsigned)({})", expr(*g[0]),
                                                            expr(*g[1]), expr(*g[2]));
       std::string block = function.flatBlock() ? std::to_string(t[0]) : fmt::format("{}, {}, {}", t[0], t[1], t[2]);
-      line(1, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
-                          join(kernelParameters(ParameterText::Spelled), ", ")));
-      line(1, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
-      line(2, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
-                          function.name));
+      // A kernel whose every stored buffer is empty is not launched (when that is not all the outputs, which
+      // returned above): one output of two may be empty while the other still needs computing.
+      std::optional<EmptyWhen> storesNothing = emptyWhen(storedShapes(function));
+      int indent = 1;
+      if (storesNothing && storesNothing != outputsEmpty) {
+        line(1, fmt::format("if (!({})) {{", emptyCondition(*storesNothing)));
+        indent = 2;
+      }
+      line(indent, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
+                               join(kernelParameters(ParameterText::Spelled), ", ")));
+      line(indent, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
+      line(indent + 1, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
+                                   function.name));
+      if (indent == 2) line(1, "}");
     }
     for (const loop::Temporary& temporary : program_.temporaries) line(1, fmt::format("cudaFreeAsync({}, stream);", spelled(temporary.name)));
     line(1, "return 0;");

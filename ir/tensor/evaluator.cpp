@@ -225,6 +225,7 @@ Buffer evaluateStage(const Stage& stage, const EvaluationState& state) {
   Buffer result(stage.dtype, extents);
   // Elements [begin, end), each on its own: the same values whichever thread computes them.
   auto evaluateElements = [&](int64_t begin, int64_t end) {
+    if (begin >= end) return;  // an empty stage: its extents may be 0, which the decomposition divides by
     std::vector<int64_t> axisValues(extents.size() + reductionExtents.size(), 0);
     for (int64_t rest = begin, d = static_cast<int64_t>(extents.size()); d-- > 0;) {
       axisValues[d] = rest % extents[d];
