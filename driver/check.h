@@ -46,7 +46,10 @@ KernelCompiler simulationCompiler(const sim::SimulationOptions& options = {});
 using OutputCrossCheck = std::function<bool(const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs,
                                             const std::map<std::string, Buffer>& outputs, std::FILE* report)>;
 
-// Runs the check and prints to `report` a line per kernel (its sizes) and one per output. Returns 0
+// Runs the check and prints to `report` a line per kernel (its sizes) and one per output. Without
+// --kernel, of a file's several kernels those whose inputs cannot be made from the options (a size or a
+// scalar's value missing, an input file missing) are skipped with a line that says why; when none is
+// left that is a UsageError. Returns 0
 // when every output of every kernel is within tolerance and no run reported a failure (deadlock, fault,
 // crash, timeout, an error of the host function), 1 otherwise or after errors in the source (printed as
 // diagnostics). Throws UsageError for a bad option, a bad input file or inputs that do not fit the kernel
