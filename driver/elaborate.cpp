@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "driver/pipeline.h"
 #include "frontend/frontend.h"
 #include "support/text.h"
 
@@ -93,7 +94,17 @@ std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file
   if (!module) return std::nullopt;
   std::vector<tensor::Kernel> kernels = selector.empty() ? frontend.elaborateAll(*module)
                                                          : frontend.elaborateSelected(*module, selector, requireTypes);
-  if (diagnostics.hasErrors()) return std::nullopt;
+  if (diagnostics.hasErrors()) {
+    // The schedules of the kernels that did elaborate are checked too: their errors are independent ones.
+    PipelineOptions toTile;
+    toTile.stopAfter = Level::Tile;
+    try {
+      lowerAll(kernels, toTile);
+    } catch (const CompilationFailed& failed) {
+      diagnostics.append(failed.diagnostics);
+    }
+    return std::nullopt;
+  }
   const std::map<std::string, DeclaredParam>& declared = frontend.declaredParams();
   if (details) {
     details->loadedFiles = model ? std::vector<fs::path>{file} : std::vector<fs::path>{};

@@ -185,8 +185,7 @@ int build(const BuildOptions& options) {
   pipeline.stopAfter = levelOf(options.emit);
   pipeline.dumpAfter = options.dumpAfter;
   pipeline.dump = &std::cerr;
-  std::vector<Lowered> lowered;
-  for (const tensor::Kernel& kernel : *kernels) lowered.push_back(lower(kernel, pipeline));
+  std::vector<Lowered> lowered = lowerAll(*kernels, pipeline);
 
   std::string baseName = fs::path(options.file).stem().string();
   fs::path directory = options.outputDir.empty() ? fs::path(".") : fs::path(options.outputDir);
