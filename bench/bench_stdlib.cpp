@@ -71,7 +71,7 @@ int main(int argc, char** argv) {
       benchCase.file = (Frontend::defaultStdlibDir() / kernel.module).string();
       benchCase.kernel = fmt::format("{}<{}>", kernel.name, type);
       benchCase.sizes = kernel.sizes;
-      benchCase.scalars = kernel.scalars;
+      for (const auto& [name, value] : kernel.scalars) benchCase.scalars.push_back(fmt::format("{}={}", name, value));
       cases.push_back(std::move(benchCase));
     }
   }

@@ -1,6 +1,11 @@
 #include "driver/check.h"
 
+#include <charconv>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
+#include <limits>
 #include <filesystem>
 #include <random>
 #include <set>
@@ -64,9 +69,10 @@ void saveOutputs(const fs::path& folder, const std::map<std::string, Buffer>& ou
 
 // Checks one kernel and prints its report; returns whether everything passed.
 bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
-                 const std::map<std::string, int64_t>& givenSizes, const CudaGenerator& generateCuda,
-                 const KernelCompiler& compileKernel, std::FILE* report, const OutputCrossCheck& crossCheck) {
-  ReferenceRun reference = referenceRun(kernel, options.inputsDir, options.seed, givenSizes);
+                 const std::map<std::string, int64_t>& givenSizes, const std::map<std::string, std::string>& givenScalars,
+                 const CudaGenerator& generateCuda, const KernelCompiler& compileKernel, std::FILE* report,
+                 const OutputCrossCheck& crossCheck) {
+  ReferenceRun reference = referenceRun(kernel, options.inputsDir, options.seed, givenSizes, givenScalars);
   const tensor::EvaluationInputs& inputs = reference.inputs;
   std::vector<std::string> sizeTexts;
   for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, reference.sizes.at(size)));
@@ -92,6 +98,38 @@ bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
   return passed;
 }
 
+// Why the inputs of `kernel` cannot be made from these options: a scalar without a value, or (for random
+// inputs) a size not given; nullopt when they can. Input files are read, and checked, by prepareInputs.
+std::optional<std::string> missingInput(const tensor::Kernel& kernel, const std::string& inputsDir,
+                                        const std::map<std::string, int64_t>& givenSizes,
+                                        const std::map<std::string, std::string>& givenScalars) {
+  for (const tensor::ScalarParamDecl& scalar : kernel.scalars) {
+    fs::path path = fs::path(inputsDir) / (scalar.name + ".npy");
+    if (!scalar.defaultValue && !givenScalars.count(scalar.name) && !(!inputsDir.empty() && fs::exists(path)))
+      return fmt::format("kernel {}: scalar {} has no default: give it with --scalar {}=VALUE{}", displayName(kernel),
+                         scalar.name, scalar.name, inputsDir.empty() ? "" : fmt::format(" or in {}", path.string()));
+  }
+  if (inputsDir.empty())
+    for (const std::string& size : kernel.sizes)
+      if (!givenSizes.count(size))
+        return fmt::format("kernel {}: size {} is not given: add --size {}=VALUE, or read the inputs from files with "
+                           "--inputs DIR",
+                           displayName(kernel), size, size);
+  return std::nullopt;
+}
+
+// Why `emmy check` without --kernel leaves `kernel` out: missingInput, or an input file missing.
+std::optional<std::string> whySkipped(const tensor::Kernel& kernel, const std::string& inputsDir,
+                                      const std::map<std::string, int64_t>& givenSizes,
+                                      const std::map<std::string, std::string>& givenScalars) {
+  if (std::optional<std::string> missing = missingInput(kernel, inputsDir, givenSizes, givenScalars)) return missing;
+  if (!inputsDir.empty())
+    for (const tensor::TensorParam& input : kernel.inputs)
+      if (fs::path path = fs::path(inputsDir) / (input.name + ".npy"); !fs::exists(path))
+        return fmt::format("kernel {}: input {} has no file {}", displayName(kernel), input.name, path.string());
+  return std::nullopt;
+}
+
 }  // namespace
 
 KernelCompiler simulationCompiler(const sim::SimulationOptions& options) {
@@ -107,33 +145,77 @@ std::string displayName(const tensor::Kernel& kernel) {
   return fmt::format("{}<{}>", kernel.name, join(types, ", "));
 }
 
+namespace {
+
+// The value of `--scalar NAME=TEXT` in the scalar's dtype; a UsageError when TEXT is no such value.
+Value scalarOptionValue(const tensor::ScalarParamDecl& scalar, const std::string& text) {
+  std::string option = fmt::format("--scalar {}={}", scalar.name, text);
+  std::string_view type = dtypeName(scalar.dtype);
+  const char* end = text.data() + text.size();
+  if (scalar.dtype == DType::Bool) {
+    if (text == "true" || text == "1") return Value::ofBool(true);
+    if (text == "false" || text == "0") return Value::ofBool(false);
+    throw UsageError(fmt::format("{}: {} is bool: write true or false", option, scalar.name));
+  }
+  if (isInteger(scalar.dtype)) {
+    int64_t value = 0;
+    auto [stop, status] = std::from_chars(text.data(), end, value);
+    if (stop != end || (status != std::errc() && status != std::errc::result_out_of_range))
+      throw UsageError(fmt::format("{}: {} is {}: write an integer", option, scalar.name, type));
+    int bits = 8 * dtypeBytes(scalar.dtype);
+    int64_t largest = bits == 64 ? std::numeric_limits<int64_t>::max() : (int64_t{1} << (bits - 1)) - 1;
+    if (status == std::errc::result_out_of_range || value > largest || value < -largest - 1)
+      throw UsageError(fmt::format("{}: does not fit {} ({} to {})", option, type, -largest - 1, largest));
+    return Value::ofInt(scalar.dtype, value);
+  }
+  // strtod, unlike from_chars, tells an overflow (infinity) from an underflow (zero), which fits.
+  char* stop = nullptr;
+  errno = 0;
+  double value = text.empty() ? 0 : std::strtod(text.c_str(), &stop);
+  if (text.empty() || stop != end)
+    throw UsageError(fmt::format("{}: {} is {}: write a number (or inf, nan)", option, scalar.name, type));
+  double largest = scalar.dtype == DType::F16    ? 65504.0
+                   : scalar.dtype == DType::BF16 ? 3.3895313892515355e38
+                   : scalar.dtype == DType::F32  ? static_cast<double>(std::numeric_limits<float>::max())
+                                                 : std::numeric_limits<double>::max();
+  bool overflow = errno == ERANGE && std::isinf(value);
+  if (overflow || (std::isfinite(value) && std::abs(value) > largest))
+    throw UsageError(fmt::format("{}: does not fit {} (the largest is {:g})", option, type, largest));
+  return Value::ofFloat(scalar.dtype, value);
+}
+
+}  // namespace
+
 tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
-                                       const std::map<std::string, int64_t>& givenSizes) {
+                                       const std::map<std::string, int64_t>& givenSizes,
+                                       const std::map<std::string, std::string>& givenScalars) {
   tensor::EvaluationInputs inputs;
   for (const std::string& size : kernel.sizes)
     if (auto it = givenSizes.find(size); it != givenSizes.end()) inputs.sizes.insert(*it);
 
-  if (!inputsDir.empty()) {
-    fs::path folder = inputsDir;
-    for (const tensor::TensorParam& input : kernel.inputs)
-      inputs.tensors.emplace(input.name, readNpy(folder / (input.name + ".npy"), input.dtype));
-    for (const tensor::ScalarParamDecl& scalar : kernel.scalars) {
-      fs::path path = folder / (scalar.name + ".npy");
-      if (!fs::exists(path)) continue;  // takes its default
+  if (std::optional<std::string> missing = missingInput(kernel, inputsDir, givenSizes, givenScalars))
+    throw UsageError(*missing);
+  // Each scalar: --scalar, else its file, else its default (spec section 6).
+  fs::path folder = inputsDir;
+  for (const tensor::ScalarParamDecl& scalar : kernel.scalars) {
+    fs::path path = folder / (scalar.name + ".npy");
+    if (auto given = givenScalars.find(scalar.name); given != givenScalars.end()) {
+      inputs.scalars.emplace(scalar.name, scalarOptionValue(scalar, given->second));
+    } else if (!inputsDir.empty() && fs::exists(path)) {
       Buffer value = readNpy(path, scalar.dtype);
       if (!value.shape().empty())
         throw NpyError(fmt::format("{}: scalar {} needs a 0-d array, but the file holds one of {} dimension(s)",
                                    path.string(), scalar.name, value.shape().size()));
       inputs.scalars.emplace(scalar.name, value.get(0));
     }
+  }
+
+  if (!inputsDir.empty()) {
+    for (const tensor::TensorParam& input : kernel.inputs)
+      inputs.tensors.emplace(input.name, readNpy(folder / (input.name + ".npy"), input.dtype));
     return inputs;
   }
 
-  for (const std::string& size : kernel.sizes)
-    if (!inputs.sizes.count(size))
-      throw UsageError(fmt::format("kernel {}: size {} is not given: add --size {}=VALUE, or read the inputs from "
-                                   "files with --inputs DIR",
-                                   displayName(kernel), size, size));
   RandomInputs random(seed);
   for (const tensor::TensorParam& input : kernel.inputs)
     inputs.tensors.emplace(input.name, random.make(input.dtype, declaredShape(input, inputs.sizes)));
@@ -141,10 +223,11 @@ tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::
 }
 
 ReferenceRun referenceRun(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
-                          const std::map<std::string, int64_t>& givenSizes) {
+                          const std::map<std::string, int64_t>& givenSizes,
+                          const std::map<std::string, std::string>& givenScalars) {
   ReferenceRun reference;
   try {
-    reference.inputs = prepareInputs(kernel, inputsDir, seed, givenSizes);
+    reference.inputs = prepareInputs(kernel, inputsDir, seed, givenSizes, givenScalars);
     reference.sizes = tensor::bindSizes(kernel, reference.inputs.tensors, reference.inputs.sizes);
     reference.outputs = tensor::evaluate(kernel, reference.inputs);
   } catch (const tensor::EvaluationError& error) {
@@ -184,10 +267,27 @@ int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, con
                                  join(names, ", ")));
   }
   checkSizeNamesExist(givenSizes, kernels);
+  std::map<std::string, std::string> givenScalars = parseScalarOptions(options.scalars);
+  checkScalarNamesExist(givenScalars, kernels);
+
+  // Without --kernel, a kernel of several whose inputs cannot be made (a helper that another one calls,
+  // with sizes of its own) is skipped with a note, as long as another one is checked.
+  std::vector<const tensor::Kernel*> checked;
+  std::vector<std::string> skipped;
+  for (const tensor::Kernel& kernel : kernels) {
+    std::optional<std::string> why = options.kernel.empty() && kernels.size() > 1
+                                         ? whySkipped(kernel, options.inputsDir, givenSizes, givenScalars)
+                                         : std::nullopt;
+    if (why) skipped.push_back(*why);
+    else checked.push_back(&kernel);
+  }
+  if (checked.empty()) throw UsageError("no kernel can be checked:\n  " + join(skipped, "\n  "));
+  for (const std::string& why : skipped) fmt::print(report, "skipped {}\n", why);
 
   bool allPassed = true;
-  for (const tensor::Kernel& kernel : kernels)
-    allPassed = checkKernel(kernel, options, givenSizes, generateCuda, compileKernel, report, crossCheck) && allPassed;
+  for (const tensor::Kernel* kernel : checked)
+    allPassed = checkKernel(*kernel, options, givenSizes, givenScalars, generateCuda, compileKernel, report, crossCheck) &&
+                allPassed;
   return allPassed ? kAllPassed : kFailed;
 }
 

@@ -23,6 +23,7 @@ struct CheckOptions {
   std::string kernel;              // --kernel NAME or NAME<TYPE, ...>; empty: every kernel, every instance
   std::vector<std::string> sizes;  // --size N=64, repeated
   std::vector<std::string> defines;  // -D BM=64, repeated: schedule params
+  std::vector<std::string> scalars;  // --scalar eps=1e-5, repeated
   std::string inputsDir;           // --inputs DIR: DIR/NAME.npy per input tensor and scalar
   std::string saveDir;             // --save DIR: DIR/NAME.npy per output of the generated code
   uint64_t seed = 0;               // --seed S, for inputs that are not read from files
@@ -45,7 +46,10 @@ KernelCompiler simulationCompiler(const sim::SimulationOptions& options = {});
 using OutputCrossCheck = std::function<bool(const tensor::Kernel& kernel, const tensor::EvaluationInputs& inputs,
                                             const std::map<std::string, Buffer>& outputs, std::FILE* report)>;
 
-// Runs the check and prints to `report` a line per kernel (its sizes) and one per output. Returns 0
+// Runs the check and prints to `report` a line per kernel (its sizes) and one per output. Without
+// --kernel, of a file's several kernels those whose inputs cannot be made from the options (a size or a
+// scalar's value missing, an input file missing) are skipped with a line that says why; when none is
+// left that is a UsageError. Returns 0
 // when every output of every kernel is within tolerance and no run reported a failure (deadlock, fault,
 // crash, timeout, an error of the host function), 1 otherwise or after errors in the source (printed as
 // diagnostics). Throws UsageError for a bad option, a bad input file or inputs that do not fit the kernel
@@ -59,10 +63,13 @@ std::string displayName(const tensor::Kernel& kernel);
 // The inputs of one kernel: DIR/NAME.npy from `inputsDir` when it is not empty (sizes from the files and
 // `givenSizes`), else random. Random inputs come from std::mt19937_64 seeded with `seed` afresh for each
 // kernel, drawing the inputs in declaration order, element by element: floats uniform in [-1, 1) (53
-// random bits), integers uniform in [-8, 8], bool true or false with equal chance. Scalars without a file
-// take their default. Throws UsageError when a size is missing, NpyError for a bad file.
+// random bits), integers uniform in [-8, 8], bool true or false with equal chance. A scalar takes its
+// value from `givenScalars` (--scalar, by name, as text), else from its file in `inputsDir`, else its
+// default. Throws UsageError when a size or a scalar's value is missing or a --scalar value does not
+// parse or fit the scalar's dtype, NpyError for a bad file.
 tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
-                                       const std::map<std::string, int64_t>& givenSizes);
+                                       const std::map<std::string, int64_t>& givenSizes,
+                                       const std::map<std::string, std::string>& givenScalars = {});
 
 // What generated code is checked against: the inputs of prepareInputs, every size bound, and the reference
 // evaluator's outputs for them.
@@ -73,7 +80,8 @@ struct ReferenceRun {
 };
 // Throws UsageError when the inputs do not fit the kernel (and as prepareInputs does).
 ReferenceRun referenceRun(const tensor::Kernel& kernel, const std::string& inputsDir, uint64_t seed,
-                          const std::map<std::string, int64_t>& givenSizes);
+                          const std::map<std::string, int64_t>& givenSizes,
+                          const std::map<std::string, std::string>& givenScalars = {});
 
 // Every output of `kernel` in `generated` compared with the reference's (compare.h), in declaration order.
 std::vector<OutputComparison> compareOutputs(const tensor::Kernel& kernel, const std::map<std::string, Buffer>& generated,

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include "driver/pipeline.h"
 #include "frontend/frontend.h"
 #include "support/text.h"
 
@@ -28,17 +29,51 @@ std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& s
   return values;
 }
 
-// When several kernels are checked, a --size applies to those that have the size; one that none has is
-// a mistake.
-void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels) {
+std::map<std::string, std::string> parseScalarOptions(const std::vector<std::string>& specs) {
+  std::map<std::string, std::string> values;
+  for (const std::string& spec : specs) {
+    size_t equals = spec.find('=');
+    if (equals == 0 || equals == std::string::npos || equals + 1 == spec.size())
+      throw UsageError(fmt::format("--scalar '{}': expected NAME=VALUE, as eps=1e-5", spec));
+    std::string name = spec.substr(0, equals);
+    if (!values.emplace(name, spec.substr(equals + 1)).second)
+      throw UsageError(fmt::format("--scalar {} is given twice", name));
+  }
+  return values;
+}
+
+namespace {
+
+// When several kernels are checked, a --size or --scalar applies to those that have it; one that none
+// has is a mistake. `namesOf` gives a kernel's names of that kind ("size", "scalar").
+template <typename Values, typename NamesOf>
+void checkNamesExist(const Values& given, const std::vector<tensor::Kernel>& kernels, const std::string& kind,
+                     NamesOf namesOf) {
   std::set<std::string> known;
-  for (const tensor::Kernel& kernel : kernels) known.insert(kernel.sizes.begin(), kernel.sizes.end());
+  for (const tensor::Kernel& kernel : kernels)
+    for (const std::string& name : namesOf(kernel)) known.insert(name);
   std::vector<std::string> candidates(known.begin(), known.end());
-  for (const auto& [name, value] : sizes)
+  for (const auto& [name, value] : given)
     if (!known.count(name))
-      throw UsageError(withSuggestion(fmt::format("--size {}: no kernel checked has a size named {}{}", name, name,
-                                                  candidates.empty() ? "" : " (sizes: " + join(candidates, ", ") + ")"),
-                                      name, candidates));
+      throw UsageError(withSuggestion(
+          fmt::format("--{} {}: no kernel checked has a {} named {}{}", kind, name, kind, name,
+                      candidates.empty() ? fmt::format(" (they have no {}s)", kind)
+                                         : fmt::format(" ({}s: {})", kind, join(candidates, ", "))),
+          name, candidates));
+}
+
+}  // namespace
+
+void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels) {
+  checkNamesExist(sizes, kernels, "size", [](const tensor::Kernel& kernel) { return kernel.sizes; });
+}
+
+void checkScalarNamesExist(const std::map<std::string, std::string>& scalars, const std::vector<tensor::Kernel>& kernels) {
+  checkNamesExist(scalars, kernels, "scalar", [](const tensor::Kernel& kernel) {
+    std::vector<std::string> names;
+    for (const tensor::ScalarParamDecl& scalar : kernel.scalars) names.push_back(scalar.name);
+    return names;
+  });
 }
 
 std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file, const std::string& selector,
@@ -59,7 +94,17 @@ std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file
   if (!module) return std::nullopt;
   std::vector<tensor::Kernel> kernels = selector.empty() ? frontend.elaborateAll(*module)
                                                          : frontend.elaborateSelected(*module, selector, requireTypes);
-  if (diagnostics.hasErrors()) return std::nullopt;
+  if (diagnostics.hasErrors()) {
+    // The schedules of the kernels that did elaborate are checked too: their errors are independent ones.
+    PipelineOptions toTile;
+    toTile.stopAfter = Level::Tile;
+    try {
+      lowerAll(kernels, toTile);
+    } catch (const CompilationFailed& failed) {
+      diagnostics.append(failed.diagnostics);
+    }
+    return std::nullopt;
+  }
   const std::map<std::string, DeclaredParam>& declared = frontend.declaredParams();
   if (details) {
     details->loadedFiles = model ? std::vector<fs::path>{file} : std::vector<fs::path>{};

@@ -20,11 +20,18 @@ namespace emmy {
 // a negative value or a name given twice.
 std::map<std::string, int64_t> parseNameValues(const std::vector<std::string>& specs, const std::string& option);
 
+// `--scalar eps=1e-5`, repeated: the text of each value by name, parsed later in the scalar's dtype (which
+// may differ between the instances of a generic kernel). Throws UsageError for a malformed one or a name
+// given twice.
+std::map<std::string, std::string> parseScalarOptions(const std::vector<std::string>& specs);
+
 // The kernels of `file` that `selector` (--kernel; empty: all) picks, every schedule param set by
 // `paramValues` (-D) or its default. Nullopt after errors were reported to `diagnostics`. Throws
 // UsageError for a bad selector or a -D that no schedule of the file declares.
 // --size values apply to the kernels that have those sizes; one that none has is a UsageError.
 void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels);
+// The same for --scalar values.
+void checkScalarNamesExist(const std::map<std::string, std::string>& scalars, const std::vector<tensor::Kernel>& kernels);
 
 // What an elaboration read besides the kernels: the files (the file and its imports, for --depfile) and
 // the params the schedules of the kernels declare (the search space of `emmy tune`).

@@ -115,6 +115,7 @@ bool isStdlibFile(const std::string& file) {
 }
 
 int runOnGpu(const CheckOptions& options, const CudaGenerator& generateCuda, std::FILE* report) {
+  parseScalarOptions(options.scalars);  // a malformed option is a usage error, with a device or without
   runtime::CudaDevice device = runtime::requireCudaDevice();
   fmt::print(report, "on {}\n", device.describe());
   KernelCompiler compile = [&](const tensor::Kernel& kernel, const sim::CudaSource& source) -> std::unique_ptr<CompiledKernel> {
@@ -141,6 +142,7 @@ std::string formatThroughput(const Work& work, const Throughput& measured) {
 }
 
 int runBench(const std::vector<BenchCase>& cases, const BenchSettings& settings, std::FILE* report) {
+  for (const BenchCase& benchCase : cases) parseScalarOptions(benchCase.scalars);  // usage errors come first
   runtime::CudaDevice device = runtime::requireCudaDevice();
   fmt::print(report, "on {}: peak {} (memory clock x bus width x 2), {} FP32 (SMs x clock x FP32 lanes x 2)\n",
              device.describe(), scaled(device.peakBandwidth(), "B/s"), scaled(device.peakFp32Flops(), "FLOP/s"));
@@ -159,14 +161,13 @@ int runBench(const std::vector<BenchCase>& cases, const BenchSettings& settings,
     }
     std::map<std::string, int64_t> givenSizes = parseNameValues(benchCase.sizes, "--size");
     checkSizeNamesExist(givenSizes, *kernels);
+    std::map<std::string, std::string> givenScalars = parseScalarOptions(benchCase.scalars);
+    checkScalarNamesExist(givenScalars, *kernels);
     bool stdlib = settings.compareWithTorch && isStdlibFile(benchCase.file);
     for (const tensor::Kernel& kernel : *kernels) {
       BenchRow row;
       row.kernel = kernel;
-      row.inputs = prepareInputs(kernel, benchCase.inputsDir, benchCase.seed, givenSizes);
-      for (const tensor::ScalarParamDecl& scalar : kernel.scalars)
-        if (auto given = benchCase.scalars.find(scalar.name); given != benchCase.scalars.end())
-          row.inputs.scalars[scalar.name] = Value::ofFloat(scalar.dtype, given->second);
+      row.inputs = prepareInputs(kernel, benchCase.inputsDir, benchCase.seed, givenSizes, givenScalars);
       std::map<std::string, int64_t> sizes;
       try {
         sizes = tensor::bindSizes(kernel, row.inputs.tensors, row.inputs.sizes);

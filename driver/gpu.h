@@ -27,7 +27,7 @@ struct BenchCase {
   std::vector<std::string> defines;        // schedule params
   std::string inputsDir;                   // else random inputs, drawn as `emmy check` draws them
   uint64_t seed = 0;
-  std::map<std::string, double> scalars;   // values for scalars (those without a default need one)
+  std::vector<std::string> scalars;        // eps=1e-5, as --scalar gives them (those without a default need one)
 };
 
 struct BenchSettings {

@@ -64,6 +64,7 @@ struct TuneOptions {
   std::string file;
   std::string kernel;
   std::vector<std::string> sizes;
+  std::vector<std::string> scalars;  // --scalar eps=1e-5
   std::optional<int64_t> budget;
   std::optional<double> seconds;
   uint64_t seed = 0;
@@ -184,8 +185,7 @@ int build(const BuildOptions& options) {
   pipeline.stopAfter = levelOf(options.emit);
   pipeline.dumpAfter = options.dumpAfter;
   pipeline.dump = &std::cerr;
-  std::vector<Lowered> lowered;
-  for (const tensor::Kernel& kernel : *kernels) lowered.push_back(lower(kernel, pipeline));
+  std::vector<Lowered> lowered = lowerAll(*kernels, pipeline);
 
   std::string baseName = fs::path(options.file).stem().string();
   fs::path directory = options.outputDir.empty() ? fs::path(".") : fs::path(options.outputDir);
@@ -251,12 +251,19 @@ void addTimingOptions(CLI::App* command, runtime::Timing& timing) {
       ->check(CLI::Range(0, 100000));
 }
 
+// --scalar of check, run, bench and tune.
+void addScalarOption(CLI::App* command, std::vector<std::string>& scalars) {
+  command->add_option("--scalar", scalars,
+                      "a scalar parameter's value, as eps=1e-5 (repeatable; before its DIR/NAME.npy and its default)");
+}
+
 // The options `emmy check` and `emmy run` share.
 void addCheckOptions(CLI::App* command, CheckOptions& options) {
   command->add_option("FILE", options.file, "the .emmy file or TorchScript model (.pt)")->required();
   command->add_option("--kernel", options.kernel, "one kernel: NAME or NAME<TYPE, ...>");
   command->add_option("--size", options.sizes, "a size, as N=64 (repeatable)");
   command->add_option("-D", options.defines, "set a schedule param, as BM=64 (repeatable)");
+  addScalarOption(command, options.scalars);
   command->add_option("--inputs", options.inputsDir, "read inputs from DIR/NAME.npy");
   command->add_option("--save", options.saveDir, "write every output to DIR/NAME.npy");
   command->add_option("--seed", options.seed, "seed of the random inputs (default 0)");
@@ -310,7 +317,8 @@ int tuneFile(const TuneOptions& options) {
 
   std::vector<std::string> untunable;
   std::vector<tune::TuningTarget> targets = tune::tuningTargets(
-      options.file, options.kernel, parseNameValues(options.sizes, "--size"), backend->device(), backend->arch(), untunable);
+      options.file, options.kernel, parseNameValues(options.sizes, "--size"), backend->device(), backend->arch(), untunable,
+      parseScalarOptions(options.scalars));
   for (const std::string& kernel : untunable)
     fmt::print(stderr, "emmy: note: the schedule of {} declares no param; it is not tuned\n", kernel);
   fs::path path = databasePath(options.database);
@@ -380,6 +388,7 @@ int main(int argc, char** argv) {
   benchCommand->add_option("--kernel", benchCase.kernel, "one kernel: NAME or NAME<TYPE, ...>");
   benchCommand->add_option("--size", benchCase.sizes, "a size, as N=4096 (repeatable)");
   benchCommand->add_option("-D", benchCase.defines, "set a schedule param, as BM=64 (repeatable)");
+  addScalarOption(benchCommand, benchCase.scalars);
   benchCommand->add_option("--inputs", benchCase.inputsDir, "read inputs from DIR/NAME.npy");
   benchCommand->add_option("--seed", benchCase.seed, "seed of the random inputs (default 0)");
   addTimingOptions(benchCommand, benchSettings.timing);
@@ -405,6 +414,7 @@ int main(int argc, char** argv) {
   tuneCommand->add_option("FILE", tuneOptions.file, "the .emmy file");
   tuneCommand->add_option("--kernel", tuneOptions.kernel, "one kernel: NAME or NAME<TYPE, ...> (default: every one)");
   tuneCommand->add_option("--size", tuneOptions.sizes, "a size, as N=4096 (repeatable; every size is needed)");
+  addScalarOption(tuneCommand, tuneOptions.scalars);
   tuneCommand->add_option("--budget", tuneOptions.budget, "candidates per kernel, failed ones included (default 64)");
   tuneCommand->add_option("--time", tuneOptions.seconds, "seconds of search per kernel");
   tuneCommand->add_option("--seed", tuneOptions.seed, "seed of the random sampling (default 0)");

@@ -85,4 +85,18 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   return lowered;
 }
 
+std::vector<Lowered> lowerAll(const std::vector<tensor::Kernel>& kernels, const PipelineOptions& options) {
+  std::vector<Lowered> lowered;
+  Diagnostics scheduleErrors;
+  for (const tensor::Kernel& kernel : kernels) {
+    try {
+      lowered.push_back(lower(kernel, options));
+    } catch (const CompilationFailed& failed) {
+      scheduleErrors.append(failed.diagnostics);
+    }
+  }
+  if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
+  return lowered;
+}
+
 }  // namespace emmy

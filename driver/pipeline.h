@@ -40,4 +40,8 @@ const std::vector<std::string>& passNames();
 
 Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options);
 
+// `lower` of each kernel; the schedule errors of all of them, not only the first kernel's, are thrown
+// together as one CompilationFailed.
+std::vector<Lowered> lowerAll(const std::vector<tensor::Kernel>& kernels, const PipelineOptions& options);
+
 }  // namespace emmy

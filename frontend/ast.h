@@ -201,6 +201,9 @@ struct ParamDecl {
   SourceLoc loc;
 };
 
+// What `bind S.a to ...` may name, as messages list it.
+inline constexpr const char* kHardwareIndices = "block.x, block.y, block.z, thread.x, thread.y, thread.z or warp.x";
+
 // One directive, with the fields of tensor::Directive (ir/tensor/schedule.h) as written: numbers may
 // be params, and the cache memory and bind target are the words written.
 struct Directive {

@@ -162,9 +162,13 @@ std::vector<const ast::Expr*> KernelElaboration::matchArguments(const std::strin
       continue;
     }
     auto it = std::find(params.begin(), params.end(), arg.keyword->name);
-    if (it == params.end())
-      error(arg.keyword->loc, withSuggestion(fmt::format("'{}' has no parameter '{}'", callee, arg.keyword->name),
-                                             arg.keyword->name, params));
+    if (it == params.end()) {
+      const std::string& keyword = arg.keyword->name;
+      std::string message = fmt::format("'{}' has no parameter '{}' (parameters: {})", callee, keyword, join(params, ", "));
+      // `where(x = 0, ...)` names a value of the kernel: meant as a comparison, not as an argument.
+      if (symbols.count(keyword)) error(arg.keyword->loc, message + "; use '==' to compare");
+      error(arg.keyword->loc, withSuggestion(message, keyword, params));
+    }
     size_t slot = it - params.begin();
     if (matched[slot]) error(arg.keyword->loc, fmt::format("argument '{}' of '{}' is given twice", arg.keyword->name, callee));
     matched[slot] = arg.value.get();
@@ -225,7 +229,7 @@ TensorValue KernelElaboration::call(const ast::Call& c, Scope& scope, bool allow
   std::vector<std::string> names = builtinFunctionNames();
   for (const auto& [fnName, fn] : scope.module->fns) names.push_back(fnName);
   for (const auto& [kernelName, kernel] : scope.module->kernels) names.push_back(kernelName);
-  error(c.callee.loc, withSuggestion(fmt::format("unknown function '{}'", n), n, names));
+  error(c.callee.loc, withDTypeSuggestion(fmt::format("unknown function '{}'", n), n, names));
 }
 
 TensorValue KernelElaboration::whereCall(const ast::Call& c, Scope& scope) {

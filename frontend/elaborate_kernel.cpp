@@ -57,12 +57,7 @@ const char* symbolKindName(Symbol::Kind kind) {
 std::optional<Kernel> KernelElaboration::run() {
   // An error another instance of the same generic kernel already reported is not reported again, so
   // failure is tracked here rather than read off the diagnostics.
-  bool failed = false;
-  try {
-    declareSignature();
-  } catch (const CompilationAborted&) {
-    return std::nullopt;
-  }
+  bool failed = !declareSignature();
   for (const ast::Statement& s : def.body) {
     try {
       statement(s);
@@ -99,10 +94,11 @@ void KernelElaboration::declare(const std::string& name, Symbol symbol) {
 std::optional<DType> KernelElaboration::resolveDType(const ast::Ident& name) {
   if (std::optional<DType> dtype = parseDType(name.name)) return dtype;
   if (auto it = typeArguments.find(name.name); it != typeArguments.end()) return it->second;
+  if (poisoned.count(name.name)) throw CompilationAborted{};  // a type parameter with an error, reported
   std::vector<std::string> known;
   for (DType t : kAllDTypes) known.emplace_back(dtypeName(t));
   for (const ast::TypeParam& param : def.typeParams) known.push_back(param.name.name);
-  error(name.loc, withSuggestion(fmt::format("unknown type '{}'", name.name), name.name, known));
+  error(name.loc, withDTypeSuggestion(fmt::format("unknown type '{}'", name.name), name.name, known));
 }
 
 Shape KernelElaboration::resolveShape(const ast::TypeExpr& type, bool isOutput) {
@@ -114,6 +110,7 @@ Shape KernelElaboration::resolveShape(const ast::TypeExpr& type, bool isOutput) 
       continue;
     }
     const std::string& name = dim.name.name;
+    if (poisoned.count(name)) throw CompilationAborted{};  // a size whose declaration failed, reported
     auto it = symbols.find(name);
     if (it == symbols.end()) {
       if (isOutput) {
@@ -133,66 +130,89 @@ Shape KernelElaboration::resolveShape(const ast::TypeExpr& type, bool isOutput) 
   return shape;
 }
 
-void KernelElaboration::declareSignature() {
-  for (const ast::TypeParam& param : def.typeParams) {
-    declare(param.name.name, Symbol{Symbol::Kind::TypeParam, DType::F32, {}, param.name.loc});
-    std::vector<std::string> bound;
-    for (const ast::Ident& type : param.bound) {
-      if (!parseDType(type.name)) {
-        std::vector<std::string> known;
-        for (DType t : kAllDTypes) known.emplace_back(dtypeName(t));
-        error(type.loc, withSuggestion(fmt::format("unknown type '{}' in the bound of {}", type.name, param.name.name),
-                                       type.name, known));
-      }
-      bound.push_back(type.name);
+bool KernelElaboration::declareSignature() {
+  // Each parameter is declared on its own: after an error in one the others are still checked, and the
+  // failed one is poisoned so that its uses in the body fail silently instead of as unknown names.
+  bool declared = true;
+  auto each = [&](const ast::Ident& name, const auto& declareOne) {
+    try {
+      declareOne();
+    } catch (const CompilationAborted&) {
+      declared = false;
+      poisoned.insert(name.name);
     }
-    auto argument = typeArguments.find(param.name.name);
-    if (argument == typeArguments.end())
-      error(param.name.loc, fmt::format("the type parameter {} of '{}' has no type", param.name.name, def.name.name));
-    if (std::find(bound.begin(), bound.end(), dtypeName(argument->second)) == bound.end())
-      error(param.name.loc, fmt::format("{} = {} violates the bound of {}: {}", param.name.name,
-                                        dtypeName(argument->second), param.name.name, join(bound, " | ")));
-  }
-  for (const ast::Param& param : def.inputs) {
-    DType dtype = *resolveDType(param.type.elementType);
-    if (!param.type.isTensor) {
-      ScalarParamDecl scalar{param.name.name, dtype, nullptr, param.loc};
-      if (param.defaultValue) {
-        Scope constantScope;
-        constantScope.module = &module;
-        constantScope.kernelNames = false;
-        TensorValue value = expr(*param.defaultValue, constantScope);
-        const Expr* folded = value.literal ? nullptr : value.at({}).get();
-        if (!value.literal && !(folded && folded->as<BoolImm>()))
-          error(param.defaultValue->loc, fmt::format("the default of '{}' must be a constant", param.name.name));
-        if (isInteger(dtype) && value.literal && !value.literal->isInteger)
-          error(param.defaultValue->loc, fmt::format("the default of '{}' is not an integer", param.name.name));
-        scalar.defaultValue = value.at({}, dtype);
-      }
-      declare(param.name.name, Symbol{Symbol::Kind::Scalar, dtype, {}, param.name.loc});
-      kernel.scalars.push_back(scalar);
-      continue;
+  };
+  for (const ast::TypeParam& param : def.typeParams) each(param.name, [&] { declareTypeParam(param); });
+  for (const ast::Param& param : def.inputs) each(param.name, [&] { declareInput(param); });
+  for (const ast::Param& param : def.outputs) each(param.name, [&] { declareOutput(param); });
+  return declared;
+}
+
+void KernelElaboration::declareTypeParam(const ast::TypeParam& param) {
+  declare(param.name.name, Symbol{Symbol::Kind::TypeParam, DType::F32, {}, param.name.loc});
+  std::vector<std::string> bound;
+  for (const ast::Ident& type : param.bound) {
+    if (!parseDType(type.name)) {
+      std::vector<std::string> known;
+      for (DType t : kAllDTypes) known.emplace_back(dtypeName(t));
+      error(type.loc, withDTypeSuggestion(fmt::format("unknown type '{}' in the bound of {}", type.name, param.name.name),
+                                          type.name, known));
     }
-    if (param.defaultValue) error(param.defaultValue->loc, "only scalar parameters can have a default");
-    Shape shape = resolveShape(param.type, false);
-    declare(param.name.name, Symbol{Symbol::Kind::Input, dtype, shape, param.name.loc});
-    kernel.inputs.push_back(TensorParam{param.name.name, dtype, shape, param.loc});
+    bound.push_back(type.name);
   }
-  for (const ast::Param& param : def.outputs) {
+  auto argument = typeArguments.find(param.name.name);
+  if (argument == typeArguments.end())
+    error(param.name.loc, fmt::format("the type parameter {} of '{}' has no type", param.name.name, def.name.name));
+  if (std::find(bound.begin(), bound.end(), dtypeName(argument->second)) == bound.end())
+    error(param.name.loc, fmt::format("{} = {} violates the bound of {}: {}", param.name.name,
+                                      dtypeName(argument->second), param.name.name, join(bound, " | ")));
+}
+
+void KernelElaboration::declareInput(const ast::Param& param) {
+  if (!param.type.isTensor) {
     DType dtype = *resolveDType(param.type.elementType);
-    if (!param.type.isTensor)
-      error(param.type.loc, fmt::format("output '{}' must be a tensor, e.g. {}[N]", param.name.name, dtypeName(dtype)));
-    if (param.defaultValue) error(param.defaultValue->loc, "only scalar parameters can have a default");
-    Shape shape = resolveShape(param.type, true);
-    declare(param.name.name, Symbol{Symbol::Kind::Output, dtype, shape, param.name.loc});
-    kernel.outputs.push_back(TensorParam{param.name.name, dtype, shape, param.loc});
+    ScalarParamDecl scalar{param.name.name, dtype, nullptr, param.loc};
+    if (param.defaultValue) {
+      Scope constantScope;
+      constantScope.module = &module;
+      constantScope.kernelNames = false;
+      TensorValue value = expr(*param.defaultValue, constantScope);
+      const Expr* folded = value.literal ? nullptr : value.at({}).get();
+      if (!value.literal && !(folded && folded->as<BoolImm>()))
+        error(param.defaultValue->loc, fmt::format("the default of '{}' must be a constant", param.name.name));
+      if (isInteger(dtype) && value.literal && !value.literal->isInteger)
+        error(param.defaultValue->loc, fmt::format("the default of '{}' is not an integer", param.name.name));
+      scalar.defaultValue = value.at({}, dtype);
+    }
+    declare(param.name.name, Symbol{Symbol::Kind::Scalar, dtype, {}, param.name.loc});
+    kernel.scalars.push_back(scalar);
+    return;
   }
+  if (param.defaultValue) error(param.defaultValue->loc, "only scalar parameters can have a default");
+  // The shape first: its sizes are declared even when the dtype is wrong, so the outputs can use them.
+  Shape shape = resolveShape(param.type, false);
+  DType dtype = *resolveDType(param.type.elementType);
+  declare(param.name.name, Symbol{Symbol::Kind::Input, dtype, shape, param.name.loc});
+  kernel.inputs.push_back(TensorParam{param.name.name, dtype, shape, param.loc});
+}
+
+void KernelElaboration::declareOutput(const ast::Param& param) {
+  DType dtype = *resolveDType(param.type.elementType);
+  if (!param.type.isTensor)
+    error(param.type.loc, fmt::format("output '{}' must be a tensor, e.g. {}[N]", param.name.name, dtypeName(dtype)));
+  if (param.defaultValue) error(param.defaultValue->loc, "only scalar parameters can have a default");
+  Shape shape = resolveShape(param.type, true);
+  declare(param.name.name, Symbol{Symbol::Kind::Output, dtype, shape, param.name.loc});
+  kernel.outputs.push_back(TensorParam{param.name.name, dtype, shape, param.loc});
 }
 
 // ---------------------------------------------------------------------------------------------------
 // Statements
 
 void KernelElaboration::statement(const ast::Statement& s) {
+  // A target whose declaration or earlier definition failed: whatever this one says would follow from that.
+  for (const ast::Ident& t : s.targets)
+    if (poisoned.count(t.name)) throw CompilationAborted{};
   target = s.targets.front().name;
   callsInStatement = 0;
   if (s.indexForm)

@@ -121,9 +121,13 @@ public:
   std::string freshStageName(const std::string& hint);               // TARGET__hint, then _1, _2 ...
   void addStage(tensor::Stage stage);
   [[noreturn]] void error(const SourceLoc& loc, std::string message);
+  [[noreturn]] void unknownTensor(const ast::Name& name);  // a subscripted name that is not there (index_form.cpp)
 
 private:
-  void declareSignature();
+  bool declareSignature();  // false after errors, which were reported
+  void declareTypeParam(const ast::TypeParam& param);
+  void declareInput(const ast::Param& param);
+  void declareOutput(const ast::Param& param);
   std::optional<DType> resolveDType(const ast::Ident& name);
   tensor::Shape resolveShape(const ast::TypeExpr& type, bool isOutput);
   void declare(const std::string& name, Symbol symbol);

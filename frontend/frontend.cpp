@@ -358,7 +358,7 @@ std::vector<tensor::Kernel> Frontend::elaborateSelected(const ast::Module& modul
     TypeArguments types;
     for (size_t k = 0; k < typeNames.size(); ++k) {
       std::optional<DType> dtype = parseDType(typeNames[k]);
-      if (!dtype) throw UsageError(fmt::format("--kernel: unknown type '{}'", typeNames[k]));
+      if (!dtype) throw UsageError(withDTypeSuggestion(fmt::format("--kernel: unknown type '{}'", typeNames[k]), typeNames[k], {}));
       types[def.typeParams[k].name.name] = *dtype;
     }
     instances.push_back(types);

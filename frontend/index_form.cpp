@@ -108,6 +108,11 @@ public:
       else if (auto guardedIt = guardedPlaces_.find(index); guardedIt != guardedPlaces_.end())
         place = &guardedIt->second;
       if (!place) {
+        // A read of a tensor that is not there may be what would have set the range: that is the error.
+        if (unresolvedRead_) {
+          if (k_.poisoned.count(unresolvedRead_->name)) throw CompilationAborted{};
+          k_.unknownTensor(*unresolvedRead_);
+        }
         k_.diagnostics.error(index->loc,
                              fmt::format("cannot infer the range of index '{}': use it alone as a subscript of a "
                                          "tensor of known shape, as in x[{}] (reads through pad do not count)",
@@ -133,7 +138,10 @@ private:
     const auto* base = s.base->as<ast::Name>();
     if (!base) return;  // pad(x, v)[...] never sets a range
     auto symbol = k_.symbols.find(base->name);
-    if (symbol == k_.symbols.end()) return;
+    if (symbol == k_.symbols.end()) {
+      if (!unresolvedRead_ && !lookup(base->name)) unresolvedRead_ = base;
+      return;
+    }
     const Symbol& tensor = symbol->second;
     bool known = tensor.kind == Symbol::Kind::Input || tensor.kind == Symbol::Kind::Stage ||
                  (tensor.kind == Symbol::Kind::Output && tensor.defined);
@@ -164,9 +172,18 @@ private:
   // Reads inside a `where` branch whose condition names the index: they are bounds-checked like any
   // affine read, need not agree, and set the range only when no other place does.
   std::map<const ast::Ident*, Place> guardedPlaces_;
+  const ast::Name* unresolvedRead_ = nullptr;  // the first subscripted name that is no tensor nor index
 };
 
 }  // namespace
+
+void KernelElaboration::unknownTensor(const ast::Name& name) {
+  std::vector<std::string> tensors;
+  for (const auto& [n, symbol] : symbols)
+    if (symbol.kind == Symbol::Kind::Input || symbol.kind == Symbol::Kind::Stage || symbol.kind == Symbol::Kind::Output)
+      tensors.push_back(n);
+  error(name.loc, withSuggestion(fmt::format("unknown tensor '{}'", name.name), name.name, tensors));
+}
 
 IndexRanges KernelElaboration::inferRanges(const ast::Statement& s) {
   RangeInference inference(*this);
@@ -255,13 +272,8 @@ TensorValue KernelElaboration::subscript(const ast::Subscript& e, Scope& scope) 
                   (symbol->second.kind == Symbol::Kind::Input || symbol->second.kind == Symbol::Kind::Stage ||
                    symbol->second.kind == Symbol::Kind::Output);
   if (!isTensor || scope.fnArguments.count(tensorName) || scope.findIndex(tensorName)) {
-    if (symbol == symbols.end() && !scope.findIndex(tensorName) && !scope.fnArguments.count(tensorName)) {
-      std::vector<std::string> tensors;
-      for (const auto& [n, sym] : symbols)
-        if (sym.kind == Symbol::Kind::Input || sym.kind == Symbol::Kind::Stage || sym.kind == Symbol::Kind::Output)
-          tensors.push_back(n);
-      error(baseExpr->loc, withSuggestion(fmt::format("unknown tensor '{}'", tensorName), tensorName, tensors));
-    }
+    if (symbol == symbols.end() && !scope.findIndex(tensorName) && !scope.fnArguments.count(tensorName))
+      unknownTensor(ast::Name(baseExpr->loc, tensorName));
     error(baseExpr->loc, fmt::format("'{}' is not a tensor and cannot be subscripted", tensorName));
   }
   const Symbol& tensor = symbol->second;

@@ -278,13 +278,38 @@ std::optional<std::string> lineStartMessage(antlr4::Parser* parser, const Token*
                             spellings(kTopLevelKeywords, parser->getVocabulary()));
     case EmmyParser::RuleKernelDef:
       return unexpected + "; expected a statement: NAME = ..., NAME[i, ...] = ... or (A, B) = ...";
-    case EmmyParser::RuleScheduleDef:
-      if (offending->getType() != EmmyParser::ID) return unexpected + "; expected a directive";
-      return withSuggestion("unknown directive '" + text + "'", text,
-                            spellings(kDirectiveKeywords, parser->getVocabulary()));
+    case EmmyParser::RuleScheduleDef: {
+      std::vector<std::string> directives = spellings(kDirectiveKeywords, parser->getVocabulary());
+      if (offending->getType() != EmmyParser::ID)
+        return unexpected + "; expected a directive (" + join(directives, ", ") + ")";
+      return withSuggestion("unknown directive '" + text + "' (directives: " + join(directives, ", ") + ")", text,
+                            directives);
+    }
     default:
       return std::nullopt;
   }
+}
+
+// Mistakes that someone used to Python or C makes, said in their terms: `**` for a power, `=` for a
+// comparison, a bind target without its dimension. Returns the token to report at with the message, or
+// nullopt when `offending` is none of them.
+std::optional<std::pair<Token*, std::string>> familiarMistake(antlr4::Parser* parser, Token* offending,
+                                                              const antlr4::misc::IntervalSet& expected) {
+  Token* previous = parser->getTokenStream()->LT(-1);
+  size_t type = offending->getType();
+  if (type == EmmyParser::STAR && previous && previous->getType() == EmmyParser::STAR &&
+      previous->getStopIndex() + 1 == offending->getStartIndex())
+    return std::pair(previous, "there is no '**' operator: write a power as pow(x, 2)");
+  // An '=' that no rule expects, right after an operand: `where(x[i] = 0, ...)`.
+  constexpr std::array<size_t, 8> operandEnds = {EmmyParser::ID,   EmmyParser::INT,    EmmyParser::FLOAT,
+                                                 EmmyParser::INF,  EmmyParser::TRUE,   EmmyParser::FALSE,
+                                                 EmmyParser::RPAREN, EmmyParser::RBRACK};
+  if (type == EmmyParser::ASSIGN && !expected.contains(size_t(EmmyParser::ASSIGN)) && previous &&
+      isOneOf(previous->getType(), operandEnds))
+    return std::pair(offending, "'=' assigns and cannot stand inside an expression; use '==' to compare");
+  if (auto* bind = dynamic_cast<EmmyParser::BindDirectiveContext*>(parser->getContext()); bind && bind->TO())
+    return std::pair(offending, "unexpected " + describeToken(offending) + "; a loop binds to " + ast::kHardwareIndices);
+  return std::nullopt;
 }
 
 // ANTLR's recovery, with messages in the user's terms instead of ANTLR's token sets.
@@ -355,6 +380,8 @@ private:
   }
 
   static void report(antlr4::Parser* parser, Token* offending, const antlr4::misc::IntervalSet& expected) {
+    if (auto mistake = familiarMistake(parser, offending, expected))
+      return parser->notifyErrorListeners(mistake->first, mistake->second, nullptr);
     std::optional<std::string> message = lineStartMessage(parser, offending);
     parser->notifyErrorListeners(
         offending, message ? *message : unexpectedTokenMessage(offending, expected, parser->getVocabulary()), nullptr);

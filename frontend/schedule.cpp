@@ -137,9 +137,8 @@ private:
     else if (scope == "warp") index.scope = tensor::HardwareScope::Warp;
     else {
       diagnostics_.error(written.targetScope.loc,
-                         withSuggestion(fmt::format("unknown hardware index '{}.{}': a loop binds to block.x, block.y, "
-                                                    "block.z, thread.x, thread.y, thread.z or warp.x",
-                                                    scope, dimension),
+                         withSuggestion(fmt::format("unknown hardware index '{}.{}': a loop binds to {}", scope,
+                                                    dimension, ast::kHardwareIndices),
                                         scope, {"block", "thread", "warp"}));
       return false;
     }

@@ -10,6 +10,22 @@ grammar Emmy;
   // The directive words are keywords only between the braces of a `schedule` block.
   bool scheduleHeaderSeen = false;
   bool inSchedule = false;
+  // The type of the last token on the parser's channel: a line break right after `->` continues the line.
+  size_t previousType = antlr4::Token::INVALID_TYPE;
+
+  std::unique_ptr<antlr4::Token> nextToken() override {
+    std::unique_ptr<antlr4::Token> token = antlr4::Lexer::nextToken();
+    if (token->getChannel() == antlr4::Token::DEFAULT_CHANNEL) previousType = token->getType();
+    return token;
+  }
+
+  // Whether the next line, after its indentation, starts with `->`: a kernel header (or a directive)
+  // broken before its arrow continues there. Only that line is looked at, so lexing stays linear.
+  bool nextLineStartsWithArrow() {
+    size_t k = 1;
+    while (_input->LA(k) == ' ' || _input->LA(k) == '\t') ++k;
+    return _input->LA(k) == '-' && _input->LA(k + 1) == '>';
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -197,8 +213,12 @@ COLON : ':' ;
 DOT : '.' ;
 PIPE : '|' ;
 
-// `schedule NAME {` is one line, so a line break ends a header that never reached its '{'.
-NEWLINE : '\r'? '\n' { if (bracketDepth > 0) skip(); else scheduleHeaderSeen = false; } ;
+// `schedule NAME {` is one line, so a line break ends a header that never reached its '{'. A line break
+// next to `->` continues the line: `kernel k(x: f32[N])` may put its `-> (y: f32[N]) {` on the next line.
+NEWLINE
+  : '\r'? '\n'
+    { if (bracketDepth > 0 || previousType == ARROW || nextLineStartsWithArrow()) skip(); else scheduleHeaderSeen = false; }
+  ;
 COMMENT : '#' ~[\r\n]* -> skip ;
 WHITESPACE : [ \t\r\f]+ -> skip ;
 // Any other character: kept off the parser's channel and reported by parser.cpp before parsing.

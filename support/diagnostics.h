@@ -23,6 +23,8 @@ public:
   void error(const SourceLoc& loc, std::string message);
   // An error that has no place in a file (a missing file, a bad command-line value).
   void error(std::string message) { error(SourceLoc{}, std::move(message)); }
+  // Every error of `other`, after those reported so far.
+  void append(const Diagnostics& other) { errors_.insert(errors_.end(), other.errors_.begin(), other.errors_.end()); }
 
   bool hasErrors() const { return !errors_.empty(); }
   size_t errorCount() const { return errors_.size(); }

@@ -1,5 +1,9 @@
 #include "support/dtype.h"
 
+#include <utility>
+
+#include "support/text.h"
+
 namespace emmy {
 
 std::string_view dtypeName(DType t) {
@@ -20,6 +24,26 @@ std::optional<DType> parseDType(std::string_view name) {
   for (DType t : kAllDTypes)
     if (dtypeName(t) == name) return t;
   return std::nullopt;
+}
+
+std::optional<DType> dtypeOfForeignName(std::string_view name) {
+  static constexpr std::pair<std::string_view, DType> kSpellings[] = {
+      {"float32", DType::F32}, {"float", DType::F32},     {"single", DType::F32},  {"fp32", DType::F32},
+      {"f4", DType::F32},      {"float16", DType::F16},   {"half", DType::F16},    {"fp16", DType::F16},
+      {"f2", DType::F16},      {"bfloat16", DType::BF16}, {"bfloat", DType::BF16}, {"float64", DType::F64},
+      {"double", DType::F64},  {"fp64", DType::F64},      {"f8", DType::F64},      {"float_", DType::F64},
+      {"int8", DType::I8},     {"int32", DType::I32},     {"int", DType::I32},     {"i4", DType::I32},
+      {"int64", DType::I64},   {"long", DType::I64},      {"int_", DType::I64},    {"bool_", DType::Bool},
+      {"boolean", DType::Bool}};
+  for (const auto& [spelling, dtype] : kSpellings)
+    if (spelling == name) return dtype;
+  return std::nullopt;
+}
+
+std::string withDTypeSuggestion(std::string message, std::string_view name, const std::vector<std::string>& candidates) {
+  if (std::optional<DType> dtype = dtypeOfForeignName(name))
+    return message + "; did you mean '" + std::string(dtypeName(*dtype)) + "'?";
+  return withSuggestion(std::move(message), name, candidates);
 }
 
 int dtypeBytes(DType t) {

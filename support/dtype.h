@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace emmy {
 
@@ -16,6 +17,14 @@ inline constexpr DType kAllDTypes[] = {DType::Bool, DType::I8,   DType::I32, DTy
 std::string_view dtypeName(DType t);
 std::optional<DType> parseDType(std::string_view name);
 int dtypeBytes(DType t);
+
+// The dtype a PyTorch or NumPy spelling names (float32, half, bfloat16, double, int64, long, bool_, f4,
+// ...), for "did you mean" messages; nullopt for any other name, Emmy's own included.
+std::optional<DType> dtypeOfForeignName(std::string_view name);
+
+// `message` (about an unknown type or function `name`) with "; did you mean 'f32'?" when `name` is a
+// PyTorch or NumPy spelling of a dtype, else the closest of `candidates` (support/text.h).
+std::string withDTypeSuggestion(std::string message, std::string_view name, const std::vector<std::string>& candidates);
 
 inline bool isFloat(DType t) { return t == DType::F16 || t == DType::BF16 || t == DType::F32 || t == DType::F64; }
 inline bool isInteger(DType t) { return t == DType::I8 || t == DType::I32 || t == DType::I64; }

@@ -6,19 +6,18 @@
 namespace emmy {
 
 namespace {
+// Insertions, deletions, substitutions and swaps of two neighbours (`spilt` for `split`) each count one
+// (the optimal string alignment distance).
 size_t editDistance(std::string_view a, std::string_view b) {
-  std::vector<size_t> row(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    size_t diagonal = row[0];
-    row[0] = i;
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i)
     for (size_t j = 1; j <= b.size(); ++j) {
-      size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
-      diagonal = above;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
-  }
-  return row[b.size()];
+  return d[a.size()][b.size()];
 }
 }  // namespace
 
@@ -34,7 +33,14 @@ std::string closestMatch(std::string_view name, const std::vector<std::string>& 
       bestDistance = d;
     }
   }
-  return bestDistance <= limit ? best : "";
+  if (bestDistance <= limit) return best;
+  // An abbreviation is no typo but just as likely meant: `epsilon` for `eps`, `dim` for `dimension`.
+  for (const std::string& candidate : candidates) {
+    std::string_view shorter = candidate.size() < name.size() ? std::string_view(candidate) : name;
+    std::string_view longer = candidate.size() < name.size() ? name : std::string_view(candidate);
+    if (shorter.size() >= 3 && longer.starts_with(shorter) && (best.empty() || candidate < best)) best = candidate;
+  }
+  return best;
 }
 
 std::string withSuggestion(std::string message, std::string_view name, const std::vector<std::string>& candidates) {

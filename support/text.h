@@ -7,7 +7,8 @@
 
 namespace emmy {
 
-// The candidate closest to `name` by edit distance, or "" when none is close enough to be a likely typo.
+// The candidate closest to `name` by edit distance, else one that `name` abbreviates or that abbreviates
+// `name` (at least 3 characters), or "" when none is close enough to be likely meant.
 std::string closestMatch(std::string_view name, const std::vector<std::string>& candidates);
 
 // `name`, plus "; did you mean 'X'?" when a close candidate exists.

@@ -8,8 +8,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "driver/elaborate.h"
 #include "driver/pipeline.h"
-#include "frontend/frontend.h"
 #include "golden_files.h"
 
 namespace {
@@ -19,20 +19,18 @@ using emmy::testing::sortedFiles;
 
 const fs::path kErrorsDir = fs::path(EMMY_SOURCE_DIR) / "tests" / "errors";
 
-// The diagnostics of `emmy build NAME.emmy --emit tile` run in tests/errors: the frontend's, or else
-// the schedule's, which the lowering checks.
+// The diagnostics of `emmy build NAME.emmy --emit tile` run in tests/errors: the frontend's and those of
+// the schedules of the kernels that elaborate, which the lowering checks.
 std::string diagnosticsOf(const fs::path& fileName) {
   emmy::testing::CurrentDirectory inErrorsDir(kErrorsDir);
   emmy::Diagnostics diagnostics;
-  emmy::Frontend frontend(diagnostics, {emmy::Frontend::defaultStdlibDir()});
-  const emmy::ast::Module* module = frontend.loadFile(fileName);
-  if (!module) return diagnostics.render();
-  std::vector<emmy::tensor::Kernel> kernels = frontend.elaborateAll(*module);
-  if (diagnostics.hasErrors()) return diagnostics.render();
+  std::optional<std::vector<emmy::tensor::Kernel>> kernels =
+      emmy::elaborateFile(fileName.string(), "", /*requireTypes=*/false, {}, diagnostics);
+  if (!kernels) return diagnostics.render();
   emmy::PipelineOptions toTile;
   toTile.stopAfter = emmy::Level::Tile;
   try {
-    for (const emmy::tensor::Kernel& kernel : kernels) emmy::lower(kernel, toTile);
+    emmy::lowerAll(*kernels, toTile);
   } catch (const emmy::CompilationFailed& failed) {
     return failed.diagnostics.render();
   }

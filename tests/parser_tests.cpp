@@ -480,6 +480,27 @@ TEST_CASE("a line break inside brackets continues the line", "[parser]") {
   CHECK(spelled(statement.value->loc) == "(x[n, d] +");
 }
 
+TEST_CASE("a kernel header may break its line before or after '->'", "[parser]") {
+  for (const char* header : {"kernel k(x: f32[N], s: f32 = 2)\n    -> (y: f32[N]) {\n",
+                             "kernel k(x: f32[N], s: f32 = 2)\r\n\t-> y: f32[N] {\r\n",
+                             "kernel k(x: f32[N], s: f32 = 2) ->\n    (y: f32[N]) {\n",
+                             "kernel k(x: f32[N], s: f32 = 2) ->  # the outputs\n  y: f32[N] {\n"}) {
+    INFO(header);
+    auto module = parseValid(std::string(header) + "    y[i] = x[i] * s\n}\n");
+    const ast::KernelDef& kernel = module->kernels.at(0);
+    CHECK(kernel.inputs.size() == 2);
+    REQUIRE(kernel.outputs.size() == 1);
+    CHECK(position(kernel.outputs[0].loc).starts_with("2:"));
+    CHECK(kernel.body.size() == 1);
+  }
+  // So may a directive with an arrow.
+  auto module = parseValid("schedule k {\n    split y.i by 4\n        -> (a, b)\n    bind y.a to block.x\n}\n");
+  CHECK(module->schedules.at(0).directives.size() == 2);
+  // Only the line right after: a blank line before '->' still ends the header.
+  CHECK_THAT(errorsOf("kernel k(x: f32[N])\n\n-> (y: f32[N]) {\n    y = x\n}\n"),
+             Catch::StartsWith("test.emmy:1:20: error: unexpected end of line; expected '->'"));
+}
+
 TEST_CASE("blank lines, comments, CRLF line ends and one-line blocks", "[parser]") {
   auto module = parseValid(
       "\r\n"
@@ -695,13 +716,16 @@ TEST_CASE("schedule syntax errors", "[parser]") {
                  "    tile y (n) by (4, 4, 4) -> (a, b)\n"
                  "    fuse y (a, b, c) -> abc\n"
                  "}\n") ==
-        "test.emmy:2:5: error: unknown directive 'splt'; did you mean 'split'?\n"
+        "test.emmy:2:5: error: unknown directive 'splt' (directives: param, split, tile, reorder, fuse, bind, "
+        "inline, compute, root, cache, vectorize, unroll, pad, double_buffer); did you mean 'split'?\n"
         "    splt y.n by 4 -> (no, ni)\n"
         "    ^~~~\n"
-        "test.emmy:3:22: error: unexpected end of line; expected '.'\n"
+        "test.emmy:3:22: error: unexpected end of line; a loop binds to block.x, block.y, block.z, thread.x, "
+        "thread.y, thread.z or warp.x\n"
         "    bind y.n to block\n"
         "                     ^\n"
-        "test.emmy:4:5: error: unexpected '4'; expected a directive\n"
+        "test.emmy:4:5: error: unexpected '4'; expected a directive (param, split, tile, reorder, fuse, bind, inline, "
+        "compute, root, cache, vectorize, unroll, pad, double_buffer)\n"
         "    4 x\n"
         "    ^\n");
   CHECK(errorsOf("schedule k {\n"

@@ -505,6 +505,47 @@ TEST_CASE("emmy check takes scalars from 0-d arrays and reports errors in the so
   std::fclose(quiet);
 }
 
+TEST_CASE("emmy check's scalars: --scalar, else the file, else the default", "[check]") {
+  tensor::Kernel kernel = elaborate(
+      "kernel k(x: f32[N], s: f32 = 2.0, n: i32, b: bool, h: f16 = 1) -> (y: f32[N]) {\n"
+      "  y[i] = x[i] * s + f32(n) + where(b, 1.0, 0.0) + f32(h)\n}\n");
+  TemporaryFolder scratch;
+  const std::string folder = scratch.path().string();
+  writeNpy(scratch.path() / "x.npy", wavy({4}));
+  Buffer s(DType::F32, {}), n(DType::I32, {});
+  s.set(0, Value::ofFloat(DType::F32, 0.5));
+  n.set(0, Value::ofInt(DType::I32, 3));
+  writeNpy(scratch.path() / "s.npy", s);
+  writeNpy(scratch.path() / "n.npy", n);
+  auto value = [](const tensor::EvaluationInputs& inputs, const std::string& name) {
+    return inputs.scalars.count(name) ? inputs.scalars.at(name).asDouble() : -99.0;  // -99: its default, later
+  };
+
+  tensor::EvaluationInputs random = prepareInputs(kernel, "", 0, {{"N", 4}}, {{"n", "7"}, {"b", "true"}});
+  CHECK(value(random, "s") == -99.0);
+  CHECK(value(random, "n") == 7);
+  CHECK(value(random, "b") == 1);
+  tensor::EvaluationInputs files = prepareInputs(kernel, folder, 0, {}, {{"b", "false"}});
+  CHECK(value(files, "s") == 0.5);
+  CHECK(value(files, "n") == 3);
+  CHECK(value(files, "b") == 0);
+  tensor::EvaluationInputs both = prepareInputs(kernel, folder, 0, {}, {{"s", "-4e3"}, {"b", "0"}, {"h", "inf"}});
+  CHECK(value(both, "s") == -4000);
+  CHECK(value(both, "n") == 3);
+  CHECK(std::isinf(value(both, "h")));
+  // The reference run uses them: y = x * s + n + b + h.
+  ReferenceRun run = referenceRun(kernel, folder, 0, {}, {{"b", "true"}, {"h", "0.25"}});
+  CHECK(run.outputs.at("y").get(1).asDouble() == Approx(wavy({4}).get(1).asDouble() * 0.5 + 3 + 1 + 0.25));
+
+  CHECK_THROWS_WITH(prepareInputs(kernel, "", 0, {{"N", 4}}, {{"b", "1"}}),
+                    "kernel k: scalar n has no default: give it with --scalar n=VALUE");
+  CHECK_THROWS_WITH(prepareInputs(kernel, folder, 0, {}, {}),
+                    fmt::format("kernel k: scalar b has no default: give it with --scalar b=VALUE or in {}/b.npy", folder));
+  CHECK_THROWS_WITH(prepareInputs(kernel, folder, 0, {}, {{"b", "1"}, {"h", "70000"}}),
+                    "--scalar h=70000: does not fit f16 (the largest is 65504)");
+  CHECK_NOTHROW(prepareInputs(kernel, folder, 0, {}, {{"b", "1"}, {"h", "1e-9"}}));  // an underflow fits
+}
+
 // ---------------------------------------------------------------------------------------------------
 // The safety net of the simulation: data races on shared memory and out-of-bounds accesses stop the run
 // with a report that names the kernel, the buffer, the thread and the block.

@@ -183,6 +183,24 @@ TEST_CASE("dtype names and PyTorch's promotion", "[support]") {
   CHECK(accumulatorType(DType::I32) == DType::I32);
 }
 
+TEST_CASE("PyTorch's and NumPy's dtype spellings suggest Emmy's", "[support]") {
+  CHECK(dtypeOfForeignName("float32") == DType::F32);
+  CHECK(dtypeOfForeignName("float") == DType::F32);
+  CHECK(dtypeOfForeignName("half") == DType::F16);
+  CHECK(dtypeOfForeignName("bfloat16") == DType::BF16);
+  CHECK(dtypeOfForeignName("double") == DType::F64);
+  CHECK(dtypeOfForeignName("int64") == DType::I64);
+  CHECK(dtypeOfForeignName("long") == DType::I64);
+  CHECK(dtypeOfForeignName("int") == DType::I32);
+  CHECK(dtypeOfForeignName("int8") == DType::I8);
+  CHECK(dtypeOfForeignName("bool_") == DType::Bool);
+  for (DType t : kAllDTypes) CHECK(!dtypeOfForeignName(dtypeName(t)));  // Emmy's own are not foreign
+  CHECK(!dtypeOfForeignName("x"));
+  CHECK(withDTypeSuggestion("unknown type 'float16'", "float16", {"f16", "f32"}) ==
+        "unknown type 'float16'; did you mean 'f16'?");
+  CHECK(withDTypeSuggestion("unknown type 'f33'", "f33", {"f16", "f32"}) == "unknown type 'f33'; did you mean 'f32'?");
+}
+
 TEST_CASE("closestMatch suggests a likely typo and nothing else", "[support]") {
   std::vector<std::string> names = {"softmax", "sigmoid", "layernorm"};
   CHECK(closestMatch("softmx", names) == "softmax");
@@ -193,6 +211,11 @@ TEST_CASE("closestMatch suggests a likely typo and nothing else", "[support]") {
   CHECK(closestMatch("ab", {"ac", "aa"}) == "aa");  // ties go to the alphabetically first
   CHECK(closestMatch("ab", {"aa", "ac"}) == "aa");
   CHECK(closestMatch("x", {}) == "");
+  CHECK(closestMatch("spilt", {"split", "tile"}) == "split");  // a swap of neighbours is one edit
+  CHECK(closestMatch("epsilon", {"x", "eps"}) == "eps");       // an abbreviation of the name
+  CHECK(closestMatch("dim", {"dimension", "axis"}) == "dimension");
+  CHECK(closestMatch("ep", {"eps"}) == "eps");                 // one edit
+  CHECK(closestMatch("e", {"eps", "yz"}) == "");               // too short to abbreviate
   CHECK(withSuggestion("unknown function softmx", "softmx", names) ==
         "unknown function softmx; did you mean 'softmax'?");
   CHECK(withSuggestion("unknown function xyz", "xyz", names) == "unknown function xyz");

@@ -34,8 +34,9 @@ void GpuTimingBackend::prepare(const CandidateProgram& program) {
   // Every candidate of a kernel instance has the same Tensor IR: params change the schedule only.
   std::string key = tensor::printKernel(kernel);
   for (const auto& [name, value] : program.sizes) key += fmt::format("\n{}={}", name, value);
+  for (const auto& [name, value] : program.scalars) key += fmt::format("\n{}={}", name, value);
   if (reference_ && key == referenceKey_) return;
-  reference_ = referenceRun(kernel, /*inputsDir=*/"", /*seed=*/0, program.sizes);
+  reference_ = referenceRun(kernel, /*inputsDir=*/"", /*seed=*/0, program.sizes, program.scalars);
   referenceKey_ = std::move(key);
 }
 

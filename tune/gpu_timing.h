@@ -48,7 +48,7 @@ private:
   std::string deviceName_, arch_;
   TimedKernelCompiler compile_;
   runtime::Timing timing_;
-  std::string referenceKey_;  // the kernel's Tensor IR and sizes that `reference_` is for
+  std::string referenceKey_;  // the kernel's Tensor IR, sizes and scalars that `reference_` is for
   std::optional<ReferenceRun> reference_;
 };
 

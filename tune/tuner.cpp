@@ -59,7 +59,8 @@ std::variant<CandidateProgram, Measurement> prepare(const TuningTarget& target, 
   if (!kernels) return Measurement{Status::Illegal, 0, firstError(diagnostics)};
   EMMY_INTERNAL_ASSERT(kernels->size() == 1, "--kernel {} selects {} instances", target.kernel, kernels->size());
   try {
-    CandidateProgram program{target.kernel, candidate, lower(kernels->front(), PipelineOptions{}), {}, target.sizes};
+    CandidateProgram program{target.kernel, candidate, lower(kernels->front(), PipelineOptions{}), {}, target.sizes,
+                             target.scalars};
     program.cuda = emitCudaFiles({program.lowered}, target.file);
     return program;
   } catch (const CompilationFailed& failed) {
@@ -122,11 +123,13 @@ TuningKey tuningKey(const tensor::Kernel& kernel, const std::map<std::string, De
 
 std::vector<TuningTarget> tuningTargets(const std::string& file, const std::string& selector,
                                         const std::map<std::string, int64_t>& sizes, const std::string& device,
-                                        const std::string& arch, std::vector<std::string>& untunable) {
+                                        const std::string& arch, std::vector<std::string>& untunable,
+                                        const std::map<std::string, std::string>& scalars) {
   Diagnostics diagnostics;
   std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(file, selector, /*requireTypes=*/false, {}, diagnostics);
   if (!kernels) throw CompilationFailed{diagnostics};
   checkSizeNamesExist(sizes, *kernels);
+  checkScalarNamesExist(scalars, *kernels);
   std::vector<TuningTarget> targets;
   for (const tensor::Kernel& kernel : *kernels) {
     // Alone, so that the params are this instance's schedule's only.
@@ -150,7 +153,7 @@ std::vector<TuningTarget> tuningTargets(const std::string& file, const std::stri
                                      return options;
                                    }(), " --size ")));
     targets.push_back({file, label, ParamSpace(details.params), sizesOf(kernel, sizes),
-                       tuningKey(instance->front(), details.params, sizes, device, arch)});
+                       tuningKey(instance->front(), details.params, sizes, device, arch), scalars});
   }
   if (targets.empty())
     throw UsageError(fmt::format("nothing to tune in {}: no schedule of {} declares a param", file,

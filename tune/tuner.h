@@ -27,6 +27,7 @@ struct TuningTarget {
   ParamSpace space;
   std::map<std::string, int64_t> sizes;  // the instance's sizes
   TuningKey key;
+  std::map<std::string, std::string> scalars;  // --scalar values, by name, as text (driver/check.h)
 };
 
 // "matmul" or "matmul<f32>".
@@ -40,11 +41,13 @@ TuningKey tuningKey(const tensor::Kernel& kernel, const std::map<std::string, De
                     const std::map<std::string, int64_t>& sizes, const std::string& device, const std::string& arch);
 
 // The instances of `file` that `selector` picks (all when empty) whose schedules declare params. Those
-// without are listed in `untunable`. Throws UsageError for sizes missing or unknown, and when nothing can
-// be tuned; CompilationFailed for errors in the source.
+// without are listed in `untunable`. `scalars` (--scalar) go with each target. Throws UsageError for sizes
+// missing or unknown, a scalar unknown, and when nothing can be tuned; CompilationFailed for errors in the
+// source.
 std::vector<TuningTarget> tuningTargets(const std::string& file, const std::string& selector,
                                         const std::map<std::string, int64_t>& sizes, const std::string& device,
-                                        const std::string& arch, std::vector<std::string>& untunable);
+                                        const std::string& arch, std::vector<std::string>& untunable,
+                                        const std::map<std::string, std::string>& scalars = {});
 
 struct TuningRun {
   SearchOutcome outcome;
