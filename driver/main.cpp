@@ -3,7 +3,6 @@
 // it starts in milliseconds.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "ir/tensor/printer.h"
 #include "ir/tile/printer.h"
 #include "support/diagnostics.h"
+#include "support/files.h"
 #include "tune/cost_model.h"
 #include "tune/database.h"
 #include "tune/device.h"
@@ -97,12 +97,14 @@ int reportDiagnostics(const Diagnostics& diagnostics) {
   return kExitUserError;
 }
 
-void writeFile(const fs::path& path, const std::string& bytes) {
-  std::error_code ignored;
-  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ignored);
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-  if (!out) throw UsageError(fmt::format("cannot write {}", path.string()));
+// Writes the outputs of a build together (support/files.h), creating their folders first.
+void writeOutputs(const std::vector<std::pair<fs::path, std::string>>& files) {
+  for (const auto& [path, bytes] : files) {
+    std::error_code error;
+    if (path.has_parent_path()) fs::create_directories(path.parent_path(), error);
+    if (error) throw FileError(fmt::format("cannot create {}: {}", path.parent_path().string(), error.message()));
+  }
+  writeFilesTogether(files);
 }
 
 Level levelOf(const std::string& emit) {
@@ -197,7 +199,7 @@ int build(const BuildOptions& options) {
     if (options.outputDir.empty())
       std::fputs(text.c_str(), stdout);
     else
-      writeFile(directory / (baseName + "." + options.emit), text);
+      writeOutputs({{directory / (baseName + "." + options.emit), text}});
     return 0;
   }
 
@@ -211,13 +213,15 @@ int build(const BuildOptions& options) {
   }
   // Everything succeeded: only now is anything written.
   if (options.emit == "cuda") {
-    writeFile(directory / (files.baseName + ".cu"), files.source);
-    writeFile(directory / (files.baseName + ".h"), files.header);
-    if (!options.depfile.empty()) writeFile(options.depfile, depfile(directory / (files.baseName + ".cu"), details.loadedFiles));
+    std::vector<std::pair<fs::path, std::string>> outputs = {{directory / (files.baseName + ".cu"), files.source},
+                                                             {directory / (files.baseName + ".h"), files.header}};
+    if (!options.depfile.empty())
+      outputs.emplace_back(options.depfile, depfile(directory / (files.baseName + ".cu"), details.loadedFiles));
+    writeOutputs(outputs);
   } else if (options.emit == "ptx") {
-    writeFile(directory / (files.baseName + ".ptx"), compiled.ptx);
+    writeOutputs({{directory / (files.baseName + ".ptx"), compiled.ptx}});
   } else if (options.emit == "cubin") {
-    writeFile(directory / (files.baseName + ".cubin"), std::string(compiled.cubin.begin(), compiled.cubin.end()));
+    writeOutputs({{directory / (files.baseName + ".cubin"), std::string(compiled.cubin.begin(), compiled.cubin.end())}});
   }
   if (options.stats) {
     std::vector<KernelResources> usage = resourceUsage(compiled);

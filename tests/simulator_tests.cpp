@@ -460,7 +460,7 @@ TEST_CASE("emmy check usage errors", "[check]") {
 
   options.sizes = {};
   options.inputsDir = (scratch.path() / "nowhere").string();
-  CHECK_THAT(usageError(options), Catch::EndsWith("nowhere/x.npy: cannot open the file"));
+  CHECK_THAT(usageError(options), Catch::EndsWith("nowhere/x.npy: cannot read the file: No such file or directory"));
 
   options.inputsDir = scratch.path().string();
   writeNpy(scratch.path() / "x.npy", Buffer(DType::F64, {2, 2}));
@@ -596,4 +596,21 @@ TEST_CASE("out-of-bounds accesses of generated code name the buffer, the thread 
   CHECK(*shared.failure ==
         "out-of-bounds access in kernel scale_k0: thread (100,0,0) of block (0,0,0) writes staged[100] but shared "
         "buffer staged has 100 elements");
+}
+
+// The tensors emmy check allocates are checked against the memory before any is allocated.
+TEST_CASE("emmy check refuses sizes whose tensors do not fit in memory, naming the tensor", "[check]") {
+  tensor::Kernel kernel = elaborate(
+      "kernel k(x: f32[N, M], w: f64[M]) -> (y: f64[N]) {\n  t[i, j] = f64(x[i, j]) * w[j]\n  y[i] = sum[j](t[i, j])\n}\n");
+  std::map<std::string, int64_t> sizes = {{"N", 1000}, {"M", 1000}};
+  uint64_t needed = 1000 * 1000 * 4 + 1000 * 8 + 1000 * 1000 * 8 + 1000 * 8;  // x, w, t, y
+  CHECK_NOTHROW(checkTensorsFit(kernel, sizes, needed));
+  CHECK_THROWS_WITH(checkTensorsFit(kernel, sizes, needed - 1),
+                    "kernel k with M=1000, N=1000: output y and the tensors before it would need 12016000 bytes "
+                    "together, more than this machine's memory (12015999 bytes); give smaller sizes");
+  CHECK_THROWS_WITH(checkTensorsFit(kernel, sizes, 7000000), Catch::StartsWith("kernel k with M=1000, N=1000: stage t "
+                                                                                "would need 8000000 bytes, more than"));
+  CHECK_THROWS_WITH(checkTensorsFit(kernel, {{"N", 1}, {"M", int64_t{1} << 62}}, UINT64_MAX),
+                    Catch::Contains("input x would need more than 2^64 bytes"));
+  CHECK_NOTHROW(checkTensorsFit(kernel, {{"N", 0}, {"M", 0}}, 0));
 }
