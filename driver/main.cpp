@@ -135,38 +135,51 @@ std::string depfile(const fs::path& output, const std::vector<fs::path>& sources
 }
 
 // Replaces each kernel of `kernels` that has tuned parameters in the tuning database (tune::bestRecorded)
-// by the same kernel elaborated with them; explicit -D values win. Says so on stderr.
+// by the same kernel elaborated with them; explicit -D values win. Says so on stderr. A database that
+// cannot be read is a warning: the build goes on with the defaults.
 void useTunedParams(const BuildOptions& options, const std::map<std::string, int64_t>& sizes,
                     std::vector<tensor::Kernel>& kernels) {
   if (isTorchScriptModel(options.file)) return;  // an imported kernel has no schedule, so no params
   fs::path path = databasePath(options.database);
   std::error_code ignored;
   if (!fs::exists(path, ignored)) return;  // nothing tuned yet: a build never creates the database
-  tune::TuningDatabase database(path, /*create=*/false);
   std::map<std::string, int64_t> defines = parseNameValues(options.defines, "-D");
-  for (tensor::Kernel& kernel : kernels) {
-    std::string label = tune::instanceLabel(kernel);
-    Diagnostics diagnostics;
-    ElaborationDetails details;
-    EMMY_INTERNAL_ASSERT(elaborateFile(options.file, label, /*requireTypes=*/true, defines, diagnostics, &details),
-                         "{} does not elaborate alone", label);
-    if (details.params.empty()) continue;
-    std::string note;
-    std::optional<tune::TuningRecord> best = tune::bestRecorded(database, kernel, details.params, options.arch, sizes, note);
-    if (!note.empty()) fmt::print(stderr, "emmy: note: {}\n", note);
-    if (!best) continue;
-    tune::Candidate tuned;
-    for (const auto& [name, value] : best->params)
-      if (!defines.count(name)) tuned[name] = value;
-    if (tuned.empty()) continue;  // every param set by -D
-    std::map<std::string, int64_t> values = defines;
-    values.insert(tuned.begin(), tuned.end());
-    std::optional<std::vector<tensor::Kernel>> retuned = elaborateFile(options.file, label, /*requireTypes=*/true, values, diagnostics);
-    EMMY_INTERNAL_ASSERT(retuned && retuned->size() == 1, "{} does not elaborate with its tuned parameters", label);
-    kernel = retuned->front();
-    fmt::print(stderr, "emmy: using tuned parameters {} for {} ({}, {}, {}) from {} (--no-tuned ignores them)\n",
-               tune::candidateText(tuned), label, best->key.sizes, best->key.device, best->key.arch, displayPath(path));
+  std::vector<tensor::Kernel> tunedKernels = kernels;
+  std::vector<std::string> messages;
+  try {
+    tune::TuningDatabase database(path, /*create=*/false);
+    for (tensor::Kernel& kernel : tunedKernels) {
+      std::string label = tune::instanceLabel(kernel);
+      Diagnostics diagnostics;
+      ElaborationDetails details;
+      EMMY_INTERNAL_ASSERT(elaborateFile(options.file, label, /*requireTypes=*/true, defines, diagnostics, &details),
+                           "{} does not elaborate alone", label);
+      if (details.params.empty()) continue;
+      std::string note;
+      std::optional<tune::TuningRecord> best =
+          tune::bestRecorded(database, kernel, details.params, options.arch, sizes, note);
+      if (!note.empty()) messages.push_back(fmt::format("emmy: note: {}\n", note));
+      if (!best) continue;
+      tune::Candidate tuned;
+      for (const auto& [name, value] : best->params)
+        if (!defines.count(name)) tuned[name] = value;
+      if (tuned.empty()) continue;  // every param set by -D
+      std::map<std::string, int64_t> values = defines;
+      values.insert(tuned.begin(), tuned.end());
+      std::optional<std::vector<tensor::Kernel>> retuned =
+          elaborateFile(options.file, label, /*requireTypes=*/true, values, diagnostics);
+      EMMY_INTERNAL_ASSERT(retuned && retuned->size() == 1, "{} does not elaborate with its tuned parameters", label);
+      kernel = retuned->front();
+      messages.push_back(fmt::format(
+          "emmy: using tuned parameters {} for {} ({}, {}, {}) from {} (--no-tuned ignores them)\n",
+          tune::candidateText(tuned), label, best->key.sizes, best->key.device, best->key.arch, displayPath(path)));
+    }
+  } catch (const tune::DatabaseError& error) {
+    fmt::print(stderr, "emmy: warning: {}; building with the default parameters\n", error.what());
+    return;
   }
+  for (const std::string& message : messages) std::fputs(message.c_str(), stderr);
+  kernels = std::move(tunedKernels);
 }
 
 int build(const BuildOptions& options) {
