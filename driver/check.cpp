@@ -207,7 +207,8 @@ std::vector<OutputComparison> compareOutputs(const tensor::Kernel& kernel, const
                                              const std::map<std::string, Buffer>& reference) {
   std::vector<OutputComparison> comparisons;
   for (const tensor::TensorParam& output : kernel.outputs)
-    comparisons.push_back(compareOutput(output.name, generated.at(output.name), reference.at(output.name)));
+    comparisons.push_back(compareOutput(output.name, generated.at(output.name), reference.at(output.name),
+                                        computedPrecision(kernel, output.name)));
   return comparisons;
 }
 

@@ -614,3 +614,34 @@ TEST_CASE("emmy check refuses sizes whose tensors do not fit in memory, naming t
                     Catch::Contains("input x would need more than 2^64 bytes"));
   CHECK_NOTHROW(checkTensorsFit(kernel, {{"N", 0}, {"M", 0}}, 0));
 }
+
+// An output is held to the tolerance of the precision it was computed in, not only of its dtype.
+TEST_CASE("computedPrecision: the lowest-precision float an output's value flows through", "[check]") {
+  auto precisionOf = [](const std::string& source) {
+    tensor::Kernel kernel = elaborate(source);
+    return computedPrecision(kernel, kernel.outputs.front().name);
+  };
+  CHECK(precisionOf("kernel k(x: f32[N]) -> (y: f64[N]) {\n  y[i] = f64(exp(x[i]) * 3.0)\n}\n") == DType::F32);
+  CHECK(precisionOf("kernel k(x: f64[N]) -> (y: f64[N]) {\n  y[i] = exp(x[i]) * 3.0\n}\n") == DType::F64);
+  // The input's data is read exactly by both, so an f16 input cast to f32 is f32 work.
+  CHECK(precisionOf("kernel k(h: f16[N]) -> (y: f32[N]) {\n  y[i] = f32(h[i]) * 2.0\n}\n") == DType::F32);
+  // Through a stage stored in f16, and a narrowing cast inside f64 work.
+  CHECK(precisionOf("kernel k(x: f32[N]) -> (y: f64[N]) {\n  t[i] = f16(x[i] * 2.0)\n  y[i] = f64(t[i]) + 1.0\n}\n") ==
+        DType::F16);
+  CHECK(precisionOf("kernel k(x: f64[N]) -> (y: f64[N]) {\n  y[i] = f64(bf16(x[i])) + f64(f16(x[i]))\n}\n") == DType::BF16);
+  // A reduction accumulating in f32 for an f64 output.
+  CHECK(precisionOf("kernel k(x: f32[N, D]) -> (y: f64[N]) {\n  s[n] = sum[d](x[n, d])\n  y[n] = f64(s[n])\n}\n") ==
+        DType::F32);
+  CHECK(precisionOf("kernel k(x: i32[N]) -> (y: i32[N]) {\n  y[i] = x[i] * 3\n}\n") == DType::I32);
+
+  // Through emmy check: the f32 work's rounding passes at f32's tolerance, and the line says so.
+  tensor::Kernel kernel = elaborate("kernel k(x: f32[N]) -> (y: f64[N]) {\n  y[i] = f64(exp(x[i]) * 3.0 + sin(x[i]))\n}\n");
+  Buffer reference(DType::F64, {1}), generated(DType::F64, {1});
+  reference.set(0, Value::ofFloat(DType::F64, 0.2929151654243469));
+  generated.set(0, Value::ofFloat(DType::F64, 0.2929152846336365));
+  std::vector<OutputComparison> comparisons = compareOutputs(kernel, {{"y", generated}}, {{"y", reference}});
+  REQUIRE(comparisons.size() == 1);
+  CHECK(comparisons[0].ok());
+  CHECK(formatComparison(comparisons[0]) ==
+        "y: max abs err 1.2e-07, max rel err 4.1e-07, tolerance 1e-04 (f64 computed in f32): ok");
+}
