@@ -4,17 +4,22 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <filesystem>
 #include <random>
 #include <set>
 
+#include <unistd.h>
+
 #include <fmt/format.h>
 
 #include "driver/elaborate.h"
 #include "ir/tensor/evaluator.h"
 #include "support/diagnostics.h"
+#include "support/files.h"
 #include "support/npy.h"
 #include "support/text.h"
 
@@ -49,14 +54,55 @@ private:
   std::mt19937_64 engine_;
 };
 
+// The bytes of physical memory: what every tensor of a check together must fit in.
+uint64_t physicalMemoryBytes() {
+  long pages = sysconf(_SC_PHYS_PAGES), pageBytes = sysconf(_SC_PAGESIZE);
+  return pages > 0 && pageBytes > 0 ? static_cast<uint64_t>(pages) * static_cast<uint64_t>(pageBytes) : UINT64_MAX;
+}
+
+std::string byteText(uint64_t bytes) {
+  if (bytes < (1ull << 30)) return fmt::format("{} bytes", bytes);
+  return fmt::format("{:.1f} GiB", static_cast<double>(bytes) / (1ull << 30));
+}
+
+}  // namespace
+
+void checkTensorsFit(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes, uint64_t availableBytes) {
+  std::vector<std::string> sizeTexts;
+  for (const auto& [name, value] : sizes) sizeTexts.push_back(fmt::format("{}={}", name, value));
+  auto tooLarge = [&](const std::string& what) {
+    return UsageError(fmt::format("kernel {} with {}: {}, more than this machine's memory ({}); give smaller sizes",
+                                  displayName(kernel), join(sizeTexts, ", "), what, byteText(availableBytes)));
+  };
+  uint64_t total = 0;
+  auto add = [&](const std::string& what, DType dtype, const tensor::Shape& shape) {
+    uint64_t bytes = static_cast<uint64_t>(dtypeBytes(dtype));
+    bool overflows = false;
+    for (const tensor::Dim& dim : shape) {
+      uint64_t extent = static_cast<uint64_t>(dim.factor);
+      for (const std::string& size : dim.sizes)
+        overflows |= __builtin_mul_overflow(extent, static_cast<uint64_t>(sizes.at(size)), &extent);
+      overflows |= __builtin_mul_overflow(bytes, extent, &bytes);
+    }
+    if (overflows || bytes > availableBytes)
+      throw tooLarge(fmt::format("{} would need {}", what, overflows ? "more than 2^64 bytes" : byteText(bytes)));
+    total += bytes;  // cannot overflow: both terms are at most availableBytes
+    if (total > availableBytes)
+      throw tooLarge(fmt::format("{} and the tensors before it would need {} together", what, byteText(total)));
+  };
+  for (const tensor::TensorParam& input : kernel.inputs) add("input " + input.name, input.dtype, input.shape);
+  for (const tensor::Stage& stage : kernel.stages) {
+    bool output = std::any_of(kernel.outputs.begin(), kernel.outputs.end(),
+                              [&](const tensor::TensorParam& param) { return param.name == stage.name; });
+    add((output ? "output " : "stage ") + stage.name, stage.dtype, stage.shape());
+  }
+}
+
+namespace {
+
 std::vector<int64_t> declaredShape(const tensor::TensorParam& tensor, const std::map<std::string, int64_t>& sizes) {
   std::vector<int64_t> shape;
-  int64_t bytes = dtypeBytes(tensor.dtype);
-  for (const tensor::Dim& dim : tensor.shape) {
-    shape.push_back(tensor::evaluateDim(dim, sizes));
-    if (__builtin_mul_overflow(bytes, shape.back(), &bytes))
-      throw UsageError(fmt::format("input {} would be too large with these sizes", tensor.name));
-  }
+  for (const tensor::Dim& dim : tensor.shape) shape.push_back(tensor::evaluateDim(dim, sizes));
   return shape;
 }
 
@@ -64,7 +110,9 @@ void saveOutputs(const fs::path& folder, const std::map<std::string, Buffer>& ou
   std::error_code error;
   fs::create_directories(folder, error);
   if (error) throw UsageError(fmt::format("--save: cannot create {}: {}", folder.string(), error.message()));
-  for (const auto& [name, buffer] : outputs) writeNpy(folder / (name + ".npy"), buffer);
+  std::vector<std::pair<fs::path, std::string>> files;
+  for (const auto& [name, buffer] : outputs) files.emplace_back(folder / (name + ".npy"), npyBytes(buffer));
+  writeFilesTogether(files);
 }
 
 // Checks one kernel and prints its report; returns whether everything passed.
@@ -216,6 +264,7 @@ tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::
     return inputs;
   }
 
+  checkTensorsFit(kernel, inputs.sizes, physicalMemoryBytes());
   RandomInputs random(seed);
   for (const tensor::TensorParam& input : kernel.inputs)
     inputs.tensors.emplace(input.name, random.make(input.dtype, declaredShape(input, inputs.sizes)));
@@ -229,6 +278,7 @@ ReferenceRun referenceRun(const tensor::Kernel& kernel, const std::string& input
   try {
     reference.inputs = prepareInputs(kernel, inputsDir, seed, givenSizes, givenScalars);
     reference.sizes = tensor::bindSizes(kernel, reference.inputs.tensors, reference.inputs.sizes);
+    if (!inputsDir.empty()) checkTensorsFit(kernel, reference.sizes, physicalMemoryBytes());  // else prepareInputs did
     reference.outputs = tensor::evaluate(kernel, reference.inputs);
   } catch (const tensor::EvaluationError& error) {
     throw UsageError(fmt::format("kernel {}: {}", displayName(kernel), error.what()));
@@ -240,7 +290,8 @@ std::vector<OutputComparison> compareOutputs(const tensor::Kernel& kernel, const
                                              const std::map<std::string, Buffer>& reference) {
   std::vector<OutputComparison> comparisons;
   for (const tensor::TensorParam& output : kernel.outputs)
-    comparisons.push_back(compareOutput(output.name, generated.at(output.name), reference.at(output.name)));
+    comparisons.push_back(compareOutput(output.name, generated.at(output.name), reference.at(output.name),
+                                        computedPrecision(kernel, output.name)));
   return comparisons;
 }
 

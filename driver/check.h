@@ -60,6 +60,11 @@ int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, con
 // "softmax" or "softmax<f16>", as `--kernel` names it.
 std::string displayName(const tensor::Kernel& kernel);
 
+// Throws UsageError, naming the tensor, when the inputs and stages (the outputs among them) of `kernel`
+// at `sizes` (every size bound) need more than `availableBytes`, alone or together: what the evaluator
+// and the simulation allocate, checked before they allocate it. Overflow-safe, for any sizes.
+void checkTensorsFit(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes, uint64_t availableBytes);
+
 // The inputs of one kernel: DIR/NAME.npy from `inputsDir` when it is not empty (sizes from the files and
 // `givenSizes`), else random. Random inputs come from std::mt19937_64 seeded with `seed` afresh for each
 // kernel, drawing the inputs in declaration order, element by element: floats uniform in [-1, 1) (53

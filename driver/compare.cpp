@@ -1,7 +1,9 @@
 #include "driver/compare.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -65,14 +67,56 @@ double toleranceFor(DType dtype) {
   return 0;
 }
 
-OutputComparison compareOutput(const std::string& name, const Buffer& generated, const Buffer& reference) {
+DType computedPrecision(const tensor::Kernel& kernel, const std::string& output) {
+  const tensor::Stage* outputStage = kernel.findStage(output);
+  EMMY_INTERNAL_ASSERT(outputStage, "kernel {} has no stage {}", kernel.instanceName(), output);
+  DType precision = outputStage->dtype;
+  if (!isFloat(precision)) return precision;
+  // A float dtype of lower precision is one with a larger tolerance.
+  auto lower = [&](DType dtype) {
+    if (isFloat(dtype) && toleranceFor(dtype) > toleranceFor(precision)) precision = dtype;
+  };
+  std::set<std::string> seen;
+  std::function<void(const tensor::Stage&)> visitStage;
+  std::function<void(const tensor::Expr&)> visit = [&](const tensor::Expr& expr) {
+    if (expr.kind == tensor::ExprKind::Unary || expr.kind == tensor::ExprKind::Binary || expr.kind == tensor::ExprKind::Cast)
+      lower(expr.dtype);
+    if (const auto* unary = expr.as<tensor::Unary>()) visit(*unary->operand);
+    if (const auto* binary = expr.as<tensor::Binary>()) {
+      visit(*binary->lhs);
+      visit(*binary->rhs);
+    }
+    if (const auto* select = expr.as<tensor::Select>()) {
+      visit(*select->condition);
+      visit(*select->ifTrue);
+      visit(*select->ifFalse);
+    }
+    if (const auto* cast = expr.as<tensor::Cast>()) visit(*cast->operand);
+    if (const auto* load = expr.as<tensor::Load>()) {
+      for (const tensor::ExprPtr& index : load->indices) visit(*index);
+      if (const tensor::Stage* stage = kernel.findStage(load->tensor)) visitStage(*stage);
+    }
+  };
+  visitStage = [&](const tensor::Stage& stage) {
+    if (!seen.insert(stage.name).second) return;
+    lower(stage.dtype);
+    if (stage.reduction) lower(stage.reduction->accumulator);
+    visit(*stage.body);
+  };
+  visitStage(*outputStage);
+  return precision;
+}
+
+OutputComparison compareOutput(const std::string& name, const Buffer& generated, const Buffer& reference,
+                               std::optional<DType> precision) {
   EMMY_INTERNAL_ASSERT(generated.dtype() == reference.dtype() && generated.shape() == reference.shape(),
                        "output {} compared with a buffer of another dtype or shape", name);
   OutputComparison comparison;
   comparison.name = name;
   comparison.dtype = reference.dtype();
+  comparison.precision = precision.value_or(reference.dtype());
   comparison.shape = reference.shape();
-  double tolerance = toleranceFor(reference.dtype());
+  double tolerance = toleranceFor(comparison.precision);
   double worstExcess = 0;
   for (int64_t k = 0; k < reference.numel(); ++k) {
     Value generatedValue = generated.get(k), referenceValue = reference.get(k);
@@ -99,11 +143,13 @@ std::string formatComparison(const OutputComparison& comparison) {
   // No element, so no error to speak of (a size was 0).
   if (numel == 0)
     return fmt::format("{}: empty (shape [{}]), nothing to compare: ok", comparison.name, fmt::join(comparison.shape, ", "));
-  double tolerance = toleranceFor(comparison.dtype);
+  double tolerance = toleranceFor(comparison.precision);
   std::string toleranceText = tolerance > 0 ? fmt::format("{:.0e}", tolerance) : "exact";
+  std::string precisionText = comparison.precision == comparison.dtype
+                                  ? std::string(dtypeName(comparison.dtype))
+                                  : fmt::format("{} computed in {}", dtypeName(comparison.dtype), dtypeName(comparison.precision));
   std::string line = fmt::format("{}: max abs err {:.1e}, max rel err {:.1e}, tolerance {} ({}): ", comparison.name,
-                                 comparison.maxAbsError, comparison.maxRelError, toleranceText,
-                                 dtypeName(comparison.dtype));
+                                 comparison.maxAbsError, comparison.maxRelError, toleranceText, precisionText);
   if (comparison.ok()) return line + "ok";
   return line + fmt::format("FAILED, {} of {} elements differ; worst at [{}]: generated {}, reference {}",
                             comparison.mismatches, numel, fmt::join(multiIndex(comparison.worstIndex, comparison.shape), ", "),

@@ -68,7 +68,8 @@ bool compareWithTorch(const tensor::Kernel& kernel, const tensor::EvaluationInpu
       passed = false;
       continue;
     }
-    OutputComparison comparison = compareOutput(output.name + " vs PyTorch " + batch.torchVersion, generated, expected);
+    OutputComparison comparison = compareOutput(output.name + " vs PyTorch " + batch.torchVersion, generated, expected,
+                                                computedPrecision(kernel, output.name));
     fmt::print(report, "  {}\n", formatComparison(comparison));
     passed = passed && comparison.ok();
   }

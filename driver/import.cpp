@@ -27,6 +27,8 @@ fs::path importerPath() {
 
 bool isTorchScriptModel(const std::string& file) {
   if (fs::path(file).extension() == ".pt") return true;
+  std::error_code ignored;
+  if (!fs::is_regular_file(file, ignored)) return false;  // opening a FIFO would wait for a writer
   std::ifstream in(file, std::ios::binary);
   char magic[4] = {};
   in.read(magic, sizeof magic);

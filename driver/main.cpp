@@ -3,7 +3,6 @@
 // it starts in milliseconds.
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -25,6 +24,7 @@
 #include "ir/tensor/printer.h"
 #include "ir/tile/printer.h"
 #include "support/diagnostics.h"
+#include "support/files.h"
 #include "tune/cost_model.h"
 #include "tune/database.h"
 #include "tune/device.h"
@@ -98,12 +98,14 @@ int reportDiagnostics(const Diagnostics& diagnostics) {
   return kExitUserError;
 }
 
-void writeFile(const fs::path& path, const std::string& bytes) {
-  std::error_code ignored;
-  if (path.has_parent_path()) fs::create_directories(path.parent_path(), ignored);
-  std::ofstream out(path, std::ios::binary);
-  out << bytes;
-  if (!out) throw UsageError(fmt::format("cannot write {}", path.string()));
+// Writes the outputs of a build together (support/files.h), creating their folders first.
+void writeOutputs(const std::vector<std::pair<fs::path, std::string>>& files) {
+  for (const auto& [path, bytes] : files) {
+    std::error_code error;
+    if (path.has_parent_path()) fs::create_directories(path.parent_path(), error);
+    if (error) throw FileError(fmt::format("cannot create {}: {}", path.parent_path().string(), error.message()));
+  }
+  writeFilesTogether(files);
 }
 
 Level levelOf(const std::string& emit) {
@@ -134,38 +136,51 @@ std::string depfile(const fs::path& output, const std::vector<fs::path>& sources
 }
 
 // Replaces each kernel of `kernels` that has tuned parameters in the tuning database (tune::bestRecorded)
-// by the same kernel elaborated with them; explicit -D values win. Says so on stderr.
+// by the same kernel elaborated with them; explicit -D values win. Says so on stderr. A database that
+// cannot be read is a warning: the build goes on with the defaults.
 void useTunedParams(const BuildOptions& options, const std::map<std::string, int64_t>& sizes,
                     std::vector<tensor::Kernel>& kernels) {
   if (isTorchScriptModel(options.file)) return;  // an imported kernel has no schedule, so no params
   fs::path path = databasePath(options.database);
   std::error_code ignored;
   if (!fs::exists(path, ignored)) return;  // nothing tuned yet: a build never creates the database
-  tune::TuningDatabase database(path, /*create=*/false);
   std::map<std::string, int64_t> defines = parseNameValues(options.defines, "-D");
-  for (tensor::Kernel& kernel : kernels) {
-    std::string label = tune::instanceLabel(kernel);
-    Diagnostics diagnostics;
-    ElaborationDetails details;
-    EMMY_INTERNAL_ASSERT(elaborateFile(options.file, label, /*requireTypes=*/true, defines, diagnostics, &details),
-                         "{} does not elaborate alone", label);
-    if (details.params.empty()) continue;
-    std::string note;
-    std::optional<tune::TuningRecord> best = tune::bestRecorded(database, kernel, details.params, options.arch, sizes, note);
-    if (!note.empty()) fmt::print(stderr, "emmy: note: {}\n", note);
-    if (!best) continue;
-    tune::Candidate tuned;
-    for (const auto& [name, value] : best->params)
-      if (!defines.count(name)) tuned[name] = value;
-    if (tuned.empty()) continue;  // every param set by -D
-    std::map<std::string, int64_t> values = defines;
-    values.insert(tuned.begin(), tuned.end());
-    std::optional<std::vector<tensor::Kernel>> retuned = elaborateFile(options.file, label, /*requireTypes=*/true, values, diagnostics);
-    EMMY_INTERNAL_ASSERT(retuned && retuned->size() == 1, "{} does not elaborate with its tuned parameters", label);
-    kernel = retuned->front();
-    fmt::print(stderr, "emmy: using tuned parameters {} for {} ({}, {}, {}) from {} (--no-tuned ignores them)\n",
-               tune::candidateText(tuned), label, best->key.sizes, best->key.device, best->key.arch, displayPath(path));
+  std::vector<tensor::Kernel> tunedKernels = kernels;
+  std::vector<std::string> messages;
+  try {
+    tune::TuningDatabase database(path, /*create=*/false);
+    for (tensor::Kernel& kernel : tunedKernels) {
+      std::string label = tune::instanceLabel(kernel);
+      Diagnostics diagnostics;
+      ElaborationDetails details;
+      EMMY_INTERNAL_ASSERT(elaborateFile(options.file, label, /*requireTypes=*/true, defines, diagnostics, &details),
+                           "{} does not elaborate alone", label);
+      if (details.params.empty()) continue;
+      std::string note;
+      std::optional<tune::TuningRecord> best =
+          tune::bestRecorded(database, kernel, details.params, options.arch, sizes, note);
+      if (!note.empty()) messages.push_back(fmt::format("emmy: note: {}\n", note));
+      if (!best) continue;
+      tune::Candidate tuned;
+      for (const auto& [name, value] : best->params)
+        if (!defines.count(name)) tuned[name] = value;
+      if (tuned.empty()) continue;  // every param set by -D
+      std::map<std::string, int64_t> values = defines;
+      values.insert(tuned.begin(), tuned.end());
+      std::optional<std::vector<tensor::Kernel>> retuned =
+          elaborateFile(options.file, label, /*requireTypes=*/true, values, diagnostics);
+      EMMY_INTERNAL_ASSERT(retuned && retuned->size() == 1, "{} does not elaborate with its tuned parameters", label);
+      kernel = retuned->front();
+      messages.push_back(fmt::format(
+          "emmy: using tuned parameters {} for {} ({}, {}, {}) from {} (--no-tuned ignores them)\n",
+          tune::candidateText(tuned), label, best->key.sizes, best->key.device, best->key.arch, displayPath(path)));
+    }
+  } catch (const tune::DatabaseError& error) {
+    fmt::print(stderr, "emmy: warning: {}; building with the default parameters\n", error.what());
+    return;
   }
+  for (const std::string& message : messages) std::fputs(message.c_str(), stderr);
+  kernels = std::move(tunedKernels);
 }
 
 int build(const BuildOptions& options) {
@@ -197,7 +212,7 @@ int build(const BuildOptions& options) {
     if (options.outputDir.empty())
       std::fputs(text.c_str(), stdout);
     else
-      writeFile(directory / (baseName + "." + options.emit), text);
+      writeOutputs({{directory / (baseName + "." + options.emit), text}});
     return 0;
   }
 
@@ -211,13 +226,15 @@ int build(const BuildOptions& options) {
   }
   // Everything succeeded: only now is anything written.
   if (options.emit == "cuda") {
-    writeFile(directory / (files.baseName + ".cu"), files.source);
-    writeFile(directory / (files.baseName + ".h"), files.header);
-    if (!options.depfile.empty()) writeFile(options.depfile, depfile(directory / (files.baseName + ".cu"), details.loadedFiles));
+    std::vector<std::pair<fs::path, std::string>> outputs = {{directory / (files.baseName + ".cu"), files.source},
+                                                             {directory / (files.baseName + ".h"), files.header}};
+    if (!options.depfile.empty())
+      outputs.emplace_back(options.depfile, depfile(directory / (files.baseName + ".cu"), details.loadedFiles));
+    writeOutputs(outputs);
   } else if (options.emit == "ptx") {
-    writeFile(directory / (files.baseName + ".ptx"), compiled.ptx);
+    writeOutputs({{directory / (files.baseName + ".ptx"), compiled.ptx}});
   } else if (options.emit == "cubin") {
-    writeFile(directory / (files.baseName + ".cubin"), std::string(compiled.cubin.begin(), compiled.cubin.end()));
+    writeOutputs({{directory / (files.baseName + ".cubin"), std::string(compiled.cubin.begin(), compiled.cubin.end())}});
   }
   if (options.stats) {
     std::vector<KernelResources> usage = resourceUsage(compiled);

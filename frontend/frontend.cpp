@@ -1,8 +1,6 @@
 #include "frontend/frontend.h"
 
 #include <cstdlib>
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
@@ -10,6 +8,7 @@
 #include "frontend/parser.h"
 #include "frontend/schedule.h"
 #include "support/cpp_names.h"
+#include "support/files.h"
 #include "support/text.h"
 
 namespace emmy {
@@ -24,15 +23,6 @@ Elaborator::Elaborator(Diagnostics& diagnostics, std::vector<fs::path> searchPat
 
 namespace {
 
-std::optional<std::string> readFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return std::nullopt;
-  std::ostringstream text;
-  text << in.rdbuf();
-  if (in.bad()) return std::nullopt;
-  return text.str();
-}
-
 std::string canonicalKey(const fs::path& path) {
   std::error_code ignored;
   fs::path canonical = fs::weakly_canonical(path, ignored);
@@ -42,14 +32,10 @@ std::string canonicalKey(const fs::path& path) {
 }  // namespace
 
 const LoadedModule* Elaborator::loadFile(const fs::path& path, const std::string& displayPath) {
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) {
-    diagnostics_.error(fmt::format("cannot read {}: it is a directory", displayPath));
-    return nullptr;
-  }
-  std::optional<std::string> text = readFile(path);
+  std::string whyNot;
+  std::optional<std::string> text = readRegularFile(path, kMaxSourceFileBytes, whyNot);
   if (!text) {
-    diagnostics_.error(fmt::format("cannot read {}: no such file or not readable", displayPath));
+    diagnostics_.error(fmt::format("cannot read {}: {}", displayPath, whyNot));
     return nullptr;
   }
   return load(canonicalKey(path), displayPath, std::move(*text), path.parent_path(), SourceLoc{});
@@ -98,9 +84,11 @@ void Elaborator::resolveImports(LoadedModule& module) {
       std::error_code ec;
       if (!fs::is_regular_file(candidate, ec)) continue;
       found = true;
-      std::optional<std::string> text = readFile(candidate);
+      std::string whyNot;
+      std::optional<std::string> text = readRegularFile(candidate, kMaxSourceFileBytes, whyNot);
       if (!text) {
-        diagnostics_.error(import.module.loc, fmt::format("cannot read module '{}' at {}", name, candidate.string()));
+        diagnostics_.error(import.module.loc,
+                           fmt::format("cannot read module '{}' at {}: {}", name, candidate.string(), whyNot));
         break;
       }
       imported = load(canonicalKey(candidate), candidate.string(), std::move(*text), candidate.parent_path(),

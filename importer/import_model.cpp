@@ -611,7 +611,19 @@ void Translator::declareInputs() {
                                       spec.name, model_.argumentNames));
     specs[spec.name] = &spec;
   }
-  for (const std::string& name : model_.argumentNames) taken_.insert(name);
+  // The size names given with --input are the user's, as forward's arguments and the outputs are: they are
+  // claimed before the parameters', which take `_1`, `_2` on a clash (spec section 6).
+  std::set<std::string> givenSizes;
+  for (const InputSpec& spec : options_.inputs)
+    for (const std::string& dim : spec.dims) {
+      if (dim.empty() || std::isdigit(static_cast<unsigned char>(dim[0])) || !givenSizes.insert(dim).second) continue;
+      if (taken_.count(dim)) {
+        bool argument = std::count(model_.argumentNames.begin(), model_.argumentNames.end(), dim) > 0;
+        throw UsageError(fmt::format("--input {}: the size name {} is also the name of {}; give the size another name",
+                                     spec.name, dim, argument ? "an argument of forward" : "an output"));
+      }
+      sizeName(dim);
+    }
   // Parameters and buffers are named by attribute path, in the order PyTorch lists them.
   for (const auto& parameter : model_.module.named_parameters(true)) nameAttribute(parameter.name);
   for (const auto& buffer : model_.module.named_buffers(true)) nameAttribute(buffer.name);
@@ -1160,18 +1172,18 @@ void Translator::declareOutputs() {
 std::optional<std::string> Translator::run() {
   program_.origin = fs::path(model_.path).filename().string();
   program_.kernel = options_.kernelName;
-  declareInputs();
-  // Outputs are named out or out0, out1, ...; a value returned twice is written once, under its first name.
+  // Forward's arguments keep their names. The outputs are named out or out0, out1, ... (`_1` after an
+  // argument of that name), before the parameters and sizes, which give way to them; a value returned twice
+  // is written once, under its first name.
+  for (const std::string& name : model_.argumentNames) taken_.insert(name);
   const Value* returned = model_.graph->outputs()[0];
   const Node* producer = returned->node();
   std::vector<const Value*> outputValues;
   if (producer->kind() == c10::prim::TupleConstruct) outputValues.assign(producer->inputs().begin(), producer->inputs().end());
   else outputValues.push_back(returned);
-  for (size_t k = 0; k < outputValues.size(); ++k) {
-    std::string name = outputValues.size() == 1 ? "out" : fmt::format("out{}", k);
-    taken_.insert(name);
-    outputNames_[outputValues[k]].push_back(name);
-  }
+  for (size_t k = 0; k < outputValues.size(); ++k)
+    outputNames_[outputValues[k]].push_back(claim(outputValues.size() == 1 ? "out" : fmt::format("out{}", k)));
+  declareInputs();
   for (const Node* node : model_.graph->nodes()) {
     try {
       translate(node);

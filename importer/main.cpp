@@ -3,12 +3,12 @@
 // Exit codes as emmy's: 0 success, 1 errors in the model, 2 usage errors, 70 internal errors (bugs).
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "importer/import_model.h"
+#include "support/files.h"
 
 namespace {
 
@@ -37,13 +37,7 @@ int run(const std::string& model, const std::string& output, const importer::Imp
   std::error_code ignored;
   if (std::filesystem::path(output).has_parent_path())
     std::filesystem::create_directories(std::filesystem::path(output).parent_path(), ignored);
-  std::ofstream out(output, std::ios::binary);
-  out << *source;
-  out.close();
-  if (!out) {
-    std::filesystem::remove(output, ignored);  // nothing half-written
-    throw UsageError(fmt::format("cannot write {}", output));
-  }
+  writeFilesTogether({{output, *source}});  // nothing half-written
   return 0;
 }
 

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "support/files.h"
+
 namespace emmy {
 
 void Diagnostics::error(const SourceLoc& loc, std::string message) {
@@ -42,6 +44,9 @@ int runReportingFailures(const char* program, const std::function<int()>& body) 
   } catch (const UsageError& e) {
     fmt::print(stderr, "{}: error: {}\n", program, e.what());
     return kExitUsageError;
+  } catch (const FileError& e) {
+    fmt::print(stderr, "{}: error: {}\n", program, e.what());
+    return kExitUserError;
   } catch (const InternalError& e) {
     fmt::print(stderr, "{}: {}\n", program, e.what());
     return kExitInternalError;

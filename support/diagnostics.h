@@ -67,8 +67,8 @@ constexpr int kExitUsageError = 2;
 constexpr int kExitNoCudaDevice = 3;  // emmy run, bench and tune without a GPU
 constexpr int kExitInternalError = 70;
 
-// Runs a program's `body` and reports the failures every program shares: a UsageError as
-// `PROGRAM: error: MESSAGE` (exit 2), an InternalError or any other exception as a bug (exit 70).
+// Runs a program's `body` and reports the failures every program shares: a UsageError as `PROGRAM: error:
+// MESSAGE` (exit 2), a FileError (files.h) so with exit 1, an InternalError or any other as a bug (exit 70).
 int runReportingFailures(const char* program, const std::function<int()>& body);
 
 #define EMMY_INTERNAL_ASSERT(cond, ...)                                                          \

@@ -1,15 +1,17 @@
 #include "support/npy.h"
 
 #include <bit>
+#include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+
+#include "support/files.h"
 
 namespace emmy {
 
@@ -172,10 +174,11 @@ struct NpyFile {
 };
 
 NpyFile openNpy(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(path, "cannot open the file");
-  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) fail(path, "cannot read the file");
+  std::string whyNot;
+  // Unbounded: the data is as large as the input tensor, and its size is checked against the header below.
+  std::optional<std::string> read = readRegularFile(path, UINT64_MAX, whyNot);
+  if (!read) fail(path, "cannot read the file: " + whyNot);
+  std::string bytes = std::move(*read);
 
   if (bytes.size() < kMagic.size() + 2 || std::string_view(bytes).substr(0, kMagic.size()) != kMagic)
     fail(path, "not a .npy file (it does not start with \\x93NUMPY)");
@@ -231,7 +234,7 @@ Buffer readNpy(const fs::path& path, DType dtype) {
 
 // Byte for byte what NumPy's np.save writes: the dict, room for the first dimension to grow to
 // kGrowthDigits digits, then spaces up to the alignment (a whole block of them when already aligned).
-void writeNpy(const fs::path& path, const Buffer& buffer) {
+std::string npyBytes(const Buffer& buffer) {
   const std::vector<int64_t>& shape = buffer.shape();
   std::string header = fmt::format("{{'descr': '{}', 'fortran_order': False, 'shape': {}, }}", npyDescr(buffer.dtype()),
                                    shapeTuple(shape));
@@ -241,12 +244,13 @@ void writeNpy(const fs::path& path, const Buffer& buffer) {
   header += '\n';
   EMMY_INTERNAL_ASSERT(header.size() <= 0xffff, ".npy 1.0 header of {} bytes", header.size());
 
-  std::ofstream out(path, std::ios::binary);
-  out << kMagic << '\x01' << '\x00' << static_cast<char>(header.size() & 0xff) << static_cast<char>(header.size() >> 8)
-      << header;
-  out.write(static_cast<const char*>(buffer.data()), static_cast<std::streamsize>(buffer.byteSize()));
-  out.close();
-  if (!out) fail(path, "cannot write the file");
+  std::string bytes(kMagic);
+  bytes += {'\x01', '\x00', static_cast<char>(header.size() & 0xff), static_cast<char>(header.size() >> 8)};
+  bytes += header;
+  bytes.append(static_cast<const char*>(buffer.data()), buffer.byteSize());
+  return bytes;
 }
+
+void writeNpy(const fs::path& path, const Buffer& buffer) { writeFilesTogether({{path, npyBytes(buffer)}}); }
 
 }  // namespace emmy

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <filesystem>
+#include <string>
 
 #include "support/diagnostics.h"
 #include "support/dtype.h"
@@ -33,7 +34,11 @@ struct NpyInfo {
 };
 NpyInfo readNpyInfo(const std::filesystem::path& path);
 
-// Writes `buffer` to `path` in format 1.0; throws NpyError when the file cannot be written.
+// `buffer` as the bytes of a .npy file of format 1.0.
+std::string npyBytes(const Buffer& buffer);
+
+// Writes `buffer` to `path` in format 1.0 (support/files.h's writeFilesTogether: a FileError when the
+// file cannot be written, and then no part of it is left).
 void writeNpy(const std::filesystem::path& path, const Buffer& buffer);
 
 }  // namespace emmy

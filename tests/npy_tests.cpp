@@ -171,7 +171,7 @@ TEST_CASE("npy errors name the file and what is wrong", "[npy]") {
   };
 
   CHECK_THAT(readError(folder / "missing.npy", DType::F32),
-             Catch::Contains("missing.npy: cannot open the file"));
+             Catch::Contains("missing.npy: cannot read the file: No such file or directory"));
 
   writeBytes(path, "PK\x03\x04 a zip file");
   CHECK_THAT(readError(path, DType::F32), Catch::Contains("x.npy: not a .npy file"));
@@ -215,5 +215,5 @@ TEST_CASE("npy reports a file that cannot be written", "[npy]") {
   TemporaryFolder scratch;
   const fs::path& folder = scratch.path();
   CHECK_THROWS_WITH(writeNpy(folder / "no-such-folder" / "y.npy", f32Matrix()),
-                    Catch::Contains("y.npy: cannot write the file"));
+                    Catch::Contains("cannot write") && Catch::Contains("y.npy: No such file or directory"));
 }

@@ -47,5 +47,35 @@ else
   expect 3 'no CUDA device found \(.+\)' -- "$emmy" tune examples/matmul.emmy "${small[@]}"
 fi
 
+# A database emmy cannot use: a corrupt file is a warning for emmy build, which builds with the defaults, and
+# an error for --report and tune; another program's SQLite file is refused and left as it is.
+printf 'not a database %.0s' {1..300} >"$out/corrupt.db"
+expect 0 'warning: the tuning database .*corrupt\.db: file is not a database; building with the default parameters' -- \
+  "$emmy" build examples/matmul.emmy --emit schedule --db "$out/corrupt.db"
+grep -q 'tile C (i, j) by (64, 64)' "$out/output" || fail "the build with a corrupt database: $(cat "$out/output")"
+expect 2 'corrupt\.db: file is not a database' -- "$emmy" tune --report --db "$out/corrupt.db"
+expect 2 'corrupt\.db: file is not a database' -- "$emmy" tune examples/matmul.emmy --cost-model "${small[@]}" --db "$out/corrupt.db"
+if python3 -c 'import sqlite3' 2>/dev/null; then
+  python3 -c 'import sqlite3, sys; c = sqlite3.connect(sys.argv[1]); c.execute("CREATE TABLE people (name TEXT)"); c.commit()' \
+    "$out/other.db"
+  cp "$out/other.db" "$out/other.orig"
+  expect 2 'other\.db is not an Emmy tuning database \(it holds the tables people\); it is left as it is' -- \
+    "$emmy" tune examples/matmul.emmy --cost-model "${small[@]}" --db "$out/other.db"
+  cmp -s "$out/other.db" "$out/other.orig" || fail "emmy tune changed another program's database"
+fi
+
+# A database on a read-only disk (a tmpfs remounted read-only; skipped where mounting is not permitted).
+mkdir "$out/readonly"
+if mount -t tmpfs -o size=1m tmpfs "$out/readonly" 2>/dev/null; then
+  trap 'umount "$out/readonly"; rm -rf "$out"' EXIT
+  cp "$EMMY_TUNING_DB" "$out/readonly/tuning.db"
+  mount -o remount,ro "$out/readonly"
+  expect 0 'matmul \(K=1024 M=1024 N=1024\) on static model' -- "$emmy" tune --report --db "$out/readonly/tuning.db"
+  expect 0 'using tuned parameters .* \(K=4096 M=4096 N=4096' -- \
+    "$emmy" build examples/matmul.emmy --emit schedule "${large[@]}" --db "$out/readonly/tuning.db"
+else
+  echo "SKIP the read-only database: mounting a tmpfs is not permitted here"
+fi
+
 echo "tune command lines: $failures failure(s)"
 ((failures == 0))

@@ -460,7 +460,7 @@ TEST_CASE("emmy check usage errors", "[check]") {
 
   options.sizes = {};
   options.inputsDir = (scratch.path() / "nowhere").string();
-  CHECK_THAT(usageError(options), Catch::EndsWith("nowhere/x.npy: cannot open the file"));
+  CHECK_THAT(usageError(options), Catch::EndsWith("nowhere/x.npy: cannot read the file: No such file or directory"));
 
   options.inputsDir = scratch.path().string();
   writeNpy(scratch.path() / "x.npy", Buffer(DType::F64, {2, 2}));
@@ -637,4 +637,52 @@ TEST_CASE("out-of-bounds accesses of generated code name the buffer, the thread 
   CHECK(*shared.failure ==
         "out-of-bounds access in kernel scale_k0: thread (100,0,0) of block (0,0,0) writes staged[100] but shared "
         "buffer staged has 100 elements");
+}
+
+// The tensors emmy check allocates are checked against the memory before any is allocated.
+TEST_CASE("emmy check refuses sizes whose tensors do not fit in memory, naming the tensor", "[check]") {
+  tensor::Kernel kernel = elaborate(
+      "kernel k(x: f32[N, M], w: f64[M]) -> (y: f64[N]) {\n  t[i, j] = f64(x[i, j]) * w[j]\n  y[i] = sum[j](t[i, j])\n}\n");
+  std::map<std::string, int64_t> sizes = {{"N", 1000}, {"M", 1000}};
+  uint64_t needed = 1000 * 1000 * 4 + 1000 * 8 + 1000 * 1000 * 8 + 1000 * 8;  // x, w, t, y
+  CHECK_NOTHROW(checkTensorsFit(kernel, sizes, needed));
+  CHECK_THROWS_WITH(checkTensorsFit(kernel, sizes, needed - 1),
+                    "kernel k with M=1000, N=1000: output y and the tensors before it would need 12016000 bytes "
+                    "together, more than this machine's memory (12015999 bytes); give smaller sizes");
+  CHECK_THROWS_WITH(checkTensorsFit(kernel, sizes, 7000000), Catch::StartsWith("kernel k with M=1000, N=1000: stage t "
+                                                                                "would need 8000000 bytes, more than"));
+  CHECK_THROWS_WITH(checkTensorsFit(kernel, {{"N", 1}, {"M", int64_t{1} << 62}}, UINT64_MAX),
+                    Catch::Contains("input x would need more than 2^64 bytes"));
+  CHECK_NOTHROW(checkTensorsFit(kernel, {{"N", 0}, {"M", 0}}, 0));
+}
+
+// An output is held to the tolerance of the precision it was computed in, not only of its dtype.
+TEST_CASE("computedPrecision: the lowest-precision float an output's value flows through", "[check]") {
+  auto precisionOf = [](const std::string& source) {
+    tensor::Kernel kernel = elaborate(source);
+    return computedPrecision(kernel, kernel.outputs.front().name);
+  };
+  CHECK(precisionOf("kernel k(x: f32[N]) -> (y: f64[N]) {\n  y[i] = f64(exp(x[i]) * 3.0)\n}\n") == DType::F32);
+  CHECK(precisionOf("kernel k(x: f64[N]) -> (y: f64[N]) {\n  y[i] = exp(x[i]) * 3.0\n}\n") == DType::F64);
+  // The input's data is read exactly by both, so an f16 input cast to f32 is f32 work.
+  CHECK(precisionOf("kernel k(h: f16[N]) -> (y: f32[N]) {\n  y[i] = f32(h[i]) * 2.0\n}\n") == DType::F32);
+  // Through a stage stored in f16, and a narrowing cast inside f64 work.
+  CHECK(precisionOf("kernel k(x: f32[N]) -> (y: f64[N]) {\n  t[i] = f16(x[i] * 2.0)\n  y[i] = f64(t[i]) + 1.0\n}\n") ==
+        DType::F16);
+  CHECK(precisionOf("kernel k(x: f64[N]) -> (y: f64[N]) {\n  y[i] = f64(bf16(x[i])) + f64(f16(x[i]))\n}\n") == DType::BF16);
+  // A reduction accumulating in f32 for an f64 output.
+  CHECK(precisionOf("kernel k(x: f32[N, D]) -> (y: f64[N]) {\n  s[n] = sum[d](x[n, d])\n  y[n] = f64(s[n])\n}\n") ==
+        DType::F32);
+  CHECK(precisionOf("kernel k(x: i32[N]) -> (y: i32[N]) {\n  y[i] = x[i] * 3\n}\n") == DType::I32);
+
+  // Through emmy check: the f32 work's rounding passes at f32's tolerance, and the line says so.
+  tensor::Kernel kernel = elaborate("kernel k(x: f32[N]) -> (y: f64[N]) {\n  y[i] = f64(exp(x[i]) * 3.0 + sin(x[i]))\n}\n");
+  Buffer reference(DType::F64, {1}), generated(DType::F64, {1});
+  reference.set(0, Value::ofFloat(DType::F64, 0.2929151654243469));
+  generated.set(0, Value::ofFloat(DType::F64, 0.2929152846336365));
+  std::vector<OutputComparison> comparisons = compareOutputs(kernel, {{"y", generated}}, {{"y", reference}});
+  REQUIRE(comparisons.size() == 1);
+  CHECK(comparisons[0].ok());
+  CHECK(formatComparison(comparisons[0]) ==
+        "y: max abs err 1.2e-07, max rel err 4.1e-07, tolerance 1e-04 (f64 computed in f32): ok");
 }

@@ -1,13 +1,17 @@
 // support/: half and bfloat16 rounding, Value conversions, Buffer storage, dtype rules, text helpers.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <limits>
 
 #include <catch2/catch.hpp>
 
 #include "support/diagnostics.h"
 #include "support/dtype.h"
+#include "support/files.h"
 #include "support/half.h"
+#include "support/process.h"
 #include "support/text.h"
 #include "support/value.h"
 
@@ -221,4 +225,46 @@ TEST_CASE("closestMatch suggests a likely typo and nothing else", "[support]") {
   CHECK(withSuggestion("unknown function xyz", "xyz", names) == "unknown function xyz");
   CHECK(join({"a", "b", "c"}, ", ") == "a, b, c");
   CHECK(join({}, ", ") == "");
+}
+
+// support/files.h: a failed write of several files leaves none of them, nor a temporary.
+TEST_CASE("writeFilesTogether writes all of the files or none", "[support]") {
+  namespace fs = std::filesystem;
+  TemporaryFolder scratch;
+  const fs::path& folder = scratch.path();
+  writeFilesTogether({{folder / "a.cu", "old a"}});
+  auto entries = [&] {
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(folder)) names.push_back(entry.path().filename().string());
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+
+  // The second file's folder is missing, then the second file is a full device: a.cu keeps its old bytes.
+  CHECK_THROWS_WITH(writeFilesTogether({{folder / "a.cu", "new a"}, {folder / "missing" / "a.h", "h"}}),
+                    Catch::Contains("cannot write " + (folder / "missing" / "a.h").string() + ": No such file"));
+  CHECK_THROWS_WITH(writeFilesTogether({{folder / "a.cu", "new a"}, {"/dev/full", "h"}}),
+                    "cannot write /dev/full: No space left on device");
+  CHECK(readWholeFile(folder / "a.cu") == "old a");
+  CHECK(entries() == std::vector<std::string>{"a.cu"});
+
+  writeFilesTogether({{folder / "a.cu", "new a"}, {folder / "a.h", ""}});
+  CHECK(readWholeFile(folder / "a.cu") == "new a");
+  CHECK(entries() == std::vector<std::string>{"a.cu", "a.h"});
+}
+
+TEST_CASE("readRegularFile reads only regular files of a bounded size", "[support]") {
+  namespace fs = std::filesystem;
+  TemporaryFolder scratch;
+  writeFilesTogether({{scratch.path() / "small.emmy", "kernel"}});
+  std::string whyNot;
+  CHECK(readRegularFile(scratch.path() / "small.emmy", 6, whyNot) == "kernel");
+  CHECK_FALSE(readRegularFile(scratch.path() / "small.emmy", 5, whyNot));
+  CHECK(whyNot == "it is larger than 5 bytes (6 bytes)");
+  CHECK_FALSE(readRegularFile(scratch.path(), kMaxSourceFileBytes, whyNot));
+  CHECK(whyNot == "it is a directory");
+  CHECK_FALSE(readRegularFile("/dev/zero", kMaxSourceFileBytes, whyNot));
+  CHECK(whyNot == "it is not a regular file");
+  CHECK_FALSE(readRegularFile(scratch.path() / "missing.emmy", kMaxSourceFileBytes, whyNot));
+  CHECK(whyNot == "No such file or directory");
 }

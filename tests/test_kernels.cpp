@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "driver/check.h"
 #include "driver/compare.h"
 #include "frontend/frontend.h"
 #include "golden_files.h"
@@ -82,8 +83,7 @@ void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& p
   KernelRun ran = program.run(inputs);
   INFO(ran.failure.value_or(""));
   REQUIRE_FALSE(ran.failure);
-  for (const tensor::TensorParam& output : kernel.outputs) {
-    OutputComparison comparison = compareOutput(output.name, ran.outputs.at(output.name), reference.at(output.name));
+  for (const OutputComparison& comparison : compareOutputs(kernel, ran.outputs, reference)) {
     INFO(formatComparison(comparison));
     CHECK(comparison.ok());
   }

@@ -5,6 +5,7 @@
 // standing in for the GPU (and on the GPU, when there is one: tagged [runtime] for tests/gpu/run.sh); the
 // device probe in a child.
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -14,10 +15,13 @@
 #include <thread>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
+#include <sqlite3.h>
 
 #include "driver/check.h"
 #include "driver/elaborate.h"
 #include "ir/tensor/evaluator.h"
+#include "support/files.h"
 #include "support/process.h"
 #include "tune/cost_model.h"
 #include "tune/database.h"
@@ -344,6 +348,91 @@ TEST_CASE("tune: readers see whole records while another connection writes", "[t
   for (std::thread& reader : readers) reader.join();
   CHECK(failures == 0);
   CHECK(TuningDatabase(path, false).records().size() == 27);
+}
+
+namespace {
+
+// Runs `sql` on a database of another program at `path`, made with SQLite directly.
+void runSql(const fs::path& path, const char* sql) {
+  sqlite3* db = nullptr;
+  REQUIRE(sqlite3_open(path.c_str(), &db) == SQLITE_OK);
+  CHECK(sqlite3_exec(db, sql, nullptr, nullptr, nullptr) == SQLITE_OK);
+  sqlite3_close(db);
+}
+
+}  // namespace
+
+TEST_CASE("tune: a file that is not an Emmy tuning database is refused and left as it is", "[tune]") {
+  TemporaryFolder folder;
+  fs::path other = folder.path() / "other.db", text = folder.path() / "text.db", foreign = folder.path() / "foreign.db";
+  runSql(other, "CREATE TABLE people (name TEXT); INSERT INTO people VALUES ('ann');");
+  writeFilesTogether({{text, std::string(5000, 'x')}});
+  // The same table as Emmy's, but another program's mark.
+  runSql(foreign, "PRAGMA application_id = 7; CREATE TABLE results (kernel_hash TEXT, schedule_hash TEXT, sizes TEXT, "
+                  "device TEXT, arch TEXT, params TEXT, status TEXT, milliseconds REAL, message TEXT, kernel TEXT, file TEXT);");
+  for (const auto& [path, message] :
+       {std::pair{other, "other.db is not an Emmy tuning database (it holds the tables people); it is left as it is"},
+        std::pair{text, "text.db: file is not a database"},
+        std::pair{foreign, "foreign.db is not an Emmy tuning database (it holds the tables results)"}}) {
+    CAPTURE(path);
+    std::string before = readWholeFile(path);
+    for (bool create : {true, false}) CHECK_THROWS_WITH(TuningDatabase(path, create), Catch::Contains(message));
+    CHECK(readWholeFile(path) == before);
+  }
+  CHECK_THROWS_WITH(TuningDatabase(folder.path() / "missing.db", false), Catch::Contains("unable to open database file"));
+  CHECK_FALSE(fs::exists(folder.path() / "missing.db"));
+
+  // A database written before the mark (the one table, user_version 1) is still Emmy's, and is marked on writing.
+  fs::path old = folder.path() / "old.db";
+  runSql(old, "PRAGMA user_version = 1; CREATE TABLE results (kernel_hash TEXT NOT NULL, schedule_hash TEXT NOT NULL, "
+              "sizes TEXT NOT NULL, device TEXT NOT NULL, arch TEXT NOT NULL, params TEXT NOT NULL, status TEXT NOT NULL, "
+              "milliseconds REAL NOT NULL, message TEXT NOT NULL, kernel TEXT NOT NULL, file TEXT NOT NULL, "
+              "PRIMARY KEY (kernel_hash, schedule_hash, sizes, device, arch, params));");
+  CHECK(TuningDatabase(old, false).records().empty());
+  TuningTarget target = matmulTarget();
+  TuningDatabase(old, true).record({target.key, target.kernel, target.file, target.space.defaults(), timed(1)});
+  CHECK(TuningDatabase(old, false).records().size() == 1);
+}
+
+TEST_CASE("tune: writers that start together on a new database wait for each other", "[tune]") {
+  TemporaryFolder folder;
+  TuningTarget target = matmulTarget();
+  // Three processes, as three `emmy tune` started at once, released together through a pipe.
+  for (int round = 0; round < 20; ++round) {
+    fs::path path = folder.path() / fmt::format("round{}.db", round);
+    int start[2];
+    REQUIRE(pipe(start) == 0);
+    std::vector<pid_t> writers;
+    for (int w = 0; w < 3; ++w) {
+      pid_t pid = fork();
+      REQUIRE(pid >= 0);
+      if (pid == 0) {
+        close(start[1]);
+        char go;
+        int code = read(start[0], &go, 1) == 0 ? 0 : 1;  // returns when the parent closes its end
+        try {
+          TuningDatabase database(path, /*create=*/true);
+          database.record({target.key, target.kernel, target.file, target.space.at(w), timed(w)});
+        } catch (const std::exception& error) {
+          std::fprintf(stderr, "writer %d: %s\n", w, error.what());
+          code = 1;
+        }
+        _exit(code);
+      }
+      writers.push_back(pid);
+    }
+    close(start[0]);
+    close(start[1]);
+    int failures = 0;
+    for (pid_t pid : writers) {
+      int status = 0;
+      waitpid(pid, &status, 0);
+      failures += !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    }
+    CAPTURE(round);
+    CHECK(failures == 0);
+    CHECK(TuningDatabase(path, false).records().size() == 3);
+  }
 }
 
 TEST_CASE("tune: emmy build's choice of the best recorded parameters", "[tune]") {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/diagnostics.h"
 #include "tune/measurement.h"
 #include "tune/param_space.h"
 
@@ -35,11 +36,19 @@ struct TuningRecord {
   Measurement measurement;
 };
 
+// A tuning database that cannot be opened, read or written, or a file that is not one (a usage error).
+class DatabaseError : public UsageError {
+public:
+  using UsageError::UsageError;
+};
+
 class TuningDatabase {
 public:
-  // Opens the database at `path`; with `create`, creates it (and its folders) when missing, else it must
-  // exist (a reader, such as emmy build, never creates one). Throws UsageError when it
-  // cannot be opened or is not a tuning database.
+  // Opens the database at `path`. With `create` (a writer: emmy tune), read-write, creating it (and its
+  // folders) when missing; else read-only, and it must exist (a reader, such as emmy build, never creates
+  // one). Throws DatabaseError when it cannot be opened or is not an Emmy tuning database of this version
+  // (marked by its application_id, or a database of the one table from before the mark), which is then
+  // left untouched.
   TuningDatabase(const std::filesystem::path& path, bool create);
   ~TuningDatabase();
   TuningDatabase(const TuningDatabase&) = delete;
@@ -57,6 +66,9 @@ public:
   std::vector<TuningRecord> records() const;
 
 private:
+  // Opens `name` (a path or a URI) as db_ with `flags` and the busy timeout; throws DatabaseError.
+  void open(const std::string& name, int flags);
+
   std::filesystem::path path_;
   sqlite3* db_ = nullptr;
 };

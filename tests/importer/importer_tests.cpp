@@ -284,3 +284,27 @@ TEST_CASE("importer: a corrupt model and a file that is no model are clear error
   CHECK(missing.code == 1);
   CHECK_THAT(missing.output, Catch::Contains("missing.pt: error: cannot read the file"));
 }
+
+// A parameter named like the output or like a size given with --input gives way (spec section 6: `_1`).
+TEST_CASE("importer: parameters named like the output or a size given with --input", "[importer]") {
+  Scratch scratch;
+  torch::jit::Module module("Clash");
+  module.register_parameter("out", torch::randn({4}), false);
+  module.register_parameter("B", torch::randn({4}), false);
+  module.define("def forward(self, x):\n    return x * self.out + self.B\n");
+  module.save((scratch.path() / "model.pt").string());
+  Run imported = runEmmy({"import", "model.pt", "--input", "x=f32[B,4]", "-o", "model.emmy"}, scratch.path());
+  INFO(imported.output);
+  REQUIRE(imported.code == 0);
+  std::string source = readWholeFile(scratch.path() / "model.emmy");
+  INFO(source);
+  CHECK_THAT(source, Catch::Contains("kernel forward(x: f32[B, 4], out_1: f32[4], B_1: f32[4]) -> (out: f32[B, 4])"));
+  CHECK(runEmmy({"build", "model.emmy", "-o", "built"}, scratch.path()).code == 0);
+  Run checked = runEmmy({"check", "model.pt", "--input", "x=f32[B,4]", "--size", "B=3"}, scratch.path());
+  INFO(checked.output);
+  CHECK(checked.code == 0);
+
+  Run clash = runEmmy({"import", "model.pt", "--input", "x=f32[x,4]"}, scratch.path());
+  CHECK(clash.code == 2);
+  CHECK_THAT(clash.output, Catch::Contains("--input x: the size name x is also the name of an argument of forward"));
+}
