@@ -692,7 +692,9 @@ private:
                                                   d.atAxis.text, at->name, source, join(readable, ", ")));
       return;
     }
-    std::string name = d.results.empty() ? defaultCacheName(source, d.memory) : d.results[0].text;
+    std::string name = d.results.empty() ? defaultCacheName(source, d.memory, [&](const std::string& taken) {
+      return kernel_.findStage(taken) || kernel_.findInput(taken) || findCache(taken);
+    }) : d.results[0].text;
     if (isReservedInCuda(name)) {
       diagnostics_.error(d.results[0].loc, fmt::format("'{}' is reserved in C++ or CUDA, and the generated code could not "
                                                        "use it as a name", name));
@@ -734,14 +736,6 @@ private:
     }
     model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, extents, 0, false,
                                        dtypeBytes(dtype), d.loc, wholeRows});
-  }
-
-  std::string defaultCacheName(const std::string& source, CacheMemory memory) {
-    std::string base = source + (memory == CacheMemory::Shared ? "_shared" : "_local");
-    std::string name = base;
-    for (int k = 1; kernel_.findStage(name) || kernel_.findInput(name) || findCache(name); ++k)
-      name = fmt::format("{}_{}", base, k);
-    return name;
   }
 
   // `pad S by N` and `double_buffer S`: S is a shared-memory cache.
