@@ -5,7 +5,7 @@
 //     expressions        shared by both forms (elaborate_expr.cpp)
 //     index form         range inference, bounds proofs, reductions (index_form.cpp)
 //     whole-tensor form  views, reductions, @, softmax (whole_tensor.cpp)
-//     kernel calls       expansion in place (kernel_call.cpp)
+//     kernel calls       expansion in place (kernel_call.cpp), the callee's schedule (call_schedule.cpp)
 #pragma once
 
 #include <filesystem>
