@@ -182,8 +182,9 @@ std::string KernelElaboration::callStageName(const std::string& prefix, const st
   }
   auto earlier = callNames.find(generated);
   if (earlier == callNames.end())
-    error(call, fmt::format("this call would name a stage '{}', but the statement at {}:{} already made a stage of that "
-                            "name; rename '{}'", generated, symbol->second.loc.line, symbol->second.loc.column, target));
+    error(call, fmt::format("this call would name a stage '{}', the name the reduction at {}:{} already gave the stage "
+                            "that holds it; write that reduction as a statement of its own, or rename a result",
+                            generated, symbol->second.loc.line, symbol->second.loc.column));
   const auto& [otherTarget, otherCall] = earlier->second;
   error(call, fmt::format("this call would name a stage '{}', the name the call at {}:{} already gave one: a call's "
                           "stages are named RESULT__STAGE (RESULT_1__STAGE for a second call in a statement, and so on), "
