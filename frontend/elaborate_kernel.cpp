@@ -76,6 +76,7 @@ std::optional<Kernel> KernelElaboration::run() {
     }
   }
   if (failed) return std::nullopt;
+  kernel.schedule = composeSchedule(program.ownSchedule(module, def));
   verifyKernel(kernel);
   return std::move(kernel);
 }

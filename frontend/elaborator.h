@@ -5,7 +5,7 @@
 //     expressions        shared by both forms (elaborate_expr.cpp)
 //     index form         range inference, bounds proofs, reductions (index_form.cpp)
 //     whole-tensor form  views, reductions, @, softmax (whole_tensor.cpp)
-//     kernel calls       expansion in place (kernel_call.cpp)
+//     kernel calls       expansion in place (kernel_call.cpp), the callee's schedule (call_schedule.cpp)
 #pragma once
 
 #include <filesystem>
@@ -18,6 +18,7 @@
 
 #include "frontend/affine.h"
 #include "frontend/ast.h"
+#include "frontend/schedule.h"
 #include "frontend/values.h"
 #include "ir/tensor/nodes.h"
 #include "support/diagnostics.h"
@@ -51,6 +52,14 @@ public:
 
   Diagnostics& diagnostics() { return diagnostics_; }
 
+  // Values for schedule params (`-D P=V`), set before anything is instantiated.
+  void setParamValues(ParamValues values) { paramValues_ = std::move(values); }
+  // Every param of the schedules resolved so far, by name; a callee's and its caller's share a name.
+  const std::map<std::string, DeclaredParam>& declaredParams() const { return declaredParams_; }
+  // The directives of `kernel`'s own schedule block (empty without one), resolved once for all its
+  // instances and the calls of it.
+  const std::vector<tensor::Directive>& ownSchedule(const LoadedModule& module, const ast::KernelDef& kernel);
+
 private:
   const LoadedModule* load(const std::string& key, const std::string& displayPath, std::string text,
                            const std::filesystem::path& directory, const SourceLoc& importedFrom);
@@ -65,6 +74,9 @@ private:
   std::vector<std::string> loading_;                               // import chain, for cycles
   std::map<std::string, std::optional<tensor::Kernel>> instances_;  // by key; nullopt: failed
   std::vector<std::string> instantiating_;                          // for recursive kernel calls
+  ParamValues paramValues_;
+  std::map<std::string, DeclaredParam> declaredParams_;
+  std::map<const ast::KernelDef*, std::vector<tensor::Directive>> ownSchedules_;
 };
 
 // Why `name` cannot name a tensor, index, size or parameter (it would clash in the generated code), or
@@ -170,6 +182,24 @@ private:
                                       Scope& scope, const std::vector<std::string>& resultNames);
   std::vector<const ast::Expr*> matchArguments(const std::string& callee, const std::vector<std::string>& params,
                                                size_t required, const ast::Call& call);
+  // PREFIX__NAME for a tensor a call generates; an error at `call` when an earlier statement already
+  // generated that name (the naming rule can make two equal).
+  std::string callStageName(const std::string& prefix, const std::string& name, const SourceLoc& call);
+
+  // calls' schedules (call_schedule.cpp)
+  // The directives a kernel call brings: `instance`'s schedule under the caller's names (`renamed`, by
+  // the callee's), its caches named PREFIX__NAME.
+  std::vector<tensor::Directive> calleeDirectives(const tensor::Kernel& instance, const std::string& prefix,
+                                                  const std::map<std::string, std::string>& renamed);
+  // The kernel's schedule: the directives of its calls, each call's applied where its results are
+  // computed in the caller, then `own`, which wins over them (docs/call_schedules.md).
+  std::vector<tensor::Directive> composeSchedule(const std::vector<tensor::Directive>& own) const;
+  struct CalleeSchedule {
+    std::vector<std::string> results;  // the call's results, by their names in the caller
+    std::vector<tensor::Directive> directives;
+  };
+  std::vector<CalleeSchedule> calleeSchedules;  // in the order of the calls
+  std::map<std::string, std::pair<std::string, SourceLoc>> callNames;  // generated name -> result name, call
 
 public:
   Elaborator& program;

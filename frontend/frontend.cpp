@@ -247,11 +247,23 @@ const tensor::Kernel* Elaborator::instantiate(const LoadedModule& module, const 
     diagnostics_.error(use, fmt::format("recursive kernel call: '{}' calls itself", kernel.name.name));
     return nullptr;
   }
+  ownSchedule(module, kernel);  // its errors are reported even where the kernel's body has some
   instantiating_.push_back(key);
   std::optional<tensor::Kernel> result = KernelElaboration(*this, module, kernel, typeArguments).run();
   instantiating_.pop_back();
   auto& slot = instances_[key] = std::move(result);
   return slot ? &*slot : nullptr;
+}
+
+const std::vector<tensor::Directive>& Elaborator::ownSchedule(const LoadedModule& module, const ast::KernelDef& kernel) {
+  auto [it, fresh] = ownSchedules_.try_emplace(&kernel);
+  if (fresh)
+    for (const ast::Schedule& written : module.ast->schedules)
+      if (written.kernel.name == kernel.name.name) {
+        it->second = resolveSchedule(written, paramValues_, declaredParams_, diagnostics_);
+        break;
+      }
+  return it->second;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -261,6 +273,10 @@ Frontend::Frontend(Diagnostics& diagnostics, std::vector<fs::path> searchPath)
     : diagnostics_(diagnostics), elaborator_(std::make_unique<Elaborator>(diagnostics, std::move(searchPath))) {}
 
 Frontend::~Frontend() = default;
+
+void Frontend::setParamValues(std::map<std::string, int64_t> values) { elaborator_->setParamValues(std::move(values)); }
+
+const std::map<std::string, DeclaredParam>& Frontend::declaredParams() const { return elaborator_->declaredParams(); }
 
 const ast::Module* Frontend::loadFile(const fs::path& path) {
   const LoadedModule* module = elaborator_->loadFile(path, path.string());
@@ -356,19 +372,9 @@ std::vector<tensor::Kernel> Frontend::elaborateSelected(const ast::Module& modul
 
 std::vector<tensor::Kernel> Frontend::instantiate(const LoadedModule& module, const ast::KernelDef& def,
                                                   const std::vector<TypeArguments>& instances) {
-  // The kernel's schedule applies to each of its instances (not where another kernel calls it).
-  std::vector<tensor::Directive> schedule;
-  for (const ast::Schedule& written : module.ast->schedules)
-    if (written.kernel.name == def.name.name) {
-      schedule = resolveSchedule(written, paramValues_, declaredParams_, diagnostics_);
-      break;
-    }
   std::vector<tensor::Kernel> kernels;
   for (const TypeArguments& types : instances)
-    if (const tensor::Kernel* kernel = elaborator_->instantiate(module, def, types, def.name.loc)) {
-      kernels.push_back(*kernel);
-      kernels.back().schedule = schedule;
-    }
+    if (const tensor::Kernel* kernel = elaborator_->instantiate(module, def, types, def.name.loc)) kernels.push_back(*kernel);
   return kernels;
 }
 

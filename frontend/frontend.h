@@ -43,10 +43,10 @@ public:
                                                 bool requireTypes);
 
   // Values for schedule params (`-D P=V`), used by the elaborate calls after it.
-  void setParamValues(std::map<std::string, int64_t> values) { paramValues_ = std::move(values); }
-  // Every param the schedules elaborated so far declare, by name (so that a `-D` nobody uses is reported,
-  // and for the search space of `emmy tune`).
-  const std::map<std::string, DeclaredParam>& declaredParams() const { return declaredParams_; }
+  void setParamValues(std::map<std::string, int64_t> values);
+  // Every param the schedules elaborated so far declare, by name, those of called kernels included (so
+  // that a `-D` nobody uses is reported, and for the search space of `emmy tune`).
+  const std::map<std::string, DeclaredParam>& declaredParams() const;
 
   // The files of every module loaded so far (for build systems: what the output depends on).
   std::vector<std::filesystem::path> loadedFiles() const;
@@ -61,8 +61,6 @@ private:
 
   Diagnostics& diagnostics_;
   std::unique_ptr<Elaborator> elaborator_;
-  std::map<std::string, int64_t> paramValues_;
-  std::map<std::string, DeclaredParam> declaredParams_;
 };
 
 }  // namespace emmy

@@ -96,11 +96,7 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
                                           it->second.toString(), sizeSource[size], actual.toString(), param));
       }
       std::string argumentName = value.tensorName;
-      if (argumentName.empty()) {
-        std::string name = prefix + "__" + param;
-        for (int n = 1; symbols.count(name); ++n) name = fmt::format("{}__{}_{}", prefix, param, n);
-        argumentName = materialize(name, value, args[k]->loc).name;
-      }
+      if (argumentName.empty()) argumentName = materialize(callStageName(prefix, param, c.loc), value, args[k]->loc).name;
       tensorArguments[param] = argumentName;
       continue;
     }
@@ -126,7 +122,6 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
 
   // Stage names in the caller.
   std::map<std::string, std::string> renamed = tensorArguments;
-  std::set<std::string> taken;
   for (const Stage& stage : instance->stages) {
     std::string name;
     for (size_t k = 0; k < instance->outputs.size() && k < resultNames.size(); ++k) {
@@ -140,11 +135,7 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
                    symbol->second.dtype == stage.dtype && symbol->second.shape == shape);
       if (fits) name = resultNames[k];
     }
-    if (name.empty()) {
-      name = prefix + "__" + stage.name;
-      for (int n = 1; symbols.count(name) || taken.count(name); ++n) name = fmt::format("{}__{}_{}", prefix, stage.name, n);
-    }
-    taken.insert(name);
+    if (name.empty()) name = callStageName(prefix, stage.name, c.loc);
     renamed[stage.name] = name;
   }
 
@@ -172,11 +163,33 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
   }
 
   std::vector<TensorValue> results;
+  CalleeSchedule schedule{{}, calleeDirectives(*instance, prefix, renamed)};
   for (const TensorParam& output : instance->outputs) {
     const Stage& stage = *kernel.findStage(renamed.at(output.name));
     results.push_back(TensorValue::ofTensor(stage.name, stage.dtype, stage.shape(), c.loc));
+    schedule.results.push_back(stage.name);
   }
+  if (!schedule.directives.empty()) calleeSchedules.push_back(std::move(schedule));
   return results;
+}
+
+std::string KernelElaboration::callStageName(const std::string& prefix, const std::string& name, const SourceLoc& call) {
+  std::string generated = prefix + "__" + name;
+  auto symbol = symbols.find(generated);
+  if (symbol == symbols.end()) {
+    callNames[generated] = {target, call};
+    return generated;
+  }
+  auto earlier = callNames.find(generated);
+  if (earlier == callNames.end())
+    error(call, fmt::format("this call would name a stage '{}', the name the reduction at {}:{} already gave the stage "
+                            "that holds it; write that reduction as a statement of its own, or rename a result",
+                            generated, symbol->second.loc.line, symbol->second.loc.column));
+  const auto& [otherTarget, otherCall] = earlier->second;
+  error(call, fmt::format("this call would name a stage '{}', the name the call at {}:{} already gave one: a call's "
+                          "stages are named RESULT__STAGE (RESULT_1__STAGE for a second call in a statement, and so on), "
+                          "so the calls in the statements of '{}' and '{}' make the same names; rename one of them",
+                          generated, otherCall.line, otherCall.column, otherTarget, target));
 }
 
 }  // namespace emmy

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # emmy tune through the real driver, without a GPU: --cost-model ranks examples/matmul.emmy's candidates by
 # the static model, a rerun resumes from the database, --report lists the records, emmy build uses the
-# best of them (unless --no-tuned; -D wins), and without --cost-model emmy tune exits 3 with "no CUDA
-# device found" (skipped where nvidia-smi sees a GPU).
+# best of them (unless --no-tuned; -D wins), a called kernel's params are searched, and without
+# --cost-model emmy tune exits 3 with "no CUDA device found" (skipped where nvidia-smi sees a GPU).
 # Usage: run_tune_cli.sh EMMY SOURCE_DIR
 set -euo pipefail
 emmy=$1
@@ -40,6 +40,10 @@ expect 0 'using tuned parameters .* \(K=4096 M=4096 N=4096' -- "$emmy" build exa
 expect 2 'needs every size: add --size M=\.\.\.' -- "$emmy" tune examples/matmul.emmy --cost-model --size N=8 --size K=8
 expect 2 'nothing to tune in examples/softmax.emmy' -- "$emmy" tune examples/softmax.emmy --cost-model --size N=8 --size D=8
 expect 2 'a FILE is required' -- "$emmy" tune --cost-model
+
+# A called kernel's params are the caller's: a kernel calling nn.softmax searches LANES and VEC.
+printf 'import nn\nkernel rows(x: f32[N, D]) -> (y: f32[N, D]) {\n    y = nn.softmax(x)\n}\n' >"$out/rows.emmy"
+expect 0 'best: LANES=[0-9]+ VEC=[0-9]+' -- "$emmy" tune "$out/rows.emmy" --cost-model --size N=64 --size D=1000
 
 if command -v nvidia-smi >/dev/null && nvidia-smi -L >/dev/null 2>&1; then
   echo "SKIP the exit-3 case: a CUDA device is present"

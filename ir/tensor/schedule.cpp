@@ -62,4 +62,12 @@ std::string printDirective(const Directive& d) {
   __builtin_unreachable();
 }
 
+std::string defaultCacheName(const std::string& source, CacheMemory memory,
+                             const std::function<bool(const std::string&)>& taken) {
+  std::string base = source + (memory == CacheMemory::Shared ? "_shared" : "_local");
+  std::string name = base;
+  for (int k = 1; taken(name); ++k) name = fmt::format("{}_{}", base, k);
+  return name;
+}
+
 }  // namespace emmy::tensor

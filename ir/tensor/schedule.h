@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -79,5 +80,10 @@ struct Directive {
 
 // The directive in the syntax of section 5, numbers as values.
 std::string printDirective(const Directive& directive);
+
+// The name of a cache of `source` written without `-> NAME`: `S_shared` or `S_local`, then `_1`, `_2`, ...
+// while `taken` says the name is in use.
+std::string defaultCacheName(const std::string& source, CacheMemory memory,
+                             const std::function<bool(const std::string&)>& taken);
 
 }  // namespace emmy::tensor

@@ -687,7 +687,9 @@ private:
                                                   d.atAxis.text, at->name, source, join(readable, ", ")));
       return;
     }
-    std::string name = d.results.empty() ? defaultCacheName(source, d.memory) : d.results[0].text;
+    std::string name = d.results.empty() ? defaultCacheName(source, d.memory, [&](const std::string& taken) {
+      return nameTaken(taken);
+    }) : d.results[0].text;
     if (nameTaken(name)) {
       diagnostics_.error(d.results.empty() ? d.loc : d.results[0].loc,
                          fmt::format("cache {}: '{}' already names a tensor, size or scalar of the kernel, or a cache", source, name));
@@ -724,13 +726,6 @@ private:
     }
     model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, extents, 0, false,
                                        dtypeBytes(dtype), d.loc, wholeRows});
-  }
-
-  std::string defaultCacheName(const std::string& source, CacheMemory memory) {
-    std::string base = source + (memory == CacheMemory::Shared ? "_shared" : "_local");
-    std::string name = base;
-    for (int k = 1; nameTaken(name); ++k) name = fmt::format("{}_{}", base, k);
-    return name;
   }
 
   // Whether a tensor, size or scalar of the kernel, or a cache made so far, is named `name`.

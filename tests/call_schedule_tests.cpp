@@ -1,0 +1,240 @@
+// The schedules of called kernels (docs/call_schedules.md): a call of a scheduled kernel builds its
+// stages with the callee's directives under their new names, the same CUDA as the callee alone; the
+// elementwise work after a call joins the callee's schedule as its epilogue; a result read otherwise is
+// a kernel of its own; the callee's params are set with -D; the caller's directives replace the
+// callee's. Each is run in the simulation against the evaluator at ragged sizes.
+#include <regex>
+
+#include <catch2/catch.hpp>
+
+#include "backend/sim/simulator.h"
+#include "driver/pipeline.h"
+#include "frontend/frontend.h"
+#include "ir/tile/printer.h"
+#include "test_kernels.h"
+
+namespace {
+
+using namespace emmy;
+using Sizes = std::map<std::string, int64_t>;
+
+struct CallBuild {
+  tensor::Kernel kernel;
+  std::string schedule;  // as --emit schedule prints it
+  std::string cuda;
+  cuda::GeneratedCuda files;
+};
+
+// The kernel `selector` of `source` (or of the file `path` when `source` is empty) with -D `params`.
+CallBuild buildWith(const std::string& source, const std::string& selector, const Sizes& params = {},
+                    const std::filesystem::path& path = {}) {
+  Diagnostics diagnostics;
+  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
+  frontend.setParamValues(params);
+  const ast::Module* module = source.empty() ? frontend.loadFile(path) : frontend.loadText("test.emmy", source);
+  INFO(diagnostics.render());
+  REQUIRE(module != nullptr);
+  std::vector<tensor::Kernel> kernels = frontend.elaborateSelected(*module, selector, true);
+  INFO(diagnostics.render());
+  REQUIRE(kernels.size() == 1);
+  for (const auto& [param, value] : params) CHECK(frontend.declaredParams().count(param));
+  CallBuild built{kernels[0], {}, {}, {}};
+  try {
+    Lowered lowered = lower(built.kernel, PipelineOptions{});
+    built.schedule = tile::printSchedule(lowered.tile);
+    built.files = emitCudaFiles({lowered}, "test.emmy");
+    built.cuda = built.files.source;
+  } catch (const CompilationFailed& failed) {
+    FAIL(source << failed.diagnostics.render());
+  }
+  return built;
+}
+
+CallBuild callerOf(const std::string& source, const Sizes& params = {}) { return buildWith(source, "k", params); }
+
+void checkRuns(const CallBuild& built, const std::vector<Sizes>& sizes) {
+  sim::SimulatedKernel program(built.kernel, built.files);
+  uint64_t seed = 11;
+  for (const Sizes& size : sizes) testing::checkAgainstEvaluator(built.kernel, program, size, seed++);
+}
+
+bool has(const std::string& text, const std::string& line) { return text.find(line) != std::string::npos; }
+
+size_t count(const std::string& text, const std::string& pattern) {
+  std::regex regex(pattern);
+  return std::distance(std::sregex_iterator(text.begin(), text.end(), regex), std::sregex_iterator());
+}
+
+const std::vector<Sizes> kRows{{{"N", 3}, {"D", 1001}}, {{"N", 1}, {"D", 1}}, {{"N", 2}, {"D", 4100}}};
+const std::vector<Sizes> kProducts{{{"M", 67}, {"K", 33}, {"N", 45}}, {{"M", 1}, {"K", 1}, {"N", 1}}};
+
+const char* const kSoftmaxCall = R"(
+import nn
+kernel k(x: f32[N, D]) -> (y: f32[N, D]) {
+    y = nn.softmax(x)
+}
+)";
+
+}  // namespace
+
+TEST_CASE("a call of a scheduled kernel builds its stages with the callee's schedule: the callee's CUDA", "[call-schedule]") {
+  struct Case {
+    std::string call, callee, output;
+    std::vector<std::string> directives;
+    std::vector<Sizes> sizes;
+  };
+  std::vector<Case> cases{
+      {"import nn\nkernel k(x: f32[N, D]) -> (y: f32[N, D]) {\n    y = nn.softmax(x)\n}\n", "nn", "y",
+       {"bind y.n to block.x", "split y__m.d_vector by 256 -> (d_step, d_lane)", "bind y__s.d_lane to thread.x",
+        "cache x in shared at y.n -> y__x_row"},
+       kRows},
+      {"import linalg\nkernel k(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {\n    c = linalg.matmul(a, b)\n}\n",
+       "linalg", "c",
+       {"tile c (m, n) by (64, 64) -> (mo, no, mi, ni)", "cache a in shared at c.ko -> c__a_tile", "pad c__a_tile by 4",
+        "double_buffer c__b_tile", "cache c in registers at c.nt -> c__c_local"},
+       kProducts},
+      {"import linalg\nkernel k(x: f32[M, N]) -> (y: f32[N, M]) {\n    y = linalg.transpose(x)\n}\n", "linalg", "y",
+       {"bind y.mi to thread.x", "cache x in shared at y.mo -> y__x_tile", "pad y__x_tile by 1"},
+       {{{"M", 35}, {"N", 70}}, {{"M", 1}, {"N", 1}}}},
+  };
+  for (const Case& c : cases) {
+    INFO(c.call);
+    CallBuild caller = callerOf(c.call);
+    for (const std::string& directive : c.directives) CHECK(has(caller.schedule, "    " + directive + "\n"));
+    CHECK_FALSE(has(caller.schedule, "the default schedule"));
+    std::string calleeName = c.call.substr(c.call.find('.') + 1, c.call.find('(', c.call.find('.')) - c.call.find('.') - 1);
+    CallBuild alone = buildWith("", calleeName + "<f32>", {},
+                                Frontend::defaultStdlibDir() / (c.callee + ".emmy"));
+    // The same CUDA up to names: the callee's stages are prefixed with the result's name, and the
+    // kernel is k rather than the instance's name.
+    std::regex prefix(c.output + "__");
+    CHECK(std::regex_replace(caller.cuda, prefix, "") ==
+          std::regex_replace(std::regex_replace(alone.cuda, std::regex(calleeName + "_f32"), "k"), prefix, ""));
+    checkRuns(caller, c.sizes);
+  }
+}
+
+TEST_CASE("the elementwise work after a call joins the callee's schedule as its epilogue", "[call-schedule]") {
+  SECTION("softmax, then a scale") {
+    CallBuild built = callerOf("import nn\nkernel k(x: f32[N, D]) -> (z: f32[N, D]) {\n    z = nn.softmax(x) * 2.0\n}\n");
+    CHECK(has(built.schedule, "    bind z.i0 to block.x\n"));
+    CHECK(has(built.schedule, "    split z.i1 by 4 -> (d_vector, d_element)\n"));
+    CHECK(has(built.schedule, "    cache x in shared at z.i0 -> z__x_row\n"));
+    CHECK(count(built.cuda, "__global__") == 1);
+    checkRuns(built, kRows);
+  }
+  SECTION("a product, then a bias: matmul's reduction loops stay the root's") {
+    CallBuild built = callerOf(
+        "import linalg\nkernel k(a: f32[M, K], b: f32[K, N], t: f32[N]) -> (z: f32[M, N]) {\n    z = linalg.matmul(a, b) + t\n}\n");
+    CHECK(has(built.schedule, "    tile z (i0, i1) by (64, 64) -> (mo, no, mi, ni)\n"));
+    CHECK(has(built.schedule, "    split z.k by 16 -> (ko, ki)\n"));
+    CHECK(has(built.schedule, "    cache z in registers at z.nt -> z__c_local\n"));
+    CHECK(count(built.cuda, "__global__") == 1);
+    checkRuns(built, kProducts);
+  }
+  SECTION("a local result, through two elementwise statements") {
+    CallBuild built = callerOf(
+        "import nn\nkernel k(x: f32[N, D]) -> (z: f32[N, D]) {\n    t = nn.softmax(x)\n    u = t * 3.0\n    z = u + 1.0\n}\n");
+    CHECK(has(built.schedule, "    bind z.d_lane to thread.x\n"));
+    CHECK(has(built.schedule, "    bind t__m.d_lane to thread.x\n"));
+    CHECK(count(built.cuda, "__global__") == 1);
+    checkRuns(built, kRows);
+  }
+  SECTION("an argument expression: the callee's copy of its input is not made of a stage computed in place") {
+    CallBuild built = callerOf("import nn\nkernel k(x: f32[N, D]) -> (z: f32[N, D]) {\n    z = nn.softmax(x * 2.0)\n}\n");
+    CHECK(has(built.schedule, "    bind z.d_lane to thread.x\n"));
+    CHECK_FALSE(has(built.schedule, "cache"));
+    checkRuns(built, kRows);
+  }
+}
+
+TEST_CASE("a call's result read other than elementwise is a kernel of its own, scheduled as the callee", "[call-schedule]") {
+  SECTION("two calls in one statement, each with its own copy of the directives") {
+    CallBuild built = callerOf(
+        "import nn\nkernel k(x: f32[N, D], w: f32[N, D]) -> (z: f32[N, D]) {\n    z = nn.softmax(x) + nn.softmax(w)\n}\n");
+    for (const char* line : {"    root z__y\n", "    root z_1__y\n", "    cache x in shared at z__y.n -> z__x_row\n",
+                             "    cache w in shared at z_1__y.n -> z_1__x_row\n", "    bind z_1__m.d_lane to thread.x\n"})
+      CHECK(has(built.schedule, line));
+    CHECK(count(built.cuda, "__global__") == 3);
+    checkRuns(built, kRows);
+  }
+  SECTION("a product read by a softmax") {
+    CallBuild built = callerOf(
+        "import nn\nimport linalg\nkernel k(a: f32[M, K], b: f32[K, N]) -> (z: f32[M, N]) {\n"
+        "    z = nn.softmax(linalg.matmul(a, b))\n}\n");
+    CHECK(has(built.schedule, "    root z_1__c\n"));
+    CHECK(has(built.schedule, "    cache z_1__c in shared at z.n -> z__x_row\n"));
+    checkRuns(built, kProducts);
+  }
+  SECTION("a callee that calls: the prefixes nest") {
+    CallBuild built = callerOf(R"(
+import nn
+kernel inner(x: f32[N, D]) -> (y: f32[N, D]) {
+    t = nn.softmax(x)
+    y = t * 2.0
+}
+kernel k(x: f32[N, D]) -> (z: f32[N, D]) {
+    z = inner(x) + inner(x)
+}
+)");
+    CHECK(has(built.schedule, "    bind z_1__t__s.d_lane to thread.x\n"));
+    CHECK(has(built.schedule, "    cache x in shared at z__y.i0 -> z__t__x_row\n"));
+    checkRuns(built, kRows);
+  }
+}
+
+TEST_CASE("-D sets a called kernel's param and changes its code", "[call-schedule]") {
+  CallBuild standard = callerOf(kSoftmaxCall);
+  CallBuild narrow = callerOf(kSoftmaxCall, {{"LANES", 64}});
+  CHECK(has(standard.cuda, "__launch_bounds__(256"));
+  CHECK(has(narrow.cuda, "__launch_bounds__(64"));
+  CHECK(has(narrow.schedule, "    split y__s.d_vector by 64 -> (d_step, d_lane)\n"));
+  checkRuns(narrow, kRows);
+  // Two calls of one callee share the param by name.
+  CallBuild two = callerOf("import nn\nkernel k(x: f32[N, D]) -> (z: f32[N, D]) {\n    z = nn.softmax(x) + nn.softmax(x)\n}\n",
+                           {{"VEC", 2}});
+  CHECK(count(two.schedule, R"(split z(_1)?__m\.d by 2 )") == 2);
+  checkRuns(two, kRows);
+}
+
+TEST_CASE("the caller's directives replace the callee's on the same target", "[call-schedule]") {
+  const std::string softmaxCall = "import nn\nkernel k(x: f32[N, D]) -> (z: f32[N, D]) {\n    z = nn.softmax(x)\n}\n";
+  SECTION("a bind and a cache of the same tensor at the same stage") {
+    CallBuild built = callerOf(softmaxCall + "schedule k {\n    bind z.n to block.y\n    cache x in shared at z.n -> row\n}\n");
+    CHECK_FALSE(has(built.schedule, "bind z.n to block.x"));
+    CHECK_FALSE(has(built.schedule, "z__x_row"));
+    CHECK(has(built.cuda, "blockIdx.y"));
+    CHECK_FALSE(has(built.cuda, "blockIdx.x"));
+    CHECK(has(built.cuda, "row"));
+    checkRuns(built, kRows);
+  }
+  SECTION("a split of the same loop takes the callee's place: the same code as the param") {
+    CallBuild built = callerOf(softmaxCall + R"(schedule k {
+    split z.d_vector by 64 -> (d_step, d_lane)
+    split z__m.d_vector by 64 -> (d_step, d_lane)
+    split z__s.d_vector by 64 -> (d_step, d_lane)
+}
+)");
+    CallBuild param = callerOf(softmaxCall, {{"LANES", 64}});
+    CHECK(built.cuda == param.cuda);
+    checkRuns(built, kRows);
+    const std::string product = "import linalg\nkernel k(a: f32[M, K], b: f32[K, N], t: f32[N]) -> (z: f32[M, N]) {\n"
+                                "    z = linalg.matmul(a, b) + t\n}\n";
+    CallBuild slices = callerOf(product + "schedule k {\n    split z.k by 8 -> (ko, ki)\n}\n");
+    CHECK(slices.cuda == callerOf(product, {{"BK", 8}}).cuda);
+    checkRuns(slices, kProducts);
+  }
+  SECTION("a cut loop drops what the callee made of it, and what depended on that") {
+    CallBuild built = callerOf(softmaxCall + R"(schedule k {
+    split z.d by 2 -> (d_pair, d_element)
+    vectorize z.d_element
+}
+)");
+    CHECK_FALSE(has(built.schedule, "split z.d by 4"));
+    CHECK_FALSE(has(built.schedule, "split z.d_vector"));
+    CHECK_FALSE(has(built.schedule, "reorder z (n, "));
+    CHECK_FALSE(has(built.schedule, "bind z.d_lane"));
+    CHECK(has(built.schedule, "    bind z__m.d_lane to thread.x\n"));  // the other stages keep theirs
+    checkRuns(built, kRows);
+  }
+}
