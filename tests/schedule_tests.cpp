@@ -267,6 +267,49 @@ schedule chain {{
   }
 }
 
+// Every input dtype next to every output dtype: the inputs as wide as the output are read by vectors
+// (into local arrays of their own dtype, not the output's), the others element by element; under
+// `vectorize` and under the default policy's vectorized grid-strided loop.
+TEST_CASE("vectorize reads each input in its own dtype, whatever the output's", "[schedule]") {
+  std::string inputs, sum;
+  for (DType input : kAllDTypes) {
+    std::string name = fmt::format("x_{}", dtypeName(input));
+    inputs += fmt::format("{}: {}[N, D], ", name, dtypeName(input));
+    sum += fmt::format("{}f64({}[n, d])", sum.empty() ? "" : " + ", name);
+  }
+  for (DType output : kAllDTypes) {
+    std::string type(dtypeName(output));
+    INFO("output " << type);
+    int width = std::min(8, std::max(2, 16 / dtypeBytes(output)));
+    std::string kernel = fmt::format("kernel mixed({}) -> (y: {}[N, D]) {{\n    y[n, d] = {}({})\n}}\n",
+                                     inputs.substr(0, inputs.size() - 2), type, type, sum);
+    std::string schedule = fmt::format(R"(
+schedule mixed {{
+    split y.d by {} -> (d_out, d_in)
+    split y.d_in by {} -> (d_thread, d_vector)
+    bind y.n to block.x
+    bind y.d_thread to thread.x
+    vectorize y.d_vector
+}}
+)", 32 * width, width);
+    Built scheduled = build(kernel + schedule);
+    // 128 columns take the vector path, 45 the vector path and then the elements after the last group.
+    checkRuns(scheduled, {{{"N", 3}, {"D", 128}}, {{"N", 7}, {"D", 45}}});
+    auto readsByVectors = [&](const Built& built, const std::string& vector) {
+      for (DType input : kAllDTypes)
+        if (dtypeBytes(input) == dtypeBytes(output))
+          CHECK(contains(built.cuda.source, fmt::format("reinterpret_cast<const {}\\*>\\(&x_{}\\[", vector, dtypeName(input))));
+    };
+    readsByVectors(scheduled, "uint[24]");
+    // The default policy's grid-strided loop of 16-byte groups (the issue's i32 next to f32, bf16 next to f16).
+    if (output == DType::F32 || output == DType::F16) {
+      Built grouped = build(kernel);
+      checkRuns(grouped, {{{"N", 3}, {"D", 128}}, {{"N", 7}, {"D", 45}}});
+      readsByVectors(grouped, "uint4");
+    }
+  }
+}
+
 TEST_CASE("what a partial schedule leaves open is filled by the default policy, as printed directives", "[schedule]") {
   Built built = build(softmaxKernel() + "schedule softmax {\n    compute m at y.n\n}\n");
   checkRuns(built, {{{"N", 3}, {"D", 300}}, {{"N", 2}, {"D", 1}}});
