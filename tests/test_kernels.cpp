@@ -59,7 +59,11 @@ void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& p
   std::string sizeText;
   for (const auto& [name, value] : sizes) sizeText += fmt::format(" {}={}", name, value);
   INFO(kernel.instanceName() << " with" << sizeText);
-  tensor::EvaluationInputs inputs = randomInputs(kernel, sizes, seed);
+  checkAgainstEvaluator(kernel, program, randomInputs(kernel, sizes, seed));
+}
+
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
+                           const tensor::EvaluationInputs& inputs) {
   std::map<std::string, Buffer> reference = tensor::evaluate(kernel, inputs);
   KernelRun ran = program.run(inputs);
   INFO(ran.failure.value_or(""));

@@ -38,5 +38,8 @@ tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, int64_t size
 // reference evaluator within the dtype's tolerance; a failed run (deadlock, fault, crash) fails the test.
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
                            const std::map<std::string, int64_t>& sizes, uint64_t seed);
+// The same on given inputs.
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
+                           const tensor::EvaluationInputs& inputs);
 
 }  // namespace emmy::testing

@@ -19,14 +19,26 @@ EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
 EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// Integer +, -, * and negation of values wrap, as the language says: signed overflow is undefined in
+// C++ (nvcc folds `a + 1 > a` to true), so they run on the unsigned type, whose arithmetic wraps, and
+// convert back (modulo 2^N). Index arithmetic stays plain: it is bounded by the sizes of tensors.
+#define EMMY_WRAPPING(T, U)                                                    \
+  EMMY_INLINE T emmy_add(T a, T b) { return (T)(U)((U)a + (U)b); }             \
+  EMMY_INLINE T emmy_sub(T a, T b) { return (T)(U)((U)a - (U)b); }             \
+  EMMY_INLINE T emmy_mul(T a, T b) { return (T)(U)((U)a * (U)b); }             \
+  EMMY_INLINE T emmy_neg(T a) { return (T)(U)((U)0 - (U)a); }
+EMMY_WRAPPING(int8_t, uint8_t)
+EMMY_WRAPPING(int32_t, uint32_t)
+EMMY_WRAPPING(int64_t, uint64_t)
+#undef EMMY_WRAPPING
 // Integer division and remainder truncate; by zero they give 0, and MIN / -1 wraps.
-template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? T(0 - a) : T(a / b); }
+template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? emmy_neg(a) : T(a / b); }
 template <typename T> EMMY_INLINE T emmy_mod(T a, T b) { return b == 0 || b == T(-1) ? T(0) : T(a % b); }
 template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
   if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 == 0 ? T(1) : T(-1)) : T(0);
   T result = 1;
-  for (; exponent > 0; exponent >>= 1, base = T(base * base))
-    if (exponent & 1) result = T(result * base);
+  for (; exponent > 0; exponent >>= 1, base = emmy_mul(base, base))
+    if (exponent & 1) result = emmy_mul(result, base);
   return result;
 }
 // Float min and max propagate NaN (fminf and fmaxf would drop it).
@@ -36,7 +48,7 @@ EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + 
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
-template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? T(0 - a) : a; }
+template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
 template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
 EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -74,14 +86,14 @@ static int emmy_fail(const char* format, ...) {
 // Computes out.
 extern "C" __global__ void __launch_bounds__(32, 16) conv3x3_k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
   for (int64_t row = (int64_t)blockIdx.x; row < (H * W); row += (int64_t)gridDim.x) {
-    const int64_t i = emmy_div(row, W);
-    const int64_t j = emmy_mod(row, W);
+    const int64_t i = (row / W);
+    const int64_t j = (row % W);
     float out_acc;
     out_acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < (int64_t)9; part += (int64_t)blockDim.x) {
       const int64_t di = (part / (int64_t)3);
       const int64_t dj = (part % (int64_t)3);
-      out_acc = (out_acc + (((((((i + di) - (int64_t)1) >= (int64_t)0) && (((i + di) - (int64_t)1) < H)) && ((((j + dj) - (int64_t)1) >= (int64_t)0) && (((j + dj) - (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
+      out_acc = (out_acc + (((((emmy_sub(emmy_add(i, di), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(i, di), (int64_t)1) < H)) && ((emmy_sub(emmy_add(j, dj), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(j, dj), (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
     }
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 16));
     out_acc = (out_acc + __shfl_xor_sync(0xffffffffu, out_acc, 8));
@@ -132,7 +144,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const
           for (int64_t element_lane = (int64_t)0; element_lane < (int64_t)4; element_lane += (int64_t)1) {
             const int64_t element = ((element_group * (int64_t)4) + element_lane);
             const int64_t i = element;
-            dx__vector[((element_slot * (int64_t)4) + element_lane)] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+            dx__vector[((element_slot * (int64_t)4) + element_lane)] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
           }
           *reinterpret_cast<uint4*>(&dx[(element_group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&dx__vector[(element_slot * (int64_t)4)]);
         }
@@ -140,12 +152,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference_k0(const
     }
     for (int64_t element = (((N / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < N; element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i = element;
-      dx[i] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+      dx[i] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < N; element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i = element;
-      dx[i] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+      dx[i] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
     }
   }
 }
