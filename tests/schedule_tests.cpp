@@ -4,6 +4,7 @@
 // attention's softmax is computed online in one pass;
 // `--emit schedule` fed back gives the same CUDA; every generated file compiles with NVRTC for sm_80 and
 // sm_90.
+#include <chrono>
 #include <random>
 #include <regex>
 
@@ -308,6 +309,21 @@ schedule mixed {{
       readsByVectors(grouped, "uint4");
     }
   }
+}
+
+// Applying a schedule is near-linear in its directives: 2000 chained splits (each tail was tested
+// against every loop at every loop, 33 s) build to CUDA in about a second, and run.
+TEST_CASE("2000 splits are applied in seconds", "[schedule]") {
+  std::string source = "kernel k(x: f32[N]) -> (y: f32[N]) {\n    y[i] = x[i] * 2.0\n}\nschedule k {\n";
+  std::string loop = "i";
+  for (int k = 0; k < 2000; ++k) {
+    source += fmt::format("    split y.{} by {} -> (a{}, b{})\n", loop, k == 0 ? 4 : 1, k, k);
+    loop = fmt::format("a{}", k);
+  }
+  auto start = std::chrono::steady_clock::now();
+  Built built = build(source + "}\n");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5);
+  checkRuns(built, {{{"N", 7}}});
 }
 
 TEST_CASE("what a partial schedule leaves open is filled by the default policy, as printed directives", "[schedule]") {
