@@ -3,6 +3,7 @@
 
 #include "frontend/elaborator.h"
 #include "frontend/operations.h"
+#include "frontend/parser.h"
 #include "support/text.h"
 
 namespace emmy {
@@ -31,7 +32,56 @@ BinaryOp elementwiseOp(ast::BinaryOp op) {
   throw InternalError("@ is not elementwise");
 }
 
+// fns are inlined by recursion, and everything after the frontend walks expressions recursively: both
+// are bounded, with a diagnostic at the call that goes past the bound.
+constexpr size_t kMaxFnNesting = 100;
+// Each call copies its fn's body, so fns that call the previous one twice double the code at each level.
+constexpr uint64_t kMaxInlinedOperations = 100000;
+
+// `value` with each element built once per index (the same index expressions give the same node), so that
+// an fn using a parameter twice shares its argument's expression instead of building it twice. The
+// element function is held by pointer: a copy of the value (each use of a parameter) then copies no
+// closures, which would otherwise copy everything the value was built from.
+TensorValue sharingElements(TensorValue value) {
+  if (value.literal || value.reduction || !value.element) return value;
+  using Built = std::map<std::vector<const Expr*>, std::pair<std::vector<ExprPtr>, ExprPtr>>;
+  auto element = std::make_shared<const std::function<ExprPtr(const std::vector<ExprPtr>&)>>(std::move(value.element));
+  value.element = [element, built = std::make_shared<Built>()](const std::vector<ExprPtr>& index) {
+    std::vector<const Expr*> key;
+    for (const ExprPtr& e : index) key.push_back(e.get());
+    auto it = built->find(key);
+    if (it == built->end()) it = built->emplace(key, std::make_pair(index, (*element)(index))).first;  // keeps `index` alive
+    return it->second.second;
+  };
+  return value;
+}
+
 }  // namespace
+
+ExpressionExtent KernelElaboration::extentOf(const ExprPtr& e) {
+  if (auto known = extents.find(e.get()); known != extents.end()) return known->second.second;
+  ExpressionExtent extent{1, 1};
+  auto add = [&](const ExprPtr& child) {
+    ExpressionExtent inner = extentOf(child);
+    extent.operations = std::min(extent.operations + inner.operations, kMaxInlinedOperations + 1);
+    extent.depth = std::max(extent.depth, inner.depth + 1);
+  };
+  dispatch(*e, [&](const auto& node) {
+    using Node = std::decay_t<decltype(node)>;
+    if constexpr (std::is_same_v<Node, Load>) {
+      for (const ExprPtr& index : node.indices) add(index);
+      if (node.padValue) add(node.padValue);
+    } else if constexpr (std::is_same_v<Node, Unary> || std::is_same_v<Node, Cast>) {
+      add(node.operand);
+    } else if constexpr (std::is_same_v<Node, Binary>) {
+      add(node.lhs), add(node.rhs);
+    } else if constexpr (std::is_same_v<Node, Select>) {
+      add(node.condition), add(node.ifTrue), add(node.ifFalse);
+    }
+  });
+  extents.emplace(e.get(), std::make_pair(e, extent));
+  return extent;
+}
 
 TensorValue KernelElaboration::expr(const ast::Expr& e, Scope& scope) { return realize(exprOrPending(e, scope)); }
 
@@ -260,6 +310,9 @@ TensorValue KernelElaboration::inlineFn(const LoadedModule& fnModule, const ast:
                                         Scope& scope) {
   // A recursive call was reported when the module was loaded.
   if (std::find(scope.fnStack.begin(), scope.fnStack.end(), &fn) != scope.fnStack.end()) throw CompilationAborted{};
+  if (scope.fnStack.size() == kMaxFnNesting)
+    error(c.loc, fmt::format("fn nesting deeper than {}: '{}' is called inside {} fns that are being inlined",
+                             kMaxFnNesting, fn.name.name, kMaxFnNesting));
   std::vector<std::string> params;
   for (const ast::Ident& param : fn.params) params.push_back(param.name);
   auto args = matchArguments(fn.name.name, params, params.size(), c);
@@ -269,9 +322,24 @@ TensorValue KernelElaboration::inlineFn(const LoadedModule& fnModule, const ast:
   body.indexForm = scope.indexForm;
   body.fnStack = scope.fnStack;
   body.fnStack.push_back(&fn);
-  for (size_t k = 0; k < params.size(); ++k) body.fnArguments[params[k]] = expr(*args[k], scope);
-  TensorValue result = expr(*fn.body, body);
+  for (size_t k = 0; k < params.size(); ++k) body.fnArguments[params[k]] = sharingElements(expr(*args[k], scope));
+  TensorValue result = sharingElements(expr(*fn.body, body));
   result.loc = c.loc;
+  if (result.literal || result.reduction) return result;
+  // The code this call stands for, as the later passes and the CUDA see it: a tree, not the shared DAG.
+  // Every call is measured at the same index, so that the calls inside it reuse their elements.
+  while (static_cast<int>(measuringIndex.size()) < result.rank())
+    measuringIndex.push_back(std::make_shared<AxisVar>(fmt::format("i{}", measuringIndex.size())));
+  ExpressionExtent extent =
+      extentOf(result.at(std::vector<ExprPtr>(measuringIndex.begin(), measuringIndex.begin() + result.rank())));
+  if (extent.operations > kMaxInlinedOperations)
+    error(c.loc, fmt::format("the call of fn '{}' expands to more than {} operations (an fn's body is copied at each of "
+                             "its calls, here also inside the fns it calls); compute the repeated part once, as a "
+                             "stage of its own",
+                             fn.name.name, kMaxInlinedOperations));
+  if (extent.depth > static_cast<uint64_t>(kMaxExpressionDepth))
+    error(c.loc, fmt::format("the call of fn '{}' expands to an expression nested {} levels deep (the limit is {})",
+                             fn.name.name, extent.depth, kMaxExpressionDepth));
   return result;
 }
 

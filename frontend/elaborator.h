@@ -8,12 +8,14 @@
 //     kernel calls       expansion in place (kernel_call.cpp), the callee's schedule (call_schedule.cpp)
 #pragma once
 
+#include <cstdint>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
 #include <set>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "frontend/affine.h"
@@ -114,6 +116,12 @@ struct Scope {
   const IndexBinding* findIndex(const std::string& name) const;
 };
 
+// The size of an expression as a tree (what its shared nodes stand for once copied), and its depth.
+struct ExpressionExtent {
+  uint64_t operations;  // at most kMaxInlinedOperations + 1
+  uint64_t depth;
+};
+
 // The range each index of a statement gets from range inference, keyed by its defining identifier.
 using IndexRanges = std::map<const ast::Ident*, tensor::Dim>;
 
@@ -178,6 +186,7 @@ private:
   TensorValue name(const ast::Name& e, Scope& scope);
   TensorValue call(const ast::Call& call, Scope& scope, bool allowPending);
   TensorValue inlineFn(const LoadedModule& module, const ast::FnDef& fn, const ast::Call& call, Scope& scope);
+  ExpressionExtent extentOf(const tensor::ExprPtr& e);  // memoized in `extents`, so linear in the DAG
   std::vector<TensorValue> callKernel(const LoadedModule& module, const ast::KernelDef& callee, const ast::Call& call,
                                       Scope& scope, const std::vector<std::string>& resultNames);
   std::vector<const ast::Expr*> matchArguments(const std::string& callee, const std::vector<std::string>& params,
@@ -215,6 +224,9 @@ public:
   std::string target;
   int callsInStatement = 0;
   const IndexRanges* ranges = nullptr;
+  // extentOf's results, holding their expressions so that the addresses stay theirs.
+  std::unordered_map<const tensor::Expr*, std::pair<tensor::ExprPtr, ExpressionExtent>> extents;
+  std::vector<tensor::ExprPtr> measuringIndex;  // where inlineFn measures its results
 };
 
 // The type of reducing values of `dtype` with `op` (bool sums count in i64; the mean of integers is an

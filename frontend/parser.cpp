@@ -50,8 +50,6 @@ using grammar::EmmyParser;
 // The parser recurses once per bracket level (through every precedence level), so nesting is bounded
 // before parsing; no real program comes near this.
 constexpr size_t kMaxBracketNesting = 256;
-// Later passes walk expressions recursively; a chain of operators nests one level per operator.
-constexpr int kMaxExpressionDepth = 1000;
 
 // ---------------------------------------------------------------------------------------------------
 // Text: UTF-8 validation and the map from ANTLR's code-point positions to SourceLoc's byte positions.

@@ -2,11 +2,13 @@
 // diagnostics it must produce (a golden file). They are produced as the driver produces them, from inside
 // tests/errors, so that paths read `NAME.emmy`.
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <string>
 #include <vector>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "driver/elaborate.h"
 #include "driver/pipeline.h"
@@ -58,5 +60,50 @@ TEST_CASE("every tests/errors/*.expected belongs to a case", "[errors]") {
   for (const fs::path& expected : sortedFiles(kErrorsDir, ".expected")) {
     INFO(expected.filename().string());
     CHECK(std::binary_search(cases.begin(), cases.end(), fs::path(expected).replace_extension(".emmy")));
+  }
+}
+
+namespace {
+
+// The diagnostics of `source`, and how long the frontend took to give them.
+std::pair<std::string, double> elaborationDiagnostics(const std::string& source) {
+  auto start = std::chrono::steady_clock::now();
+  emmy::Diagnostics diagnostics;
+  emmy::Frontend frontend(diagnostics, {emmy::Frontend::defaultStdlibDir()});
+  if (const emmy::ast::Module* module = frontend.loadText("test.emmy", source)) frontend.elaborateAll(*module);
+  return {diagnostics.render(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
+}
+
+// fn f0 .. f{levels - 1}, each calling the one before it `uses` times, and a kernel calling the last
+// one in index form or in whole-tensor form.
+std::string fnChain(int levels, int uses, bool wholeTensor) {
+  std::string source = "fn f0(x) = x * 0.5 + 1\n";
+  for (int level = 1; level < levels; ++level) {
+    std::string call = fmt::format("f{}(x)", level - 1);
+    source += fmt::format("fn f{}(x) = {}{}\n", level, call, uses == 2 ? " * " + call : " + 1");
+  }
+  return source + fmt::format("kernel k(a: f32[N]) -> (y: f32[N]) {{\n    {} = f{}({})\n}}\n",
+                              wholeTensor ? "y" : "y[i]", levels - 1, wholeTensor ? "a" : "a[i]");
+}
+
+}  // namespace
+
+TEST_CASE("fn inlining is bounded: deep chains and doubling bodies are errors, found in linear time", "[errors]") {
+  for (bool wholeTensor : {false, true}) {
+    INFO((wholeTensor ? "whole-tensor form" : "index form"));
+    // 3000 fns each calling the one before: the recursion of inlining (and of every later pass) is bounded.
+    auto [deep, deepSeconds] = elaborationDiagnostics(fnChain(3000, 1, wholeTensor));
+    CHECK_THAT(deep, Catch::Contains("error: fn nesting deeper than 100"));
+    CHECK(deepSeconds < 5);
+    // Each fn using the one before twice: 2^30 operations once copied out, refused at the call past 10^5.
+    auto [doubling, doublingSeconds] = elaborationDiagnostics(fnChain(30, 2, wholeTensor));
+    CHECK_THAT(doubling, Catch::Contains("error: the call of fn 'f14' expands to more than 100000 operations"));
+    CHECK(doublingSeconds < 5);
+    // Within the bounds both compile: 100 levels, and 2^12 operations built from 12 shared levels.
+    for (const std::string& source : {fnChain(100, 1, wholeTensor), fnChain(13, 2, wholeTensor)}) {
+      auto [none, seconds] = elaborationDiagnostics(source);
+      CHECK(none.empty());
+      CHECK(seconds < 5);
+    }
   }
 }

@@ -2,6 +2,9 @@
 // tests/lowering kernel instance runs in the simulation (backend/sim) and agrees with the reference evaluator within the
 // dtype's tolerance, at ragged sizes and at one size over 10^5 elements; every generated file compiles
 // with NVRTC for sm_80 and sm_90 without spills.
+#include <chrono>
+#include <cstdint>
+
 #include <catch2/catch.hpp>
 
 #include "backend/nvrtc.h"
@@ -97,4 +100,94 @@ TEST_CASE("every generated file compiles with NVRTC for sm_80 and sm_90, example
       }
     }
   }
+}
+
+// i32 and i64 arithmetic wraps (LANGUAGE.md section 3). The generated code must wrap by itself, not by
+// the host compiler's leave (the simulation compiles without -fwrapv, as nvcc does), so the simulation is
+// built here with the undefined-behaviour sanitizer, which aborts the run at any signed overflow, on
+// inputs at the ends of each type's range.
+TEST_CASE("integer arithmetic wraps in the generated code, with no undefined behaviour", "[lowering][ubsan]") {
+  const std::string source = R"(
+kernel wrapping(a: i32[N], b: i32[N]) -> (sum: i32[N], difference: i32[N], product: i32[N], negated: i32[N], absolute: i32[N], quotient: i32[N], power: i32[N], grows: bool[N]) {
+    sum[i] = a[i] + b[i] + 2147483647
+    difference[i] = a[i] - b[i] - 2147483647
+    product[i] = a[i] * b[i] * 65536
+    negated[i] = -a[i]
+    absolute[i] = abs(a[i])
+    quotient[i] = a[i] / b[i] + a[i] % b[i] + a[i] / -1
+    power[i] = pow(a[i], 3) + pow(b[i], 31)
+    grows[i] = a[i] + 1 > a[i]
+}
+kernel wide_wrapping(c: i64[N], d: i64[N]) -> (wide: i64[N], wide_negated: i64[N], wide_absolute: i64[N], wide_power: i64[N], wide_grows: bool[N], from_index: i64[N]) {
+    wide[i] = c[i] * d[i] + c[i] - d[i] + 9223372036854775807
+    wide_negated[i] = -c[i] - (c[i] / -1)
+    wide_absolute[i] = abs(c[i])
+    wide_power[i] = pow(c[i], 5)
+    wide_grows[i] = c[i] + 1 > c[i]
+    from_index[i] = i * 4611686018427387904 + i * N * 3037000500
+}
+kernel narrow_wrapping(e: i8[N], f: i8[N]) -> (narrow: i8[N]) {
+    narrow[i] = e[i] * f[i] + -e[i] - f[i] + abs(e[i])
+}
+kernel row_sums(a: i32[N, D], c: i64[N, D]) -> (s: i32[N], t: i64[N], u: i32[D]) {
+    s[n] = sum[d](a[n, d] * 3)
+    t[n] = sum[d](c[n, d] * c[n, d])
+    u[d] = sum[n](a[n, d])
+}
+)";
+  // Each type's extremes and the values around them, in every pairing of a and b (c and d, e and f).
+  auto extremes = [](int64_t lowest, int64_t highest) {
+    return std::vector<int64_t>{lowest, lowest + 1, -65536, -3, -1, 0, 1, 2, 46341, 65536, highest - 1, highest};
+  };
+  const std::map<DType, std::vector<int64_t>> values{{DType::I32, extremes(INT32_MIN, INT32_MAX)},
+                                                     {DType::I64, extremes(INT64_MIN, INT64_MAX)},
+                                                     {DType::I8, extremes(INT8_MIN, INT8_MAX)}};
+  sim::SimulationOptions sanitized;
+  sanitized.extraCompilerFlags = {"-fsanitize=undefined", "-fno-sanitize-recover=all"};
+  for (const tensor::Kernel& kernel : testing::kernelsOfText(source)) {
+    sim::CudaSource cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "wrapping.emmy");
+    sim::SimulatedKernel program(kernel, cuda, sanitized);
+    for (int64_t size : {12 * 12, 13}) {
+      tensor::EvaluationInputs inputs;
+      for (const std::string& name : kernel.sizes) inputs.sizes[name] = size;
+      for (const tensor::TensorParam& input : kernel.inputs) {
+        std::vector<int64_t> shape;
+        for (const tensor::Dim& dim : input.shape) shape.push_back(tensor::evaluateDim(dim, inputs.sizes));
+        Buffer buffer(input.dtype, shape);
+        const std::vector<int64_t>& pool = values.at(input.dtype);
+        // The second operand of each pair steps 12 times slower, so that every pair occurs.
+        bool second = input.name == "b" || input.name == "d" || input.name == "f";
+        for (int64_t k = 0; k < buffer.numel(); ++k)
+          buffer.set(k, Value::ofInt(input.dtype, pool[(second ? k / 12 : k) % pool.size()]));
+        inputs.tensors[input.name] = std::move(buffer);
+      }
+      INFO(kernel.instanceName() << " at " << size << "\n" << cuda.source);
+      testing::checkAgainstEvaluator(kernel, program, inputs);
+    }
+  }
+}
+
+// The default schedule of a 4-D elementwise kernel splits each thread's flat index into 4 coordinates in
+// every unrolled lane; with the division helper's tests for 0 and -1 there (the divisors are extents,
+// never either), NVRTC took 16 to 28 s on it. Plain index division compiles in well under a second.
+TEST_CASE("a 4-D elementwise kernel compiles with NVRTC in seconds and runs at ragged sizes", "[lowering][nvrtc]") {
+  const std::string source = R"(
+kernel ew(x: bf16[A, B, C, D], w: bf16[C, D], v: bf16[B, 1, 1]) -> (z: bf16[A, B, C, D]) {
+    z[a, b, c, d] = x[a, b, c, d] * w[c, d] + v[b, 0, 0] + x[a, b, c, D - 1 - d]
+}
+)";
+  std::vector<tensor::Kernel> kernels = testing::kernelsOfText(source);
+  REQUIRE(kernels.size() == 1);
+  sim::CudaSource cuda = emitCudaFiles({lower(kernels[0], PipelineOptions{})}, "ew.emmy");
+  std::string whyNot;
+  REQUIRE(nvrtcAvailable(&whyNot));
+  auto start = std::chrono::steady_clock::now();
+  CudaCompileResult compiled = compileCuda(cuda.source, "ew.cu", "sm_90", false);
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  INFO(compiled.log);
+  REQUIRE(compiled.ok);
+  CHECK(seconds < 5);
+  sim::SimulatedKernel program(kernels[0], cuda);
+  testing::checkAgainstEvaluator(kernels[0], program, {{"A", 3}, {"B", 5}, {"C", 7}, {"D", 13}}, 1);
+  testing::checkAgainstEvaluator(kernels[0], program, {{"A", 2}, {"B", 1}, {"C", 3}, {"D", 64}}, 2);
 }

@@ -72,7 +72,7 @@ public:
     REQUIRE_FALSE(folder_.path().empty());
     const char* compiler = std::getenv("CXX");
     std::string command = std::string(compiler != nullptr && *compiler != '\0' ? compiler : "c++") +
-                          " -std=c++17 -O1 -fwrapv -DEMMY_SIMULATE " + extraFlags + " -include " +
+                          " -std=c++17 -O1 -DEMMY_SIMULATE " + extraFlags + " -include " +
                           quoted(kSimHeader.string()) + " -x c++";
     for (const std::string& source : sources) command += " " + quoted((kSimTestsDir / source).string());
     command += " -o " + quoted(program().string());

@@ -78,7 +78,11 @@ std::string describeSizes(const std::map<std::string, int64_t>& sizes) {
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
                            const std::map<std::string, int64_t>& sizes, uint64_t seed) {
   INFO(kernel.instanceName() << " with" << describeSizes(sizes));
-  tensor::EvaluationInputs inputs = randomInputs(kernel, sizes, seed);
+  checkAgainstEvaluator(kernel, program, randomInputs(kernel, sizes, seed));
+}
+
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
+                           const tensor::EvaluationInputs& inputs) {
   std::map<std::string, Buffer> reference = tensor::evaluate(kernel, inputs);
   KernelRun ran = program.run(inputs);
   INFO(ran.failure.value_or(""));

@@ -45,5 +45,8 @@ std::string describeSizes(const std::map<std::string, int64_t>& sizes);
 // reference evaluator within the dtype's tolerance; a failed run (deadlock, fault, crash) fails the test.
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
                            const std::map<std::string, int64_t>& sizes, uint64_t seed);
+// The same on given inputs.
+void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
+                           const tensor::EvaluationInputs& inputs);
 
 }  // namespace emmy::testing

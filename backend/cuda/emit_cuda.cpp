@@ -90,10 +90,19 @@ const char* floatFunction(UnaryOp op) {
   }
 }
 
-// `a OP b` for operands already in `dtype`'s compute type.
-std::string binaryText(BinaryOp op, DType operands, const std::string& a, const std::string& b) {
+// Whether `op` on integers of `dtype` can overflow, and so must wrap through the prelude's helpers
+// (signed overflow is undefined in C++, and the CUDA compiler optimizes on that).
+bool wrapsOnOverflow(DType dtype, BinaryOp op) {
+  return isInteger(dtype) && (op == BinaryOp::Add || op == BinaryOp::Sub || op == BinaryOp::Mul);
+}
+
+// `a OP b` for operands already in `dtype`'s compute type; `wrapping`: integer +, - and * of user values
+// wrap on overflow (index arithmetic, which stays in range, is plain C++).
+std::string binaryText(BinaryOp op, DType operands, const std::string& a, const std::string& b, bool wrapping) {
   bool floating = isFloat(operands);
   std::string f = operands == DType::F64 ? "" : "f";
+  if (wrapping && wrapsOnOverflow(operands, op))
+    return fmt::format("emmy_{}({}, {})", op == BinaryOp::Add ? "add" : op == BinaryOp::Sub ? "sub" : "mul", a, b);
   switch (op) {
     case BinaryOp::Add: return fmt::format("({} + {})", a, b);
     case BinaryOp::Sub: return fmt::format("({} - {})", a, b);
@@ -138,6 +147,10 @@ public:
   std::string expr(const Expr& e) const {
     return dispatch(e, [&](const auto& node) { return exprNode(node); });
   }
+  // A user value (what a store writes): its integer arithmetic wraps, as the language says; the
+  // subscripts of its reads are index arithmetic again.
+  std::string value(const Expr& e) const { return inContext(true, e); }
+  std::string index(const Expr& e) const { return inContext(false, e); }
 
   // Kernels, then the host function.
   std::string emit() {
@@ -168,7 +181,7 @@ private:
   std::string exprNode(const Load& node) const {
     EMMY_INTERNAL_ASSERT(!node.padValue, "a padded load reached the CUDA printer");
     if (node.indices.empty()) return spelled(node.tensor);
-    return fmt::format("{}[{}]", spelled(node.tensor), expr(*node.indices[0]));
+    return fmt::format("{}[{}]", spelled(node.tensor), index(*node.indices[0]));
   }
   std::string exprNode(const Unary& node) const {
     DType type = node.dtype;
@@ -177,8 +190,8 @@ private:
     std::string result;
     if (node.op == UnaryOp::Not) return "(!" + operand + ")";
     if (node.op == UnaryOp::Neg) {
-      result = "(-" + operand + ")";
-      if (type == DType::I8) result = "(int8_t)" + result;
+      result = wrapping_ && isInteger(type) ? "emmy_neg(" + operand + ")" : "(-" + operand + ")";
+      if (type == DType::I8 && !wrapping_) result = "(int8_t)" + result;
     } else if (!isFloat(type)) {
       // Integer abs and relu wrap like the evaluator; floor and ceil are the identity.
       switch (node.op) {
@@ -199,14 +212,19 @@ private:
   }
   std::string exprNode(const Binary& node) const {
     DType operands = node.lhs->dtype;
-    // C's / and % already truncate like the language's; only a divisor of 0 or -1 needs the helper.
-    if ((node.op == BinaryOp::Div || node.op == BinaryOp::Mod) && isInteger(operands))
-      if (const auto* divisor = node.rhs->as<IntImm>(); divisor && divisor->value != 0 && divisor->value != -1)
+    // C's / and % already truncate like the language's; only a divisor of 0 or -1 needs the helper. In
+    // index arithmetic (a flat index split into coordinates) the divisor is a product of extents of the
+    // loop being run, so positive: the helper's tests there, in every unrolled lane, cost NVRTC tens of
+    // seconds on a 4-D elementwise kernel.
+    if ((node.op == BinaryOp::Div || node.op == BinaryOp::Mod) && isInteger(operands)) {
+      const auto* divisor = node.rhs->as<IntImm>();
+      if (divisor ? divisor->value != 0 && divisor->value != -1 : !wrapping_)
         return fmt::format("({} {} {})", expr(*node.lhs), node.op == BinaryOp::Div ? "/" : "%", expr(*node.rhs));
+    }
     std::string text = binaryText(node.op, computeType(operands), widen(operands, expr(*node.lhs)),
-                                  widen(operands, expr(*node.rhs)));
+                                  widen(operands, expr(*node.rhs)), wrapping_);
     if (isComparison(node.op) || node.op == BinaryOp::And || node.op == BinaryOp::Or) return text;
-    if (node.dtype == DType::I8) return "(int8_t)" + text;
+    if (node.dtype == DType::I8 && !(wrapping_ && wrapsOnOverflow(operands, node.op))) return "(int8_t)" + text;
     return narrow(node.dtype, text);
   }
   std::string exprNode(const Select& node) const {
@@ -271,7 +289,7 @@ private:
   }
   void stmtNode(const kernel::Store& node, int indent) {
     line(indent, fmt::format("{}{} = {};", spelled(node.buffer), node.index ? "[" + expr(*node.index) + "]" : "",
-                             expr(*node.value)));
+                             value(*node.value)));
   }
   void stmtNode(const kernel::If& node, int indent) {
     line(indent, fmt::format("if ({}) {{", expr(*node.condition)));
@@ -289,7 +307,7 @@ private:
     if (!direct) received = fmt::format("({}){}", cudaTypeName(node.dtype), received);
     line(indent, fmt::format("{} = {};", buffer,
                              narrow(node.dtype, binaryText(node.op, computeType(node.dtype), widen(node.dtype, buffer),
-                                                           widen(node.dtype, received)))));
+                                                           widen(node.dtype, received), true))));
   }
   void stmtNode(const kernel::CopyAsync& node, int indent) {
     copiesAsynchronously_ = true;
@@ -502,7 +520,16 @@ private:
     return fmt::format("extern \"C\" {} {{\n{}}}\n", hostSignature(), body_);
   }
 
+  std::string inContext(bool wrapping, const Expr& e) const {
+    bool outer = wrapping_;
+    wrapping_ = wrapping;
+    std::string text = expr(e);
+    wrapping_ = outer;
+    return text;
+  }
+
   const kernel::Program& program_;
+  mutable bool wrapping_ = false;  // printing a user value (value()), not index arithmetic
   std::string body_;
   std::vector<std::set<std::string>> scopes_;  // the names declared in each open C++ scope
   std::set<std::string> buffers_;              // the names of the function's buffers, scalars and sizes
@@ -527,14 +554,26 @@ EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
 EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// Integer +, -, * and negation of values wrap, as the language says: signed overflow is undefined in
+// C++ (nvcc folds `a + 1 > a` to true), so they run on the unsigned type, whose arithmetic wraps, and
+// convert back (modulo 2^N). Index arithmetic stays plain: it is bounded by the sizes of tensors.
+#define EMMY_WRAPPING(T, U)                                                    \
+  EMMY_INLINE T emmy_add(T a, T b) { return (T)(U)((U)a + (U)b); }             \
+  EMMY_INLINE T emmy_sub(T a, T b) { return (T)(U)((U)a - (U)b); }             \
+  EMMY_INLINE T emmy_mul(T a, T b) { return (T)(U)((U)a * (U)b); }             \
+  EMMY_INLINE T emmy_neg(T a) { return (T)(U)((U)0 - (U)a); }
+EMMY_WRAPPING(int8_t, uint8_t)
+EMMY_WRAPPING(int32_t, uint32_t)
+EMMY_WRAPPING(int64_t, uint64_t)
+#undef EMMY_WRAPPING
 // Integer division and remainder truncate; by zero they give 0, and MIN / -1 wraps.
-template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? T(0 - a) : T(a / b); }
+template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? emmy_neg(a) : T(a / b); }
 template <typename T> EMMY_INLINE T emmy_mod(T a, T b) { return b == 0 || b == T(-1) ? T(0) : T(a % b); }
 template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
   if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 == 0 ? T(1) : T(-1)) : T(0);
   T result = 1;
-  for (; exponent > 0; exponent >>= 1, base = T(base * base))
-    if (exponent & 1) result = T(result * base);
+  for (; exponent > 0; exponent >>= 1, base = emmy_mul(base, base))
+    if (exponent & 1) result = emmy_mul(result, base);
   return result;
 }
 // Float min and max propagate NaN (fminf and fmaxf would drop it).
@@ -544,7 +583,7 @@ EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + 
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
-template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? T(0 - a) : a; }
+template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
 template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
 EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }

@@ -1,7 +1,7 @@
 // Emmy's CUDA-on-CPU simulation, used by `emmy check`.
 //
 // A generated `.cu` file is compiled as host C++ with this header force-included:
-//   c++ -std=c++17 -O1 -fwrapv -DEMMY_SIMULATE -include emmy_cuda_sim.h -x c++ K.cu harness.cpp
+//   c++ -std=c++17 -O1 -DEMMY_SIMULATE -include emmy_cuda_sim.h -x c++ K.cu harness.cpp
 // and its host function runs every kernel on the CPU with real block semantics:
 //   - blocks run one after another (x, then y, then z), synchronously inside EMMY_LAUNCH;
 //   - the threads of a block are user-level fibers on one OS thread, scheduled round-robin in linear

@@ -94,9 +94,11 @@ SimulatedKernel::SimulatedKernel(const tensor::Kernel& kernel, const CudaSource&
   harness::writeText(folder / (source.baseName + ".h"), source.header);
   harness::writeText(folder / harness::kHarnessSourceName, harnessSource(kernel, source, options));
 
-  std::vector<std::string> compile = {harness::hostCompiler(), "-std=c++17",  "-O1", "-fwrapv",   "-DEMMY_SIMULATE",
-                                      "-include",        header.string(), "-x", "c++", harness::kHarnessSourceName,
-                                      "-o",              harness::kHarnessProgramName};
+  // No -fwrapv: the generated code wraps by itself, and the simulation must not forgive what nvcc does not.
+  std::vector<std::string> compile = {harness::hostCompiler(), "-std=c++17", "-O1", "-DEMMY_SIMULATE"};
+  compile.insert(compile.end(), options.extraCompilerFlags.begin(), options.extraCompilerFlags.end());
+  compile.insert(compile.end(), {"-include", header.string(), "-x", "c++", harness::kHarnessSourceName, "-o",
+                                 harness::kHarnessProgramName});
   compileCommand_ = shellCommand(compile);
   ProcessOutcome compiled = runProcess(compile, folder, folder / "compile.log", options.compileTimeout);
   compileSeconds_ = compiled.seconds;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backend/cuda/emit_cuda.h"
 #include "backend/harness.h"
@@ -29,6 +30,8 @@ using CudaSource = cuda::GeneratedCuda;
 struct SimulationOptions {
   std::chrono::seconds compileTimeout{300};
   std::chrono::seconds runTimeout{300};
+  // Given to the host compiler after the others (tests: `-fsanitize=undefined`).
+  std::vector<std::string> extraCompilerFlags;
 };
 
 // What SimulatedKernel::run returns (failures: the host function's error, a deadlock, a data race or an

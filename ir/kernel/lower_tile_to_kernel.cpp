@@ -292,15 +292,20 @@ private:
       if (!bounded && coefficientOf(*condition, lane) != 0) return nullptr;
       inBounds.push_back(at(condition, width - 1));
     }
-    // The reads of consecutive elements of the same size: read whole before the lanes.
-    std::map<std::string, ExprPtr> vectorReads;  // tensor -> its first element
+    // The reads of consecutive elements of the same size: read whole before the lanes, each into a local
+    // array of its own dtype (an i32 read next to an f32 store is not a float).
+    struct VectorRead {
+      ExprPtr first;  // its first element
+      DType dtype;
+    };
+    std::map<std::string, VectorRead> vectorReads;  // by tensor
     bool consistent = true;
     forEachNode(*store->value, [&](const Expr& e) {
       const auto* load = e.as<Load>();
       if (!load || !consecutive(*load) || dtypeBytes(load->dtype) != dtypeBytes(*elementType)) return;
       ExprPtr first = at(resolved(flatIndex(load->tensor, load->indices)), 0);
-      auto [it, fresh] = vectorReads.emplace(load->tensor, first);
-      consistent = consistent && (fresh || sameIndex(*it->second, *first));
+      auto [it, fresh] = vectorReads.emplace(load->tensor, VectorRead{first, load->dtype});
+      consistent = consistent && (fresh || sameIndex(*it->second.first, *first));
     });
     if (!consistent) return nullptr;
     auto local = [](const std::string& buffer) { return buffer + "__lanes"; };
@@ -313,15 +318,15 @@ private:
       return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
     });
     if (!globalStore && vectorReads.empty()) return nullptr;
-    for (const auto& [tensor, first] : vectorReads) shapes_[local(tensor)] = {Dim::constant(width)};
+    for (const auto& [tensor, read] : vectorReads) shapes_[local(tensor)] = {Dim::constant(width)};
     std::vector<Address> addresses;
     if (globalStore) addresses.push_back({store->buffer, at(storeIndex, 0)});
     std::vector<StmtPtr> vectorPath;
-    for (const auto& [tensor, first] : vectorReads) {
-      addresses.push_back({tensor, first});
-      vectorPath.push_back(std::make_shared<Declare>(local(tensor), *elementType, width, Memory::Local));
+    for (const auto& [tensor, read] : vectorReads) {
+      addresses.push_back({tensor, read.first});
+      vectorPath.push_back(std::make_shared<Declare>(local(tensor), read.dtype, width, Memory::Local));
       for (int k = 0; k < pieces; ++k)
-        vectorPath.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, arithmetic(BinaryOp::Add, first, i64(k * piece)),
+        vectorPath.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, arithmetic(BinaryOp::Add, read.first, i64(k * piece)),
                                                           access, k ? i64(k * piece) : nullptr));
     }
     std::vector<tile::StmtPtr> laneStmts;

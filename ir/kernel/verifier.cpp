@@ -18,9 +18,9 @@ namespace {
 class Verifier {
 public:
   Verifier(const Program& program, const Function& function) : program_(program), function_(function) {
-    for (const TensorParam& input : program.source.inputs) globals_.insert(input.name);
-    for (const TensorParam& output : program.source.outputs) globals_.insert(output.name);
-    for (const loop::Temporary& temporary : program.temporaries) globals_.insert(temporary.name);
+    for (const TensorParam& input : program.source.inputs) globals_[input.name] = input.dtype;
+    for (const TensorParam& output : program.source.outputs) globals_[output.name] = output.dtype;
+    for (const loop::Temporary& temporary : program.temporaries) globals_[temporary.name] = temporary.dtype;
   }
 
   void check() {
@@ -86,6 +86,7 @@ private:
   void checkNode(const Declare& node, bool) {
     if (node.count < 1) fail(fmt::format("buffer {} has {} elements", node.buffer, node.count));
     (node.memory == Memory::Shared ? shared_ : locals_)[node.buffer] = node.count;
+    if (node.memory == Memory::Local) localTypes_[node.buffer] = node.dtype;
   }
   void checkNode(const Store& node, bool) {
     checkAccess(node.buffer, node.index ? 1 : 0, "a store to " + node.buffer);
@@ -124,6 +125,10 @@ private:
     if (!globals_.count(buffer)) fail(fmt::format("a vector access to {}, which is not a global buffer", buffer));
     if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a vector access through {}, not a local array", local));
     if (bytes != 8 && bytes != 16) fail(fmt::format("a vector access of {} bytes", bytes));
+    // The access copies bits: the local array must hold the buffer's dtype, or every element is misread.
+    if (localTypes_.at(local) != globals_.at(buffer))
+      fail(fmt::format("a vector access of {} ({}) through {} ({})", buffer, dtypeName(globals_.at(buffer)), local,
+                       dtypeName(localTypes_.at(local))));
     checkExpr(element);
     if (localElement) checkExpr(localElement);
   }
@@ -141,14 +146,15 @@ private:
     auto vars = vars_;
     auto dependentVars = threadDependentVars_;
     auto locals = locals_;
+    auto localTypes = localTypes_;
     auto shared = shared_;
     for (const StmtPtr& stmt : node.stmts) check(*stmt, divergent);
-    vars_ = vars, threadDependentVars_ = dependentVars, locals_ = locals, shared_ = shared;
+    vars_ = vars, threadDependentVars_ = dependentVars, locals_ = locals, localTypes_ = localTypes, shared_ = shared;
   }
 
   const Program& program_;
   const Function& function_;
-  std::set<std::string> globals_;
+  std::map<std::string, DType> globals_, localTypes_;
   std::map<std::string, int64_t> locals_, shared_;
   std::set<std::string> vars_, threadDependentVars_;
 };

@@ -77,6 +77,9 @@ struct Tail {
   bool reduction;
   ExprPtr condition;
   std::set<std::string> loops;  // the final loops it depends on
+  // The innermost of them: a tail is tested at every loop, and until this one is open the test fails at
+  // once (testing the whole set each time would make a chain of splits cubic).
+  std::string innermost;
 };
 
 struct StageLoops {
@@ -84,6 +87,7 @@ struct StageLoops {
   std::map<std::string, ExprPtr> values;              // axes and intermediate loops, over final loop variables
   std::map<std::string, ExprPtr> extents;             // of every axis and loop
   std::map<std::string, std::set<std::string>> loopsOf;  // the final loops each value depends on
+  std::map<std::string, size_t> innermostOf;             // the position of the innermost of them
   std::vector<Tail> tails;
   std::map<std::string, std::string> axisVars;        // each axis's Loop IR variable
   std::vector<std::string> axisOrder;                 // pure axes, then reduction axes
@@ -129,6 +133,7 @@ StageLoops buildStageLoops(const StageSchedule& schedule, const Stage& stage, st
     result.loops.push_back({&loop, name, result.extents.at(loop.name)});
     result.values[loop.name] = var(name);
     result.loopsOf[loop.name] = {loop.name};
+    result.innermostOf[loop.name] = result.loops.size() - 1;
   }
   for (auto derivation = schedule.derivations.rbegin(); derivation != schedule.derivations.rend(); ++derivation) {
     if (derivation->factor > 0) {
@@ -138,15 +143,18 @@ StageLoops buildStageLoops(const StageSchedule& schedule, const Stage& stage, st
       std::set<std::string> loops = result.loopsOf.at(outer);
       loops.insert(result.loopsOf.at(inner).begin(), result.loopsOf.at(inner).end());
       result.loopsOf[parent] = loops;
+      result.innermostOf[parent] = std::max(result.innermostOf.at(outer), result.innermostOf.at(inner));
       const auto* extent = result.extents.at(parent)->as<IntImm>();
-      if (!extent || extent->value % derivation->factor != 0)
+      if (derivation->factor > 1 && (!extent || extent->value % derivation->factor != 0))  // 1 divides anything
         result.tails.push_back({parent, result.axisVars.count(parent) > 0, reduction.at(parent),
-                                compare(BinaryOp::Lt, result.values.at(parent), result.extents.at(parent)), loops});
+                                compare(BinaryOp::Lt, result.values.at(parent), result.extents.at(parent)), loops,
+                                result.loops[result.innermostOf.at(parent)].scheduled->name});
     } else {
       const std::string &a = derivation->from[0], &b = derivation->from[1], &fused = derivation->to[0];
       result.values[a] = arithmetic(BinaryOp::Div, result.values.at(fused), result.extents.at(b));
       result.values[b] = arithmetic(BinaryOp::Mod, result.values.at(fused), result.extents.at(b));
       result.loopsOf[a] = result.loopsOf[b] = result.loopsOf.at(fused);
+      result.innermostOf[a] = result.innermostOf[b] = result.innermostOf.at(fused);
     }
   }
   return result;
@@ -564,7 +572,7 @@ private:
     Ready ready;
     std::set<std::string> clamped;
     for (const Tail& tail : loops.tails) {
-      if (defined.count("tail " + tail.parent) || !includes(open, tail.loops)) continue;
+      if (!open.count(tail.innermost) || defined.count("tail " + tail.parent) || !includes(open, tail.loops)) continue;
       defined.insert("tail " + tail.parent);
       bool dependent = threadDependent(tail, loops);
       if (cooperative && dependent && tail.reduction)
