@@ -458,3 +458,145 @@ TEST_CASE("the printed schedule, fed back, gives the same CUDA byte for byte", "
     CHECK(again.cuda.source == first.cuda.source);
   }
 }
+
+namespace {
+
+// The diagnostics of lowering `source`, which must fail.
+std::string loweringErrors(const std::string& source) {
+  std::vector<tensor::Kernel> kernels = testing::kernelsOfText(source);
+  REQUIRE(kernels.size() == 1);
+  try {
+    lower(kernels[0], PipelineOptions{});
+  } catch (const CompilationFailed& failed) {
+    return failed.diagnostics.render();
+  }
+  FAIL("lowering succeeded:\n" << source);
+  return "";
+}
+
+// The places that "legal places to WHAT: a.b, c.d, root" lists in `message`, less `root`.
+std::vector<std::string> listedPlaces(const std::string& message, const std::string& what) {
+  std::smatch match;
+  INFO(message);
+  REQUIRE(std::regex_search(message, match, std::regex("legal places to " + what + ": ([^;\\n]*)")));
+  std::vector<std::string> places;
+  std::string list = match[1].str();
+  for (size_t start = 0; start < list.size();) {
+    size_t end = std::min(list.find(", ", start), list.size());
+    std::string place = list.substr(start, end - start);
+    if (place != "root" && place != "none") places.push_back(place);
+    start = end + 2;
+  }
+  return places;
+}
+
+}  // namespace
+
+TEST_CASE("every place the legality messages list for compute and cache applies, and agrees with the reference",
+          "[schedule]") {
+  const std::string softmax = softmaxKernel();
+  const std::string rowsOverThreads = R"(
+    bind y.n to block.x
+    split m.d by 32 -> (d_step, d_lane)
+    reorder m (d_lane, d_step)
+    bind m.d_lane to thread.x
+    split s.d by 32 -> (d_step, d_lane)
+    reorder s (d_lane, d_step)
+    bind s.d_lane to thread.x
+    split y.d by 32 -> (d_step, d_lane)
+    reorder y (n, d_lane, d_step)
+    bind y.d_lane to thread.x
+)";
+  const std::string tiles = R"(
+    tile y (n, d) by (4, 32) -> (n_out, d_out, n_in, d_in)
+    bind y.n_out to block.y
+    bind y.d_out to block.x
+    bind y.n_in to thread.y
+    bind y.d_in to thread.x
+)";
+  const std::string matmulTiles = R"(
+    tile C (i, j) by (16, 16) -> (io, jo, ii, ji)
+    bind C.io to block.y
+    bind C.jo to block.x
+    tile C (ii, ji) by (2, 2) -> (it, jt, ir, jr)
+    bind C.it to thread.y
+    bind C.jt to thread.x
+    split C.k by 8 -> (ko, ki)
+    reorder C (io, jo, it, jt, ko, ki, ir, jr)
+)";
+  const std::string twoReaders = R"(
+kernel two(x: f32[N, D]) -> (y: f32[N, D], z: f32[N, D]) {
+    t[n, d] = exp(x[n, d])
+    y[n, d] = t[n, d] + 1.0
+    z[n, d] = t[n, d] * 2.0
+}
+)";
+  const std::string flat = R"(
+kernel flat(x: f32[N]) -> (y: f32[N]) {
+    t[i] = x[i] * 2.0
+    y[i] = t[i] + 1.0
+}
+)";
+  const std::string columns = R"(
+kernel colnorm(x: f32[N, D]) -> (y: f32[N, D]) {
+    c[d]    = sum[n](x[n, d])
+    y[n, d] = x[n, d] / c[d]
+}
+)";
+  const std::string columnTiles = R"(
+    split y.d by 32 -> (d_out, d_in)
+    reorder y (d_out, n)
+    bind y.d_out to block.x
+    bind y.d_in to thread.x
+)";
+  const std::string blur = R"(
+kernel blur(x: f32[N, D]) -> (y: f32[N, D]) {
+    h[n, d] = pad(x, 0.5)[n, d - 1] + pad(x, 0.5)[n, d] + pad(x, 0.5)[n, d + 1]
+    y[n, d] = pad(h, 0.0)[n - 1, d] + h[n, d] + pad(h, 0.0)[n + 1, d]
+}
+)";
+  struct Case {
+    std::string kernel, name, root, base;
+    std::vector<std::string> computed, cached;
+    std::vector<Sizes> sizes;
+  };
+  std::vector<Case> cases{
+      {softmax, "softmax", "y", "", {"m", "s"}, {"x"}, {{{"N", 3}, {"D", 45}}, {{"N", 1}, {"D", 1}}}},
+      {softmax, "softmax", "y", rowsOverThreads, {"m", "s"}, {"x"}, {{{"N", 3}, {"D", 45}}}},
+      {kChain, "chain", "y", "", {"t"}, {"x", "b"}, {{{"N", 5}, {"D", 37}}}},
+      {kChain, "chain", "y", tiles, {"t"}, {"x", "b"}, {{{"N", 7}, {"D", 45}}, {{"N", 1}, {"D", 1}}}},
+      {kLayernorm, "layernorm", "y", "", {"mu", "var"}, {"x", "w"}, {{{"N", 3}, {"D", 45}}}},
+      {kMatmul, "matmul", "C", matmulTiles, {}, {"A", "B"}, {{{"M", 21}, {"K", 19}, {"N", 35}}}},
+      {twoReaders, "two", "y", "", {"t"}, {"x"}, {{{"N", 3}, {"D", 37}}}},
+      {twoReaders, "two", "y", tiles, {"t"}, {"x"}, {{{"N", 6}, {"D", 37}}}},
+      {flat, "flat", "y", "", {"t"}, {"x"}, {{{"N", 300}}, {{"N", 1}}}},
+      {columns, "colnorm", "y", columnTiles, {"c"}, {"x"}, {{{"N", 9}, {"D", 70}}}},
+      {blur, "blur", "y", tiles, {"h"}, {"x"}, {{{"N", 6}, {"D", 37}}, {{"N", 1}, {"D", 2}}}},
+  };
+  int applied = 0;
+  for (const Case& c : cases) {
+    auto schedule = [&](const std::string& directive) {
+      return c.kernel + "schedule " + c.name + " {\n" + c.base + "    " + directive + "\n}\n";
+    };
+    std::vector<std::string> directives;
+    for (const std::string& stage : c.computed)
+      for (const std::string& place : listedPlaces(loweringErrors(schedule("compute " + stage + " at " + c.root + ".nowhere")),
+                                                   "compute " + stage))
+        directives.push_back("compute " + stage + " at " + place);
+    for (const std::string& tensor : c.cached)
+      for (const char* memory : {"shared", "registers"})
+        for (const std::string& place : listedPlaces(loweringErrors(schedule(fmt::format("cache {} in {} at {}.nowhere", tensor,
+                                                                                          memory, c.root))),
+                                                     "cache " + tensor))
+          directives.push_back(fmt::format("cache {} in {} at {}", tensor, memory, place));
+    for (const std::string& directive : directives) {
+      std::string source = schedule(directive);
+      INFO(source);
+      Built built = build(source);
+      checkRuns(built, c.sizes);
+      ++applied;
+    }
+  }
+  WARN("places applied: " << applied);
+  CHECK(applied > 60);
+}
