@@ -551,7 +551,7 @@ kernel colnorm(x: f32[N, D]) -> (y: f32[N, D]) {
 )";
   const std::string blur = R"(
 kernel blur(x: f32[N, D]) -> (y: f32[N, D]) {
-    h[n, d] = pad(x, 0.5)[n, d - 1] + pad(x, 0.5)[n, d] + pad(x, 0.5)[n, d + 1]
+    h[n, d] = pad(x, 0.5)[n, d - 1] + x[n, d] + pad(x, 0.5)[n, d + 1]
     y[n, d] = pad(h, 0.0)[n - 1, d] + h[n, d] + pad(h, 0.0)[n + 1, d]
 }
 )";
@@ -599,4 +599,123 @@ kernel blur(x: f32[N, D]) -> (y: f32[N, D]) {
   }
   WARN("places applied: " << applied);
   CHECK(applied > 60);
+}
+
+TEST_CASE("a reduction bound to thread.y or thread.z is combined across that index", "[schedule]") {
+  for (const char* index : {"y", "z"}) {
+    Built built = build(fmt::format(R"(
+kernel rs(x: f32[N, D]) -> (y: f32[N], z: i32[N]) {{
+    y[n] = max[d](x[n, d])
+    z[n] = sum[d](i32(x[n, d] * 8.0))
+}}
+schedule rs {{
+    split y.n by 4 -> (nb, nt)
+    bind y.nb to block.x
+    bind y.nt to thread.x
+    split y.d by 8 -> (dout, di)
+    bind y.di to thread.{}
+    split z.d by 16 -> (dout, di)
+    bind z.di to thread.{}
+}}
+)", index, index));
+    checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}, {{"N", 9}, {"D", 16}}});
+    CHECK(contains(tile::printProgram(built.lowered.tile), std::string("combine y_acc across the block along ") + index));
+    checkCompiles(built);
+  }
+}
+
+TEST_CASE("atomic after a bind accumulates with atomics into an output initialised first", "[schedule]") {
+  struct Case {
+    std::string type, op, schedule, atomic;
+  };
+  std::vector<Case> cases{
+      {"f32", "sum", "split y.d by 32 -> (dout, di)\n bind y.n to block.x\n bind y.di to thread.x atomic\n", "atomicAdd"},
+      {"f64", "sum", "split y.d by 8 -> (db, di)\n bind y.n to block.x\n bind y.db to block.y atomic\n", "atomicAdd"},
+      {"i32", "max",
+       "split y.d by 16 -> (dout, di)\n split y.dout by 4 -> (db, dt)\n reorder y (n, db, di, dt)\n bind y.n to block.x\n"
+       " bind y.db to block.y atomic\n bind y.di to thread.x\n",
+       "atomicMax"},
+      {"i32", "min", "split y.d by 8 -> (db, di)\n bind y.n to block.x\n bind y.db to block.y atomic\n", "atomicMin"},
+      {"i64", "sum",
+       "split y.d by 8 -> (db, di)\n bind y.n to block.x\n bind y.db to block.y atomic\n bind y.di to thread.y atomic\n",
+       "atomicAdd\\(reinterpret_cast<unsigned long long\\*>"},
+  };
+  for (const Case& c : cases) {
+    std::string source = fmt::format("kernel rs(x: {0}[N, D]) -> (y: {0}[N]) {{\n    y[n] = {1}[d](x[n, d])\n}}\n"
+                                     "schedule rs {{\n {2}}}\n", c.type, c.op, c.schedule);
+    INFO(source);
+    Built built = build(source);
+    checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}, {{"N", 3}, {"D", 300}}});
+    CHECK(contains(built.cuda.source, c.atomic));
+    CHECK(contains(built.cuda.source, R"(__global__ void .*rs_k0_init\()"));
+    checkCompiles(built);
+  }
+}
+
+TEST_CASE("caches of padded reads hold the pad value, and of reads at several places their union", "[schedule]") {
+  Built conv = build(R"(
+kernel conv3x3(img: f32[H, W], k: f32[3, 3]) -> (out: f32[H, W]) {
+    out[i, j] = sum[di, dj](pad(img, 0.5)[i + di - 1, j + dj - 1] * k[di, dj])
+}
+schedule conv3x3 {
+    tile out (i, j) by (8, 16) -> (io, jo, ii, ji)
+    bind out.io to block.y
+    bind out.jo to block.x
+    bind out.ii to thread.y
+    bind out.ji to thread.x
+    cache img in shared at out.jo
+    cache k in registers at out.ji
+}
+)");
+  checkRuns(conv, {{{"H", 13}, {"W", 37}}, {{"H", 1}, {"W", 1}}});
+  CHECK(contains(conv.cuda.source, R"(EMMY_SHARED\(float, img_shared, 180\);)"));  // (8 + 2) x (16 + 2)
+  checkCompiles(conv);
+  // A separable blur: each pass reads three places; the part computed at a block is their union.
+  Built blur = build(R"(
+kernel blur(x: f32[N, D]) -> (y: f32[N, D]) {
+    h[n, d] = pad(x, 0.5)[n, d - 1] + x[n, d] + pad(x, 0.5)[n, d + 1]
+    y[n, d] = pad(h, 0.0)[n - 1, d] + h[n, d] + pad(h, 0.0)[n + 1, d]
+}
+schedule blur {
+    tile y (n, d) by (4, 32) -> (n_out, d_out, n_in, d_in)
+    bind y.n_out to block.y
+    bind y.d_out to block.x
+    bind y.n_in to thread.y
+    bind y.d_in to thread.x
+    compute h at y.d_out
+}
+)");
+  checkRuns(blur, {{{"N", 6}, {"D", 37}}, {{"N", 1}, {"D", 2}}});
+  CHECK(contains(blur.cuda.source, R"(EMMY_SHARED\(float, h, 192\);)"));  // (4 + 2) x 32
+  checkCompiles(blur);
+  Built difference = build(R"(
+kernel central_difference(x: f32[N]) -> (dx: f32[N]) {
+    dx[i] = where(i > 0 and i < N - 1, (x[i + 1] - x[i - 1]) * 0.5, 0)
+}
+schedule central_difference {
+    split dx.i by 64 -> (io, ii)
+    bind dx.io to block.x
+    bind dx.ii to thread.x
+    cache x in shared at dx.io
+}
+)");
+  checkRuns(difference, {{{"N", 150}}, {{"N", 1}}, {{"N", 64}}});
+  CHECK(contains(difference.cuda.source, R"(EMMY_SHARED\(float, x_shared, 66\);)"));
+  checkCompiles(difference);
+}
+
+TEST_CASE("a cache of a tensor an earlier kernel stores reads that kernel's output", "[schedule]") {
+  Built built = build(R"(
+kernel two(x: f32[N, D]) -> (c: f32[D], y: f32[N, D]) {
+    c[d]    = sum[n](x[n, d])
+    y[n, d] = x[n, d] / c[d]
+}
+schedule two {
+    split y.d by 32 -> (dout, din)
+    bind y.din to thread.x
+    cache c in shared at y.dout
+}
+)");
+  checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}});
+  CHECK(contains(built.cuda.source, R"(EMMY_SHARED\(float, c_shared, 32\);)"));
 }

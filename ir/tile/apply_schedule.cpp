@@ -415,11 +415,8 @@ private:
         ownCachePosition_ = position;
         continue;
       }
-      bool global = kernel_.findInput(cache.source) ||
-                    std::any_of(program_.temporaries.begin(), program_.temporaries.end(),
-                                [&](const loop::Temporary& t) { return t.name == cache.source; });
-      if (!global)
-        unsupported(cache.loc, fmt::format("cache {}: only inputs and tensors of earlier kernels are copied", cache.source));
+      EMMY_INTERNAL_ASSERT(!std::count(nest_.stages.begin(), nest_.stages.end(), cache.source),
+                           "cache {}: it is computed in the kernel that reads it (the model allows no such cache)", cache.source);
       caches_.push_back(placeCopy(cache, position));
     }
     // Stages computed, per iteration of a root loop, into a copy of the part the root reads there.
@@ -1037,9 +1034,9 @@ private:
   Shape sourceShape(const PlacedCache& placed) const {
     if (placed.computes) return placed.computes->computation.stage->shape();
     if (const TensorParam* input = kernel_.findInput(placed.cache->source)) return input->shape;
-    for (const loop::Temporary& temporary : program_.temporaries)
-      if (temporary.name == placed.cache->source) return temporary.shape;
-    EMMY_INTERNAL_ASSERT(false, "{} is not an input or a temporary", placed.cache->source);
+    const Stage* stored = kernel_.findStage(placed.cache->source);  // by an earlier kernel
+    EMMY_INTERNAL_ASSERT(stored != nullptr, "{} is not an input or a stage", placed.cache->source);
+    return stored->shape();
   }
 
   // A member computed in place: its local, its accumulator, its reduction loops and combine.

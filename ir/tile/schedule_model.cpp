@@ -557,6 +557,20 @@ private:
     return std::nullopt;
   }
 
+  // How `source` is computed in the kernel of `consumer` (inlined into it, or among its loops), or
+  // nullopt when it is an input or a stage stored by another kernel (or `consumer` itself).
+  std::optional<std::string> computedWith(const std::string& source, const std::string& consumer) const {
+    if (source == consumer || !kernel_.findStage(source)) return std::nullopt;
+    for (const loop::LoopNest& nest : program_.kernels) {
+      if (!std::count(nest.stages.begin(), nest.stages.end(), consumer)) continue;
+      if (nest.stages.back() == source) return std::nullopt;
+      if (std::count(nest.stages.begin(), nest.stages.end(), source))
+        return fmt::format("{} is computed in the kernel of {}, inside its loops", source, nest.stages.back());
+    }
+    if (nestRootedAt(source)) return std::nullopt;
+    return fmt::format("{} is inlined into its readers", source);
+  }
+
   // "y.n, y.d, root": every place where `stage` may be computed, each one that applies.
   std::string legalPlaces(const std::string& stage) {
     std::vector<std::string> places;
@@ -564,11 +578,34 @@ private:
       if (consumer.name == stage || !readsOf(consumer).count(stage) || whyNotComputedIn(stage, consumer.name)) continue;
       const StageSchedule& at = model_.stages.at(consumer.name);
       for (size_t k = 0; k < at.loops.size(); ++k)
-        if (fitCopy(placement(DirectiveKind::ComputeAt, stage, consumer.name, at.loops[k].name), at, k, false))
+        if (!readerCombinesInside(stage, at, k) &&
+            fitCopy(placement(DirectiveKind::ComputeAt, stage, consumer.name, at.loops[k].name), at, k, false))
           places.push_back(consumer.name + "." + at.loops[k].name);
     }
     places.push_back("root");
     return join(places, ", ");
+  }
+
+  // Why `stage` cannot be computed at loop `loopAt` of `at` for the other stages of that kernel that read
+  // it: such a stage, computed in place, comes after it, and cannot combine across a thread index that a
+  // loop of `at` around that place gives each thread its own of. Nullopt when none does.
+  std::optional<std::string> readerCombinesInside(const std::string& stage, const StageSchedule& at, size_t loopAt) const {
+    const loop::LoopNest* nest = nestRootedAt(at.name);
+    if (!nest) return std::nullopt;
+    for (const std::string& reader : nest->stages) {
+      if (reader == at.name || reader == stage || !readsOf(*kernel_.findStage(reader)).count(stage)) continue;
+      for (const ScheduledLoop& loop : model_.stages.at(reader).loops) {
+        if (!loop.reduction || !loop.binding || loop.binding->scope == HardwareScope::Block) continue;
+        int dimension = loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension;
+        for (size_t k = 0; k <= loopAt; ++k) {
+          const std::optional<HardwareIndex>& outer = at.loops[k].binding;
+          if (outer && outer->scope != HardwareScope::Block && (outer->scope == HardwareScope::Warp ? 0 : outer->dimension) == dimension)
+            return fmt::format("{} reads {} and combines across {}, which {}.{} around that place gives each thread "
+                               "its own of", reader, stage, hardwareIndexName(*loop.binding), at.name, at.loops[k].name);
+        }
+      }
+    }
+    return std::nullopt;
   }
 
   // "y.d_lane, y.d_step": the loops of `d`'s stage at which its cache fits.
@@ -635,7 +672,13 @@ private:
                                      d.atAxis.text, why, stage->name, legalPlaces(stage->name)));
       return;
     }
-    std::optional<CopyFit> fit = fitCopy(d, *at, *findLoop(*at, d.atAxis), true);
+    size_t loopAt = *findLoop(*at, d.atAxis);
+    if (std::optional<std::string> conflict = readerCombinesInside(stage->name, *at, loopAt)) {
+      diagnostics_.error(d.loc, fmt::format("cannot compute {} at {}.{}: {}; legal places to compute {}: {}", stage->name,
+                                            at->name, d.atAxis.text, *conflict, stage->name, legalPlaces(stage->name)));
+      return;
+    }
+    std::optional<CopyFit> fit = fitCopy(d, *at, loopAt, true);
     if (!fit) return;
     stage->placement = Placement::ComputeAt;
     stage->atStage = at->name;
@@ -870,6 +913,16 @@ private:
     if (kernel_.findStage(name) || kernel_.findInput(name) || findCache(name)) {
       diagnostics_.error(d.results.empty() ? d.loc : d.results[0].loc,
                          fmt::format("cache {}: a tensor named '{}' already exists", source, name));
+      return;
+    }
+    if (std::optional<std::string> computed = computedWith(source, at->name)) {
+      diagnostics_.error(d.stage.loc, fmt::format("cache {} at {}.{}: {}, so there is no copy in memory to read; {}",
+                                                  source, at->name, d.atAxis.text, *computed,
+                                                  sourceStage->reduction || isOutput(source)
+                                                      ? fmt::format("root {} stores it to global memory for a cache", source)
+                                                      : fmt::format("compute {} at {}.{} computes the part {} reads there, in "
+                                                                    "shared memory outside the thread loops and in registers "
+                                                                    "inside them", source, at->name, d.atAxis.text, at->name)));
       return;
     }
     std::optional<CopyFit> fit = fitCopy(d, *at, loopAt - at->loops.begin(), true);
