@@ -467,6 +467,11 @@ private:
                                       cache.source));
       placed.padValue = read->padValue;
     }
+    // A register copy is each thread's own: it is made inside the thread loops after its place, whose
+    // iterations are the thread's (one each), so that its start can use their indices.
+    if (cache.memory == CacheMemory::Registers)
+      for (size_t k = position; k < root_loops_.loops.size(); ++k)
+        if (boundToThreads(*root_loops_.loops[k].scheduled)) placed.position = k + 1;
     for (size_t d = 0; d < reads[0]->indices.size(); ++d) {
       const ExprPtr* first = &reads[0]->indices[d];
       for (const Load* read : reads) {

@@ -586,22 +586,23 @@ private:
     return join(places, ", ");
   }
 
-  // Why `stage` cannot be computed at loop `loopAt` of `at` for the other stages of that kernel that read
-  // it: such a stage, computed in place, comes after it, and cannot combine across a thread index that a
-  // loop of `at` around that place gives each thread its own of. Nullopt when none does.
+  // Why `stage` cannot be computed at loop `loopAt` of `at`, for itself or the other stages of that kernel
+  // that read it (computed in place, after it): none can combine across a thread index that a loop of
+  // `at` around that place gives each thread its own of. Nullopt when none does.
   std::optional<std::string> readerCombinesInside(const std::string& stage, const StageSchedule& at, size_t loopAt) const {
     const loop::LoopNest* nest = nestRootedAt(at.name);
     if (!nest) return std::nullopt;
     for (const std::string& reader : nest->stages) {
-      if (reader == at.name || reader == stage || !readsOf(*kernel_.findStage(reader)).count(stage)) continue;
+      if (reader == at.name || (reader != stage && !readsOf(*kernel_.findStage(reader)).count(stage))) continue;
       for (const ScheduledLoop& loop : model_.stages.at(reader).loops) {
         if (!loop.reduction || !loop.binding || loop.binding->scope == HardwareScope::Block) continue;
         int dimension = loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension;
         for (size_t k = 0; k <= loopAt; ++k) {
           const std::optional<HardwareIndex>& outer = at.loops[k].binding;
           if (outer && outer->scope != HardwareScope::Block && (outer->scope == HardwareScope::Warp ? 0 : outer->dimension) == dimension)
-            return fmt::format("{} reads {} and combines across {}, which {}.{} around that place gives each thread "
-                               "its own of", reader, stage, hardwareIndexName(*loop.binding), at.name, at.loops[k].name);
+            return fmt::format("{} combines across {}, which {}.{} around that place gives each thread its own of",
+                               reader == stage ? stage : fmt::format("{} reads {} and", reader, stage),
+                               hardwareIndexName(*loop.binding), at.name, at.loops[k].name);
         }
       }
     }
