@@ -106,10 +106,6 @@ public:
       }
     }
     if (written.kind == tensor::DirectiveKind::Bind) valid = target(written, d.target) && valid;
-    if (written.atomic && written.kind == tensor::DirectiveKind::Bind && d.target.scope == tensor::HardwareScope::Block) {
-      diagnostics_.error(written.loc, "'atomic' applies to a reduction axis bound to thread.* or warp.x, not to block.*");
-      valid = false;
-    }
     if (!valid) return std::nullopt;
     return d;
   }

@@ -519,3 +519,264 @@ TEST_CASE("the printed schedule, fed back, gives the same CUDA byte for byte", "
     CHECK(again.cuda.source == first.cuda.source);
   }
 }
+
+namespace {
+
+// The diagnostics of lowering `source`, which must fail.
+std::string loweringErrors(const std::string& source) {
+  std::vector<tensor::Kernel> kernels = testing::kernelsOfText(source);
+  REQUIRE(kernels.size() == 1);
+  try {
+    lower(kernels[0], PipelineOptions{});
+  } catch (const CompilationFailed& failed) {
+    return failed.diagnostics.render();
+  }
+  FAIL("lowering succeeded:\n" << source);
+  return "";
+}
+
+// The places that "legal places to WHAT: a.b, c.d, root" lists in `message`, less `root`.
+std::vector<std::string> listedPlaces(const std::string& message, const std::string& what) {
+  std::smatch match;
+  INFO(message);
+  REQUIRE(std::regex_search(message, match, std::regex("legal places to " + what + ": ([^;\\n]*)")));
+  std::vector<std::string> places;
+  std::string list = match[1].str();
+  for (size_t start = 0; start < list.size();) {
+    size_t end = std::min(list.find(", ", start), list.size());
+    std::string place = list.substr(start, end - start);
+    if (place != "root" && place != "none") places.push_back(place);
+    start = end + 2;
+  }
+  return places;
+}
+
+}  // namespace
+
+TEST_CASE("every place the legality messages list for compute and cache applies, and agrees with the reference",
+          "[schedule]") {
+  const std::string softmax = softmaxKernel();
+  const std::string rowsOverThreads = R"(
+    bind y.n to block.x
+    split m.d by 32 -> (d_step, d_lane)
+    reorder m (d_lane, d_step)
+    bind m.d_lane to thread.x
+    split s.d by 32 -> (d_step, d_lane)
+    reorder s (d_lane, d_step)
+    bind s.d_lane to thread.x
+    split y.d by 32 -> (d_step, d_lane)
+    reorder y (n, d_lane, d_step)
+    bind y.d_lane to thread.x
+)";
+  const std::string tiles = R"(
+    tile y (n, d) by (4, 32) -> (n_out, d_out, n_in, d_in)
+    bind y.n_out to block.y
+    bind y.d_out to block.x
+    bind y.n_in to thread.y
+    bind y.d_in to thread.x
+)";
+  const std::string matmulTiles = R"(
+    tile C (i, j) by (16, 16) -> (io, jo, ii, ji)
+    bind C.io to block.y
+    bind C.jo to block.x
+    tile C (ii, ji) by (2, 2) -> (it, jt, ir, jr)
+    bind C.it to thread.y
+    bind C.jt to thread.x
+    split C.k by 8 -> (ko, ki)
+    reorder C (io, jo, it, jt, ko, ki, ir, jr)
+)";
+  const std::string twoReaders = R"(
+kernel two(x: f32[N, D]) -> (y: f32[N, D], z: f32[N, D]) {
+    t[n, d] = exp(x[n, d])
+    y[n, d] = t[n, d] + 1.0
+    z[n, d] = t[n, d] * 2.0
+}
+)";
+  const std::string flat = R"(
+kernel flat(x: f32[N]) -> (y: f32[N]) {
+    t[i] = x[i] * 2.0
+    y[i] = t[i] + 1.0
+}
+)";
+  const std::string columns = R"(
+kernel colnorm(x: f32[N, D]) -> (y: f32[N, D]) {
+    c[d]    = sum[n](x[n, d])
+    y[n, d] = x[n, d] / c[d]
+}
+)";
+  const std::string columnTiles = R"(
+    split y.d by 32 -> (d_out, d_in)
+    reorder y (d_out, n)
+    bind y.d_out to block.x
+    bind y.d_in to thread.x
+)";
+  const std::string blur = R"(
+kernel blur(x: f32[N, D]) -> (y: f32[N, D]) {
+    h[n, d] = pad(x, 0.5)[n, d - 1] + x[n, d] + pad(x, 0.5)[n, d + 1]
+    y[n, d] = pad(h, 0.0)[n - 1, d] + h[n, d] + pad(h, 0.0)[n + 1, d]
+}
+)";
+  struct Case {
+    std::string kernel, name, root, base;
+    std::vector<std::string> computed, cached;
+    std::vector<Sizes> sizes;
+  };
+  std::vector<Case> cases{
+      {softmax, "softmax", "y", "", {"m", "s"}, {"x"}, {{{"N", 3}, {"D", 45}}, {{"N", 1}, {"D", 1}}}},
+      {softmax, "softmax", "y", rowsOverThreads, {"m", "s"}, {"x"}, {{{"N", 3}, {"D", 45}}}},
+      {kChain, "chain", "y", "", {"t"}, {"x", "b"}, {{{"N", 5}, {"D", 37}}}},
+      {kChain, "chain", "y", tiles, {"t"}, {"x", "b"}, {{{"N", 7}, {"D", 45}}, {{"N", 1}, {"D", 1}}}},
+      {kLayernorm, "layernorm", "y", "", {"mu", "var"}, {"x", "w"}, {{{"N", 3}, {"D", 45}}}},
+      {kMatmul, "matmul", "C", matmulTiles, {}, {"A", "B"}, {{{"M", 21}, {"K", 19}, {"N", 35}}}},
+      {twoReaders, "two", "y", "", {"t"}, {"x"}, {{{"N", 3}, {"D", 37}}}},
+      {twoReaders, "two", "y", tiles, {"t"}, {"x"}, {{{"N", 6}, {"D", 37}}}},
+      {flat, "flat", "y", "", {"t"}, {"x"}, {{{"N", 300}}, {{"N", 1}}}},
+      {columns, "colnorm", "y", columnTiles, {"c"}, {"x"}, {{{"N", 9}, {"D", 70}}}},
+      {blur, "blur", "y", tiles, {"h"}, {"x"}, {{{"N", 6}, {"D", 37}}, {{"N", 1}, {"D", 2}}}},
+  };
+  int applied = 0;
+  for (const Case& c : cases) {
+    auto schedule = [&](const std::string& directive) {
+      return c.kernel + "schedule " + c.name + " {\n" + c.base + "    " + directive + "\n}\n";
+    };
+    std::vector<std::string> directives;
+    for (const std::string& stage : c.computed)
+      for (const std::string& place : listedPlaces(loweringErrors(schedule("compute " + stage + " at " + c.root + ".nowhere")),
+                                                   "compute " + stage))
+        directives.push_back("compute " + stage + " at " + place);
+    for (const std::string& tensor : c.cached)
+      for (const char* memory : {"shared", "registers"})
+        for (const std::string& place : listedPlaces(loweringErrors(schedule(fmt::format("cache {} in {} at {}.nowhere", tensor,
+                                                                                          memory, c.root))),
+                                                     "cache " + tensor))
+          directives.push_back(fmt::format("cache {} in {} at {}", tensor, memory, place));
+    for (const std::string& directive : directives) {
+      std::string source = schedule(directive);
+      INFO(source);
+      Built built = build(source);
+      checkRuns(built, c.sizes);
+      ++applied;
+    }
+  }
+  WARN("places applied: " << applied);
+  CHECK(applied > 60);
+}
+
+TEST_CASE("a reduction bound to thread.y or thread.z is combined across that index", "[schedule]") {
+  for (const char* index : {"y", "z"}) {
+    Built built = build(fmt::format(R"(
+kernel rs(x: f32[N, D]) -> (y: f32[N], z: i32[N]) {{
+    y[n] = max[d](x[n, d])
+    z[n] = sum[d](i32(x[n, d] * 8.0))
+}}
+schedule rs {{
+    split y.n by 4 -> (nb, nt)
+    bind y.nb to block.x
+    bind y.nt to thread.x
+    split y.d by 8 -> (dout, di)
+    bind y.di to thread.{}
+    split z.d by 16 -> (dout, di)
+    bind z.di to thread.{}
+}}
+)", index, index));
+    checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}, {{"N", 9}, {"D", 16}}});
+    CHECK(contains(tile::printProgram(built.lowered.tile), std::string("combine y_acc across the block along ") + index));
+    checkCompiles(built);
+  }
+}
+
+TEST_CASE("atomic after a bind accumulates with atomics into an output initialised first", "[schedule]") {
+  struct Case {
+    std::string type, op, schedule, atomic;
+  };
+  std::vector<Case> cases{
+      {"f32", "sum", "split y.d by 32 -> (dout, di)\n bind y.n to block.x\n bind y.di to thread.x atomic\n", "atomicAdd"},
+      {"f64", "sum", "split y.d by 8 -> (db, di)\n bind y.n to block.x\n bind y.db to block.y atomic\n", "atomicAdd"},
+      {"i32", "max",
+       "split y.d by 16 -> (dout, di)\n split y.dout by 4 -> (db, dt)\n reorder y (n, db, di, dt)\n bind y.n to block.x\n"
+       " bind y.db to block.y atomic\n bind y.di to thread.x\n",
+       "atomicMax"},
+      {"i32", "min", "split y.d by 8 -> (db, di)\n bind y.n to block.x\n bind y.db to block.y atomic\n", "atomicMin"},
+      {"i64", "sum",
+       "split y.d by 8 -> (db, di)\n bind y.n to block.x\n bind y.db to block.y atomic\n bind y.di to thread.y atomic\n",
+       "atomicAdd\\(reinterpret_cast<unsigned long long\\*>"},
+  };
+  for (const Case& c : cases) {
+    std::string source = fmt::format("kernel rs(x: {0}[N, D]) -> (y: {0}[N]) {{\n    y[n] = {1}[d](x[n, d])\n}}\n"
+                                     "schedule rs {{\n {2}}}\n", c.type, c.op, c.schedule);
+    INFO(source);
+    Built built = build(source);
+    checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}, {{"N", 3}, {"D", 300}}});
+    CHECK(contains(built.cuda.source, c.atomic));
+    CHECK(contains(built.cuda.source, R"(__global__ void .*rs_k0_init\()"));
+    checkCompiles(built);
+  }
+}
+
+TEST_CASE("caches of padded reads hold the pad value, and of reads at several places their union", "[schedule]") {
+  Built conv = build(R"(
+kernel conv3x3(img: f32[H, W], k: f32[3, 3]) -> (out: f32[H, W]) {
+    out[i, j] = sum[di, dj](pad(img, 0.5)[i + di - 1, j + dj - 1] * k[di, dj])
+}
+schedule conv3x3 {
+    tile out (i, j) by (8, 16) -> (io, jo, ii, ji)
+    bind out.io to block.y
+    bind out.jo to block.x
+    bind out.ii to thread.y
+    bind out.ji to thread.x
+    cache img in shared at out.jo
+    cache k in registers at out.ji
+}
+)");
+  checkRuns(conv, {{{"H", 13}, {"W", 37}}, {{"H", 1}, {"W", 1}}});
+  CHECK(contains(conv.cuda.source, R"(EMMY_SHARED\(float, img_shared, 180\);)"));  // (8 + 2) x (16 + 2)
+  checkCompiles(conv);
+  // A separable blur: each pass reads three places; the part computed at a block is their union.
+  Built blur = build(R"(
+kernel blur(x: f32[N, D]) -> (y: f32[N, D]) {
+    h[n, d] = pad(x, 0.5)[n, d - 1] + x[n, d] + pad(x, 0.5)[n, d + 1]
+    y[n, d] = pad(h, 0.0)[n - 1, d] + h[n, d] + pad(h, 0.0)[n + 1, d]
+}
+schedule blur {
+    tile y (n, d) by (4, 32) -> (n_out, d_out, n_in, d_in)
+    bind y.n_out to block.y
+    bind y.d_out to block.x
+    bind y.n_in to thread.y
+    bind y.d_in to thread.x
+    compute h at y.d_out
+}
+)");
+  checkRuns(blur, {{{"N", 6}, {"D", 37}}, {{"N", 1}, {"D", 2}}});
+  CHECK(contains(blur.cuda.source, R"(EMMY_SHARED\(float, h, 192\);)"));  // (4 + 2) x 32
+  checkCompiles(blur);
+  Built difference = build(R"(
+kernel central_difference(x: f32[N]) -> (dx: f32[N]) {
+    dx[i] = where(i > 0 and i < N - 1, (x[i + 1] - x[i - 1]) * 0.5, 0)
+}
+schedule central_difference {
+    split dx.i by 64 -> (io, ii)
+    bind dx.io to block.x
+    bind dx.ii to thread.x
+    cache x in shared at dx.io
+}
+)");
+  checkRuns(difference, {{{"N", 150}}, {{"N", 1}}, {{"N", 64}}});
+  CHECK(contains(difference.cuda.source, R"(EMMY_SHARED\(float, x_shared, 66\);)"));
+  checkCompiles(difference);
+}
+
+TEST_CASE("a cache of a tensor an earlier kernel stores reads that kernel's output", "[schedule]") {
+  Built built = build(R"(
+kernel two(x: f32[N, D]) -> (c: f32[D], y: f32[N, D]) {
+    c[d]    = sum[n](x[n, d])
+    y[n, d] = x[n, d] / c[d]
+}
+schedule two {
+    split y.d by 32 -> (dout, din)
+    bind y.din to thread.x
+    cache c in shared at y.dout
+}
+)");
+  checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}});
+  CHECK(contains(built.cuda.source, R"(EMMY_SHARED\(float, c_shared, 32\);)"));
+}

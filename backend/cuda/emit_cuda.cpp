@@ -288,8 +288,19 @@ private:
                              scalar ? "" : fmt::format("[{}]", node.count)));
   }
   void stmtNode(const kernel::Store& node, int indent) {
+    if (node.atomic) return atomicStore(node, indent);
     line(indent, fmt::format("{}{} = {};", spelled(node.buffer), node.index ? "[" + expr(*node.index) + "]" : "",
                              value(*node.value)));
+  }
+  // CUDA's atomics take int, unsigned long long (a 64-bit sum wraps the same), long long, float and double.
+  void atomicStore(const kernel::Store& node, int indent) {
+    DType dtype = node.value->dtype;
+    bool sum = *node.atomic == tensor::ReduceOp::Sum;
+    std::string function = sum ? "atomicAdd" : *node.atomic == tensor::ReduceOp::Max ? "atomicMax" : "atomicMin";
+    std::string type = dtype == DType::I64 ? (sum ? "unsigned long long" : "long long") : cudaTypeName(dtype);
+    std::string address = fmt::format("&{}[{}]", spelled(node.buffer), expr(*node.index));
+    if (dtype == DType::I64) address = fmt::format("reinterpret_cast<{}*>({})", type, address);
+    line(indent, fmt::format("{}({}, ({})({}));", function, address, type, value(*node.value)));
   }
   void stmtNode(const kernel::If& node, int indent) {
     line(indent, fmt::format("if ({}) {{", expr(*node.condition)));

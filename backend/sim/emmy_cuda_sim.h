@@ -347,8 +347,31 @@ inline T fetchAdd(T* address, T value) {
   *address = old + value;
   return old;
 }
+template <class T, class Combine>
+inline T fetchCombine(T* address, T value, Combine combine) {
+  const T old = *address;
+  *address = combine(old, value);
+  return old;
+}
 }  // namespace emmy_sim::detail
-inline int atomicAdd(int* address, int value) { return emmy_sim::detail::fetchAdd(address, value); }
+// A 32-bit sum wraps, as on the GPU.
+inline int atomicAdd(int* address, int value) {
+  return emmy_sim::detail::fetchCombine(address, value, [](int a, int b) {
+    return static_cast<int>(static_cast<unsigned int>(a) + static_cast<unsigned int>(b));
+  });
+}
+#define EMMY_SIM_ATOMIC_MIN_MAX(T)                                                                                  \
+  inline T atomicMax(T* address, T value) {                                                                          \
+    return emmy_sim::detail::fetchCombine(address, value, [](T a, T b) { return a < b ? b : a; });                 \
+  }                                                                                                                  \
+  inline T atomicMin(T* address, T value) {                                                                          \
+    return emmy_sim::detail::fetchCombine(address, value, [](T a, T b) { return b < a ? b : a; });                 \
+  }
+EMMY_SIM_ATOMIC_MIN_MAX(int)
+EMMY_SIM_ATOMIC_MIN_MAX(unsigned int)
+EMMY_SIM_ATOMIC_MIN_MAX(long long)
+EMMY_SIM_ATOMIC_MIN_MAX(unsigned long long)
+#undef EMMY_SIM_ATOMIC_MIN_MAX
 inline unsigned int atomicAdd(unsigned int* address, unsigned int value) {
   return emmy_sim::detail::fetchAdd(address, value);
 }
@@ -1287,6 +1310,19 @@ private:
   SharedArray<T, Count>& array_;
   int64_t index_;
 };
+
+// An integer min or max of a value and a shared element: the generated code's templates take two of one
+// type, and the element converts to the integer as well as to float and double (found by ADL).
+template <class T, int64_t Count, class = std::enable_if_t<std::is_integral_v<T>>>
+T emmy_max(T a, const SharedElement<T, Count>& element) {
+  const T b = element;
+  return a < b ? b : a;
+}
+template <class T, int64_t Count, class = std::enable_if_t<std::is_integral_v<T>>>
+T emmy_min(T a, const SharedElement<T, Count>& element) {
+  const T b = element;
+  return b < a ? b : a;
+}
 
 // A shared array of EMMY_SHARED: its elements and, for each, a record of the accesses since the last
 // barrier (SharedAccesses). An aggregate, so that the static local it is gets constant-initialized.

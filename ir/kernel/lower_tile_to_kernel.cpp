@@ -372,7 +372,7 @@ private:
   }
 
   StmtPtr lowerNode(const tile::Store& node) {
-    return std::make_shared<Store>(node.buffer, flatIndex(node.buffer, node.indices), expr(node.value));
+    return std::make_shared<Store>(node.buffer, flatIndex(node.buffer, node.indices), expr(node.value), node.atomic);
   }
 
   StmtPtr lowerNode(const tile::SingleThread& node) {
@@ -385,10 +385,11 @@ private:
     return first ? std::make_shared<If>(first, lowerStmt(*node.body)) : lowerStmt(*node.body);
   }
 
-  // A combine across the threads that differ only in x. The barriers around shared arrays are placed by
-  // place_barriers.cpp.
+  // A combine across the threads that differ only in x (or y, or z). The barriers around shared arrays
+  // are placed by place_barriers.cpp.
   StmtPtr lowerNode(const tile::CrossThreadReduce& node) {
     const std::array<int, 3>& t = nest_.threads;
+    if (node.dimension != 0) return combineThroughSharedMemory(node);
     int rows = t[1] * t[2];
     bool powerOfTwo = (t[0] & (t[0] - 1)) == 0;
     if (rows == 1 && t[0] % kWarpSize == 0) return combineBlock(node);
@@ -404,19 +405,24 @@ private:
     return std::make_shared<Block>(stmts);
   }
 
-  // Any shape: every thread publishes its partial result, then folds those of its row in order.
+  // Any shape: every thread publishes its partial result, then folds those of its row (the threads that
+  // differ only in the combined index) in order.
   StmtPtr combineThroughSharedMemory(const tile::CrossThreadReduce& node) {
     const std::array<int, 3>& t = nest_.threads;
     std::string partials = node.buffer + "__partials", lane = node.buffer + "__lane";
     ExprPtr own = std::make_shared<Load>(node.dtype, node.buffer, std::vector<ExprPtr>{});
-    ExprPtr rowStart = arithmetic(BinaryOp::Sub, linearThreadIndex(), threadIndex(0));
+    int64_t stride = node.dimension == 0 ? 1 : node.dimension == 1 ? t[0] : t[0] * t[1];
+    ExprPtr rowStart = arithmetic(BinaryOp::Sub, linearThreadIndex(),
+                                  arithmetic(BinaryOp::Mul, threadIndex(node.dimension), i64(stride)));
     ExprPtr published = std::make_shared<Load>(
-        node.dtype, partials, std::vector<ExprPtr>{arithmetic(BinaryOp::Add, rowStart, std::make_shared<AxisVar>(lane))});
+        node.dtype, partials,
+        std::vector<ExprPtr>{arithmetic(BinaryOp::Add, rowStart,
+                                        arithmetic(BinaryOp::Mul, std::make_shared<AxisVar>(lane), i64(stride)))});
     return std::make_shared<Block>(std::vector<StmtPtr>{
         std::make_shared<Declare>(partials, node.dtype, t[0] * t[1] * t[2], Memory::Shared),
         std::make_shared<Store>(partials, linearThreadIndex(), own),
         std::make_shared<Store>(node.buffer, nullptr, immediateOf(reductionIdentity(node.op, node.dtype))),
-        std::make_shared<For>(lane, i64(0), i64(t[0]), i64(1),
+        std::make_shared<For>(lane, i64(0), i64(t[node.dimension]), i64(1),
                               std::make_shared<Store>(node.buffer, nullptr,
                                                       std::make_shared<Binary>(node.dtype, reductionStep(node.op), own,
                                                                                published)))});

@@ -9,6 +9,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,13 +93,15 @@ struct Declare final : Stmt {
 };
 
 // buffer[index] = value, or buffer = value for a scalar local (index null).
+// buffer[index] = value; with `atomic`, one atomic buffer[index] = op(buffer[index], value) (see tile::Store).
 struct Store final : Stmt {
   static constexpr StmtKind kKind = StmtKind::Store;
-  Store(std::string buffer, ExprPtr index, ExprPtr value)
-      : Stmt(kKind), buffer(std::move(buffer)), index(std::move(index)), value(std::move(value)) {}
+  Store(std::string buffer, ExprPtr index, ExprPtr value, std::optional<tensor::ReduceOp> atomic = std::nullopt)
+      : Stmt(kKind), buffer(std::move(buffer)), index(std::move(index)), value(std::move(value)), atomic(atomic) {}
   const std::string buffer;
   const ExprPtr index;
   const ExprPtr value;
+  const std::optional<tensor::ReduceOp> atomic;
 };
 
 struct If final : Stmt {

@@ -33,7 +33,11 @@ struct Printer {
                                                         : fmt::format("[{}]", node.count)));
   }
   void printNode(const Store& node, int indent) {
-    line(indent, fmt::format("{}{} = {}", node.buffer, node.index ? "[" + e(node.index) + "]" : "", e(node.value)));
+    std::string target = node.buffer + (node.index ? "[" + e(node.index) + "]" : "");
+    if (node.atomic)
+      line(indent, fmt::format("atomically {} = {}({}, {})", target, tensor::reduceOpName(*node.atomic), target, e(node.value)));
+    else
+      line(indent, fmt::format("{} = {}", target, e(node.value)));
   }
   void printNode(const If& node, int indent) {
     line(indent, fmt::format("if {}:", e(node.condition)));

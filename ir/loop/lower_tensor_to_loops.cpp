@@ -92,34 +92,47 @@ struct ComputeStage {
   ExprPtr body;
 };
 
-// Step 2: every read of an inlined stage becomes its expression at the read's indices.
+// Step 2: every read of an inlined stage becomes its expression at the read's indices. An elementwise
+// stage that `compute S at T.a` places is computed for T, and inlined into every other reader (into a
+// stage inlined into T too, where it is expanded last, in every computed stage but T).
 std::vector<ComputeStage> inlineElementwise(const Kernel& kernel, const std::vector<const Stage*>& stages) {
-  std::map<std::string, std::pair<const Stage*, ExprPtr>> inlined;  // name -> (stage, rewritten body)
+  using Bodies = std::map<std::string, std::pair<const Stage*, ExprPtr>>;  // name -> (stage, rewritten body)
+  Bodies inlined, placed;
+  // `expr` with the reads of `producers` replaced by their bodies, but for those placed in `consumer`.
+  std::function<ExprPtr(const ExprPtr&, const Bodies&, const std::string&)> expand = [&](const ExprPtr& expr,
+                                                                                         const Bodies& producers,
+                                                                                         const std::string& consumer) {
+    return rewrite(expr, [&](const Expr& node) -> ExprPtr {
+      const auto* load = node.as<Load>();
+      if (!load) return nullptr;
+      std::vector<ExprPtr> indices;
+      for (const ExprPtr& index : load->indices) indices.push_back(expand(index, producers, consumer));
+      ExprPtr pad = load->padValue ? expand(load->padValue, producers, consumer) : nullptr;
+      auto it = producers.find(load->tensor);
+      const Directive* computeAt = directiveFor(kernel, load->tensor, DirectiveKind::ComputeAt);
+      if (it == producers.end() || (computeAt && computeAt->atStage.text == consumer))
+        return std::make_shared<Load>(load->dtype, load->tensor, indices, pad);
+      const auto& [producer, producerBody] = it->second;
+      std::map<std::string, ExprPtr> at;
+      for (size_t k = 0; k < indices.size(); ++k) at[producer->axes[k].name] = indices[k];
+      ExprPtr value = replaceAxes(producerBody, at);
+      if (&producers == &placed) value = expand(value, producers, consumer);  // it may read other placed stages
+      return pad ? std::make_shared<Select>(inBounds(indices, producer->axes), value, pad) : value;
+    });
+  };
   std::vector<ComputeStage> computed;
   for (const Stage* stage : stages) {
-    std::function<ExprPtr(const ExprPtr&)> substitute = [&](const ExprPtr& expr) {
-      return rewrite(expr, [&](const Expr& node) -> ExprPtr {
-        const auto* load = node.as<Load>();
-        if (!load) return nullptr;
-        std::vector<ExprPtr> indices;
-        for (const ExprPtr& index : load->indices) indices.push_back(substitute(index));
-        ExprPtr pad = load->padValue ? substitute(load->padValue) : nullptr;
-        auto it = inlined.find(load->tensor);
-        if (it == inlined.end()) return std::make_shared<Load>(load->dtype, load->tensor, indices, pad);
-        const auto& [producer, producerBody] = it->second;
-        std::map<std::string, ExprPtr> at;
-        for (size_t k = 0; k < indices.size(); ++k) at[producer->axes[k].name] = indices[k];
-        ExprPtr value = replaceAxes(producerBody, at);
-        return pad ? std::make_shared<Select>(inBounds(indices, producer->axes), value, pad) : value;
-      });
-    };
-    ExprPtr body = substitute(stage->body);
-    if (!isOutput(kernel, stage->name) && !stage->reduction && !placedAtRoot(kernel, stage->name) &&
-        !directiveFor(kernel, stage->name, DirectiveKind::ComputeAt))
+    ExprPtr body = expand(stage->body, inlined, "");
+    bool elementwise = !isOutput(kernel, stage->name) && !stage->reduction && !placedAtRoot(kernel, stage->name);
+    bool computedAt = directiveFor(kernel, stage->name, DirectiveKind::ComputeAt) != nullptr;
+    if (elementwise && !computedAt) {
       inlined[stage->name] = {stage, body};
-    else
-      computed.push_back({stage, body});
+      continue;
+    }
+    if (elementwise) placed[stage->name] = {stage, body};
+    computed.push_back({stage, body});
   }
+  for (ComputeStage& stage : computed) stage.body = expand(stage.body, placed, stage.stage->name);
   return computed;
 }
 
@@ -182,7 +195,13 @@ std::map<std::string, Placement> placeStages(const Kernel& kernel, const std::ve
       if (auto where = placement.find(read); where != placement.end() && where->second.root != read && !where->second.whole)
         readsMembers = true;
     auto consumer = placement.find(computeAt->atStage.text);
-    if (!readsMembers && consumer != placement.end() && consumer->second.root == computeAt->atStage.text)
+    // Other kernels that read it need it stored by a kernel of its own.
+    bool readElsewhere = false;
+    for (const ComputeStage& user : computed)
+      if (user.stage != it->stage && tensorsRead(*user.body).count(stage.name) &&
+          placement.at(user.stage->name).root != computeAt->atStage.text)
+        readElsewhere = true;
+    if (!readsMembers && !readElsewhere && consumer != placement.end() && consumer->second.root == computeAt->atStage.text)
       placement[stage.name] = Placement{consumer->second.root, 0, true};
   }
   return placement;

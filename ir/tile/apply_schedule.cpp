@@ -26,6 +26,7 @@
 #include "ir/tensor/build.h"
 #include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
+#include "ir/tensor/scalar_ops.h"
 #include "ir/tensor/simplify.h"
 #include "ir/tile/default_schedule.h"
 #include "ir/tile/nest_parts.h"
@@ -58,6 +59,9 @@ ExprPtr substitute(const ExprPtr& expr, const std::map<std::string, ExprPtr>& va
     return value == values.end() ? nullptr : value->second;
   }));
 }
+
+// The block size of a kernel that initialises an output.
+constexpr int kInitThreads = 256;
 
 // Thrown after a diagnostic to give up on the current nest.
 struct NestAbandoned {};
@@ -196,6 +200,25 @@ public:
     return TileNest{nest_.name, nest_.stages, threads_, body};
   }
 
+  // A root whose partial results are combined by atomics: a kernel before it that sets every element of
+  // its output to the reduction's identity.
+  std::optional<TileNest> outputInit() const {
+    if (!atomic_) return std::nullopt;
+    Shape shape = root_->shape();
+    ExprPtr elements = i64(1);
+    for (const Dim& dim : shape) elements = arithmetic(BinaryOp::Mul, elements, dimValue(dim));
+    std::vector<ExprPtr> indices;
+    ExprPtr stride = i64(1);
+    for (size_t d = shape.size(); d-- > 0;) {
+      indices.insert(indices.begin(), arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var("element"), stride), dimValue(shape[d])));
+      stride = arithmetic(BinaryOp::Mul, stride, dimValue(shape[d]));
+    }
+    ExprPtr identity = immediateOf(reductionIdentity(root_->reduction->op, root_->dtype));
+    StmtPtr body = std::make_shared<Loop>("element", elements, Binding::GridStrided, std::vector<std::string>{},
+                                          std::make_shared<Store>(parts_.root.finalize->buffer, indices, identity));
+    return TileNest{nest_.name + "_init", {root_->name}, {kInitThreads, 1, 1}, body};
+  }
+
 private:
   // The root computes `folded` as its reduction and applies its own expression to each result.
   void foldEpilogue(const Member& folded) {
@@ -288,8 +311,11 @@ private:
 
   // ---- placement ----
 
-  [[noreturn]] void unsupported(const SourceLoc& loc, const std::string& message) {
-    diagnostics_.error(loc, message + " (not supported yet)");
+  [[noreturn]] void unsupported(const SourceLoc& loc, const std::string& message) { cannot(loc, message + " (not supported yet)"); }
+
+  // A schedule that asks for what no code can do.
+  [[noreturn]] void cannot(const SourceLoc& loc, const std::string& message) {
+    diagnostics_.error(loc, message);
     throw NestAbandoned{};
   }
 
@@ -321,18 +347,34 @@ private:
     return open;
   }
 
+  // Each member where `compute ... at` puts it, or else as soon as the root's axes it needs are known
+  // and the members it reads are computed.
   void placeMembers() {
     for (const Member& member : parts_.members) {
       const StageSchedule& schedule = model_.stages.at(member.computation.stage->name);
       std::vector<std::string> needed;
       for (size_t d = 0; d < member.depth; ++d) needed.push_back(root_->axes[d].name);
       size_t earliest = positionDefining(needed);
+      const Member* lastRead = nullptr;
+      for (size_t m = 0; m < memberPositions_.size(); ++m)
+        if (reads(member.computation, parts_.members[m].computation.stage->name) && memberPositions_[m] >= earliest) {
+          earliest = memberPositions_[m];
+          lastRead = &parts_.members[m];
+        }
       size_t position = earliest;
       if (schedule.placement == Placement::ComputeAt) {
         if (schedule.atStage != root_->name)
           unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed in the kernel of {}", schedule.name,
                                                      schedule.atStage, schedule.atLoop, schedule.name, root_->name));
         position = positionAfter(schedule.atLoop);
+        if (position < earliest && lastRead && position >= positionDefining(needed)) {
+          const std::string& read = lastRead->computation.stage->name;
+          const StageSchedule& readAt = model_.stages.at(read);
+          cannot(schedule.placedAt, fmt::format("cannot compute {} at {}.{}: {} reads {}, which is computed at {}.{}, further in",
+                                                schedule.name, root_->name, schedule.atLoop, schedule.name, read, root_->name,
+                                                readAt.placement == Placement::ComputeAt ? readAt.atLoop
+                                                    : root_loops_.loops[earliest - 1].scheduled->name));
+        }
         if (position < earliest) {
           diagnostics_.error(schedule.placedAt,
                              fmt::format("cannot compute {} at {}.{}: {} needs the axes {} of {}, which are known only "
@@ -359,6 +401,8 @@ private:
     const CacheStage* cache;
     size_t position;
     std::vector<ExprPtr> base;     // the copy's first element, over the loops open at `position`
+    std::vector<ExprPtr> baseRead;  // per dimension, the root's read index that starts the copy there
+    ExprPtr padValue;               // what the copy holds outside the source (a padded read's), or null
     DType dtype;
     std::string stageVar;          // the variable of the loop it is cached at (double buffering)
     std::map<std::string, ExprPtr> atStart;  // the loops that vary within it, at 0
@@ -379,11 +423,8 @@ private:
         ownCachePosition_ = position;
         continue;
       }
-      bool global = kernel_.findInput(cache.source) ||
-                    std::any_of(program_.temporaries.begin(), program_.temporaries.end(),
-                                [&](const loop::Temporary& t) { return t.name == cache.source; });
-      if (!global)
-        unsupported(cache.loc, fmt::format("cache {}: only inputs and tensors of earlier kernels are copied", cache.source));
+      EMMY_INTERNAL_ASSERT(!std::count(nest_.stages.begin(), nest_.stages.end(), cache.source),
+                           "cache {}: it is computed in the kernel that reads it (the model allows no such cache)", cache.source);
       caches_.push_back(placeCopy(cache, position));
     }
     // Stages computed, per iteration of a root loop, into a copy of the part the root reads there.
@@ -405,14 +446,14 @@ private:
     }
   }
 
-  // A copy of `source` at `position`: it starts where the root's read is when the loops that vary within
-  // it are at 0.
+  // A copy of `source` at `position`: it starts, along each dimension, where the first of the root's
+  // reads there is when the loops that vary within it are at 0 (the model made the reads of one
+  // dimension a constant distance apart). Outside the source it holds the pad value of padded reads.
   PlacedCache placeCopy(const CacheStage& cache, size_t position) {
-    const Load* read = rootReadOf(cache.source);
-    if (!read)
+    std::vector<const Load*> reads = rootReadsOf(cache.source);
+    if (reads.empty())
       unsupported(cache.loc, fmt::format("{}: {} reads {} only through a stage computed in its kernel", cache.name,
                                          root_->name, cache.source));
-    if (read->padValue) unsupported(cache.loc, fmt::format("{}: {} reads {} with a pad value", cache.name, root_->name, cache.source));
     std::map<std::string, ExprPtr> atStart;
     for (size_t k = 0; k < root_loops_.loops.size(); ++k) {
       const FinalLoop& loop = root_loops_.loops[k];
@@ -422,18 +463,43 @@ private:
     }
     std::map<std::string, ExprPtr> axisValues;
     for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
-    PlacedCache placed{&cache, position, {}, read->dtype, root_loops_.loops[position - 1].var, atStart};
-    for (const ExprPtr& index : read->indices) placed.base.push_back(substitute(index, axisValues));
+    PlacedCache placed{&cache, position, {}, {}, nullptr, reads[0]->dtype, root_loops_.loops[position - 1].var, atStart};
+    for (const Load* read : reads) {
+      if (!read->padValue) continue;
+      bool varies = false;
+      forEachNode(*read->padValue, [&](const Expr& node) { varies = varies || node.as<AxisVar>(); });
+      if (varies || (placed.padValue && !sameIndex(*placed.padValue, *read->padValue)))
+        cannot(cache.loc, fmt::format("{}: {} reads {} padded with {}{}, and a copy holds one value outside {}", cache.name,
+                                      root_->name, cache.source, printExpr(*read->padValue),
+                                      varies ? ", which varies with the loops" : " and with " + printExpr(*placed.padValue),
+                                      cache.source));
+      placed.padValue = read->padValue;
+    }
+    // A register copy is each thread's own: it is made inside the thread loops after its place, whose
+    // iterations are the thread's (one each), so that its start can use their indices.
+    if (cache.memory == CacheMemory::Registers)
+      for (size_t k = position; k < root_loops_.loops.size(); ++k)
+        if (boundToThreads(*root_loops_.loops[k].scheduled)) placed.position = k + 1;
+    for (size_t d = 0; d < reads[0]->indices.size(); ++d) {
+      const ExprPtr* first = &reads[0]->indices[d];
+      for (const Load* read : reads) {
+        std::optional<int64_t> shift = constantDistance(*read->indices[d], **first);
+        EMMY_INTERNAL_ASSERT(shift.has_value(), "the reads of {} by {} are no constant distance apart", cache.source, root_->name);
+        if (*shift < 0) first = &read->indices[d];
+      }
+      placed.baseRead.push_back(*first);
+      placed.base.push_back(substitute(*first, axisValues));
+    }
     return placed;
   }
 
-  // The root's read of `tensor` (the checker allows one place).
-  const Load* rootReadOf(const std::string& tensor) const {
-    const Load* found = nullptr;
+  // The root's reads of `tensor`.
+  std::vector<const Load*> rootReadsOf(const std::string& tensor) const {
+    std::vector<const Load*> found;
     for (const loop::Store* store : {parts_.root.store, parts_.root.update, parts_.root.finalize})
       if (store)
         forEachNode(*store->value, [&](const Expr& node) {
-          if (const auto* load = node.as<Load>(); load && load->tensor == tensor && !found) found = load;
+          if (const auto* load = node.as<Load>(); load && load->tensor == tensor) found.push_back(load);
         });
     return found;
   }
@@ -444,11 +510,8 @@ private:
     if (!root_->reduction) return;
     size_t first = firstReduction - loops.begin();
     accumulatorPosition_ = ownCachePosition_.value_or(first);
-    if (accumulatorPosition_ > first)
-      unsupported(directiveAbout(root_->name),
-                  fmt::format("cache {} in registers at {}.{}: the accumulators must live outside the first reduction loop {}",
-                              root_->name, root_->name, loops[accumulatorPosition_ - 1].scheduled->name,
-                              loops[first].scheduled->name));
+    EMMY_INTERNAL_ASSERT(accumulatorPosition_ <= first, "the accumulators of {} are inside its first reduction loop (the "
+                         "model allows no such cache)", root_->name);
     // The accumulators: one per iteration of the pure loops inside the scope that each thread runs (and,
     // in shared memory, of the pure loops bound to threads, wherever they are: each thread owns its own).
     std::vector<const ScheduledLoop*> varying;
@@ -462,10 +525,11 @@ private:
     for (size_t k = accumulatorPosition_; k < loops.size(); ++k) {
       const ScheduledLoop& loop = *loops[k].scheduled;
       if (loop.reduction) {
-        if (boundToThreads(loop)) {
-          if (loop.binding->dimension != 0 && loop.binding->scope == HardwareScope::Thread)
-            unsupported(loop.boundAt, fmt::format("bind {}.{} to {}: a reduction combines across thread.x or warp.x", root_->name,
-                                                  loop.name, hardwareIndexName(*loop.binding)));
+        if (loop.atomic) {
+          atomic_ = true;
+          if (boundToThreads(loop)) atomicDimensions_.insert(dimensionOf(loop));
+        } else if (boundToThreads(loop)) {
+          combineDimensions_.push_back(dimensionOf(loop));
           cooperative_ = true;
         }
         continue;
@@ -717,7 +781,7 @@ private:
     if (!masks.empty()) store = std::make_shared<Guard>(conjunction(masks), store);
     std::vector<int> dimensions;
     for (int d = 0; d < 3; ++d)
-      if (threads_[d] > 1 && !threadBound_.count(d)) dimensions.push_back(d);
+      if (threads_[d] > 1 && !threadBound_.count(d) && !atomicDimensions_.count(d)) dimensions.push_back(d);
     return dimensions.empty() ? store : std::make_shared<SingleThread>(store, dimensions);
   }
 
@@ -736,7 +800,8 @@ private:
         std::vector<ExprPtr> index;
         if (cache.cache->doubleBuffered) index.push_back(arithmetic(BinaryOp::Mod, var(cache.stageVar), i64(2)));
         for (size_t d = 0; d < load->indices.size() && !single(cache); ++d)
-          index.push_back(offsetWithin(load->indices[d], cache.atStart));
+          index.push_back(arithmetic(BinaryOp::Add, offsetWithin(load->indices[d], cache.atStart),
+                                     i64(*constantDistance(*load->indices[d], *cache.baseRead[d]))));
         return std::make_shared<Load>(load->dtype, cache.cache->name, index);
       }
       return nullptr;
@@ -759,10 +824,13 @@ private:
     });
     StmtPtr loops = inner(position, defined, masks);
     std::vector<StmtPtr> stmts{init, loops};
-    if (cooperative_) stmts.push_back(std::make_shared<CrossThreadReduce>(accumulator_, root.accumulatorType, root_->reduction->op));
+    for (int dimension : combineDimensions_)
+      stmts.push_back(std::make_shared<CrossThreadReduce>(accumulator_, root.accumulatorType, root_->reduction->op, dimension));
     stmts.push_back(replayPureLoops(position, position, defined, masks, [&](const std::vector<ExprPtr>& leafMasks) -> StmtPtr {
       const loop::Store& finalize = *root.finalize;
-      return globalStore(std::make_shared<Store>(finalize.buffer, finalize.indices, rootExpr(finalize.value)), leafMasks);
+      std::optional<ReduceOp> atomic;
+      if (atomic_) atomic = root_->reduction->op;
+      return globalStore(std::make_shared<Store>(finalize.buffer, finalize.indices, rootExpr(finalize.value), atomic), leafMasks);
     }));
     accumulatorOpen_ = false;
     StmtPtr region = std::make_shared<Allocate>(accumulator_, root.accumulatorType, accumulatorShape_, accumulatorMemory_, block(stmts));
@@ -822,10 +890,10 @@ private:
     return shape;
   }
 
-  // A copy of one element is a scalar.
+  // A register copy of one element is a scalar (a shared one stays an array: shared memory is indexed).
   static bool single(const PlacedCache& placed) {
     const CacheStage& cache = *placed.cache;
-    return !cache.doubleBuffered && std::all_of(cache.shape.begin(), cache.shape.end(), [](int64_t e) { return e == 1; });
+    return cache.memory == CacheMemory::Registers && !cache.doubleBuffered && std::all_of(cache.shape.begin(), cache.shape.end(), [](int64_t e) { return e == 1; });
   }
 
   // How many consecutive elements one asynchronous copy takes: 16 bytes where the copy's rows (padded)
@@ -842,6 +910,9 @@ private:
   // shared copy, by each thread for a register copy. Elements outside the source read as 0.
   StmtPtr fill(const PlacedCache& placed, const std::vector<ExprPtr>& base, const ExprPtr& stage, bool async) {
     const CacheStage& cache = *placed.cache;
+    // Asynchronous copies fill what is outside the source with zeros, and only after its start.
+    async = async && !placed.padValue &&
+            std::all_of(placed.baseRead.begin(), placed.baseRead.end(), [](const ExprPtr& index) { return nonNegative(*index); });
     int lanes = async ? copyLanes(placed) : 1;
     int64_t elements = 1;
     for (int64_t extent : cache.shape) elements *= extent;
@@ -865,11 +936,11 @@ private:
       }
       coordinates.push_back(coordinate);
       global.push_back(arithmetic(BinaryOp::Add, base[d], coordinate));
-      inside.push_back(compare(BinaryOp::Lt, global.back(), dimValue(sourceShape[d])));
+      inside.push_back(inBounds(placed, d, global.back(), sourceShape));
     }
     if (!single(placed)) local.insert(local.end(), coordinates.begin(), coordinates.end());
     if (placed.computes) {
-      stmts.push_back(computeElement(*placed.computes, local, global, sourceShape));
+      stmts.push_back(computeElement(placed, local, global, sourceShape));
     } else if (async && lanes > 1) {
       // The rows inside, and of each row, the lanes before the source's end.
       ExprPtr lanesInside = arithmetic(BinaryOp::Sub, dimValue(sourceShape.back()), global.back());
@@ -881,7 +952,7 @@ private:
       stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, conjunction(inside), placed.dtype));
     } else {
       ExprPtr value = std::make_shared<Select>(conjunction(inside), std::make_shared<Load>(placed.dtype, cache.source, global),
-                                               immediate(placed.dtype, 0));
+                                               placed.padValue ? placed.padValue : immediate(placed.dtype, 0));
       stmts.push_back(std::make_shared<Store>(cache.name, local, value));
     }
     bool shared = cache.memory == CacheMemory::Shared;
@@ -893,18 +964,28 @@ private:
     return std::make_shared<Loop>(vector, extent, binding, std::vector<std::string>{}, block(stmts));
   }
 
-  // One element of a computed copy: the stage's axes at `global` (when inside the stage), its value
-  // (with its reduction loops serial) stored at `local`.
-  StmtPtr computeElement(const WholeMember& whole, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,
+  // `index` < the extent of dimension `d`, and >= 0 where a padded read or one at a negative offset (under
+  // a `where`) may start the copy before the source.
+  ExprPtr inBounds(const PlacedCache& placed, size_t d, const ExprPtr& index, const Shape& shape) const {
+    ExprPtr below = compare(BinaryOp::Lt, index, dimValue(shape[d]));
+    if (!placed.padValue && nonNegative(*placed.baseRead[d])) return below;
+    return std::make_shared<Binary>(DType::Bool, BinaryOp::And, compare(BinaryOp::Ge, index, i64(0)), below);
+  }
+
+  // One element of a computed copy: the stage's axes at `global`, and where they are `inside` the stage,
+  // its value (with its reduction loops serial) stored at `local`; outside, the pad value of padded reads.
+  StmtPtr computeElement(const PlacedCache& placed, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,
                          const Shape& shape) {
+    const WholeMember& whole = *placed.computes;
     const Computation& computation = whole.computation;
     const std::string& name = computation.stage->name;
     std::vector<StmtPtr> stmts;
-    std::vector<ExprPtr> inside;
+    std::vector<ExprPtr> within;
     for (size_t d = 0; d < whole.axisVars.size(); ++d) {
       stmts.push_back(std::make_shared<Let>(whole.axisVars[d], global[d]));
-      inside.push_back(compare(BinaryOp::Lt, var(whole.axisVars[d]), dimValue(shape[d])));
+      within.push_back(inBounds(placed, d, var(whole.axisVars[d]), shape));
     }
+    ExprPtr inside = within.empty() ? nullptr : conjunction(within);
     StmtPtr value;
     if (computation.store) {
       value = std::make_shared<Store>(name, local, computation.store->value);
@@ -923,7 +1004,10 @@ private:
           block({std::make_shared<Store>(init.buffer, init.indices, init.value), serial(*computation.reductionLoops[0]),
                  std::make_shared<Store>(name, local, computation.finalize->value)}));
     }
-    stmts.push_back(inside.empty() ? value : std::make_shared<Guard>(conjunction(inside), value));
+    stmts.push_back(inside ? std::make_shared<Guard>(inside, value) : value);
+    if (placed.padValue)
+      stmts.push_back(std::make_shared<Guard>(std::make_shared<Unary>(DType::Bool, UnaryOp::Not, inside),
+                                              std::make_shared<Store>(name, local, placed.padValue)));
     return block(stmts);
   }
 
@@ -963,9 +1047,9 @@ private:
   Shape sourceShape(const PlacedCache& placed) const {
     if (placed.computes) return placed.computes->computation.stage->shape();
     if (const TensorParam* input = kernel_.findInput(placed.cache->source)) return input->shape;
-    for (const loop::Temporary& temporary : program_.temporaries)
-      if (temporary.name == placed.cache->source) return temporary.shape;
-    EMMY_INTERNAL_ASSERT(false, "{} is not an input or a temporary", placed.cache->source);
+    const Stage* stored = kernel_.findStage(placed.cache->source);  // by an earlier kernel
+    EMMY_INTERNAL_ASSERT(stored != nullptr, "{} is not an input or a stage", placed.cache->source);
+    return stored->shape();
   }
 
   // A member computed in place: its local, its accumulator, its reduction loops and combine.
@@ -984,18 +1068,19 @@ private:
     for (const loop::For* loop : computation.reductionLoops) axisVars[loop->axis] = loop->var;
     StageLoops loops = buildStageLoops(schedule, stage, axisVars, [&](const std::string& n) { return uniqueVar(n); });
     std::vector<const FinalLoop*> reductionLoops;
-    bool cooperative = false;
+    std::vector<int> combined;  // the thread indices its partial results are combined across
     for (const FinalLoop& loop : loops.loops) {
       if (!loop.scheduled->reduction) continue;
       reductionLoops.push_back(&loop);
       if (!boundToThreads(*loop.scheduled)) continue;
-      if (dimensionOf(*loop.scheduled) != 0)
-        unsupported(loop.scheduled->boundAt, fmt::format("bind {}.{} to {}: a reduction combines across thread.x or warp.x",
-                                                         stage.name, loop.scheduled->name, hardwareIndexName(*loop.scheduled->binding)));
-      if (threadBound_.count(0))
-        unsupported(loop.scheduled->boundAt, fmt::format("{} combines across thread.x inside a loop of {} bound to thread.x",
-                                                         stage.name, root_->name));
-      cooperative = true;
+      int dimension = dimensionOf(*loop.scheduled);
+      if (threadBound_.count(dimension))
+        cannot(loop.scheduled->boundAt,
+               fmt::format("{} combines across thread.{} inside a loop of {} bound to thread.{}, where each thread computes "
+                           "its own {}: bind {}.{} to another thread index, or compute {} outside that loop", stage.name,
+                           "xyz"[dimension], root_->name, "xyz"[dimension], stage.name, stage.name, loop.scheduled->name,
+                           stage.name));
+      combined.push_back(dimension);
     }
     std::set<std::string> open;
     for (const Axis& axis : stage.axes) open.insert(axis.name);  // the root's, known where it is placed
@@ -1017,8 +1102,9 @@ private:
     };
     std::vector<StmtPtr> steps{std::make_shared<Store>(computation.init->buffer, computation.init->indices, computation.init->value),
                                loopsFrom(0)};
-    if (cooperative) steps.push_back(std::make_shared<CrossThreadReduce>(computation.accumulator, computation.accumulatorType,
-                                                                         stage.reduction->op));
+    for (int dimension : combined)
+      steps.push_back(std::make_shared<CrossThreadReduce>(computation.accumulator, computation.accumulatorType,
+                                                          stage.reduction->op, dimension));
     steps.push_back(std::make_shared<Store>(computation.finalize->buffer, computation.finalize->indices, computation.finalize->value));
     StmtPtr compute = std::make_shared<Allocate>(computation.accumulator, computation.accumulatorType, std::vector<Dim>{},
                                                  MemoryScope::Registers, block(steps));
@@ -1080,6 +1166,9 @@ private:
   size_t accumulatorPosition_ = 0;
   bool accumulatorOpen_ = false;
   bool cooperative_ = false;
+  bool atomic_ = false;                 // the root's partial results are combined by atomics in its output
+  std::set<int> atomicDimensions_;      // the thread indices whose partial results are combined so
+  std::vector<int> combineDimensions_;  // the thread indices the root's partial results are combined across
   std::string accumulator_;
   std::vector<Dim> accumulatorShape_;
   std::vector<ExprPtr> accumulatorIndex_;
@@ -1103,7 +1192,10 @@ Program applySchedule(const loop::Program& program, const ScheduleModel& model, 
       continue;
     }
     try {
-      tiled.kernels.push_back(NestScheduler(program, nest, model, diagnostics).run());
+      NestScheduler scheduler(program, nest, model, diagnostics);
+      TileNest tiledNest = scheduler.run();
+      if (std::optional<TileNest> init = scheduler.outputInit()) tiled.kernels.push_back(*init);
+      tiled.kernels.push_back(tiledNest);
     } catch (const NestAbandoned&) {
     }
   }

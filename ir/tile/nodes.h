@@ -6,6 +6,7 @@
 
 #include <array>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,13 +103,16 @@ struct Allocate final : Stmt {
   const StmtPtr body;
 };
 
+// buffer[indices] = value; with `atomic`, buffer[indices] = op(buffer[indices], value) as one atomic
+// operation on global memory (the partial results of a reduction bound with `atomic`).
 struct Store final : Stmt {
   static constexpr StmtKind kKind = StmtKind::Store;
-  Store(std::string buffer, std::vector<ExprPtr> indices, ExprPtr value)
-      : Stmt(kKind), buffer(std::move(buffer)), indices(std::move(indices)), value(std::move(value)) {}
+  Store(std::string buffer, std::vector<ExprPtr> indices, ExprPtr value, std::optional<tensor::ReduceOp> atomic = std::nullopt)
+      : Stmt(kKind), buffer(std::move(buffer)), indices(std::move(indices)), value(std::move(value)), atomic(atomic) {}
   const std::string buffer;
   const std::vector<ExprPtr> indices;
   const ExprPtr value;
+  const std::optional<tensor::ReduceOp> atomic;
 };
 
 // Each thread of the block holds a partial result of `op` in the register buffer `buffer` (rank 0);
@@ -116,11 +120,12 @@ struct Store final : Stmt {
 // it only in their x index (with a one-dimensional block: of every thread of the block).
 struct CrossThreadReduce final : Stmt {
   static constexpr StmtKind kKind = StmtKind::CrossThreadReduce;
-  CrossThreadReduce(std::string buffer, DType dtype, tensor::ReduceOp op)
-      : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), op(op) {}
+  CrossThreadReduce(std::string buffer, DType dtype, tensor::ReduceOp op, int dimension = 0)
+      : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), op(op), dimension(dimension) {}
   const std::string buffer;
   const DType dtype;
   const tensor::ReduceOp op;
+  const int dimension;  // the threads combined differ only in this index (0, 1, 2: x, y, z)
 };
 
 // `body` runs only in the threads whose index is 0 along each of `dimensions` (by default: in one

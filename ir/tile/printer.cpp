@@ -52,10 +52,16 @@ struct Printer {
   void printNode(const Store& node, int indent) {
     std::string index;
     for (const ExprPtr& i : node.indices) index += (index.empty() ? "" : ", ") + tensor::printExpr(*i);
-    line(indent, fmt::format("{}[{}] = {}", node.buffer, index, tensor::printExpr(*node.value)));
+    std::string target = fmt::format("{}[{}]", node.buffer, index);
+    if (node.atomic)
+      line(indent, fmt::format("atomically {} = {}({}, {})", target, tensor::reduceOpName(*node.atomic), target,
+                               tensor::printExpr(*node.value)));
+    else
+      line(indent, fmt::format("{} = {}", target, tensor::printExpr(*node.value)));
   }
   void printNode(const CrossThreadReduce& node, int indent) {
-    line(indent, fmt::format("combine {} across the block ({})", node.buffer, tensor::reduceOpName(node.op)));
+    std::string along = node.dimension == 0 ? "" : fmt::format(" along {}", "xyz"[node.dimension]);
+    line(indent, fmt::format("combine {} across the block{} ({})", node.buffer, along, tensor::reduceOpName(node.op)));
   }
   void printNode(const SingleThread& node, int indent) {
     std::string along;

@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "ir/tile/nest_parts.h"
+
 namespace emmy::tile {
 
 using namespace tensor;
@@ -33,13 +35,19 @@ private:
   void fill(const loop::LoopNest& nest) {
     const std::string& root = nest.stages.back();
     std::vector<ScheduledLoop> loops = model_.stages.at(root).loops;
+    // (A reduction loop bound to blocks with `atomic` leaves the pure loops to place.)
     bool blocks = std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) {
-      return l.binding && l.binding->scope == HardwareScope::Block;
+      return !l.reduction && l.binding && l.binding->scope == HardwareScope::Block;
     });
     size_t firstFree = 0;
     if (!blocks && !loops.empty() && !loops[0].reduction && free(loops[0])) {
-      add(bind(root, loops[0].name, HardwareScope::Block));
-      loops[0].binding = HardwareIndex{HardwareScope::Block, 0};
+      std::set<int> taken;
+      for (const ScheduledLoop& loop : loops)
+        if (loop.binding && loop.binding->scope == HardwareScope::Block) taken.insert(loop.binding->dimension);
+      int dimension = 0;
+      while (taken.count(dimension)) ++dimension;
+      add(bind(root, loops[0].name, HardwareScope::Block, dimension));
+      loops[0].binding = HardwareIndex{HardwareScope::Block, dimension};
       firstFree = 1;
     }
     std::array<int64_t, 3> threads{0, 0, 0};
@@ -71,17 +79,27 @@ private:
       return !l.reduction && !(l.binding && l.binding->scope == HardwareScope::Block);
     });
     if (!rootThreads && !laneAt && !pureLeft) fillMember(root, lanes);
+    NestParts parts = parseNest(program_.source, nest);
     for (const std::string& member : nest.stages) {
       const StageSchedule& schedule = model_.stages.at(member);
       bool folded = !schedule.epilogueOf.empty() || !schedule.onlineIn.empty();  // computed in the root's loops
-      if (member != root && !folded && !memberInsideLanes(root, member, loops, laneAt)) fillMember(member, lanes);
+      if (member != root && !folded && !memberInsideLanes(root, member, loops, laneAt, parts)) fillMember(member, lanes);
     }
   }
 
   // A member inside the root's lane loop would combine across the lanes it is in. It goes after the root
-  // loops its axes need (or after its compute-at loop).
+  // loops its axes need (or after its compute-at loop), and after the members it reads.
   bool memberInsideLanes(const std::string& root, const std::string& member, const std::vector<ScheduledLoop>& rootLoops,
-                         std::optional<size_t> laneAt) const {
+                         std::optional<size_t> laneAt, const NestParts& parts) const {
+    size_t position = memberPosition(root, member, rootLoops, parts);
+    for (size_t k = 0; k < position; ++k)
+      if ((laneAt && k == *laneAt) || (boundToThreads(rootLoops[k]) && rootLoops[k].binding->dimension == 0)) return true;
+    return false;
+  }
+
+  // The number of root loops open where `member` is computed (as apply_schedule.cpp places members).
+  size_t memberPosition(const std::string& root, const std::string& member, const std::vector<ScheduledLoop>& rootLoops,
+                        const NestParts& parts) const {
     const StageSchedule& schedule = model_.stages.at(member);
     size_t depth = program_.source.findStage(member)->axes.size();
     const std::vector<Axis>& rootAxes = program_.source.findStage(root)->axes;
@@ -92,9 +110,16 @@ private:
         needed = needed || rootLoops[k].coefficients.count(rootAxes[d].name) > 0;
       if (needed) position = k + 1;
     }
-    for (size_t k = 0; k < position; ++k)
-      if ((laneAt && k == *laneAt) || (boundToThreads(rootLoops[k]) && rootLoops[k].binding->dimension == 0)) return true;
-    return false;
+    if (schedule.placement == Placement::ComputeAt) return position;
+    const Member* self = nullptr;
+    for (const Member& m : parts.members)
+      if (m.computation.stage->name == member) self = &m;
+    for (const Member& m : parts.members) {
+      if (&m == self) break;
+      if (self && reads(self->computation, m.computation.stage->name))
+        position = std::max(position, memberPosition(root, m.computation.stage->name, rootLoops, parts));
+    }
+    return position;
   }
 
   // The innermost free reduction loop of `member` over the lanes, unless a reduction loop is bound.
@@ -151,10 +176,10 @@ private:
     return d;
   }
 
-  static Directive bind(const std::string& stage, const std::string& loop, HardwareScope scope) {
+  static Directive bind(const std::string& stage, const std::string& loop, HardwareScope scope, int dimension = 0) {
     Directive d = directive(DirectiveKind::Bind, stage);
     d.axes = {{loop, {}}};
-    d.target = HardwareIndex{scope, 0};
+    d.target = HardwareIndex{scope, dimension};
     return d;
   }
 

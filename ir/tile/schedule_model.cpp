@@ -23,9 +23,9 @@ std::string loopNames(const std::vector<ScheduledLoop>& loops) {
   return join(names, ", ");
 }
 
-// An index as sum(coefficient * axis) + constant, when it is one.
+// An index as sum(coefficient * axis) + constant, when it is one; the constant under the name "".
 std::optional<std::map<std::string, int64_t>> affineTerms(const Expr& e) {
-  if (e.as<IntImm>()) return std::map<std::string, int64_t>{};
+  if (const auto* constant = e.as<IntImm>()) return std::map<std::string, int64_t>{{"", constant->value}};
   if (const auto* axis = e.as<AxisVar>()) return std::map<std::string, int64_t>{{axis->name, 1}};
   const auto* binary = e.as<Binary>();
   if (!binary) return std::nullopt;
@@ -90,6 +90,7 @@ public:
 
   ScheduleModel run() {
     for (const Directive& directive : kernel_.schedule) apply(directive);
+    refitCopies();
     for (const auto& [name, stage] : model_.stages) checkBlockLoopsOutermost(stage);
     checkThreadsPerKernel();
     checkSharedMemory();
@@ -361,15 +362,24 @@ private:
         return;
       }
     if (!unmarked(*stage, loop, d, d.axes[0])) return;
-    if (d.target.scope == HardwareScope::Block && loop.reduction) {
-      diagnostics_.error(d.loc, fmt::format("{}.{} is a reduction loop: blocks cannot combine their partial results, so a "
-                                            "reduction binds to thread.* or warp.x, never to block.*", stage->name, loop.name));
+    if (d.target.scope == HardwareScope::Block && loop.reduction && !d.atomic) {
+      diagnostics_.error(d.loc, fmt::format("{}.{} is a reduction loop: blocks cannot combine their partial results but "
+                                            "through atomics, so a reduction binds to thread.* or warp.x, or to block.* "
+                                            "with 'atomic' (bind {}.{} to {} atomic)", stage->name, loop.name, stage->name,
+                                            loop.name, index));
       return;
     }
     if (d.atomic && !loop.reduction) {
       diagnostics_.error(d.loc, fmt::format("'atomic' combines the partial results of a reduction loop, and {}.{} is not one",
                                             stage->name, loop.name));
       return;
+    }
+    if (d.atomic) {
+      std::optional<std::string> whyNot = whyNoAtomic(*stage);
+      if (whyNot) {
+        diagnostics_.error(d.loc, fmt::format("bind {}.{} to {} atomic: {}", stage->name, loop.name, index, *whyNot));
+        return;
+      }
     }
     if (d.target.scope != HardwareScope::Block) {
       if (!loop.extent) {
@@ -390,6 +400,33 @@ private:
     loop.binding = d.target;
     loop.atomic = d.atomic;
     loop.boundAt = d.loc;
+  }
+
+  // Why the partial results of `stage`'s reduction cannot be combined by atomics in global memory, or
+  // nullopt: CUDA has atomic sums of f32, f64, i32 and i64 and atomic maxima and minima of i32 and i64,
+  // and the stage must be the reduction its kernel stores, as it is.
+  std::optional<std::string> whyNoAtomic(const StageSchedule& schedule) const {
+    std::string legal = "CUDA has atomic sums of f32, f64, i32 and i64 and atomic max and min of i32 and i64";
+    if (!schedule.epilogueReduction.empty())
+      return fmt::format("{} applies its own expression to each result of {}, and atomics can only accumulate the stored "
+                         "value itself; bind without 'atomic' to combine across threads", schedule.name,
+                         schedule.epilogueReduction);
+    const Stage& stage = *kernel_.findStage(schedule.name);
+    const loop::LoopNest* nest = nestRootedAt(schedule.name);
+    if (!nest)
+      return fmt::format("{} is computed in place in another stage's loops, in registers, not in global memory where "
+                         "atomics combine; bind without 'atomic' to combine across threads", schedule.name);
+    ReduceOp op = stage.reduction->op;
+    bool sum = op == ReduceOp::Sum, extremum = op == ReduceOp::Max || op == ReduceOp::Min;
+    if (!sum && !extremum) return fmt::format("{} is a {} reduction, and {}", schedule.name, reduceOpName(op), legal);
+    if (stage.reduction->accumulator != stage.dtype)
+      return fmt::format("{} accumulates its {} values in {} and rounds once at the end, which atomics on {} cannot do; "
+                         "{}", schedule.name, dtypeName(stage.dtype), dtypeName(stage.reduction->accumulator),
+                         dtypeName(stage.dtype), legal);
+    bool supported = stage.dtype == DType::I32 || stage.dtype == DType::I64 ||
+                     (sum && (stage.dtype == DType::F32 || stage.dtype == DType::F64));
+    if (!supported) return fmt::format("{} is a {} of {}, and {}", schedule.name, reduceOpName(op), dtypeName(stage.dtype), legal);
+    return std::nullopt;
   }
 
   // The loop `S.a` of `split`, `bind`, `unroll` and `vectorize`, or nulls after an error.
@@ -480,16 +517,112 @@ private:
     return isInlinedByDefault(producer) || schedule.epilogueOf == consumer.name || schedule.onlineIn == consumer.name;
   }
 
-  // "y.n, y.d, root": where `stage` may be computed.
+  // The nest whose root is `stage`: one CUDA kernel.
+  const loop::LoopNest* nestRootedAt(const std::string& stage) const {
+    for (const loop::LoopNest& nest : program_.kernels)
+      if (nest.stages.back() == stage) return &nest;
+    return nullptr;
+  }
+
+  // Why the lowering cannot compute `stage` inside the loops of `consumer`, or nullopt when it can:
+  // `consumer` must be the root of a kernel, and `stage` computed in that kernel already, or
+  // elementwise (its other readers inline it), or a reduction only that kernel reads; and what is
+  // computed whole at a loop cannot read what is computed in place inside the loops.
+  std::optional<std::string> whyNotComputedIn(const std::string& stage, const std::string& consumer) const {
+    const loop::LoopNest* nest = nestRootedAt(consumer);
+    if (!nest) {
+      for (const loop::LoopNest& other : program_.kernels)
+        if (std::count(other.stages.begin(), other.stages.end(), consumer))
+          return fmt::format("{} is computed inside the loops of {}, not in loops of its own", consumer, other.stages.back());
+      return fmt::format("{} is inlined into its readers and has no loops", consumer);
+    }
+    if (std::count(nest->stages.begin(), nest->stages.end(), stage)) return std::nullopt;
+    const Stage& computed = *kernel_.findStage(stage);
+    for (const std::string& read : readsOf(computed))
+      for (const loop::LoopNest& other : program_.kernels)
+        if (other.stages.back() != read && std::count(other.stages.begin(), other.stages.end(), read) &&
+            model_.stages.at(read).placement != Placement::ComputeAt)
+          return fmt::format("{} reads {}, which is computed in place inside the loops of {}", stage, read, other.stages.back());
+    if (isInlinedByDefault(computed)) return std::nullopt;
+    for (const Stage& reader : kernel_.stages)
+      if (reader.name != stage && !isInlinedByDefault(reader) && readsOf(reader).count(stage) &&
+          !std::count(nest->stages.begin(), nest->stages.end(), reader.name))
+        return fmt::format("{} reads {} too, in another kernel, so {} is computed once by a kernel of its own", reader.name,
+                           stage, stage);
+    return std::nullopt;
+  }
+
+  // How `source` is computed in the kernel of `consumer` (inlined into it, or among its loops), or
+  // nullopt when it is an input or a stage stored by another kernel (or `consumer` itself).
+  std::optional<std::string> computedWith(const std::string& source, const std::string& consumer) const {
+    if (source == consumer || !kernel_.findStage(source)) return std::nullopt;
+    for (const loop::LoopNest& nest : program_.kernels) {
+      if (!std::count(nest.stages.begin(), nest.stages.end(), consumer)) continue;
+      if (nest.stages.back() == source) return std::nullopt;
+      if (std::count(nest.stages.begin(), nest.stages.end(), source))
+        return fmt::format("{} is computed in the kernel of {}, inside its loops", source, nest.stages.back());
+    }
+    if (nestRootedAt(source)) return std::nullopt;
+    return fmt::format("{} is inlined into its readers", source);
+  }
+
+  // "y.n, y.d, root": every place where `stage` may be computed, each one that applies.
   std::string legalPlaces(const std::string& stage) {
     std::vector<std::string> places;
-    for (const Stage& consumer : kernel_.stages)
-      if (consumer.name != stage && readsOf(consumer).count(stage) &&
-          (!isInlinedByDefault(consumer) || model_.stages.at(consumer.name).placement == Placement::Root))
-        for (const ScheduledLoop& loop : model_.stages.at(consumer.name).loops)
-          places.push_back(consumer.name + "." + loop.name);
+    for (const Stage& consumer : kernel_.stages) {
+      if (consumer.name == stage || !readsOf(consumer).count(stage) || whyNotComputedIn(stage, consumer.name)) continue;
+      const StageSchedule& at = model_.stages.at(consumer.name);
+      for (size_t k = 0; k < at.loops.size(); ++k)
+        if (!readerCombinesInside(stage, at, k) &&
+            fitCopy(placement(DirectiveKind::ComputeAt, stage, consumer.name, at.loops[k].name), at, k, false))
+          places.push_back(consumer.name + "." + at.loops[k].name);
+    }
     places.push_back("root");
     return join(places, ", ");
+  }
+
+  // Why `stage` cannot be computed at loop `loopAt` of `at`, for itself or the other stages of that kernel
+  // that read it (computed in place, after it): none can combine across a thread index that a loop of
+  // `at` around that place gives each thread its own of. Nullopt when none does.
+  std::optional<std::string> readerCombinesInside(const std::string& stage, const StageSchedule& at, size_t loopAt) const {
+    const loop::LoopNest* nest = nestRootedAt(at.name);
+    if (!nest) return std::nullopt;
+    for (const std::string& reader : nest->stages) {
+      if (reader == at.name || (reader != stage && !readsOf(*kernel_.findStage(reader)).count(stage))) continue;
+      for (const ScheduledLoop& loop : model_.stages.at(reader).loops) {
+        if (!loop.reduction || !loop.binding || loop.binding->scope == HardwareScope::Block) continue;
+        int dimension = loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension;
+        for (size_t k = 0; k <= loopAt; ++k) {
+          const std::optional<HardwareIndex>& outer = at.loops[k].binding;
+          if (outer && outer->scope != HardwareScope::Block && (outer->scope == HardwareScope::Warp ? 0 : outer->dimension) == dimension)
+            return fmt::format("{} combines across {}, which {}.{} around that place gives each thread its own of",
+                               reader == stage ? stage : fmt::format("{} reads {} and", reader, stage),
+                               hardwareIndexName(*loop.binding), at.name, at.loops[k].name);
+        }
+      }
+    }
+    return std::nullopt;
+  }
+
+  // "y.d_lane, y.d_step": the loops of `d`'s stage at which its cache fits.
+  std::string legalCachePlaces(const Directive& d) {
+    const StageSchedule& at = model_.stages.at(d.atStage.text);
+    std::vector<std::string> places;
+    for (size_t k = 0; k < at.loops.size(); ++k) {
+      Directive elsewhere = d;
+      elsewhere.atAxis.text = at.loops[k].name;
+      if (fitCopy(elsewhere, at, k, false)) places.push_back(at.name + "." + at.loops[k].name);
+    }
+    return places.empty() ? "none" : join(places, ", ");
+  }
+
+  static Directive placement(DirectiveKind kind, const std::string& stage, const std::string& atStage, const std::string& atLoop) {
+    Directive d;
+    d.kind = kind;
+    d.stage.text = stage;
+    d.atStage.text = atStage;
+    d.atAxis.text = atLoop;
+    return d;
   }
 
   void place(const Directive& d) {
@@ -525,30 +658,66 @@ private:
     if (!at) return;
     bool reads = at->name != stage->name && readsOf(*kernel_.findStage(at->name)).count(stage->name);
     bool found = std::any_of(at->loops.begin(), at->loops.end(), [&](const ScheduledLoop& l) { return l.name == d.atAxis.text; });
-    if (!reads || !found) {
-      std::string why = !reads ? fmt::format("{} does not read {}", at->name, stage->name)
-                               : fmt::format("{} has no loop '{}'", at->name, d.atAxis.text);
-      diagnostics_.error(reads ? d.atAxis.loc : d.atStage.loc,
+    std::optional<std::string> whyNot = reads && found ? whyNotComputedIn(stage->name, at->name) : std::nullopt;
+    if (!reads || !found || whyNot) {
+      std::string why = !reads  ? fmt::format("{} does not read {}", at->name, stage->name)
+                        : whyNot ? *whyNot
+                                 : fmt::format("{} has no loop '{}'", at->name, d.atAxis.text);
+      diagnostics_.error(reads && !whyNot ? d.atAxis.loc : d.atStage.loc,
                          fmt::format("cannot compute {} at {}.{}: {}; legal places to compute {}: {}", stage->name, at->name,
                                      d.atAxis.text, why, stage->name, legalPlaces(stage->name)));
       return;
     }
-    std::vector<std::vector<ExprPtr>> places = onePlace(d, *at, stage->name);
-    if (places.empty()) return;
     size_t loopAt = *findLoop(*at, d.atAxis);
-    bool insideThreads = false;
-    for (size_t k = 0; k <= loopAt; ++k)
-      insideThreads = insideThreads || (at->loops[k].binding && at->loops[k].binding->scope != HardwareScope::Block);
-    CacheMemory memory = insideThreads ? CacheMemory::Registers : CacheMemory::Shared;
-    std::optional<std::vector<int64_t>> extents =
-        footprint(d, *at, varyingLoops(*at, loopAt, memory), stage->name, places[0], source.shape());
-    if (!extents) return;
+    if (std::optional<std::string> conflict = readerCombinesInside(stage->name, *at, loopAt)) {
+      diagnostics_.error(d.loc, fmt::format("cannot compute {} at {}.{}: {}; legal places to compute {}: {}", stage->name,
+                                            at->name, d.atAxis.text, *conflict, stage->name, legalPlaces(stage->name)));
+      return;
+    }
+    std::optional<CopyFit> fit = fitCopy(d, *at, loopAt, true);
+    if (!fit) return;
     stage->placement = Placement::ComputeAt;
     stage->atStage = at->name;
     stage->atLoop = d.atAxis.text;
     stage->placedAt = d.loc;
-    stage->footprint = *extents;
-    stage->memory = memory;
+    stage->footprint = fit->extents;
+    stage->memory = fit->memory;
+    copies_.push_back({d, ""});
+  }
+
+  // A copy's size depends on the loops inside and around its place, which later directives (and the
+  // default policy) may still split, bind or reorder: each copy is sized again once all are applied,
+  // at the innermost of the loops its loop became (a place inside a loop is inside all of its parts).
+  void refitCopies() {
+    for (const auto& [d, cacheName] : copies_) {
+      StageSchedule& at = model_.stages.at(d.atStage.text);
+      size_t loopAt = finalLoop(at, d.atAxis.text);
+      std::optional<CopyFit> fit = fitCopy(d, at, loopAt, true);
+      if (!fit) continue;
+      if (d.kind == DirectiveKind::ComputeAt) {
+        StageSchedule& stage = model_.stages.at(d.stage.text);
+        stage.atLoop = at.loops[loopAt].name;
+        stage.footprint = fit->extents;
+        stage.memory = fit->memory;
+        continue;
+      }
+      CacheStage& cache = *findCache(cacheName);
+      cache.atLoop = at.loops[loopAt].name;
+      cache.shape = fit->extents;
+      cache.wholeRows = fit->wholeRows;
+    }
+  }
+
+  // The position of `name` in `stage`'s loops, or of the innermost loop that splits and fuses made of it.
+  static size_t finalLoop(const StageSchedule& stage, const std::string& name) {
+    std::set<std::string> parts{name};
+    for (const LoopDerivation& derivation : stage.derivations)
+      if (std::any_of(derivation.from.begin(), derivation.from.end(), [&](const std::string& n) { return parts.count(n); }))
+        parts.insert(derivation.to.begin(), derivation.to.end());
+    size_t innermost = 0;
+    for (size_t k = 0; k < stage.loops.size(); ++k)
+      if (parts.count(stage.loops[k].name)) innermost = k;
+    return innermost;
   }
 
   // The loops of `stage` that vary within one iteration of its loop `loopAt`, as a copy in `memory` sees
@@ -563,58 +732,103 @@ private:
     return varying;
   }
 
-  // The reads `consumer` makes of `source` (indices over its axes); empty after an error when they are
-  // at several places, which no copy serves yet.
-  std::vector<std::vector<ExprPtr>> onePlace(const Directive& d, const StageSchedule& consumer, const std::string& source) {
-    std::vector<std::vector<ExprPtr>> reads = readsOf(*kernel_.findStage(consumer.name), source);
-    std::set<std::string> places;
-    for (const std::vector<ExprPtr>& indices : reads) {
-      std::vector<std::string> printed;
-      for (const ExprPtr& index : indices) printed.push_back(printExpr(*index));
-      places.insert(fmt::format("{}[{}]", source, join(printed, ", ")));
-    }
-    if (places.size() > 1) {
-      diagnostics_.error(d.loc, fmt::format("{}: {} reads {} at several places ({}); one place is all that is supported "
-                                            "yet", printDirective(d), consumer.name, source,
-                                            join(std::vector<std::string>(places.begin(), places.end()), ", ")));
-      return {};
-    }
-    return reads;
+  // Where a stage computed at loop `loopAt` of `at` lives: in shared memory, computed by the block's
+  // threads together, outside every thread loop; in each thread's registers inside one.
+  static CacheMemory memoryAt(const StageSchedule& at, size_t loopAt) {
+    for (size_t k = 0; k <= loopAt; ++k)
+      if (at.loops[k].binding && at.loops[k].binding->scope != HardwareScope::Block) return CacheMemory::Registers;
+    return CacheMemory::Shared;
   }
 
   // ---- caches ----
 
-  // The extent, along each dimension of `source`, of the part of it that `stage` reads while `varying`
-  // loops run; nullopt after an error. With `rowBound`, a last dimension of symbolic extent read whole
-  // is allowed (a whole-row cache, see CacheStage::wholeRows): it gets that extent, and `wholeRow` is set.
-  std::optional<std::vector<int64_t>> footprint(const Directive& d, const StageSchedule& stage,
-                                                 const std::vector<const ScheduledLoop*>& varying,
-                                                 const std::string& source, const std::vector<ExprPtr>& indices,
-                                                 const Shape& shape, std::optional<int64_t> rowBound = std::nullopt,
-                                                 bool* wholeRow = nullptr) {
-    std::vector<int64_t> extents;
-    for (size_t dim = 0; dim < indices.size(); ++dim) {
-      const ScheduledLoop* symbolic = nullptr;
-      std::optional<int64_t> width = footprintWidth(*indices[dim], varying, shape[dim], &symbolic);
-      if (width) {
-        extents.push_back(*width);
-      } else if (rowBound && dim + 1 == indices.size() && readsWhole(*indices[dim], stage, varying)) {
-        extents.push_back(*rowBound);
-        *wholeRow = true;
-      } else if (symbolic) {
-        diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: loop {} inside it has extent {}, which is not a "
-                                              "constant, so the part of {} to copy has no constant size; cache at a "
-                                              "loop inside {}", source, stage.name, d.atAxis.text, symbolic->name,
-                                              symbolic->extentText, source, symbolic->name));
-        return std::nullopt;
-      } else {
-        diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: the part of {} to copy spans the whole of dimension {} "
-                                              "(extent {}), which is not a constant size",
-                                              source, stage.name, d.atAxis.text, source, dim, shape[dim].toString()));
-        return std::nullopt;
+  struct CopyFit {
+    std::vector<int64_t> extents;  // one per dimension of the source
+    CacheMemory memory = CacheMemory::Shared;
+    bool wholeRows = false;
+  };
+
+  // The part of the tensor that `d` caches (or computes, for `compute ... at`) that `at` reads in one
+  // iteration of its loop `loopAt`: the union of what each of its reads takes there. Nullopt when it
+  // has no constant size, or too many elements for registers; then, with `report`, an error says why.
+  std::optional<CopyFit> fitCopy(const Directive& d, const StageSchedule& at, size_t loopAt, bool report) {
+    const std::string& source = d.stage.text;
+    const Stage* sourceStage = kernel_.findStage(source);
+    const TensorParam* input = kernel_.findInput(source);
+    const Stage& consumer = *kernel_.findStage(at.name);
+    bool compute = d.kind == DirectiveKind::ComputeAt, own = !compute && source == at.name;
+    CopyFit fit;
+    fit.memory = compute ? memoryAt(at, loopAt) : d.memory;
+    std::vector<std::vector<ExprPtr>> reads;
+    if (own) {
+      std::vector<ExprPtr> indices;
+      for (const Axis& axis : consumer.axes) indices.push_back(std::make_shared<AxisVar>(axis.name));
+      reads.push_back(indices);
+    } else {
+      reads = readsOf(consumer, source);
+    }
+    std::string what = fmt::format("{} {}{} at {}.{}", directiveWord(d.kind), source,
+                                   !compute && fit.memory == CacheMemory::Registers ? " in registers" : "", at.name, d.atAxis.text);
+    auto fail = [&](const std::string& why) -> std::optional<CopyFit> {
+      if (report)
+        diagnostics_.error(d.loc, compute ? fmt::format("{}: {}", what, why)
+                                          : fmt::format("{}: {}; legal places to cache {}: {}", what, why, source,
+                                                        legalCachePlaces(d)));
+      return std::nullopt;
+    };
+    const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
+    DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
+    std::optional<int64_t> rowBound;
+    if (!compute && fit.memory == CacheMemory::Shared && !own) rowBound = kWholeRowCacheBytes / dtypeBytes(dtype);
+    std::vector<const ScheduledLoop*> varying = varyingLoops(at, loopAt, fit.memory);
+    std::vector<std::vector<int64_t>> parts;
+    for (const std::vector<ExprPtr>& indices : reads) {
+      std::vector<int64_t>& extents = parts.emplace_back();
+      for (size_t dim = 0; dim < indices.size(); ++dim) {
+        const ScheduledLoop* symbolic = nullptr;
+        std::optional<int64_t> width = footprintWidth(*indices[dim], varying, shape[dim], &symbolic);
+        if (width) {
+          extents.push_back(*width);
+        } else if (rowBound && dim + 1 == indices.size() && readsWhole(*indices[dim], at, varying)) {
+          extents.push_back(*rowBound);
+          fit.wholeRows = true;
+        } else if (symbolic) {
+          return fail(fmt::format("loop {} inside it has extent {}, which is not a constant, so the part of {} to copy has "
+                                  "no constant size; {} at a loop inside {}", symbolic->name, symbolic->extentText, source,
+                                  directiveWord(d.kind), symbolic->name));
+        } else {
+          return fail(fmt::format("the part of {} to copy spans the whole of dimension {} (extent {}), which is not a "
+                                  "constant size", source, dim, shape[dim].toString()));
+        }
       }
     }
-    return extents;
+    // The reads of one dimension are one window shifted by constants, or no constant size covers them.
+    for (size_t dim = 0; dim < shape.size(); ++dim) {
+      int64_t low = 0, high = parts[0][dim];
+      for (size_t r = 1; r < reads.size(); ++r) {
+        std::optional<int64_t> shift = constantDistance(*reads[r][dim], *reads[0][dim]);
+        if (!shift)
+          return fail(fmt::format("{} reads {} at {} and at {}, which are no constant distance apart along dimension {}",
+                                  at.name, source, printExpr(*reads[0][dim]), printExpr(*reads[r][dim]), dim));
+        low = std::min(low, *shift);
+        high = std::max(high, *shift + parts[r][dim]);
+      }
+      fit.extents.push_back(high - low);
+    }
+    for (size_t dim = 0; fit.wholeRows && dim + 1 < fit.extents.size(); ++dim)
+      if (fit.extents[dim] != 1)
+        return fail(fmt::format("a copy of whole rows of {} (its last dimension, {}, is read whole) takes one row at a "
+                                "time, and dimension {} spans {}", source, shape.back().toString(), dim, fit.extents[dim]));
+    int64_t elements = 1;
+    for (int64_t extent : fit.extents) elements *= extent;
+    if (fit.memory == CacheMemory::Registers && elements > kMaxRegisterElements)
+      return fail(fmt::format("each thread would hold {} elements, more than the {} registers a thread may use; {} at a "
+                              "loop further in", elements, kMaxRegisterElements, directiveWord(d.kind)));
+    // A stage's own accumulators are initialised before its first reduction loop.
+    for (size_t k = 0; own && k <= loopAt; ++k)
+      if (at.loops[k].reduction)
+        return fail(fmt::format("the accumulators must live outside the first reduction loop {}", at.loops[k].name));
+    return fit;
   }
 
   // Is `index` an axis of `stage` all of whose loops vary (so that the read covers its whole extent)?
@@ -667,20 +881,19 @@ private:
     }
     StageSchedule* at = findStage(d.atStage);
     if (!at) return;
-    std::optional<size_t> loopAt = findLoop(*at, d.atAxis);
-    if (!loopAt) return;
     const Stage& consumer = *kernel_.findStage(at->name);
-    bool own = source == at->name;
-    std::vector<std::vector<ExprPtr>> reads;
-    if (own) {
-      std::vector<ExprPtr> indices;
-      for (const Axis& axis : consumer.axes) indices.push_back(std::make_shared<AxisVar>(axis.name));
-      reads.push_back(indices);
-    } else {
-      reads = readsOf(consumer, source);
+    bool reads = source == at->name || !readsOf(consumer, source).empty();
+    auto loopAt = std::find_if(at->loops.begin(), at->loops.end(), [&](const ScheduledLoop& l) { return l.name == d.atAxis.text; });
+    if (reads && loopAt == at->loops.end()) {
+      std::vector<std::string> names;
+      for (const ScheduledLoop& loop : at->loops) names.push_back(loop.name);
+      diagnostics_.error(d.atAxis.loc, withSuggestion(fmt::format("cannot cache {} at {}.{}: {} has no loop '{}'; legal places to "
+                                                                  "cache {}: {}", source, at->name, d.atAxis.text, at->name,
+                                                                  d.atAxis.text, source, legalCachePlaces(d)),
+                                                      d.atAxis.text, names));
+      return;
     }
-    if (!own && reads.size() > 1 && onePlace(d, *at, source).empty()) return;
-    if (reads.empty()) {
+    if (!reads) {
       std::vector<std::string> readable;
       for (const std::string& tensor : readsOf(consumer)) readable.push_back(tensor);
       diagnostics_.error(d.stage.loc, fmt::format("cache {} at {}.{}: {} does not read {} (it reads {})", source, at->name,
@@ -695,37 +908,22 @@ private:
                          fmt::format("cache {}: '{}' already names a tensor, size or scalar of the kernel, or a cache", source, name));
       return;
     }
-    bool shared = d.memory == CacheMemory::Shared;
-    std::vector<const ScheduledLoop*> varying = varyingLoops(*at, *loopAt, d.memory);
-    const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
-    std::vector<int64_t> extents(shape.size(), 0);
-    DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
-    std::optional<int64_t> rowBound;
-    if (shared && !own) rowBound = kWholeRowCacheBytes / dtypeBytes(dtype);
-    bool wholeRows = false;
-    for (const std::vector<ExprPtr>& indices : reads) {
-      std::optional<std::vector<int64_t>> part = footprint(d, *at, varying, source, indices, shape, rowBound, &wholeRows);
-      if (!part) return;
-      for (size_t dim = 0; dim < extents.size(); ++dim) extents[dim] = std::max(extents[dim], (*part)[dim]);
-    }
-    for (size_t dim = 0; wholeRows && dim + 1 < extents.size(); ++dim)
-      if (extents[dim] != 1) {
-        diagnostics_.error(d.loc, fmt::format("cache {} at {}.{}: a copy of whole rows of {} (its last dimension, {}, is "
-                                              "read whole) takes one row at a time, and dimension {} spans {}",
-                                              source, at->name, d.atAxis.text, source, shape.back().toString(), dim,
-                                              extents[dim]));
-        return;
-      }
-    int64_t elements = 1;
-    for (int64_t extent : extents) elements *= extent;
-    if (!shared && elements > kMaxRegisterElements) {
-      diagnostics_.error(d.loc, fmt::format("cache {} in registers at {}.{}: each thread would hold {} elements, more than "
-                                            "the {} registers a thread may use; cache at a loop further in",
-                                            source, at->name, d.atAxis.text, elements, kMaxRegisterElements));
+    if (std::optional<std::string> computed = computedWith(source, at->name)) {
+      diagnostics_.error(d.stage.loc, fmt::format("cache {} at {}.{}: {}, so there is no copy in memory to read; {}",
+                                                  source, at->name, d.atAxis.text, *computed,
+                                                  sourceStage->reduction || isOutput(source)
+                                                      ? fmt::format("root {} stores it to global memory for a cache", source)
+                                                      : fmt::format("compute {} at {}.{} computes the part {} reads there, in "
+                                                                    "shared memory outside the thread loops and in registers "
+                                                                    "inside them", source, at->name, d.atAxis.text, at->name)));
       return;
     }
-    model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, extents, 0, false,
-                                       dtypeBytes(dtype), d.loc, wholeRows});
+    std::optional<CopyFit> fit = fitCopy(d, *at, loopAt - at->loops.begin(), true);
+    if (!fit) return;
+    DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
+    model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, fit->extents, 0, false,
+                                       dtypeBytes(dtype), d.loc, fit->wholeRows});
+    copies_.push_back({d, name});
   }
 
   // Whether a tensor, size or scalar of the kernel, or a cache made so far, is named `name`.
@@ -870,6 +1068,8 @@ private:
   const Kernel& kernel_;
   Diagnostics& diagnostics_;
   ScheduleModel model_;
+  // The accepted `compute ... at` and `cache` directives (and each cache's name), sized again at the end.
+  std::vector<std::pair<Directive, std::string>> copies_;
 };
 
 }  // namespace
@@ -894,6 +1094,20 @@ std::optional<int64_t> footprintWidth(const Expr& index, const std::vector<const
   if (whole && !extent.isConstant()) return std::nullopt;
   if (whole) return extent.factor;
   return extent.isConstant() ? std::min(width, extent.factor) : width;
+}
+
+std::optional<int64_t> constantDistance(const Expr& a, const Expr& b) {
+  std::optional<std::map<std::string, int64_t>> terms = affineTerms(a), other = affineTerms(b);
+  if (!terms || !other) return sameIndex(a, b) ? std::optional<int64_t>(0) : std::nullopt;
+  for (const auto& [axis, coefficient] : *other) (*terms)[axis] -= coefficient;
+  for (const auto& [axis, coefficient] : *terms)
+    if (!axis.empty() && coefficient != 0) return std::nullopt;
+  return (*terms)[""];
+}
+
+bool nonNegative(const Expr& index) {
+  std::optional<std::map<std::string, int64_t>> terms = affineTerms(index);
+  return terms && std::all_of(terms->begin(), terms->end(), [](const auto& term) { return term.second >= 0; });
 }
 
 bool scheduleNames(const Kernel& kernel, const loop::LoopNest& nest) {

@@ -90,6 +90,12 @@ struct ScheduleModel {
 std::optional<int64_t> footprintWidth(const tensor::Expr& index, const std::vector<const ScheduledLoop*>& varying,
                                       const tensor::Dim& extent, const ScheduledLoop** symbolicLoop);
 
+// a - b, when the two indices differ by a constant (the same multiples of the same variables).
+std::optional<int64_t> constantDistance(const tensor::Expr& a, const tensor::Expr& b);
+
+// Is `index` never negative: affine in loop variables (which are), with no negative coefficient or constant?
+bool nonNegative(const tensor::Expr& index);
+
 // Does a directive of `kernel`'s schedule name a stage of `nest`?
 bool scheduleNames(const tensor::Kernel& kernel, const loop::LoopNest& nest);
 

@@ -119,9 +119,9 @@ private:
     checkExpr(node.value);
   }
   void checkNode(const CrossThreadReduce& node, bool blockLevel) {
-    if (!blockLevel || threadDimensionsInUse_.count(0))
+    if (!blockLevel || threadDimensionsInUse_.count(node.dimension))
       fail(fmt::format("the combine of {} is not reached by every thread of the block, or is inside a loop over the "
-                       "x index it combines across", node.buffer));
+                       "{} index it combines across", node.buffer, "xyz"[node.dimension]));
     if (!buffers_.count(node.buffer)) fail(fmt::format("combines {}, which is not in scope", node.buffer));
   }
   void checkNode(const SingleThread& node, bool) {
