@@ -187,7 +187,8 @@ private:
   struct Scalar {
     std::string name;
     DType dtype;
-    double value;
+    double value;  // 0.5 for a float without a default, which the test's inputs give it
+    bool hasDefault;
   };
   std::vector<Scalar> scalars_;
   struct Fn {
@@ -204,6 +205,7 @@ private:
   bool importNn_ = false, importLinalg_ = false;
   int calls_ = 0;
   bool wholeMatrix_ = false;  // the whole-tensor expression being drawn has a matrix operand
+  bool withoutReductions_ = false;  // the index-form statement being drawn holds no reduction
 };
 
 std::string Generator::dims(Shape shape) const {
@@ -509,6 +511,7 @@ Expr Generator::boolExpr(Scope& scope, int depth) {
 Expr Generator::reduction(Scope& scope, Kind want, int depth) {
   std::string op = want == Kind::Float ? pick<std::string>(random_, {"sum", "max", "min", "prod", "mean", "sum"})
                                        : pick<std::string>(random_, {"sum", "max", "min", "prod", "argmax", "argmin"});
+  if (!options_.argmaxAndLogsumexp && (op == "argmax" || op == "argmin")) op = "max";
   Scope inner = scope;
   inner.canReduce = false;
   std::set<std::string> anchored;
@@ -749,7 +752,7 @@ Tensor Generator::statement(Shape shape, bool output, const std::vector<std::str
       std::string axis = shape == Shape::Cols ? pick<std::string>(random_, {"0", "-2"}) : pick<std::string>(random_, {"1", "-1"});
       std::string op = pick<std::string>(random_, {"sum", "max", "min", "argmax", "argmin"});
       if (kindOf(x.dtype) == Kind::Float) op = pick<std::string>(random_, {"sum", "max", "mean", "argmax", "logsumexp"});
-      if (!options_.wholeTensorExtras && (op == "argmax" || op == "argmin" || op == "logsumexp")) op = "min";
+      if (!options_.argmaxAndLogsumexp && (op == "argmax" || op == "argmin" || op == "logsumexp")) op = "min";
       if (shape == Shape::RowsKeep && (op == "argmax" || op == "argmin")) op = "max";
       DType dtype = op == "argmax" || op == "argmin" ? DType::I64 : x.dtype;
       std::string keep = shape == Shape::RowsKeep ? ", keepdim=true" : "";
@@ -761,6 +764,7 @@ Tensor Generator::statement(Shape shape, bool output, const std::vector<std::str
     std::set<std::string> anchored;
     Scope scope;
     scope.anchored = &anchored;
+    scope.canReduce = !withoutReductions_;
     if (names.empty()) {
       int count = shape == Shape::Matrix || shape == Shape::RowsKeep ? 2 : 1;
       while (int(names.size()) < count) {
@@ -895,7 +899,7 @@ GeneratedProgram Generator::generate() {
   int scalarCount = random_() % 3;
   for (int k = 0; k < scalarCount; ++k) {
     DType dtype = pick<DType>(random_, {DType::F32, DType::F32, DType::I32, DType::F64});
-    scalars_.push_back(Scalar{fresh(), dtype, isFloat(dtype) ? 0.5 : 3});
+    scalars_.push_back(Scalar{fresh(), dtype, isFloat(dtype) ? 0.5 : 3, !isFloat(dtype) || coin(random_)});
   }
 
   // Random stages before the core, some of them outputs.
@@ -927,7 +931,7 @@ GeneratedProgram Generator::generate() {
         statement(Shape::Matrix, true, {names.i, names.j}, names.C, [&](Scope& scope) {
           return bounded(read(accTensor, scope));
         });
-        stages_.push_back(accTensor);
+        // Read only by the epilogue, which it is fused into: the schedule's C has the product's loops.
       } else {
         DType out = dtype;
         body_.push_back(fmt::format("    {}[{}, {}] = {}", names.C, names.i, names.j, product));
@@ -986,7 +990,9 @@ GeneratedProgram Generator::generate() {
       names.n = freshIndex(visible);
       visible.insert(names.n);
       names.d = freshIndex(visible);
+      withoutReductions_ = !options_.computeAtReductions;
       Tensor t = statement(Shape::Matrix, false, {names.n, names.d});
+      withoutReductions_ = false;
       names.t = t.name;
       names.y = fresh();
       statement(Shape::Matrix, true, {names.n, names.d}, names.y, [&](Scope& scope) { return bounded(read(t, scope)); });
@@ -1025,7 +1031,8 @@ GeneratedProgram Generator::generate() {
   }
   for (const Scalar& scalar : scalars_) {
     std::string value = isFloat(scalar.dtype) ? fmt::format("{:.1f}", scalar.value) : fmt::format("{}", int(scalar.value));
-    params += fmt::format(", {}: {} = {}", scalar.name, dtypeName(scalar.dtype), value);
+    params += fmt::format(", {}: {}", scalar.name, dtypeName(scalar.dtype));
+    if (scalar.hasDefault) params += " = " + value;
   }
   std::string outs;
   for (const Tensor& tensor : outputs_)

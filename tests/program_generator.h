@@ -25,14 +25,16 @@ struct GeneratorOptions {
   bool hostileNames = true;
   // Sizes of 0 among the size sets (issue 12, section 2).
   bool zeroSizes = true;
-  // `argmax`, `argmin` and `logsumexp` in whole-tensor form.
-  bool wholeTensorExtras = true;
+  // `argmax` and `argmin` (whole-tensor and index form), `logsumexp`.
+  bool argmaxAndLogsumexp = true;
   // Reductions whose index carries its bound: `sum[k < d + 1](..)`, `max[k < 3](pad(..)[..])`.
   bool boundedReductions = true;
   // Outputs of dtype f64 (which may hold f32 work).
   bool f64Outputs = true;
   // Statements after the core read the stages its schedule computes at a loop of another.
   bool sharedComputedStages = true;
+  // A reduction in the chain's stage that its schedule may compute at a loop of the output.
+  bool computeAtReductions = true;
 };
 
 struct GeneratedProgram {
