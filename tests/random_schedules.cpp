@@ -24,7 +24,7 @@ std::string randomMatmulSchedule(std::mt19937_64& random, const MatmulNames& nam
       s += fmt::format("  cache {0} in {1} at {0}.{2}t\n", C, coin(random) ? "registers" : "shared", j);
     if (coin(random)) {
       s += fmt::format("  cache {0} in shared at {1}.{2}o -> {0}s\n", names.A, C, k);
-      if (coin(random)) s += fmt::format("  double_buffer {}s\n", names.A);
+      if (!coin(random)) s += fmt::format("  double_buffer {}s\n", names.A);
     }
     if (coin(random)) {
       s += fmt::format("  cache {0} in shared at {1}.{2}o\n  pad {0}_shared by {3}\n", names.B, C, k,
