@@ -303,7 +303,8 @@ Expr Generator::leaf(Scope& scope, Kind want) {
 // PyTorch's promotion with the spec's rule for literals.
 Expr Generator::binary(const std::string& op, const Expr& a, const Expr& b, double magnitude) {
   DType dtype;
-  if (a.literal && b.literal) dtype = promote(a.dtype, b.dtype);
+  // An expression of literals alone is folded in f64: it acts as a float literal.
+  if (a.literal && b.literal) dtype = DType::F32;
   else if (a.literal) dtype = kindOf(a.dtype) == Kind::Float && kindOf(b.dtype) != Kind::Float ? DType::F32 : b.dtype;
   else if (b.literal) dtype = kindOf(b.dtype) == Kind::Float && kindOf(a.dtype) != Kind::Float ? DType::F32 : a.dtype;
   else dtype = promote(a.dtype, b.dtype);
@@ -397,7 +398,7 @@ Expr Generator::floatExpr(Scope& scope, int depth) {
     case 9: {
       Expr a = sub(), b = sub();
       Expr e = binary(",", a, b, std::max(a.magnitude, b.magnitude));
-      return Expr{pick<std::string>(random_, {"min", "max"}) + e.text, e.dtype, e.magnitude, false};
+      return Expr{pick<std::string>(random_, {"min", "max"}) + e.text, e.dtype, e.magnitude, false, e.literal};
     }
     case 10: {
       Expr a = bounded(sub(), 4);
@@ -441,12 +442,12 @@ Expr Generator::intExpr(Scope& scope, int depth) {
     }
     case 3: {
       Expr a = sub();
-      return Expr{pick<std::string>(random_, {"abs", "-", "relu"}) + "(" + a.text + ")", a.dtype, a.magnitude, true};
+      return Expr{pick<std::string>(random_, {"abs", "-", "relu"}) + "(" + a.text + ")", a.dtype, a.magnitude, true, a.literal};
     }
     case 4: {
       Expr a = sub(), b = sub();
       Expr e = binary(",", a, b, std::max(a.magnitude, b.magnitude));
-      return Expr{pick<std::string>(random_, {"min", "max"}) + e.text, e.dtype, e.magnitude, true};
+      return Expr{pick<std::string>(random_, {"min", "max"}) + e.text, e.dtype, e.magnitude, true, e.literal};
     }
     case 5: {  // wrapping: large products in a narrow type
       Expr a = sub();
