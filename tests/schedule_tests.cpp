@@ -17,11 +17,13 @@
 #include "frontend/frontend.h"
 #include "ir/tile/printer.h"
 #include "golden_files.h"
+#include "random_schedules.h"
 #include "test_kernels.h"
 
 namespace {
 
 using namespace emmy;
+using testing::RowNames;
 using Sizes = std::map<std::string, int64_t>;
 
 const char* const kMatmul = R"(
@@ -117,98 +119,6 @@ void checkCompiles(const Built& built) {
 }
 
 bool contains(const std::string& text, const std::string& pattern) { return std::regex_search(text, std::regex(pattern)); }
-
-// ---- schedules drawn at random from the legal space ----
-
-template <typename T>
-T pick(std::mt19937_64& random, const std::vector<T>& choices) {
-  return choices[random() % choices.size()];
-}
-bool coin(std::mt19937_64& random) { return random() % 2 == 0; }
-
-std::string randomMatmulSchedule(std::mt19937_64& random) {
-  int64_t bm = pick<int64_t>(random, {8, 16, 32, 64}), bn = pick<int64_t>(random, {8, 16, 32, 64});
-  int64_t tm = pick<int64_t>(random, {1, 2, 4}), tn = pick<int64_t>(random, {1, 2, 4});
-  while ((bm / tm) * (bn / tn) > 1024) tm *= 2;
-  int64_t bk = pick<int64_t>(random, {4, 8, 16});
-  std::string s = fmt::format("schedule matmul {{\n  tile C (i, j) by ({}, {}) -> (io, jo, ii, ji)\n", bm, bn);
-  s += coin(random) ? "  bind C.io to block.y\n  bind C.jo to block.x\n" : "  bind C.io to block.x\n  bind C.jo to block.y\n";
-  s += fmt::format("  tile C (ii, ji) by ({}, {}) -> (it, jt, ir, jr)\n", tm, tn);
-  s += "  bind C.it to thread.y\n  bind C.jt to thread.x\n";
-  s += fmt::format("  split C.k by {} -> (ko, ki)\n", bk);
-  bool registerBlocked = coin(random);
-  if (registerBlocked) {
-    s += "  reorder C (io, jo, it, jt, ko, ki, ir, jr)\n";
-    if (coin(random)) s += coin(random) ? "  cache C in registers at C.jt\n" : "  cache C in shared at C.jt\n";
-    if (coin(random)) s += coin(random) ? "  cache A in shared at C.ko -> As\n" : "  cache A in shared at C.ko -> As\n  double_buffer As\n";
-    if (coin(random)) s += fmt::format("  cache B in shared at C.ko\n  pad B_shared by {}\n", pick<int64_t>(random, {0, 1, 4}));
-    if (s.find("B_shared") != std::string::npos && coin(random)) s += "  double_buffer B_shared\n";
-  } else if (coin(random)) {
-    s += "  cache A in registers at C.ko\n";
-  }
-  if (coin(random)) s += "  unroll C.ki\n";
-  if (coin(random)) s += "  unroll C.ir\n";
-  if (tn > 1 && coin(random)) s += "  vectorize C.jr\n";
-  return s + "}\n";
-}
-
-// Rows: one per block, or several per block on thread.y; each reduction and the output row across T
-// threads (or serial, in every thread).
-std::string randomRowSchedule(std::mt19937_64& random, const std::string& kernel, const std::vector<std::string>& members,
-                              const std::string& root) {
-  int64_t rows = pick<int64_t>(random, {1, 1, 2, 4});
-  int64_t lanes = pick<int64_t>(random, {8, 32, 64, 128, 256});
-  std::string s = fmt::format("schedule {} {{\n", kernel);
-  std::string rowLoop = "n";
-  if (rows > 1) {
-    s += fmt::format("  split {}.n by {} -> (n_block, n_row)\n  bind {}.n_block to block.x\n  bind {}.n_row to thread.y\n",
-                     root, rows, root, root);
-    rowLoop = "n_row";
-  } else {
-    s += fmt::format("  bind {}.n to block.x\n", root);
-  }
-  for (const std::string& member : members) {
-    if (coin(random)) s += fmt::format("  compute {} at {}.{}\n", member, root, rowLoop);
-    if (coin(random) || coin(random)) {
-      std::string scope = lanes <= 32 && coin(random) ? "warp" : "thread";
-      s += fmt::format("  split {0}.d by {1} -> (d_step, d_lane)\n  reorder {0} (d_lane, d_step)\n  bind {0}.d_lane to {2}.x\n",
-                       member, lanes, scope);
-    }
-  }
-  if (coin(random)) {
-    s += fmt::format("  split {0}.d by {1} -> (d_step, d_lane)\n  reorder {0} ({2}, d_lane, d_step)\n  bind {0}.d_lane to thread.x\n",
-                     root, lanes, rowLoop);
-  }
-  return s + "}\n";
-}
-
-std::string randomChainSchedule(std::mt19937_64& random) {
-  std::string s = "schedule chain {\n";
-  switch (random() % 3) {
-    case 0: {
-      int64_t threads = pick<int64_t>(random, {32, 100, 256});
-      s += fmt::format("  fuse y (n, d) -> nd\n  split y.nd by {} -> (nd_block, nd_thread)\n", threads);
-      s += "  bind y.nd_block to block.x\n  bind y.nd_thread to thread.x\n";
-      break;
-    }
-    case 1: {
-      int64_t ty = pick<int64_t>(random, {1, 4, 8}), tx = pick<int64_t>(random, {16, 32, 64});
-      s += fmt::format("  tile y (n, d) by ({}, {}) -> (n_out, d_out, n_in, d_in)\n", ty, tx);
-      s += "  bind y.n_out to block.y\n  bind y.d_out to block.x\n  bind y.n_in to thread.y\n  bind y.d_in to thread.x\n";
-      if (coin(random)) return s + pick<std::string>(random, {"  compute t at y.d_out\n", "  compute t at y.d_in\n"}) + "}\n";
-      break;
-    }
-    default: {
-      int64_t width = pick<int64_t>(random, {2, 4, 8});
-      s += fmt::format("  split y.d by {} -> (d_out, d_in)\n  split y.d_in by {} -> (d_thread, d_vector)\n", 32 * width, width);
-      s += "  bind y.n to block.x\n  bind y.d_thread to thread.x\n  vectorize y.d_vector\n";
-      if (coin(random)) s += "  reorder y (n, d_thread, d_out, d_vector)\n";
-      break;
-    }
-  }
-  if (coin(random)) s += "  root t\n";
-  return s + "}\n";
-}
 
 }  // namespace
 
@@ -478,13 +388,13 @@ TEST_CASE("schedules drawn at random from the legal space all agree with the ref
     std::vector<Sizes> sizes;
   };
   std::vector<Family> families{
-      {kMatmul, randomMatmulSchedule, {{{"M", 37}, {"K", 19}, {"N", 45}}, {{"M", 1}, {"K", 3}, {"N", 2}}}},
-      {kMatmulEpilogue, randomMatmulSchedule, {{{"M", 29}, {"K", 23}, {"N", 41}}}},
-      {softmaxKernel(), [](std::mt19937_64& r) { return randomRowSchedule(r, "softmax", {"m", "s"}, "y"); },
+      {kMatmul, [](std::mt19937_64& r) { return testing::randomMatmulSchedule(r); }, {{{"M", 37}, {"K", 19}, {"N", 45}}, {{"M", 1}, {"K", 3}, {"N", 2}}}},
+      {kMatmulEpilogue, [](std::mt19937_64& r) { return testing::randomMatmulSchedule(r); }, {{{"M", 29}, {"K", 23}, {"N", 41}}}},
+      {softmaxKernel(), [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"softmax", "y", {"m", "s"}}); },
        {{{"N", 5}, {"D", 77}}, {{"N", 2}, {"D", 1}}}},
-      {kLayernorm, [](std::mt19937_64& r) { return randomRowSchedule(r, "layernorm", {"mu", "var"}, "y"); },
+      {kLayernorm, [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"layernorm", "y", {"mu", "var"}}); },
        {{{"N", 6}, {"D", 45}}, {{"N", 1}, {"D", 3}}}},
-      {kChain, randomChainSchedule, {{{"N", 7}, {"D", 45}}, {{"N", 3}, {"D", 1}}}},
+      {kChain, [](std::mt19937_64& r) { return testing::randomChainSchedule(r); }, {{{"N", 7}, {"D", 45}}, {{"N", 3}, {"D", 1}}}},
   };
   constexpr int kPerFamily = 15;
   int tried = 0;
@@ -507,8 +417,8 @@ TEST_CASE("the printed schedule, fed back, gives the same CUDA byte for byte", "
   std::mt19937_64 random(11);
   std::vector<std::string> sources{specMatmul(),
                                    softmaxKernel() + kCooperativeSoftmaxSchedule, softmaxKernel(), kMatmul,
-                                   std::string(kChain) + randomChainSchedule(random),
-                                   std::string(kLayernorm) + randomRowSchedule(random, "layernorm", {"mu", "var"}, "y")};
+                                   std::string(kChain) + testing::randomChainSchedule(random),
+                                   std::string(kLayernorm) + testing::randomRowSchedule(random, RowNames{"layernorm", "y", {"mu", "var"}})};
   for (const std::string& source : sources) {
     INFO(source);
     Built first = build(source);
