@@ -3,6 +3,7 @@
 // tests/errors, so that paths read `NAME.emmy`.
 #include <algorithm>
 #include <chrono>
+#include <fstream>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "support/process.h"
 #include "driver/elaborate.h"
 #include "driver/pipeline.h"
 #include "golden_files.h"
@@ -68,9 +70,11 @@ namespace {
 // The diagnostics of `source`, and how long the frontend took to give them.
 std::pair<std::string, double> elaborationDiagnostics(const std::string& source) {
   auto start = std::chrono::steady_clock::now();
+  emmy::TemporaryFolder folder;
+  fs::path file = folder.path() / "test.emmy";
+  std::ofstream(file) << source;
   emmy::Diagnostics diagnostics;
-  emmy::Frontend frontend(diagnostics, {emmy::Frontend::defaultStdlibDir()});
-  if (const emmy::ast::Module* module = frontend.loadText("test.emmy", source)) frontend.elaborateAll(*module);
+  emmy::elaborateFile(file.string(), "", /*requireTypes=*/false, {}, diagnostics);
   return {diagnostics.render(), std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()};
 }
 

@@ -19,14 +19,26 @@ EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
 EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// Integer +, -, * and negation of values wrap, as the language says: signed overflow is undefined in
+// C++ (nvcc folds `a + 1 > a` to true), so they run on the unsigned type, whose arithmetic wraps, and
+// convert back (modulo 2^N). Index arithmetic stays plain: it is bounded by the sizes of tensors.
+#define EMMY_WRAPPING(T, U)                                                    \
+  EMMY_INLINE T emmy_add(T a, T b) { return (T)(U)((U)a + (U)b); }             \
+  EMMY_INLINE T emmy_sub(T a, T b) { return (T)(U)((U)a - (U)b); }             \
+  EMMY_INLINE T emmy_mul(T a, T b) { return (T)(U)((U)a * (U)b); }             \
+  EMMY_INLINE T emmy_neg(T a) { return (T)(U)((U)0 - (U)a); }
+EMMY_WRAPPING(int8_t, uint8_t)
+EMMY_WRAPPING(int32_t, uint32_t)
+EMMY_WRAPPING(int64_t, uint64_t)
+#undef EMMY_WRAPPING
 // Integer division and remainder truncate; by zero they give 0, and MIN / -1 wraps.
-template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? T(0 - a) : T(a / b); }
+template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? emmy_neg(a) : T(a / b); }
 template <typename T> EMMY_INLINE T emmy_mod(T a, T b) { return b == 0 || b == T(-1) ? T(0) : T(a % b); }
 template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
   if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 == 0 ? T(1) : T(-1)) : T(0);
   T result = 1;
-  for (; exponent > 0; exponent >>= 1, base = T(base * base))
-    if (exponent & 1) result = T(result * base);
+  for (; exponent > 0; exponent >>= 1, base = emmy_mul(base, base))
+    if (exponent & 1) result = emmy_mul(result, base);
   return result;
 }
 // Float min and max propagate NaN (fminf and fmaxf would drop it).
@@ -36,7 +48,7 @@ EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + 
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
-template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? T(0 - a) : a; }
+template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
 template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
 EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -91,8 +103,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k0(const float* 
           #pragma unroll
           for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
             const int64_t element = ((element__group * (int64_t)4) + element__lane);
-            const int64_t n = emmy_div(element, D);
-            const int64_t d = emmy_mod(element, D);
+            const int64_t n = (element / D);
+            const int64_t d = (element % D);
             exact__vector[((element__slot * (int64_t)4) + element__lane)] = emmy_gelu((x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d]));
           }
           *reinterpret_cast<uint4*>(&exact[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(element__slot * (int64_t)4)]);
@@ -100,14 +112,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k0(const float* 
       }
     }
     for (int64_t element = ((((D * N) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (D * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, D);
-      const int64_t d = emmy_mod(element, D);
+      const int64_t n = (element / D);
+      const int64_t d = (element % D);
       exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (D * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, D);
-      const int64_t d = emmy_mod(element, D);
+      const int64_t n = (element / D);
+      const int64_t d = (element % D);
       exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
     }
   }
@@ -133,8 +145,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k1(const float* 
           #pragma unroll
           for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
             const int64_t element = ((element__group * (int64_t)4) + element__lane);
-            const int64_t n = emmy_div(element, D);
-            const int64_t d = emmy_mod(element, D);
+            const int64_t n = (element / D);
+            const int64_t d = (element % D);
             approx__vector[((element__slot * (int64_t)4) + element__lane)] = ((0.5f * (x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d]) + (((0.044715f * (x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d])) * (x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d])) * (x__vector[((element__slot * (int64_t)4) + element__lane)] + b[d])))))));
           }
           *reinterpret_cast<uint4*>(&approx[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(element__slot * (int64_t)4)]);
@@ -142,14 +154,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k1(const float* 
       }
     }
     for (int64_t element = ((((D * N) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (D * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, D);
-      const int64_t d = emmy_mod(element, D);
+      const int64_t n = (element / D);
+      const int64_t d = (element % D);
       approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (D * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, D);
-      const int64_t d = emmy_mod(element, D);
+      const int64_t n = (element / D);
+      const int64_t d = (element % D);
       approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
     }
   }
@@ -160,6 +172,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k1(const float* 
 extern "C" int bias_gelu(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("bias_gelu: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("bias_gelu: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(bias_gelu__k0, dim3((unsigned)(emmy_min(emmy_max((((((D * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bias_gelu: kernel bias_gelu__k0 failed: %s", cudaGetErrorString(error));

@@ -147,6 +147,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm__k0(const float* 
 extern "C" int layernorm(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(layernorm__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("layernorm: kernel layernorm__k0 failed: %s", cudaGetErrorString(error));

@@ -167,6 +167,7 @@ extern "C" int matmul(const float* A, const float* B, float* C, int64_t M, int64
   if (M < 0) return emmy_fail("matmul: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul: size N is negative (%lld)", (long long)N);
+  if (M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(matmul__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, A, B, C, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul: kernel matmul__k0 failed: %s", cudaGetErrorString(error));

@@ -19,14 +19,26 @@ EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
 EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// Integer +, -, * and negation of values wrap, as the language says: signed overflow is undefined in
+// C++ (nvcc folds `a + 1 > a` to true), so they run on the unsigned type, whose arithmetic wraps, and
+// convert back (modulo 2^N). Index arithmetic stays plain: it is bounded by the sizes of tensors.
+#define EMMY_WRAPPING(T, U)                                                    \
+  EMMY_INLINE T emmy_add(T a, T b) { return (T)(U)((U)a + (U)b); }             \
+  EMMY_INLINE T emmy_sub(T a, T b) { return (T)(U)((U)a - (U)b); }             \
+  EMMY_INLINE T emmy_mul(T a, T b) { return (T)(U)((U)a * (U)b); }             \
+  EMMY_INLINE T emmy_neg(T a) { return (T)(U)((U)0 - (U)a); }
+EMMY_WRAPPING(int8_t, uint8_t)
+EMMY_WRAPPING(int32_t, uint32_t)
+EMMY_WRAPPING(int64_t, uint64_t)
+#undef EMMY_WRAPPING
 // Integer division and remainder truncate; by zero they give 0, and MIN / -1 wraps.
-template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? T(0 - a) : T(a / b); }
+template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? emmy_neg(a) : T(a / b); }
 template <typename T> EMMY_INLINE T emmy_mod(T a, T b) { return b == 0 || b == T(-1) ? T(0) : T(a % b); }
 template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
   if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 == 0 ? T(1) : T(-1)) : T(0);
   T result = 1;
-  for (; exponent > 0; exponent >>= 1, base = T(base * base))
-    if (exponent & 1) result = T(result * base);
+  for (; exponent > 0; exponent >>= 1, base = emmy_mul(base, base))
+    if (exponent & 1) result = emmy_mul(result, base);
   return result;
 }
 // Float min and max propagate NaN (fminf and fmaxf would drop it).
@@ -36,7 +48,7 @@ EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + 
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
-template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? T(0 - a) : a; }
+template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
 template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
 EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -74,8 +86,8 @@ static int emmy_fail(const char* format, ...) {
 // Computes mu.
 extern "C" __global__ void __launch_bounds__(256, 2) standardize__k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < (B * S); row += (int64_t)gridDim.x) {
-    const int64_t i0 = emmy_div(row, (S * (int64_t)1));
-    const int64_t i1 = emmy_mod((row / (int64_t)1), S);
+    const int64_t i0 = (row / (S * (int64_t)1));
+    const int64_t i1 = ((row / (int64_t)1) % S);
     const int64_t i2 = (row % (int64_t)1);
     float mu__acc;
     mu__acc = 0.0f;
@@ -109,8 +121,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize__k0(const float
 // Computes var.
 extern "C" __global__ void __launch_bounds__(256, 2) standardize__k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t row = (int64_t)blockIdx.x; row < (B * S); row += (int64_t)gridDim.x) {
-    const int64_t i0 = emmy_div(row, (S * (int64_t)1));
-    const int64_t i1 = emmy_mod((row / (int64_t)1), S);
+    const int64_t i0 = (row / (S * (int64_t)1));
+    const int64_t i1 = ((row / (int64_t)1) % S);
     const int64_t i2 = (row % (int64_t)1);
     float var__acc;
     var__acc = 0.0f;
@@ -161,9 +173,9 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize__k2(const float
           #pragma unroll
           for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
             const int64_t element = ((element__group * (int64_t)4) + element__lane);
-            const int64_t i0 = emmy_div(element, (S * D));
-            const int64_t i1 = emmy_mod(emmy_div(element, D), S);
-            const int64_t i2 = emmy_mod(element, D);
+            const int64_t i0 = (element / (S * D));
+            const int64_t i1 = ((element / D) % S);
+            const int64_t i2 = (element % D);
             y__vector[((element__slot * (int64_t)4) + element__lane)] = ((x__vector[((element__slot * (int64_t)4) + element__lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
           }
           *reinterpret_cast<uint4*>(&y[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(element__slot * (int64_t)4)]);
@@ -171,16 +183,16 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize__k2(const float
       }
     }
     for (int64_t element = (((((B * D) * S) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < ((B * D) * S); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t i0 = emmy_div(element, (S * D));
-      const int64_t i1 = emmy_mod(emmy_div(element, D), S);
-      const int64_t i2 = emmy_mod(element, D);
+      const int64_t i0 = (element / (S * D));
+      const int64_t i1 = ((element / D) % S);
+      const int64_t i2 = (element % D);
       y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < ((B * D) * S); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t i0 = emmy_div(element, (S * D));
-      const int64_t i1 = emmy_mod(emmy_div(element, D), S);
-      const int64_t i2 = emmy_mod(element, D);
+      const int64_t i0 = (element / (S * D));
+      const int64_t i1 = ((element / D) % S);
+      const int64_t i2 = (element % D);
       y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
     }
   }
@@ -192,18 +204,23 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
   if (B < 0) return emmy_fail("standardize: size B is negative (%lld)", (long long)B);
   if (S < 0) return emmy_fail("standardize: size S is negative (%lld)", (long long)S);
   if (D < 0) return emmy_fail("standardize: size D is negative (%lld)", (long long)D);
+  if (B == 0 || D == 0 || S == 0) return 0;  // every output is empty
   float* mu = nullptr;
   if (cudaMallocAsync((void**)&mu, (size_t)emmy_max((B * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("standardize: cannot allocate the temporary mu");
   float* var = nullptr;
   if (cudaMallocAsync((void**)&var, (size_t)emmy_max((B * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("standardize: cannot allocate the temporary var");
-  EMMY_LAUNCH(standardize__k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("standardize: kernel standardize__k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(standardize__k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("standardize: kernel standardize__k1 failed: %s", cudaGetErrorString(error));
+  if (!(B == 0 || S == 0)) {
+    EMMY_LAUNCH(standardize__k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("standardize: kernel standardize__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (!(B == 0 || S == 0)) {
+    EMMY_LAUNCH(standardize__k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("standardize: kernel standardize__k1 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(standardize__k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * D) * S) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("standardize: kernel standardize__k2 failed: %s", cudaGetErrorString(error));

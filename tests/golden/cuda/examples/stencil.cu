@@ -19,14 +19,26 @@ EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
 EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// Integer +, -, * and negation of values wrap, as the language says: signed overflow is undefined in
+// C++ (nvcc folds `a + 1 > a` to true), so they run on the unsigned type, whose arithmetic wraps, and
+// convert back (modulo 2^N). Index arithmetic stays plain: it is bounded by the sizes of tensors.
+#define EMMY_WRAPPING(T, U)                                                    \
+  EMMY_INLINE T emmy_add(T a, T b) { return (T)(U)((U)a + (U)b); }             \
+  EMMY_INLINE T emmy_sub(T a, T b) { return (T)(U)((U)a - (U)b); }             \
+  EMMY_INLINE T emmy_mul(T a, T b) { return (T)(U)((U)a * (U)b); }             \
+  EMMY_INLINE T emmy_neg(T a) { return (T)(U)((U)0 - (U)a); }
+EMMY_WRAPPING(int8_t, uint8_t)
+EMMY_WRAPPING(int32_t, uint32_t)
+EMMY_WRAPPING(int64_t, uint64_t)
+#undef EMMY_WRAPPING
 // Integer division and remainder truncate; by zero they give 0, and MIN / -1 wraps.
-template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? T(0 - a) : T(a / b); }
+template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? emmy_neg(a) : T(a / b); }
 template <typename T> EMMY_INLINE T emmy_mod(T a, T b) { return b == 0 || b == T(-1) ? T(0) : T(a % b); }
 template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
   if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 == 0 ? T(1) : T(-1)) : T(0);
   T result = 1;
-  for (; exponent > 0; exponent >>= 1, base = T(base * base))
-    if (exponent & 1) result = T(result * base);
+  for (; exponent > 0; exponent >>= 1, base = emmy_mul(base, base))
+    if (exponent & 1) result = emmy_mul(result, base);
   return result;
 }
 // Float min and max propagate NaN (fminf and fmaxf would drop it).
@@ -36,7 +48,7 @@ EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + 
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
-template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? T(0 - a) : a; }
+template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
 template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
 EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -74,14 +86,14 @@ static int emmy_fail(const char* format, ...) {
 // Computes out.
 extern "C" __global__ void __launch_bounds__(32, 16) conv3x3__k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
   for (int64_t row = (int64_t)blockIdx.x; row < (H * W); row += (int64_t)gridDim.x) {
-    const int64_t i = emmy_div(row, W);
-    const int64_t j = emmy_mod(row, W);
+    const int64_t i = (row / W);
+    const int64_t j = (row % W);
     float out__acc;
     out__acc = 0.0f;
     for (int64_t part = (int64_t)threadIdx.x; part < (int64_t)9; part += (int64_t)blockDim.x) {
       const int64_t di = (part / (int64_t)3);
       const int64_t dj = (part % (int64_t)3);
-      out__acc = (out__acc + (((((((i + di) - (int64_t)1) >= (int64_t)0) && (((i + di) - (int64_t)1) < H)) && ((((j + dj) - (int64_t)1) >= (int64_t)0) && (((j + dj) - (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
+      out__acc = (out__acc + (((((emmy_sub(emmy_add(i, di), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(i, di), (int64_t)1) < H)) && ((emmy_sub(emmy_add(j, dj), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(j, dj), (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
     }
     out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 16));
     out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 8));
@@ -111,6 +123,7 @@ extern "C" __global__ void __launch_bounds__(32, 16) conv3x3__k0(const float* im
 extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, int64_t W, cudaStream_t stream) {
   if (H < 0) return emmy_fail("conv3x3: size H is negative (%lld)", (long long)H);
   if (W < 0) return emmy_fail("conv3x3: size W is negative (%lld)", (long long)W);
+  if (H == 0 || W == 0) return 0;  // every output is empty
   EMMY_LAUNCH(conv3x3__k0, dim3((unsigned)(emmy_min(emmy_max((H * W), (int64_t)1), (int64_t)65535))), dim3(32), stream, img, k, out, H, W);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv3x3: kernel conv3x3__k0 failed: %s", cudaGetErrorString(error));
@@ -132,7 +145,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference__k0(cons
           for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
             const int64_t element = ((element__group * (int64_t)4) + element__lane);
             const int64_t i = element;
-            dx__vector[((element__slot * (int64_t)4) + element__lane)] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+            dx__vector[((element__slot * (int64_t)4) + element__lane)] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
           }
           *reinterpret_cast<uint4*>(&dx[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&dx__vector[(element__slot * (int64_t)4)]);
         }
@@ -140,12 +153,12 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference__k0(cons
     }
     for (int64_t element = (((N / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < N; element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i = element;
-      dx[i] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+      dx[i] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < N; element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t i = element;
-      dx[i] = (((i > (int64_t)0) && (i < (N - (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
+      dx[i] = (((i > (int64_t)0) && (i < emmy_sub(N, (int64_t)1))) ? ((x[(i + (int64_t)1)] - x[(i - (int64_t)1)]) * 0.5f) : 0.0f);
     }
   }
 }
@@ -154,6 +167,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) central_difference__k0(cons
 #ifndef __CUDACC_RTC__
 extern "C" int central_difference(const float* x, float* dx, int64_t N, cudaStream_t stream) {
   if (N < 0) return emmy_fail("central_difference: size N is negative (%lld)", (long long)N);
+  if (N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(central_difference__k0, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("central_difference: kernel central_difference__k0 failed: %s", cudaGetErrorString(error));

@@ -19,14 +19,26 @@ EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
 EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// Integer +, -, * and negation of values wrap, as the language says: signed overflow is undefined in
+// C++ (nvcc folds `a + 1 > a` to true), so they run on the unsigned type, whose arithmetic wraps, and
+// convert back (modulo 2^N). Index arithmetic stays plain: it is bounded by the sizes of tensors.
+#define EMMY_WRAPPING(T, U)                                                    \
+  EMMY_INLINE T emmy_add(T a, T b) { return (T)(U)((U)a + (U)b); }             \
+  EMMY_INLINE T emmy_sub(T a, T b) { return (T)(U)((U)a - (U)b); }             \
+  EMMY_INLINE T emmy_mul(T a, T b) { return (T)(U)((U)a * (U)b); }             \
+  EMMY_INLINE T emmy_neg(T a) { return (T)(U)((U)0 - (U)a); }
+EMMY_WRAPPING(int8_t, uint8_t)
+EMMY_WRAPPING(int32_t, uint32_t)
+EMMY_WRAPPING(int64_t, uint64_t)
+#undef EMMY_WRAPPING
 // Integer division and remainder truncate; by zero they give 0, and MIN / -1 wraps.
-template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? T(0 - a) : T(a / b); }
+template <typename T> EMMY_INLINE T emmy_div(T a, T b) { return b == 0 ? T(0) : b == T(-1) ? emmy_neg(a) : T(a / b); }
 template <typename T> EMMY_INLINE T emmy_mod(T a, T b) { return b == 0 || b == T(-1) ? T(0) : T(a % b); }
 template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
   if (exponent < 0) return base == 1 ? T(1) : base == T(-1) ? (exponent % 2 == 0 ? T(1) : T(-1)) : T(0);
   T result = 1;
-  for (; exponent > 0; exponent >>= 1, base = T(base * base))
-    if (exponent & 1) result = T(result * base);
+  for (; exponent > 0; exponent >>= 1, base = emmy_mul(base, base))
+    if (exponent & 1) result = emmy_mul(result, base);
   return result;
 }
 // Float min and max propagate NaN (fminf and fmaxf would drop it).
@@ -36,7 +48,7 @@ EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + 
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
-template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? T(0 - a) : a; }
+template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
 template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
 EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
@@ -93,8 +105,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16__k0(const __half
           #pragma unroll
           for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)8; element__lane += (int64_t)1) {
             const int64_t element = ((element__group * (int64_t)8) + element__lane);
-            const int64_t n = emmy_div(element, H);
-            const int64_t h = emmy_mod(element, H);
+            const int64_t n = (element / H);
+            const int64_t h = (element % H);
             y__vector[((element__slot * (int64_t)8) + element__lane)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate__vector[((element__slot * (int64_t)8) + element__lane)])) * (float)emmy_f32(up__vector[((element__slot * (int64_t)8) + element__lane)])));
           }
           *reinterpret_cast<uint4*>(&y[(element__group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&y__vector[(element__slot * (int64_t)8)]);
@@ -102,14 +114,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16__k0(const __half
       }
     }
     for (int64_t element = ((((H * N) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, H);
-      const int64_t h = emmy_mod(element, H);
+      const int64_t n = (element / H);
+      const int64_t h = (element % H);
       y[((n * H) + h)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, H);
-      const int64_t h = emmy_mod(element, H);
+      const int64_t n = (element / H);
+      const int64_t h = (element % H);
       y[((n * H) + h)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
     }
   }
@@ -120,6 +132,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f16__k0(const __half
 extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_f16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f16: size H is negative (%lld)", (long long)H);
+  if (H == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(swiglu_f16__k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("swiglu_f16: kernel swiglu_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -150,8 +163,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16__k0(const __nv_
           #pragma unroll
           for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)8; element__lane += (int64_t)1) {
             const int64_t element = ((element__group * (int64_t)8) + element__lane);
-            const int64_t n = emmy_div(element, H);
-            const int64_t h = emmy_mod(element, H);
+            const int64_t n = (element / H);
+            const int64_t h = (element % H);
             y__vector[((element__slot * (int64_t)8) + element__lane)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate__vector[((element__slot * (int64_t)8) + element__lane)])) * (float)emmy_f32(up__vector[((element__slot * (int64_t)8) + element__lane)])));
           }
           *reinterpret_cast<uint4*>(&y[(element__group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&y__vector[(element__slot * (int64_t)8)]);
@@ -159,14 +172,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16__k0(const __nv_
       }
     }
     for (int64_t element = ((((H * N) / (int64_t)8) * (int64_t)8) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, H);
-      const int64_t h = emmy_mod(element, H);
+      const int64_t n = (element / H);
+      const int64_t h = (element % H);
       y[((n * H) + h)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, H);
-      const int64_t h = emmy_mod(element, H);
+      const int64_t n = (element / H);
+      const int64_t h = (element % H);
       y[((n * H) + h)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
     }
   }
@@ -177,6 +190,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_bf16__k0(const __nv_
 extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_bf16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_bf16: size H is negative (%lld)", (long long)H);
+  if (H == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(swiglu_bf16__k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("swiglu_bf16: kernel swiglu_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -207,8 +221,8 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32__k0(const float*
           #pragma unroll
           for (int64_t element__lane = (int64_t)0; element__lane < (int64_t)4; element__lane += (int64_t)1) {
             const int64_t element = ((element__group * (int64_t)4) + element__lane);
-            const int64_t n = emmy_div(element, H);
-            const int64_t h = emmy_mod(element, H);
+            const int64_t n = (element / H);
+            const int64_t h = (element % H);
             y__vector[((element__slot * (int64_t)4) + element__lane)] = (emmy_silu(gate__vector[((element__slot * (int64_t)4) + element__lane)]) * up__vector[((element__slot * (int64_t)4) + element__lane)]);
           }
           *reinterpret_cast<uint4*>(&y[(element__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(element__slot * (int64_t)4)]);
@@ -216,14 +230,14 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32__k0(const float*
       }
     }
     for (int64_t element = ((((H * N) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, H);
-      const int64_t h = emmy_mod(element, H);
+      const int64_t n = (element / H);
+      const int64_t h = (element % H);
       y[((n * H) + h)] = (emmy_silu(gate[((n * H) + h)]) * up[((n * H) + h)]);
     }
   } else {
     for (int64_t element = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); element < (H * N); element += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = emmy_div(element, H);
-      const int64_t h = emmy_mod(element, H);
+      const int64_t n = (element / H);
+      const int64_t h = (element % H);
       y[((n * H) + h)] = (emmy_silu(gate[((n * H) + h)]) * up[((n * H) + h)]);
     }
   }
@@ -234,6 +248,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) swiglu_f32__k0(const float*
 extern "C" int swiglu_f32(const float* gate, const float* up, float* y, int64_t N, int64_t H, cudaStream_t stream) {
   if (N < 0) return emmy_fail("swiglu_f32: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f32: size H is negative (%lld)", (long long)H);
+  if (H == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(swiglu_f32__k0, dim3((unsigned)(emmy_min(emmy_max((((((H * N) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("swiglu_f32: kernel swiglu_f32__k0 failed: %s", cudaGetErrorString(error));

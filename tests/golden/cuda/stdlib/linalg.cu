@@ -214,6 +214,7 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
   if (M < 0) return emmy_fail("matmul_f16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f16: size N is negative (%lld)", (long long)N);
+  if (M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(matmul_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_f16: kernel matmul_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -321,6 +322,7 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
   if (M < 0) return emmy_fail("matmul_bf16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_bf16: size N is negative (%lld)", (long long)N);
+  if (M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(matmul_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_bf16: kernel matmul_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -430,6 +432,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
   if (M < 0) return emmy_fail("matmul_f32: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("matmul_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f32: size N is negative (%lld)", (long long)N);
+  if (M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(matmul_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_f32: kernel matmul_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -540,6 +543,7 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
   if (M < 0) return emmy_fail("bmm_f16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f16: size N is negative (%lld)", (long long)N);
+  if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(bmm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_f16: kernel bmm_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -650,6 +654,7 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
   if (M < 0) return emmy_fail("bmm_bf16: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_bf16: size N is negative (%lld)", (long long)N);
+  if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(bmm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_bf16: kernel bmm_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -762,6 +767,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
   if (M < 0) return emmy_fail("bmm_f32: size M is negative (%lld)", (long long)M);
   if (K < 0) return emmy_fail("bmm_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f32: size N is negative (%lld)", (long long)N);
+  if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(bmm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_f32: kernel bmm_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -803,6 +809,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16__k0(const __h
 extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f16: size N is negative (%lld)", (long long)N);
+  if (M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(transpose_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_f16: kernel transpose_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -844,6 +851,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16__k0(const __
 extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_bf16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_bf16: size N is negative (%lld)", (long long)N);
+  if (M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(transpose_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_bf16: kernel transpose_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -885,6 +893,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32__k0(const flo
 extern "C" int transpose_f32(const float* x, float* y, int64_t M, int64_t N, cudaStream_t stream) {
   if (M < 0) return emmy_fail("transpose_f32: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f32: size N is negative (%lld)", (long long)N);
+  if (M == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(transpose_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_f32: kernel transpose_f32__k0 failed: %s", cudaGetErrorString(error));

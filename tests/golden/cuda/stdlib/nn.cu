@@ -333,6 +333,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16__k0(const __hal
 extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_f16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(softmax_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("softmax_f16: kernel softmax_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -559,6 +560,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16__k0(const __nv
 extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_bf16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(softmax_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("softmax_bf16: kernel softmax_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -785,6 +787,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32__k0(const float
 extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("softmax_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_f32: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(softmax_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("softmax_f32: kernel softmax_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -1011,6 +1014,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16__k0(const _
 extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_f16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(log_softmax_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("log_softmax_f16: kernel log_softmax_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -1237,6 +1241,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16__k0(const 
 extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_bf16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(log_softmax_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -1463,6 +1468,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32__k0(const f
 extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("log_softmax_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_f32: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(log_softmax_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("log_softmax_f32: kernel log_softmax_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -1697,6 +1703,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16__k0(const __h
 extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_f16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(layernorm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("layernorm_f16: kernel layernorm_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -1931,6 +1938,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16__k0(const __
 extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_bf16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(layernorm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("layernorm_bf16: kernel layernorm_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -2165,6 +2173,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32__k0(const flo
 extern "C" int layernorm_f32(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("layernorm_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_f32: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(layernorm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("layernorm_f32: kernel layernorm_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -2322,6 +2331,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16__k0(const __hal
 extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_f16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(rmsnorm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -2479,6 +2489,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16__k0(const __nv
 extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_bf16: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(rmsnorm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -2636,6 +2647,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32__k0(const float
 extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D, cudaStream_t stream) {
   if (N < 0) return emmy_fail("rmsnorm_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_f32: size D is negative (%lld)", (long long)D);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   EMMY_LAUNCH(rmsnorm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -2743,6 +2755,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
   if (N < 0) return emmy_fail("linear_f16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f16: size OUT is negative (%lld)", (long long)OUT);
+  if (N == 0 || OUT == 0) return 0;  // every output is empty
   EMMY_LAUNCH(linear_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f16: kernel linear_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -2850,6 +2863,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
   if (N < 0) return emmy_fail("linear_bf16: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_bf16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_bf16: size OUT is negative (%lld)", (long long)OUT);
+  if (N == 0 || OUT == 0) return 0;  // every output is empty
   EMMY_LAUNCH(linear_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_bf16: kernel linear_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -2959,6 +2973,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
   if (N < 0) return emmy_fail("linear_f32: size N is negative (%lld)", (long long)N);
   if (IN < 0) return emmy_fail("linear_f32: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f32: size OUT is negative (%lld)", (long long)OUT);
+  if (N == 0 || OUT == 0) return 0;  // every output is empty
   EMMY_LAUNCH(linear_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f32: kernel linear_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -3159,12 +3174,15 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
   if (N < 0) return emmy_fail("mlp_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("mlp_f16: size D is negative (%lld)", (long long)D);
   if (H < 0) return emmy_fail("mlp_f16: size H is negative (%lld)", (long long)H);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   __half* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__half), stream) != cudaSuccess)
     return emmy_fail("mlp_f16: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_f16: kernel mlp_f16__k0 failed: %s", cudaGetErrorString(error));
+  if (!(H == 0 || N == 0)) {
+    EMMY_LAUNCH(mlp_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("mlp_f16: kernel mlp_f16__k0 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(mlp_f16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f16: kernel mlp_f16__k1 failed: %s", cudaGetErrorString(error));
@@ -3366,12 +3384,15 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
   if (N < 0) return emmy_fail("mlp_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("mlp_bf16: size D is negative (%lld)", (long long)D);
   if (H < 0) return emmy_fail("mlp_bf16: size H is negative (%lld)", (long long)H);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   __nv_bfloat16* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__nv_bfloat16), stream) != cudaSuccess)
     return emmy_fail("mlp_bf16: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_bf16: kernel mlp_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if (!(H == 0 || N == 0)) {
+    EMMY_LAUNCH(mlp_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("mlp_bf16: kernel mlp_bf16__k0 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(mlp_bf16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_bf16: kernel mlp_bf16__k1 failed: %s", cudaGetErrorString(error));
@@ -3577,12 +3598,15 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
   if (N < 0) return emmy_fail("mlp_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("mlp_f32: size D is negative (%lld)", (long long)D);
   if (H < 0) return emmy_fail("mlp_f32: size H is negative (%lld)", (long long)H);
+  if (D == 0 || N == 0) return 0;  // every output is empty
   float* h = nullptr;
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_f32: cannot allocate the temporary h");
-  EMMY_LAUNCH(mlp_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("mlp_f32: kernel mlp_f32__k0 failed: %s", cudaGetErrorString(error));
+  if (!(H == 0 || N == 0)) {
+    EMMY_LAUNCH(mlp_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("mlp_f32: kernel mlp_f32__k0 failed: %s", cudaGetErrorString(error));
+  }
   EMMY_LAUNCH(mlp_f32__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f32: kernel mlp_f32__k1 failed: %s", cudaGetErrorString(error));
@@ -3703,6 +3727,7 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
   if (S < 0) return emmy_fail("attention_f16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_f16: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_f16: size L is negative (%lld)", (long long)L);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attention_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_f16: kernel attention_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -3822,6 +3847,7 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
   if (S < 0) return emmy_fail("attention_bf16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_bf16: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_bf16: size L is negative (%lld)", (long long)L);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attention_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_bf16: kernel attention_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -3941,6 +3967,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
   if (S < 0) return emmy_fail("attention_f32: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("attention_f32: size E is negative (%lld)", (long long)E);
   if (L < 0) return emmy_fail("attention_f32: size L is negative (%lld)", (long long)L);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attention_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E, L);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attention_f32: kernel attention_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -4059,6 +4086,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
   if (H < 0) return emmy_fail("causal_attention_f16: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_f16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_f16: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(causal_attention_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_f16: kernel causal_attention_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -4177,6 +4205,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
   if (H < 0) return emmy_fail("causal_attention_bf16: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_bf16: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_bf16: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(causal_attention_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_bf16: kernel causal_attention_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -4295,6 +4324,7 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
   if (H < 0) return emmy_fail("causal_attention_f32: size H is negative (%lld)", (long long)H);
   if (S < 0) return emmy_fail("causal_attention_f32: size S is negative (%lld)", (long long)S);
   if (E < 0) return emmy_fail("causal_attention_f32: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(causal_attention_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, q, k, v, o, scale, B, H, S, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("causal_attention_f32: kernel causal_attention_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -4410,6 +4440,7 @@ extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64
   if (S < 0) return emmy_fail("attend_f16: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_f16: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_f16: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attend_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attend_f16: kernel attend_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -4525,6 +4556,7 @@ extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfl
   if (S < 0) return emmy_fail("attend_bf16: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_bf16: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_bf16: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attend_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attend_bf16: kernel attend_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -4640,6 +4672,7 @@ extern "C" int attend_f32(const float* logits, const float* v, float* o, int64_t
   if (S < 0) return emmy_fail("attend_f32: size S is negative (%lld)", (long long)S);
   if (L < 0) return emmy_fail("attend_f32: size L is negative (%lld)", (long long)L);
   if (E < 0) return emmy_fail("attend_f32: size E is negative (%lld)", (long long)E);
+  if (B == 0 || E == 0 || H == 0 || S == 0) return 0;  // every output is empty
   EMMY_LAUNCH(attend_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((S + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(H, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, logits, v, o, B, H, S, L, E);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("attend_f32: kernel attend_f32__k0 failed: %s", cudaGetErrorString(error));
