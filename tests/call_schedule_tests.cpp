@@ -183,7 +183,7 @@ kernel k(x: f32[N, D]) -> (z: f32[N, D]) {
   }
 }
 
-TEST_CASE("-D sets a called kernel's param and changes its code", "[call-schedule]") {
+TEST_CASE("the -D option sets a called kernel's param and changes its code", "[call-schedule]") {
   CallBuild standard = callerOf(kSoftmaxCall);
   CallBuild narrow = callerOf(kSoftmaxCall, {{"LANES", 64}});
   CHECK(has(standard.cuda, "__launch_bounds__(256"));

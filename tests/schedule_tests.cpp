@@ -590,7 +590,7 @@ schedule rs {{
 }}
 )", index, index));
     checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}, {{"N", 9}, {"D", 16}}});
-    CHECK(contains(tile::printProgram(built.lowered.tile), std::string("combine y_acc across the block along ") + index));
+    CHECK(contains(tile::printProgram(built.lowered.tile), std::string("combine y__acc across the block along ") + index));
     checkCompiles(built);
   }
 }
@@ -618,7 +618,7 @@ TEST_CASE("atomic after a bind accumulates with atomics into an output initialis
     Built built = build(source);
     checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}, {{"N", 3}, {"D", 300}}});
     CHECK(contains(built.cuda.source, c.atomic));
-    CHECK(contains(built.cuda.source, R"(__global__ void .*rs_k0_init\()"));
+    CHECK(contains(built.cuda.source, R"(__global__ void .*rs__k0_init\()"));
     checkCompiles(built);
   }
 }
