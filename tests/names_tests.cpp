@@ -180,7 +180,7 @@ void checkNvccCompiles(const cuda::GeneratedCuda& cuda, const std::string& nvcc,
 }  // namespace
 
 TEST_CASE("hostile names in every role of four kinds of kernel: correct in the simulation, compiled by nvcc",
-          "[names]") {
+          "[names][sweep]") {
   bool everyRole = std::getenv("EMMY_NAMES_ALL") != nullptr;
   std::string nvcc = findNvcc();
   if (nvcc.empty()) WARN("nvcc not found: the generated files are checked in the simulation only");

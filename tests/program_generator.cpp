@@ -5,6 +5,7 @@
 #include <functional>
 #include <optional>
 #include <random>
+#include <regex>
 #include <set>
 
 #include <fmt/format.h>
@@ -909,6 +910,7 @@ GeneratedProgram Generator::generate() {
     statement(pick<Shape>(random_, {Shape::Matrix, Shape::Matrix, Shape::Rows, Shape::Cols, Shape::RowsKeep}), random_() % 3 == 0);
 
   std::string schedule;
+  std::vector<std::string> computedAt;  // the core's stages its schedule may compute at a loop of another
   switch (core) {
     case Core::Matmul: {
       MatmulNames names{kernelName_, "", fresh(), fresh(), "", "", ""};
@@ -972,17 +974,21 @@ GeneratedProgram Generator::generate() {
         names.members.push_back(member);
       }
       names.root = fresh();
+      // The root reads its members at its own row only: a member read elsewhere (inside a reduction of
+      // the root's expression) is computed by a kernel of its own, where the schedule cannot place it.
+      std::vector<Tensor> memberStages(stages_.end() - members, stages_.end());
+      hide(names.members);
       statement(Shape::Matrix, true, {names.n, names.d}, names.root, [&](Scope& scope) {
         Expr e = read(x, scope);
-        for (const std::string& member : names.members) {
-          const Tensor& stage = *std::find_if(stages_.begin(), stages_.end(), [&](const Tensor& s) { return s.name == member; });
-          Expr m{fmt::format("{}[{}]", member, names.n), stage.dtype, 30, false};
+        for (const Tensor& member : memberStages) {
+          Expr m{fmt::format("{}[{}]", member.name, names.n), member.dtype, 30, false};
           e = bounded(binary(pick<std::string>(random_, {"+", "-", "*"}), e, m, e.magnitude * 30));
         }
         return e;
       });
       schedule = randomRowSchedule(random_, names);
-      if (!options_.sharedComputedStages) hide(names.members);
+      if (options_.sharedComputedStages) stages_.insert(stages_.end(), memberStages.begin(), memberStages.end());
+      computedAt = names.members;
       break;
     }
     case Core::Chain: {
@@ -996,9 +1002,11 @@ GeneratedProgram Generator::generate() {
       withoutReductions_ = false;
       names.t = t.name;
       names.y = fresh();
+      hide({names.t});  // y reads t at its own element only, as the members of a row core
       statement(Shape::Matrix, true, {names.n, names.d}, names.y, [&](Scope& scope) { return bounded(read(t, scope)); });
       schedule = randomChainSchedule(random_, names);
-      if (!options_.sharedComputedStages) hide({names.t});
+      if (options_.sharedComputedStages) stages_.push_back(t);
+      computedAt = {names.t};
       break;
     }
     case Core::Free:
@@ -1007,10 +1015,15 @@ GeneratedProgram Generator::generate() {
   }
   // Random stages after it, some of them outputs; the last one always.
   int after = random_() % 3;
+  size_t coreEnd = body_.size();
   for (int k = 0; k < after; ++k) statement(pick<Shape>(random_, {Shape::Matrix, Shape::Rows, Shape::Cols}), k + 1 == after || coin(random_));
+  // A later stage that reads one of those elsewhere than at the loop may put it in a kernel of its own.
+  for (size_t k = coreEnd; k < body_.size(); ++k)
+    for (const std::string& stage : computedAt)
+      if (std::regex_search(body_[k], std::regex("\\b" + stage + "\\["))) program_.scheduleMayBeRefused = true;
 
   // Directives on a core's stages may take a stage it computes at a loop of another away from that
-  // loop (/work/findings/005.emmy).
+  // loop (sharedComputedStages).
   if (core == Core::Free || (random_() % 4 == 0 && options_.sharedComputedStages)) {
     std::string directives = genericDirectives();
     if (!directives.empty()) {

@@ -21,7 +21,7 @@ namespace emmy::testing {
 
 struct GeneratorOptions {
   // Names that are C++ or CUDA words, the generated code's own names, cache- and accumulator-shaped
-  // names. Off in CI until /work/findings/001.emmy and its kind are fixed.
+  // names.
   bool hostileNames = true;
   // Sizes of 0 among the size sets (issue 12, section 2).
   bool zeroSizes = true;

@@ -16,6 +16,7 @@
 #include "driver/pipeline.h"
 #include "frontend/frontend.h"
 #include "ir/tile/printer.h"
+#include "ir/tile/schedule_model.h"
 #include "golden_files.h"
 #include "random_schedules.h"
 #include "test_kernels.h"
@@ -221,21 +222,6 @@ schedule mixed {{
   }
 }
 
-// Applying a schedule is near-linear in its directives: 2000 chained splits (each tail was tested
-// against every loop at every loop, 33 s) build to CUDA in about a second, and run.
-TEST_CASE("2000 splits are applied in seconds", "[schedule]") {
-  std::string source = "kernel k(x: f32[N]) -> (y: f32[N]) {\n    y[i] = x[i] * 2.0\n}\nschedule k {\n";
-  std::string loop = "i";
-  for (int k = 0; k < 2000; ++k) {
-    source += fmt::format("    split y.{} by {} -> (a{}, b{})\n", loop, k == 0 ? 4 : 1, k, k);
-    loop = fmt::format("a{}", k);
-  }
-  auto start = std::chrono::steady_clock::now();
-  Built built = build(source + "}\n");
-  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 5);
-  checkRuns(built, {{{"N", 7}}});
-}
-
 TEST_CASE("what a partial schedule leaves open is filled by the default policy, as printed directives", "[schedule]") {
   Built built = build(softmaxKernel() + "schedule softmax {\n    compute m at y.n\n}\n");
   checkRuns(built, {{{"N", 3}, {"D", 300}}, {{"N", 2}, {"D", 1}}});
@@ -380,7 +366,7 @@ schedule masked {
   checkCompiles(built);
 }
 
-TEST_CASE("schedules drawn at random from the legal space all agree with the reference", "[schedule][empty]") {
+TEST_CASE("schedules drawn at random from the legal space all agree with the reference", "[schedule][empty][sweep]") {
   std::mt19937_64 random(2026);
   struct Family {
     std::string kernel;
@@ -464,7 +450,7 @@ std::vector<std::string> listedPlaces(const std::string& message, const std::str
 }  // namespace
 
 TEST_CASE("every place the legality messages list for compute and cache applies, and agrees with the reference",
-          "[schedule]") {
+          "[schedule][sweep]") {
   const std::string softmax = softmaxKernel();
   const std::string rowsOverThreads = R"(
     bind y.n to block.x
@@ -689,4 +675,56 @@ schedule two {
 )");
   checkRuns(built, {{{"N", 5}, {"D", 77}}, {{"N", 1}, {"D", 1}}});
   CHECK(contains(built.cuda.source, R"(EMMY_SHARED\(float, c_shared, 32\);)"));
+}
+
+// A stage has at most kMaxStageLoops loops (each is a level of recursion in the lowering): the most
+// chained splits there is room for build to CUDA quickly (each tail was once tested against every loop
+// at every loop: cubic) and run; one more is a diagnostic.
+TEST_CASE("chained splits up to a stage's most loops are applied quickly and one more is refused", "[schedule]") {
+  auto chained = [](size_t splits) {
+    std::string source = "kernel k(x: f32[N]) -> (y: f32[N]) {\n    y[i] = x[i] * 2.0\n}\nschedule k {\n";
+    std::string loop = "i";
+    for (size_t k = 0; k < splits; ++k) {
+      source += fmt::format("    split y.{} by {} -> (a{}, b{})\n", loop, k == 0 ? 4 : 1, k, k);
+      loop = fmt::format("a{}", k);
+    }
+    return source + "}\n";
+  };
+  auto start = std::chrono::steady_clock::now();
+  Built built = build(chained(tile::kMaxStageLoops - 1));
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() < 10);
+  checkRuns(built, {{{"N", 7}}});
+  CHECK(contains(loweringErrors(chained(tile::kMaxStageLoops)), "a stage has at most 256"));
+}
+
+// An epilogue that reads a row reduction whose row is known only inside a register tile's loops (inside
+// the accumulators'): the reduction is computed again before each result's store, not in the reduction
+// loops (found by the program generator, seed 70: "reads p, which is not in scope").
+TEST_CASE("an epilogue reads a row reduction whose row is known only inside the register tile", "[schedule]") {
+  for (const char* cache : {"", "    cache c in shared at out.ro\n"}) {
+    Built built = build(fmt::format(R"(
+kernel k(rhs: f16[N, D], c: f16[N, B], w: f16[B, D]) -> (out: bf16[N, D]) {{
+    p[r] = prod[jy](1 + 0.01 * tanh(rhs[r, jy]))
+    acc[j, k] = sum[r](c[j, r] * w[r, k])
+    out[j, k] = bf16(acc[j, k] - exp(p[j]))
+}}
+schedule k {{
+    tile out (j, k) by (8, 16) -> (jo, ko, ji, ki)
+    bind out.jo to block.y
+    bind out.ko to block.x
+    tile out (ji, ki) by (2, 1) -> (jt, kt, jr, kr)
+    bind out.jt to thread.y
+    bind out.kt to thread.x
+    split out.r by 4 -> (ro, ri)
+    reorder out (jo, ko, jt, kt, ro, ri, jr, kr)
+{}}}
+)", cache));
+    checkRuns(built, {{{"N", 13}, {"D", 37}, {"B", 9}}, {{"N", 1}, {"D", 1}, {"B", 1}}});
+    std::string tiled = tile::printProgram(built.lowered.tile);
+    // Computed once per result, after the reduction loops, and nowhere inside them.
+    size_t rowLoop = tiled.find("for jy < D");
+    REQUIRE(rowLoop != std::string::npos);
+    CHECK(tiled.find("for jy < D", rowLoop + 1) == std::string::npos);
+    CHECK(rowLoop > tiled.find("for ro < "));
+  }
 }

@@ -50,7 +50,7 @@ TEST_CASE("every stdlib kernel is built by its own schedule", "[stdlib]") {
   }
 }
 
-TEST_CASE("every param candidate of the stdlib schedules passes the simulated check at ragged sizes", "[stdlib]") {
+TEST_CASE("every param candidate of the stdlib schedules passes the simulated check at ragged sizes", "[stdlib][sweep]") {
   // Each candidate but the default (the [lowering] tests run that one) with the other params at their
   // defaults, in a dtype that changes from one candidate to the next, at sizes no tile divides.
   const std::vector<std::string> dtypes = {"f32", "f16", "bf16"};

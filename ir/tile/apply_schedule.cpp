@@ -196,6 +196,7 @@ public:
     placeMembers();
     placeCaches();
     placeAccumulator();
+    placeMembersOfResults();
     StmtPtr body = generate(0, {}, {});
     return TileNest{nest_.name, nest_.stages, threads_, body};
   }
@@ -357,8 +358,8 @@ private:
       size_t earliest = positionDefining(needed);
       const Member* lastRead = nullptr;
       for (size_t m = 0; m < memberPositions_.size(); ++m)
-        if (reads(member.computation, parts_.members[m].computation.stage->name) && memberPositions_[m] >= earliest) {
-          earliest = memberPositions_[m];
+        if (reads(member.computation, parts_.members[m].computation.stage->name) && *memberPositions_[m] >= earliest) {
+          earliest = *memberPositions_[m];
           lastRead = &parts_.members[m];
         }
       size_t position = earliest;
@@ -395,6 +396,29 @@ private:
           schedule.atStage == root_->name)
         unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed by a kernel of its own", name,
                                                    schedule.atStage, schedule.atLoop, name));
+  }
+
+  // A member whose root axes are known only inside the accumulators' loops (a register tile's) is
+  // computed there, in the reduction loops, but the stores of the results after them read it too (an
+  // epilogue's): it is computed again before each result's store, with the members it reads, and only
+  // there where nothing in the reduction loops reads it.
+  void placeMembersOfResults() {
+    if (!root_->reduction) return;
+    const Computation& root = parts_.root;
+    std::vector<bool> forResults(parts_.members.size()), inLoops(parts_.members.size());
+    for (size_t m = parts_.members.size(); m-- > 0;) {
+      const std::string& name = parts_.members[m].computation.stage->name;
+      bool inside = *memberPositions_[m] > accumulatorPosition_;
+      forResults[m] = inside && reads(*root.finalize->value, name);
+      inLoops[m] = !inside || (root.update && reads(*root.update->value, name));
+      for (size_t reader = m + 1; reader < parts_.members.size(); ++reader)
+        if (reads(parts_.members[reader].computation, name)) {
+          forResults[m] = forResults[m] || (inside && forResults[reader]);
+          inLoops[m] = inLoops[m] || inLoops[reader];
+        }
+      if (forResults[m]) membersOfResults_.push_back(m);
+      if (!inLoops[m]) memberPositions_[m].reset();
+    }
   }
 
   struct PlacedCache {
@@ -830,7 +854,9 @@ private:
       const loop::Store& finalize = *root.finalize;
       std::optional<ReduceOp> atomic;
       if (atomic_) atomic = root_->reduction->op;
-      return globalStore(std::make_shared<Store>(finalize.buffer, finalize.indices, rootExpr(finalize.value), atomic), leafMasks);
+      StmtPtr store = globalStore(std::make_shared<Store>(finalize.buffer, finalize.indices, rootExpr(finalize.value), atomic), leafMasks);
+      for (size_t m : membersOfResults_) store = member(parts_.members[m], position, store);  // the last member first
+      return store;
     }));
     accumulatorOpen_ = false;
     StmtPtr region = std::make_shared<Allocate>(accumulator_, root.accumulatorType, accumulatorShape_, accumulatorMemory_, block(stmts));
@@ -1157,7 +1183,8 @@ private:
   NestParts parts_;
   StageLoops root_loops_;
   std::array<int, 3> threads_{1, 1, 1};
-  std::vector<size_t> memberPositions_;
+  std::vector<std::optional<size_t>> memberPositions_;  // none: computed only before the results' stores
+  std::vector<size_t> membersOfResults_;                // those computed there, the last member first
   std::vector<PlacedCache> caches_;
   std::deque<CacheStage> computedCopies_;  // what stages computed at a root loop copy (caches_ points into it)
   std::vector<const PlacedCache*> activeCaches_;

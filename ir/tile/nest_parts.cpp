@@ -71,14 +71,6 @@ void parseLevel(const loop::Stmt& stmt, size_t depth, const Kernel& kernel, cons
   parts.root = parseComputation(*level, root);
 }
 
-bool reads(const Expr& expr, const std::string& tensor) {
-  bool found = false;
-  forEachNode(expr, [&](const Expr& node) {
-    if (const auto* load = node.as<Load>(); load && load->tensor == tensor) found = true;
-  });
-  return found;
-}
-
 // exp(X - M) with X free of M: X.
 ExprPtr exponentOver(const ExprPtr& expr, const std::string& max) {
   const auto* exp = expr->as<Unary>();
@@ -129,6 +121,14 @@ ExprPtr overLoops(const ExprPtr& expr, const Computation& computation, const std
 }
 
 }  // namespace
+
+bool reads(const Expr& expr, const std::string& tensor) {
+  bool found = false;
+  forEachNode(expr, [&](const Expr& node) {
+    if (const auto* load = node.as<Load>(); load && load->tensor == tensor) found = true;
+  });
+  return found;
+}
 
 NestParts parseNest(const Kernel& kernel, const loop::LoopNest& nest) {
   NestParts parts;

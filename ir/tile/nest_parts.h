@@ -46,6 +46,8 @@ struct NestParts {
 
 NestParts parseNest(const tensor::Kernel& kernel, const loop::LoopNest& nest);
 
+// Does `expr` read `tensor`?
+bool reads(const tensor::Expr& expr, const std::string& tensor);
 // Does `computation` read `tensor` (in its store, its update or its finalize)?
 bool reads(const Computation& computation, const std::string& tensor);
 

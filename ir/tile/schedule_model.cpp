@@ -188,6 +188,17 @@ private:
     return true;
   }
 
+  // Every level of a stage's loop nest is a level of recursion in the lowering and of nesting in the
+  // generated C++: a bound far above any useful schedule keeps both within a thread's stack. The few
+  // loops the default policy adds to complete a schedule are not counted.
+  bool roomForLoops(const StageSchedule& stage, size_t added, const Directive& d) {
+    if (d.byDefault || stage.loops.size() + added <= kMaxStageLoops) return true;
+    diagnostics_.error(d.loc, fmt::format("{} would give stage {} {} loops; a stage has at most {}",
+                                          d.kind == DirectiveKind::Split ? "split" : "tile", stage.name,
+                                          stage.loops.size() + added, kMaxStageLoops));
+    return false;
+  }
+
   // Loops that bind or otherwise mark a loop must be split, fused and reordered before it is marked.
   bool unmarked(const StageSchedule& stage, const ScheduledLoop& loop, const Directive& d, const Name& where) {
     if (!loop.binding && !loop.unrolled && !loop.vectorized) return true;
@@ -225,7 +236,7 @@ private:
   void split(const Directive& d) {
     auto [stage, named] = namedLoop(d);
     if (!named || !positiveFactor(d.factors[0], "split") || !unmarked(*stage, *named, d, d.axes[0]) ||
-        !freshLoopNames(*stage, d.results))
+        !freshLoopNames(*stage, d.results) || !roomForLoops(*stage, 1, d))
       return;
     size_t at = named - stage->loops.data();
     ScheduledLoop loop = stage->loops[at];
@@ -246,7 +257,7 @@ private:
     }
     if (!positiveFactor(d.factors[0], "tile") || !positiveFactor(d.factors[1], "tile") ||
         !unmarked(*stage, stage->loops[*a], d, d.axes[0]) || !unmarked(*stage, stage->loops[*b], d, d.axes[1]) ||
-        !freshLoopNames(*stage, d.results))
+        !freshLoopNames(*stage, d.results) || !roomForLoops(*stage, 2, d))
       return;
     ScheduledLoop first = stage->loops[*a], second = stage->loops[*b];
     std::vector<ScheduledLoop> tiled{outerPart(first, d.results[0].text, d.factors[0].value),

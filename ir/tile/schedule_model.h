@@ -111,5 +111,7 @@ constexpr int64_t kMaxThreadsPerBlock = 1024;
 constexpr int64_t kWholeRowCacheBytes = 32 * 1024;
 // The most elements a register cache may hold per thread.
 constexpr int64_t kMaxRegisterElements = 255;
+// The most loops one stage's own directives may make (split and tile add them).
+constexpr size_t kMaxStageLoops = 256;
 
 }  // namespace emmy::tile
