@@ -237,7 +237,13 @@ TensorValue KernelElaboration::call(const ast::Call& c, Scope& scope, bool allow
   std::string n = c.callee.name;
   if (callee.fn) return inlineFn(*callee.module, *callee.fn, c, scope);
   if (callee.kernel) {
-    if (scope.indexForm) error(c.loc, fmt::format("kernel '{}' can only be called in whole-tensor form", n));
+    if (scope.indexForm) {
+      // A kernel named like a cast or a builtin hides it (definitions shadow builtins): say so.
+      const std::vector<std::string> builtins = builtinFunctionNames();
+      bool hidesBuiltin = parseDType(n) || std::find(builtins.begin(), builtins.end(), n) != builtins.end();
+      error(c.loc, fmt::format("kernel '{}' can only be called in whole-tensor form{}", n,
+                               hidesBuiltin ? fmt::format("; the kernel hides the builtin '{}' (rename the kernel to use it)", n) : ""));
+    }
     std::vector<TensorValue> results = callKernel(*callee.module, *callee.kernel, c, scope, {});
     if (results.size() != 1)
       error(c.loc, fmt::format("'{}' returns {} results; name them all: (a, b) = {}(...)", n, results.size(), n));

@@ -858,7 +858,7 @@ std::string Generator::genericDirectives() {
 }
 
 GeneratedProgram Generator::generate() {
-  kernelName_ = pick<std::string>(random_, {"k", "prog", "kern", "compute_all", "f"}) + fmt::format("{}", program_.seed % 1000);
+  kernelName_ = pick<std::string>(random_, {"k", "prog", "kern", "compute_all", "fused"}) + fmt::format("{}", program_.seed % 1000);
   used_.insert(kernelName_);
   for (std::string* size : {&rows_, &cols_, &inner_}) {
     *size = draw({"N", "D", "M", "K", "L", "R", "C", "W", "H", "S", "rows", "cols", "B", "E"});
@@ -1020,7 +1020,7 @@ GeneratedProgram Generator::generate() {
   // A later stage that reads one of those elsewhere than at the loop may put it in a kernel of its own.
   for (size_t k = coreEnd; k < body_.size(); ++k)
     for (const std::string& stage : computedAt)
-      if (std::regex_search(body_[k], std::regex("\\b" + stage + "\\["))) program_.scheduleMayBeRefused = true;
+      if (std::regex_search(body_[k], std::regex("\\b" + stage + "\\b"))) program_.scheduleMayBeRefused = true;
 
   // Directives on a core's stages may take a stage it computes at a loop of another away from that
   // loop (sharedComputedStages).
