@@ -240,7 +240,7 @@ TensorValue KernelElaboration::call(const ast::Call& c, Scope& scope, bool allow
     if (scope.indexForm) {
       // A kernel named like a cast or a builtin hides it (definitions shadow builtins): say so.
       const std::vector<std::string> builtins = builtinFunctionNames();
-      bool hidesBuiltin = parseDType(n) || std::find(builtins.begin(), builtins.end(), n) != builtins.end();
+      bool hidesBuiltin = !c.module && (parseDType(n) || std::find(builtins.begin(), builtins.end(), n) != builtins.end());
       error(c.loc, fmt::format("kernel '{}' can only be called in whole-tensor form{}", n,
                                hidesBuiltin ? fmt::format("; the kernel hides the builtin '{}' (rename the kernel to use it)", n) : ""));
     }
