@@ -74,8 +74,9 @@ std::string randomChainSchedule(std::mt19937_64& random, const ChainNames& names
   switch (random() % 3) {
     case 0: {
       int64_t threads = pick<int64_t>(random, {32, 100, 256});
-      s += fmt::format("  fuse {0} ({1}, {2}) -> {1}{2}\n  split {0}.{1}{2} by {3} -> ({1}{2}_block, {1}{2}_thread)\n", y, n,
-                       d, threads);
+      // The fused loop's name is never a directive word (`i` and `n` would make `in`).
+      s += fmt::format("  fuse {0} ({1}, {2}) -> {1}{2}_fused\n  split {0}.{1}{2}_fused by {3} -> ({1}{2}_block, {1}{2}_thread)\n",
+                       y, n, d, threads);
       s += fmt::format("  bind {0}.{1}{2}_block to block.x\n  bind {0}.{1}{2}_thread to thread.x\n", y, n, d);
       break;
     }
