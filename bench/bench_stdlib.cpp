@@ -9,7 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include "driver/gpu.h"
+#include "check/gpu.h"
 #include "frontend/frontend.h"
 #include "runtime/device.h"
 #include "support/diagnostics.h"

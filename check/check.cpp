@@ -1,4 +1,4 @@
-#include "driver/check.h"
+#include "check/check.h"
 
 #include <charconv>
 #include <cerrno>
@@ -16,7 +16,7 @@
 
 #include <fmt/format.h>
 
-#include "driver/elaborate.h"
+#include "compiler/elaborate.h"
 #include "ir/tensor/evaluator.h"
 #include "support/diagnostics.h"
 #include "support/files.h"

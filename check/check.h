@@ -12,8 +12,8 @@
 
 #include "backend/harness.h"
 #include "backend/sim/simulator.h"
-#include "driver/compare.h"
-#include "driver/import.h"
+#include "check/compare.h"
+#include "compiler/import.h"
 #include "ir/tensor/nodes.h"
 
 namespace emmy {

@@ -1,4 +1,4 @@
-#include "driver/compare.h"
+#include "check/compare.h"
 
 #include <cmath>
 #include <functional>

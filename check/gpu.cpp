@@ -1,4 +1,4 @@
-#include "driver/gpu.h"
+#include "check/gpu.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -6,9 +6,9 @@
 
 #include <fmt/format.h>
 
-#include "driver/compare.h"
-#include "driver/elaborate.h"
-#include "driver/pipeline.h"
+#include "check/compare.h"
+#include "compiler/elaborate.h"
+#include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "runtime/torch_gpu.h"
 #include "support/diagnostics.h"

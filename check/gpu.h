@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "driver/check.h"
-#include "driver/performance.h"
+#include "check/check.h"
+#include "performance/performance.h"
 #include "runtime/device.h"
 #include "runtime/gpu_kernel.h"
 

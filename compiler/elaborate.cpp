@@ -1,10 +1,10 @@
-#include "driver/elaborate.h"
+#include "compiler/elaborate.h"
 
 #include <filesystem>
 
 #include <fmt/format.h>
 
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "support/text.h"
 

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "frontend/schedule.h"
-#include "driver/import.h"
+#include "compiler/import.h"
 #include "ir/tensor/nodes.h"
 #include "support/diagnostics.h"
 

@@ -1,4 +1,4 @@
-#include "driver/import.h"
+#include "compiler/import.h"
 
 #include <filesystem>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 
 #include <filesystem>
 

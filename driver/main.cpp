@@ -13,12 +13,12 @@
 #include <fmt/format.h>
 
 #include "backend/nvrtc.h"
-#include "driver/check.h"
-#include "driver/elaborate.h"
-#include "driver/import.h"
-#include "driver/gpu.h"
-#include "driver/performance.h"
-#include "driver/pipeline.h"
+#include "check/check.h"
+#include "compiler/elaborate.h"
+#include "compiler/import.h"
+#include "check/gpu.h"
+#include "performance/performance.h"
+#include "compiler/pipeline.h"
 #include "ir/kernel/printer.h"
 #include "ir/loop/printer.h"
 #include "ir/tensor/printer.h"

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,4 +1,4 @@
-#include "driver/performance.h"
+#include "performance/performance.h"
 
 #include <algorithm>
 #include <cmath>

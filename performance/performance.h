@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backend/nvrtc.h"
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 
 namespace emmy {
 

@@ -8,7 +8,7 @@
 #include <catch2/catch.hpp>
 
 #include "backend/sim/simulator.h"
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "ir/tile/printer.h"
 #include "test_kernels.h"

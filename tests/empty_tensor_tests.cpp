@@ -13,8 +13,8 @@
 #include <fmt/format.h>
 
 #include "backend/sim/simulator.h"
-#include "driver/check.h"
-#include "driver/pipeline.h"
+#include "check/check.h"
+#include "compiler/pipeline.h"
 #include "ir/tensor/evaluator.h"
 #include "support/npy.h"
 #include "support/process.h"

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 
 #include "support/process.h"
-#include "driver/elaborate.h"
-#include "driver/pipeline.h"
+#include "compiler/elaborate.h"
+#include "compiler/pipeline.h"
 #include "golden_files.h"
 
 namespace {

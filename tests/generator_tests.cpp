@@ -16,7 +16,7 @@
 #include <fmt/format.h>
 
 #include "backend/sim/simulator.h"
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "program_generator.h"
 #include "support/diagnostics.h"

@@ -3,7 +3,7 @@
 // change as a diff.
 #include <catch2/catch.hpp>
 
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "golden_files.h"
 #include "ir/kernel/printer.h"

@@ -3,7 +3,7 @@
 // what it should.
 #include <catch2/catch.hpp>
 
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "ir/loop/interpreter.h"
 #include "ir/tensor/evaluator.h"
 #include "test_kernels.h"

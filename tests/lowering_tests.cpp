@@ -9,8 +9,8 @@
 
 #include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
-#include "driver/compare.h"
-#include "driver/pipeline.h"
+#include "check/compare.h"
+#include "compiler/pipeline.h"
 #include "test_kernels.h"
 
 namespace {

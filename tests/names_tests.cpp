@@ -19,7 +19,7 @@
 
 #include "backend/cuda/emit_cuda.h"
 #include "backend/sim/simulator.h"
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "support/cpp_names.h"
 #include "support/diagnostics.h"
 #include "support/process.h"

@@ -6,7 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include "backend/nvrtc.h"
-#include "driver/performance.h"
+#include "performance/performance.h"
 #include "test_kernels.h"
 
 namespace {

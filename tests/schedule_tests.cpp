@@ -13,7 +13,7 @@
 
 #include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "ir/tile/printer.h"
 #include "ir/tile/schedule_model.h"

@@ -15,9 +15,9 @@
 #include <fmt/format.h>
 
 #include "backend/sim/simulator.h"
-#include "driver/check.h"
-#include "driver/compare.h"
-#include "driver/pipeline.h"
+#include "check/check.h"
+#include "check/compare.h"
+#include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "ir/tensor/evaluator.h"
 #include "support/diagnostics.h"

@@ -8,8 +8,8 @@
 
 #include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
-#include "driver/elaborate.h"
-#include "driver/pipeline.h"
+#include "compiler/elaborate.h"
+#include "compiler/pipeline.h"
 #include "test_kernels.h"
 
 namespace {

@@ -5,8 +5,8 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
-#include "driver/check.h"
-#include "driver/compare.h"
+#include "check/check.h"
+#include "check/compare.h"
 #include "frontend/frontend.h"
 #include "golden_files.h"
 

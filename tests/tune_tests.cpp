@@ -18,8 +18,8 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
-#include "driver/check.h"
-#include "driver/elaborate.h"
+#include "check/check.h"
+#include "compiler/elaborate.h"
 #include "ir/tensor/evaluator.h"
 #include "support/files.h"
 #include "support/process.h"

@@ -5,7 +5,7 @@
 #include <fmt/format.h>
 
 #include "backend/nvrtc.h"
-#include "driver/performance.h"
+#include "performance/performance.h"
 
 namespace emmy::tune {
 

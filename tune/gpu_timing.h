@@ -9,7 +9,7 @@
 #include <optional>
 #include <string>
 
-#include "driver/check.h"
+#include "check/check.h"
 #include "runtime/device.h"
 #include "runtime/gpu_kernel.h"
 #include "tune/measurement.h"

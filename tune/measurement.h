@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "backend/cuda/emit_cuda.h"
-#include "driver/pipeline.h"
+#include "compiler/pipeline.h"
 #include "tune/param_space.h"
 
 namespace emmy::tune {

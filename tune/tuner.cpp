@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "driver/elaborate.h"
-#include "driver/pipeline.h"
+#include "compiler/elaborate.h"
+#include "compiler/pipeline.h"
 #include "ir/tensor/printer.h"
 #include "support/diagnostics.h"
 #include "support/text.h"
