@@ -238,3 +238,17 @@ TEST_CASE("the caller's directives replace the callee's on the same target", "[c
     checkRuns(built, kRows);
   }
 }
+
+// A call whose result nothing reads is never computed (Loop IR drops it): its callee's directives,
+// and a user's about its stages, have nothing to apply to and are no error (generator seeds 1558, 1632).
+TEST_CASE("the directives of a call whose result nothing reads are no error", "[call-schedule]") {
+  for (const char* call : {"linalg.matmul(a, b)", "linalg.transpose(linalg.transpose(a * 2))", "nn.softmax(a)"}) {
+    std::string source = fmt::format("import nn\nimport linalg\nkernel k(a: f32[N, N], b: f32[N, N]) -> (y: f32[N, N]) {{\n"
+                                     "    u = {}\n    y = a + b\n}}\n", call);
+    INFO(source);
+    CallBuild built = callerOf(source);
+    checkRuns(built, {{{"N", 5}}, {{"N", 0}}});
+    CallBuild scheduled = callerOf(source + "schedule k {\n    split u.n by 4 -> (no, ni)\n}\n");
+    CHECK(scheduled.cuda == built.cuda);
+  }
+}

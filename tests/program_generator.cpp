@@ -309,6 +309,8 @@ Expr Generator::binary(const std::string& op, const Expr& a, const Expr& b, doub
   else if (a.literal) dtype = kindOf(a.dtype) == Kind::Float && kindOf(b.dtype) != Kind::Float ? DType::F32 : b.dtype;
   else if (b.literal) dtype = kindOf(b.dtype) == Kind::Float && kindOf(a.dtype) != Kind::Float ? DType::F32 : a.dtype;
   else dtype = promote(a.dtype, b.dtype);
+  bool arithmetic = op == "+" || op == "-" || op == "*" || op == "/" || op == "%";
+  if (arithmetic && dtype == DType::Bool) dtype = DType::I64;  // bool in arithmetic is an integer
   return Expr{fmt::format("({} {} {})", a.text, op, b.text), dtype, magnitude, a.exact && b.exact && kindOf(dtype) != Kind::Float,
               a.literal && b.literal};
 }

@@ -45,27 +45,6 @@ bool placedAtRoot(const Kernel& kernel, const std::string& name) {
   return directiveFor(kernel, name, DirectiveKind::Root) != nullptr;
 }
 
-std::set<std::string> tensorsRead(const Expr& expr) {
-  std::set<std::string> read;
-  forEachNode(expr, [&](const Expr& node) {
-    if (const auto* load = node.as<Load>()) read.insert(load->tensor);
-  });
-  return read;
-}
-
-// Stages some output depends on, in definition order.
-std::vector<const Stage*> liveStages(const Kernel& kernel) {
-  std::set<std::string> live;
-  for (const TensorParam& output : kernel.outputs) live.insert(output.name);
-  for (auto it = kernel.stages.rbegin(); it != kernel.stages.rend(); ++it)
-    if (live.count(it->name))
-      for (const std::string& read : tensorsRead(*it->body)) live.insert(read);
-  std::vector<const Stage*> stages;
-  for (const Stage& stage : kernel.stages)
-    if (live.count(stage.name)) stages.push_back(&stage);
-  return stages;
-}
-
 ExprPtr replaceAxes(const ExprPtr& expr, const std::map<std::string, ExprPtr>& replacements) {
   return rewrite(expr, [&](const Expr& node) -> ExprPtr {
     if (const auto* axis = node.as<AxisVar>())

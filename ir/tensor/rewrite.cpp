@@ -68,4 +68,24 @@ void forEachNode(const Expr& expr, const std::function<void(const Expr&)>& visit
   });
 }
 
+std::set<std::string> tensorsRead(const Expr& expr) {
+  std::set<std::string> read;
+  forEachNode(expr, [&](const Expr& node) {
+    if (const auto* load = node.as<Load>()) read.insert(load->tensor);
+  });
+  return read;
+}
+
+std::vector<const Stage*> liveStages(const Kernel& kernel) {
+  std::set<std::string> live;
+  for (const TensorParam& output : kernel.outputs) live.insert(output.name);
+  for (auto it = kernel.stages.rbegin(); it != kernel.stages.rend(); ++it)
+    if (live.count(it->name))
+      for (const std::string& read : tensorsRead(*it->body)) live.insert(read);
+  std::vector<const Stage*> stages;
+  for (const Stage& stage : kernel.stages)
+    if (live.count(stage.name)) stages.push_back(&stage);
+  return stages;
+}
+
 }  // namespace emmy::tensor

@@ -2,6 +2,9 @@
 #pragma once
 
 #include <functional>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "ir/tensor/nodes.h"
 
@@ -15,5 +18,11 @@ ExprPtr rewrite(const ExprPtr& expr, const ExprReplacer& replace);
 
 // Calls `visit` on every node of `expr`, parents before children, operands left to right.
 void forEachNode(const Expr& expr, const std::function<void(const Expr&)>& visit);
+
+// The tensors `expr` reads.
+std::set<std::string> tensorsRead(const Expr& expr);
+
+// The stages some output of `kernel` depends on, in definition order: the others are never computed.
+std::vector<const Stage*> liveStages(const Kernel& kernel);
 
 }  // namespace emmy::tensor

@@ -53,6 +53,7 @@ class ScheduleChecker {
 public:
   ScheduleChecker(const loop::Program& program, Diagnostics& diagnostics)
       : program_(program), kernel_(program.source), diagnostics_(diagnostics) {
+    for (const Stage* stage : liveStages(kernel_)) live_.insert(stage->name);
     for (const Stage& stage : kernel_.stages) {
       StageSchedule schedule;
       schedule.name = stage.name;
@@ -89,7 +90,8 @@ public:
   }
 
   ScheduleModel run() {
-    for (const Directive& directive : kernel_.schedule) apply(directive);
+    for (const Directive& directive : kernel_.schedule)
+      if (!aboutUncomputedStage(directive)) apply(directive);
     refitCopies();
     for (const auto& [name, stage] : model_.stages) checkBlockLoopsOutermost(stage);
     checkThreadsPerKernel();
@@ -98,6 +100,21 @@ public:
   }
 
 private:
+  // A stage no output depends on is never computed (Loop IR drops it), so directives about it have
+  // nothing to apply to: a call whose result nothing reads brings its callee's schedule for nothing. Its
+  // caches go with it, and the pads and double buffers of those caches.
+  bool aboutUncomputedStage(const Directive& d) {
+    auto uncomputed = [&](const Name& name) { return kernel_.findStage(name.text) && !live_.count(name.text); };
+    if (d.kind == DirectiveKind::Pad || d.kind == DirectiveKind::DoubleBuffer) return skippedCaches_.count(d.stage.text) > 0;
+    bool skipped = uncomputed(d.stage) || uncomputed(d.atStage);
+    if (skipped && d.kind == DirectiveKind::Cache)
+      skippedCaches_.insert(d.results.empty() ? defaultCacheName(d.stage.text, d.memory, [&](const std::string& taken) {
+                                                  return skippedCaches_.count(taken) > 0;
+                                                })
+                                              : d.results[0].text);
+    return skipped;
+  }
+
   void apply(const Directive& d) {
     for (const Name* named : {&d.stage, &d.atStage})
       if (auto stage = model_.stages.find(named->text); stage != model_.stages.end() && !stage->second.epilogueOf.empty()) {
@@ -1078,6 +1095,8 @@ private:
   const loop::Program& program_;
   const Kernel& kernel_;
   Diagnostics& diagnostics_;
+  std::set<std::string> live_;           // the stages some output depends on
+  std::set<std::string> skippedCaches_;  // the caches of directives about other stages
   ScheduleModel model_;
   // The accepted `compute ... at` and `cache` directives (and each cache's name), sized again at the end.
   std::vector<std::pair<Directive, std::string>> copies_;
