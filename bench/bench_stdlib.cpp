@@ -1,5 +1,5 @@
 // emmy_bench_stdlib: every kernel of the standard library, in every type, at sizes large enough to
-// matter, timed on the GPU with CUDA events (driver/gpu.h, as `emmy bench` does) against PyTorch eager on
+// matter, timed on the GPU with CUDA events (check/gpu.h, as `emmy bench` does) against PyTorch eager on
 // the GPU (cuBLAS behind torch.matmul and F.linear), with GB/s, TFLOP/s and the fraction of the device's
 // peak. A benchmark, not a test: without a GPU it says so and exits 0.
 #include <cstdio>

@@ -1,4 +1,4 @@
-// The static performance report of `emmy build --stats --size ...` (driver/performance.h): occupancy
+// The static performance report of `emmy build --stats --size ...` (performance/performance.h): occupancy
 // from ptxas's registers and shared memory, the least bytes a kernel moves, its flops and the roofline
 // bound, for a memory-bound softmax and a compute-bound matmul.
 #include <regex>

@@ -171,6 +171,12 @@ private:
   DType outputDtype(const Expr& e);
   std::vector<const Tensor*> readable(Shape shape, Kind want) const;
 
+  // Does a statement's text reduce (index form `sum[k](..)`, or whole-tensor form with an axis)?
+  static bool reduces(const std::string& text) {
+    static const std::regex reduction(R"(\b(sum|prod|max|min|mean)\[|axis=)");
+    return std::regex_search(text, reduction);
+  }
+
   // ---- schedules ----
   std::string genericDirectives();
   // Later statements do not read these stages.
@@ -936,6 +942,9 @@ GeneratedProgram Generator::generate() {
         statement(Shape::Matrix, true, {names.i, names.j}, names.C, [&](Scope& scope) {
           return bounded(read(accTensor, scope));
         });
+        // An epilogue with a reduction of its own at each element is no epilogue (the schedule's C then
+        // lacks the product's loops).
+        if (reduces(body_.back())) program_.scheduleMayBeRefused = true;
         // Read only by the epilogue, which it is fused into: the schedule's C has the product's loops.
       } else {
         DType out = dtype;
@@ -1002,6 +1011,12 @@ GeneratedProgram Generator::generate() {
       withoutReductions_ = !options_.computeAtReductions;
       Tensor t = statement(Shape::Matrix, false, {names.n, names.d});
       withoutReductions_ = false;
+      // t computed at a loop of y cannot read a reduction computed in place in its own loops: its own,
+      // or an earlier stage's that Loop IR fuses into them.
+      bool readsStage = std::any_of(stages_.begin(), stages_.end(), [&](const Tensor& stage) {
+        return stage.name != t.name && std::regex_search(body_.back(), std::regex("\\b" + stage.name + "\\b"));
+      });
+      if (reduces(body_.back()) || readsStage) program_.scheduleMayBeRefused = true;
       names.t = t.name;
       names.y = fresh();
       hide({names.t});  // y reads t at its own element only, as the members of a row core

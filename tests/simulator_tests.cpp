@@ -1,5 +1,5 @@
 // The CPU simulation of generated CUDA (backend/sim/simulator.h), the comparison `emmy check` makes
-// (driver/compare.h) and `emmy check` itself (driver/check.h), on hand-written .cu files that follow the
+// (check/compare.h) and `emmy check` itself (check/check.h), on hand-written .cu files that follow the
 // contract of generated code: each is simulated and compared with the reference evaluator of the same
 // kernel elaborated from .emmy text.
 #include <chrono>
@@ -343,7 +343,7 @@ TEST_CASE("comparison tolerances: NaN, infinities, integers", "[check]") {
 }
 
 // ---------------------------------------------------------------------------------------------------
-// `emmy check` end to end (driver/check.h), with the hand-written CUDA standing in for the lowering.
+// `emmy check` end to end (check/check.h), with the hand-written CUDA standing in for the lowering.
 
 namespace {
 

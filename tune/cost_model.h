@@ -1,5 +1,5 @@
 // The measurement backend of `emmy tune --cost-model`: candidates ranked by the static model of
-// driver/performance.h (roofline terms, memory traffic per schedule, occupancy from ptxas through NVRTC)
+// performance/performance.h (roofline terms, memory traffic per schedule, occupancy from ptxas through NVRTC)
 // instead of timings, so that tuning runs without a GPU. Without NVRTC the occupancy assumes 32
 // registers per thread, and description() says so.
 #pragma once

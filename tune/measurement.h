@@ -41,7 +41,7 @@ struct CandidateProgram {
   Lowered lowered;           // the kernel instance through every level
   cuda::GeneratedCuda cuda;  // NAME.cu and NAME.h, with the host function of section 4 of the language
   std::map<std::string, int64_t> sizes;  // every size of the kernel
-  std::map<std::string, std::string> scalars;  // --scalar values, by name, as text (driver/check.h)
+  std::map<std::string, std::string> scalars;  // --scalar values, by name, as text (check/check.h)
 };
 
 class MeasurementBackend {

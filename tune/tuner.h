@@ -27,7 +27,7 @@ struct TuningTarget {
   ParamSpace space;
   std::map<std::string, int64_t> sizes;  // the instance's sizes
   TuningKey key;
-  std::map<std::string, std::string> scalars;  // --scalar values, by name, as text (driver/check.h)
+  std::map<std::string, std::string> scalars;  // --scalar values, by name, as text (check/check.h)
 };
 
 // "matmul" or "matmul<f32>".
