@@ -102,7 +102,7 @@ CandidateProgram matmulProgram(const Candidate& params, const std::map<std::stri
   Diagnostics diagnostics;
   auto kernels = elaborateFile(kMatmul, "", false, params, diagnostics);
   REQUIRE(kernels);
-  CandidateProgram program{"matmul", params, lower(kernels->front(), PipelineOptions{}), {}, target.sizes};
+  CandidateProgram program{"matmul", params, lower(kernels->front(), PipelineOptions{}), {}, target.sizes, {}};
   program.cuda = emitCudaFiles({program.lowered}, kMatmul);
   return program;
 }

@@ -175,7 +175,7 @@ bool boundToThreads(const ScheduledLoop& loop) { return loop.binding && loop.bin
 class NestScheduler {
 public:
   NestScheduler(const loop::Program& program, const loop::LoopNest& nest, const ScheduleModel& model, Diagnostics& diagnostics)
-      : program_(program), kernel_(program.source), nest_(nest), model_(model), diagnostics_(diagnostics) {}
+      : kernel_(program.source), nest_(nest), model_(model), diagnostics_(diagnostics) {}
 
   TileNest run() {
     root_ = kernel_.findStage(nest_.stages.back());
@@ -1167,7 +1167,6 @@ private:
     return name;
   }
 
-  const loop::Program& program_;
   const Kernel& kernel_;
   const loop::LoopNest& nest_;
   const ScheduleModel& model_;
