@@ -1,5 +1,6 @@
 #include "compiler/elaborate.h"
 
+#include <algorithm>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -105,22 +106,40 @@ std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file
     }
     return std::nullopt;
   }
-  const std::map<std::string, DeclaredParam>& declared = frontend.declaredParams();
+  // The schedules' params, then (when they are needed) the default policy's for what those leave open.
+  std::map<std::string, DeclaredParam> known = frontend.declaredParams();
+  bool unknown = std::any_of(paramValues.begin(), paramValues.end(), [&](const auto& given) { return !known.count(given.first); });
+  if (details || unknown) known.merge(defaultPolicyParams(kernels));
   if (details) {
     details->loadedFiles = model ? std::vector<fs::path>{file} : std::vector<fs::path>{};
     for (const fs::path& loaded : frontend.loadedFiles())
       if (!model || loaded != imported) details->loadedFiles.push_back(loaded);
-    details->params = declared;
+    details->params = known;
   }
-  std::vector<std::string> known;
-  for (const auto& [name, param] : declared) known.push_back(name);
+  std::vector<std::string> names;
+  for (const auto& [name, param] : known) names.push_back(name);
   for (const auto& [name, value] : paramValues)
-    if (!declared.count(name))
+    if (!known.count(name))
       throw UsageError(withSuggestion(
-          fmt::format("-D {}: no schedule of the kernels built declares a param {}{}", name, name,
-                      known.empty() ? "" : " (params: " + join(known, ", ") + ")"),
-          name, known));
+          fmt::format("-D {}: no schedule of the kernels built declares a param {}, nor does the default policy{}", name,
+                      name, names.empty() ? "" : " (params: " + join(names, ", ") + ")"),
+          name, names));
   return kernels;
+}
+
+std::map<std::string, DeclaredParam> defaultPolicyParams(const std::vector<tensor::Kernel>& kernels) {
+  std::map<std::string, DeclaredParam> params;
+  PipelineOptions toTile;
+  toTile.stopAfter = Level::Tile;
+  for (const tensor::Kernel& kernel : kernels) {
+    try {
+      for (const tensor::ScheduleParam& param : lower(kernel, toTile).tile.params)
+        params.emplace(param.name, DeclaredParam{param.candidates, param.defaultValue});
+    } catch (const CompilationFailed&) {
+      // The schedule's errors are reported when the kernel is built.
+    }
+  }
+  return params;
 }
 
 }  // namespace emmy

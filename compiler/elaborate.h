@@ -27,14 +27,15 @@ std::map<std::string, std::string> parseScalarOptions(const std::vector<std::str
 
 // The kernels of `file` that `selector` (--kernel; empty: all) picks, every schedule param set by
 // `paramValues` (-D) or its default. Nullopt after errors were reported to `diagnostics`. Throws
-// UsageError for a bad selector or a -D that no schedule of the file declares.
+// UsageError for a bad selector or a -D that no schedule of the file declares, nor the default policy.
 // --size values apply to the kernels that have those sizes; one that none has is a UsageError.
 void checkSizeNamesExist(const std::map<std::string, int64_t>& sizes, const std::vector<tensor::Kernel>& kernels);
 // The same for --scalar values.
 void checkScalarNamesExist(const std::map<std::string, std::string>& scalars, const std::vector<tensor::Kernel>& kernels);
 
 // What an elaboration read besides the kernels: the files (the file and its imports, for --depfile) and
-// the params the schedules of the kernels declare (the search space of `emmy tune`).
+// the params the schedules of the kernels declare, and the default policy for what those leave open
+// (the search space of `emmy tune`).
 struct ElaborationDetails {
   std::vector<std::filesystem::path> loadedFiles;
   std::map<std::string, DeclaredParam> params;
@@ -50,5 +51,10 @@ std::optional<std::vector<tensor::Kernel>> elaborateFile(const std::string& file
                                                          const std::map<std::string, int64_t>& paramValues,
                                                          Diagnostics& diagnostics, ElaborationDetails* details = nullptr,
                                                          const ModelImportOptions& modelImport = {});
+
+// The params the default policy declares for what the schedules of `kernels` leave open (each lowered
+// to Tile IR, with the -D values it was elaborated with), by name. Kernels whose schedules have errors
+// declare none here.
+std::map<std::string, DeclaredParam> defaultPolicyParams(const std::vector<tensor::Kernel>& kernels);
 
 }  // namespace emmy

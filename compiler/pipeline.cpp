@@ -11,8 +11,7 @@
 #include "ir/loop/verifier.h"
 #include "ir/tensor/printer.h"
 #include "ir/tile/apply_schedule.h"
-#include "ir/tile/default_schedule.h"
-#include "ir/tile/schedule_defaults.h"
+#include "ir/tile/default_policy.h"
 #include "ir/tile/printer.h"
 #include "ir/tile/verifier.h"
 #include "ir/tensor/verifier.h"
@@ -54,23 +53,15 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   dumpAfter(options, "lower-tensor-to-loops", [&] { return loop::printProgram(lowered.loop); });
   if (options.stopAfter == Level::Loop) return lowered;
 
-  if (kernel.schedule.empty()) {
-    lowered.tile = tile::scheduleDefault(lowered.loop);
-  } else {
-    Diagnostics scheduleErrors;
-    tile::ScheduleModel model = tile::checkSchedule(lowered.loop, scheduleErrors);
-    if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
-    // What the schedule leaves open, as directives of the default policy, checked like the rest.
-    std::vector<tensor::Directive> filled = tile::defaultDirectives(lowered.loop, model);
-    if (!filled.empty()) {
-      lowered.loop.source.schedule.insert(lowered.loop.source.schedule.end(), filled.begin(), filled.end());
-      model = tile::checkSchedule(lowered.loop, scheduleErrors);
-      EMMY_INTERNAL_ASSERT(!scheduleErrors.hasErrors(), "the default policy filled in illegal directives:\n{}",
-                           scheduleErrors.render());
-    }
-    lowered.tile = tile::applySchedule(lowered.loop, model, scheduleErrors);
-    if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
-  }
+  // One path: the kernel's own directives, checked, then the default policy's for what they leave open.
+  Diagnostics scheduleErrors;
+  tile::ScheduleModel model = tile::checkSchedule(lowered.loop, scheduleErrors);
+  if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
+  std::vector<tensor::ScheduleParam> defaultParams;
+  model = tile::completeSchedule(lowered.loop, model, defaultParams);
+  lowered.tile = tile::applySchedule(lowered.loop, model, scheduleErrors);
+  if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
+  lowered.tile.params = defaultParams;
   tile::verifyProgram(lowered.tile);
   dumpAfter(options, "schedule", [&] { return tile::printProgram(lowered.tile); });
   if (options.stopAfter == Level::Tile) return lowered;

@@ -202,7 +202,8 @@ struct ParamDecl {
 };
 
 // What `bind S.a to ...` may name, as messages list it.
-inline constexpr const char* kHardwareIndices = "block.x, block.y, block.z, thread.x, thread.y, thread.z or warp.x";
+inline constexpr const char* kHardwareIndices =
+    "block.x, block.y, block.z, thread.x, thread.y, thread.z, warp.x or grid.x";
 
 // One directive, with the fields of tensor::Directive (ir/tensor/schedule.h) as written: numbers may
 // be params, and the cache memory and bind target are the words written.
@@ -215,7 +216,7 @@ struct Directive {
   std::vector<Ident> results;
   Ident atStage, atAxis;
   Ident memory;                  // "shared" or "registers" as written
-  Ident targetScope, targetDim;  // "block" / "thread" / "warp", "x" / "y" / "z"
+  Ident targetScope, targetDim;  // "block" / "thread" / "warp" / "grid", "x" / "y" / "z"
   bool atomic = false;
 };
 

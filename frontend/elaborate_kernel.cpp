@@ -77,6 +77,7 @@ std::optional<Kernel> KernelElaboration::run() {
   }
   if (failed) return std::nullopt;
   kernel.schedule = composeSchedule(program.ownSchedule(module, def));
+  kernel.paramValues = program.paramValues();
   verifyKernel(kernel);
   return std::move(kernel);
 }

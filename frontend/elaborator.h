@@ -56,6 +56,7 @@ public:
 
   // Values for schedule params (`-D P=V`), set before anything is instantiated.
   void setParamValues(ParamValues values) { paramValues_ = std::move(values); }
+  const ParamValues& paramValues() const { return paramValues_; }
   // Every param of the schedules resolved so far, by name; a callee's and its caller's share a name.
   const std::map<std::string, DeclaredParam>& declaredParams() const { return declaredParams_; }
   // The directives of `kernel`'s own schedule block (empty without one), resolved once for all its

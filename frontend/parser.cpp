@@ -171,10 +171,11 @@ private:
 // Token groups that messages name as a whole.
 constexpr std::array<size_t, 4> kTopLevelKeywords = {EmmyParser::IMPORT, EmmyParser::FN, EmmyParser::KERNEL,
                                                      EmmyParser::SCHEDULE};
-constexpr std::array<size_t, 14> kDirectiveKeywords = {
+constexpr std::array<size_t, 15> kDirectiveKeywords = {
     EmmyParser::PARAM,  EmmyParser::SPLIT,   EmmyParser::TILE,      EmmyParser::REORDER, EmmyParser::FUSE,
     EmmyParser::BIND,   EmmyParser::INLINE,  EmmyParser::COMPUTE,   EmmyParser::ROOT,    EmmyParser::CACHE,
-    EmmyParser::VECTORIZE, EmmyParser::UNROLL, EmmyParser::PAD,     EmmyParser::DOUBLE_BUFFER};
+    EmmyParser::VECTORIZE, EmmyParser::UNROLL, EmmyParser::PAD,     EmmyParser::DOUBLE_BUFFER,
+    EmmyParser::THREADS};
 // The other words that are keywords inside a schedule only.
 constexpr std::array<size_t, 5> kDirectiveParticles = {EmmyParser::IN, EmmyParser::TO, EmmyParser::AT,
                                                        EmmyParser::BY, EmmyParser::ATOMIC};
@@ -616,10 +617,11 @@ private:
     else if (auto* c = dynamic_cast<P::ComputeAtDirectiveContext*>(ctx)) buildComputeAt(c, d);
     else if (auto* c = dynamic_cast<P::RootDirectiveContext*>(ctx)) setStage(K::Root, c->stage, d);
     else if (auto* c = dynamic_cast<P::CacheDirectiveContext*>(ctx)) buildCache(c, d);
-    else if (auto* c = dynamic_cast<P::VectorizeDirectiveContext*>(ctx)) setAxis(K::Vectorize, c->axisRef(), d);
+    else if (auto* c = dynamic_cast<P::VectorizeDirectiveContext*>(ctx)) buildVectorize(c, d);
     else if (auto* c = dynamic_cast<P::UnrollDirectiveContext*>(ctx)) setAxis(K::Unroll, c->axisRef(), d);
     else if (auto* c = dynamic_cast<P::PadDirectiveContext*>(ctx)) buildPad(c, d);
     else if (auto* c = dynamic_cast<P::DoubleBufferDirectiveContext*>(ctx)) setStage(K::DoubleBuffer, c->stage, d);
+    else if (auto* c = dynamic_cast<P::ThreadsDirectiveContext*>(ctx)) buildThreads(c, d);
     else EMMY_INTERNAL_ASSERT(false, "unknown directive '{}'", ctx->getText());
     return d;
   }
@@ -694,6 +696,18 @@ private:
   void buildPad(EmmyParser::PadDirectiveContext* ctx, ast::Directive& d) {
     d.kind = ast::DirectiveKind::Pad;
     d.stage = ident(ctx->stage);
+    d.factors.push_back(buildFactor(ctx->factor()));
+  }
+
+  // `vectorize S.a [by W]`
+  void buildVectorize(EmmyParser::VectorizeDirectiveContext* ctx, ast::Directive& d) {
+    setAxis(ast::DirectiveKind::Vectorize, ctx->axisRef(), d);
+    if (ctx->factor()) d.factors.push_back(buildFactor(ctx->factor()));
+  }
+
+  // `threads S N`
+  void buildThreads(EmmyParser::ThreadsDirectiveContext* ctx, ast::Directive& d) {
+    setStage(ast::DirectiveKind::Threads, ctx->stage, d);
     d.factors.push_back(buildFactor(ctx->factor()));
   }
 

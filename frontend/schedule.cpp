@@ -62,9 +62,9 @@ public:
 
   // The value of a number written in a directive, or nullopt after an error.
   std::optional<tensor::Number> number(const ast::Factor& factor) {
-    if (factor.value) return tensor::Number{*factor.value, factor.loc};
+    if (factor.value) return tensor::Number{*factor.value, factor.loc, ""};
     const std::string& name = factor.param.name;
-    if (auto value = values_.find(name); value != values_.end()) return tensor::Number{value->second, factor.loc};
+    if (auto value = values_.find(name); value != values_.end()) return tensor::Number{value->second, factor.loc, ""};
     if (!locations_.count(name)) {
       std::vector<std::string> known;
       for (const auto& [param, loc] : locations_) known.push_back(param);
@@ -131,18 +131,20 @@ private:
     if (scope == "block") index.scope = tensor::HardwareScope::Block;
     else if (scope == "thread") index.scope = tensor::HardwareScope::Thread;
     else if (scope == "warp") index.scope = tensor::HardwareScope::Warp;
+    else if (scope == "grid") index.scope = tensor::HardwareScope::Grid;
     else {
       diagnostics_.error(written.targetScope.loc,
                          withSuggestion(fmt::format("unknown hardware index '{}.{}': a loop binds to {}", scope,
                                                     dimension, ast::kHardwareIndices),
-                                        scope, {"block", "thread", "warp"}));
+                                        scope, {"block", "thread", "warp", "grid"}));
       return false;
     }
-    if (dimension.size() != 1 || dimension[0] < 'x' || dimension[0] > 'z' ||
-        (index.scope == tensor::HardwareScope::Warp && dimension != "x")) {
+    bool onlyX = index.scope == tensor::HardwareScope::Warp || index.scope == tensor::HardwareScope::Grid;
+    if (dimension.size() != 1 || dimension[0] < 'x' || dimension[0] > 'z' || (onlyX && dimension != "x")) {
       diagnostics_.error(loc, fmt::format("unknown hardware index '{}.{}': {} has {}", scope, dimension, scope,
-                                          index.scope == tensor::HardwareScope::Warp ? "only x (the lanes of a warp)"
-                                                                                     : "x, y and z"));
+                                          index.scope == tensor::HardwareScope::Warp   ? "only x (the lanes of a warp)"
+                                          : index.scope == tensor::HardwareScope::Grid ? "only x (its threads, in one order)"
+                                                                                       : "x, y and z"));
       return false;
     }
     index.dimension = dimension[0] - 'x';

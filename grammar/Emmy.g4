@@ -89,10 +89,11 @@ directive
   | COMPUTE stage=ID AT axisRef                                            # computeAtDirective
   | ROOT stage=ID                                                          # rootDirective
   | CACHE stage=ID IN memory=ID AT axisRef (ARROW result=ID)?              # cacheDirective
-  | VECTORIZE axisRef                                                      # vectorizeDirective
+  | VECTORIZE axisRef (BY factor)?                                         # vectorizeDirective
   | UNROLL axisRef                                                         # unrollDirective
   | PAD stage=ID BY factor                                                 # padDirective
   | DOUBLE_BUFFER stage=ID                                                 # doubleBufferDirective
+  | THREADS stage=ID factor                                                # threadsDirective
   ;
 
 axisRef : stage=ID DOT axis=ID ;
@@ -178,6 +179,7 @@ VECTORIZE : 'vectorize' { inSchedule }? ;
 UNROLL : 'unroll' { inSchedule }? ;
 PAD : 'pad' { inSchedule }? ;
 DOUBLE_BUFFER : 'double_buffer' { inSchedule }? ;
+THREADS : 'threads' { inSchedule }? ;
 ATOMIC : 'atomic' { inSchedule }? ;
 
 ID : [A-Za-z_] [A-Za-z0-9_]* ;

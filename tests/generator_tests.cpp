@@ -19,6 +19,7 @@
 #include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "program_generator.h"
+#include "schedule_round_trip.h"
 #include "support/diagnostics.h"
 #include "support/process.h"
 #include "test_kernels.h"
@@ -103,6 +104,8 @@ TEST_CASE("random programs with random schedules agree with the reference, and n
     REQUIRE(failed.diagnostics.hasErrors());
     return;
   }
+  // The schedule --emit schedule prints builds the same code.
+  testing::checkScheduleRoundTrip(program.source, Frontend::defaultStdlibDir() / "generated.emmy", program.kernel);
   cuda::GeneratedCuda cuda = emitCudaFiles({lowered}, "generated.emmy");
   std::future<std::string> nvcc;
   if (fs::exists(nvccPath())) nvcc = std::async(std::launch::async, compileWithNvcc, cuda);

@@ -68,8 +68,8 @@ TEST_CASE("elementwise loops move 16-byte groups, four of them in flight per thr
     std::string cuda = cudaOf(lower(kernel, PipelineOptions{}), file).source;
     INFO(cuda);
     CHECK(cuda.find("alignas(16) float x__vector[16];") != std::string::npos);
-    CHECK(cuda.find("*reinterpret_cast<uint4*>(&x__vector[(element__slot * (int64_t)4)]) = "
-                    "*reinterpret_cast<const uint4*>(&x[(element__group * (int64_t)4)]);") != std::string::npos);
+    CHECK(cuda.find("*reinterpret_cast<uint4*>(&x__vector[(n_d__slot * (int64_t)4)]) = "
+                    "*reinterpret_cast<const uint4*>(&x[(n_d__group * (int64_t)4)]);") != std::string::npos);
     // Two blocks of 256 threads for 4109 elements: groups one, two and three grid strides on, a tail.
     sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), file));
     testing::checkAgainstEvaluator(kernel, program, {{"N", 1}, {"D", 4109}}, 5);

@@ -717,15 +717,15 @@ TEST_CASE("schedule syntax errors", "[parser]") {
                  "    fuse y (a, b, c) -> abc\n"
                  "}\n") ==
         "test.emmy:2:5: error: unknown directive 'splt' (directives: param, split, tile, reorder, fuse, bind, "
-        "inline, compute, root, cache, vectorize, unroll, pad, double_buffer); did you mean 'split'?\n"
+        "inline, compute, root, cache, vectorize, unroll, pad, double_buffer, threads); did you mean 'split'?\n"
         "    splt y.n by 4 -> (no, ni)\n"
         "    ^~~~\n"
         "test.emmy:3:22: error: unexpected end of line; a loop binds to block.x, block.y, block.z, thread.x, "
-        "thread.y, thread.z or warp.x\n"
+        "thread.y, thread.z, warp.x or grid.x\n"
         "    bind y.n to block\n"
         "                     ^\n"
         "test.emmy:4:5: error: unexpected '4'; expected a directive (param, split, tile, reorder, fuse, bind, inline, "
-        "compute, root, cache, vectorize, unroll, pad, double_buffer)\n"
+        "compute, root, cache, vectorize, unroll, pad, double_buffer, threads)\n"
         "    4 x\n"
         "    ^\n");
   CHECK(errorsOf("schedule k {\n"

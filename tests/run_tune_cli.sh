@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # emmy tune through the real driver, without a GPU: --cost-model ranks examples/matmul.emmy's candidates by
 # the static model, a rerun resumes from the database, --report lists the records, emmy build uses the
-# best of them (unless --no-tuned; -D wins), a called kernel's params are searched, and without
-# --cost-model emmy tune exits 3 with "no CUDA device found" (skipped where nvidia-smi sees a GPU).
+# best of them (unless --no-tuned; -D wins), a called kernel's params are searched, a kernel without a
+# schedule is tuned over the default policy's params, and without --cost-model emmy tune exits 3 with "no
+# CUDA device found" (skipped where nvidia-smi sees a GPU).
 # Usage: run_tune_cli.sh EMMY SOURCE_DIR
 set -euo pipefail
 emmy=$1
@@ -38,7 +39,11 @@ expect 0 'has tuned parameters for several sizes or devices' -- "$emmy" build ex
 expect 0 'using tuned parameters .* \(K=4096 M=4096 N=4096' -- "$emmy" build examples/matmul.emmy --emit schedule "${large[@]}"
 
 expect 2 'needs every size: add --size M=\.\.\.' -- "$emmy" tune examples/matmul.emmy --cost-model --size N=8 --size K=8
-expect 2 'nothing to tune in examples/softmax.emmy' -- "$emmy" tune examples/softmax.emmy --cost-model --size N=8 --size D=8
+# A kernel without a schedule: the default policy's params (issue 13).
+expect 0 'best: y_threads=[0-9]+ ' -- "$emmy" tune examples/softmax.emmy --cost-model --size N=4096 --size D=4096
+expect 0 'using tuned parameters y_threads=[0-9]+ for softmax' -- "$emmy" build examples/softmax.emmy --emit schedule --size N=4096 --size D=4096
+printf 'kernel one(x: f32[N]) -> (y: f32[N]) {\n    y[i] = x[i]\n}\nschedule one {\n    bind y.i to block.x\n}\n' >"$out/one.emmy"
+expect 2 'nothing to tune in .*one.emmy' -- "$emmy" tune "$out/one.emmy" --cost-model --size N=8
 expect 2 'a FILE is required' -- "$emmy" tune --cost-model
 
 # A called kernel's params are the caller's: a kernel calling nn.softmax searches LANES and VEC.

@@ -10,6 +10,7 @@
 #include "backend/sim/simulator.h"
 #include "compiler/elaborate.h"
 #include "compiler/pipeline.h"
+#include "ir/tile/schedule_model.h"
 #include "test_kernels.h"
 
 namespace {
@@ -45,7 +46,7 @@ TEST_CASE("every stdlib kernel is built by its own schedule", "[stdlib]") {
       INFO(kernel.instanceName());
       CHECK(!kernel.schedule.empty());
       Lowered lowered = lower(kernel, PipelineOptions{});
-      CHECK(lowered.tile.defaultSchedule.empty());
+      for (const loop::LoopNest& nest : lowered.loop.kernels) CHECK(tile::scheduleNames(kernel, nest));
     }
   }
 }

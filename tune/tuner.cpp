@@ -138,7 +138,8 @@ std::vector<TuningTarget> tuningTargets(const std::string& file, const std::stri
     std::optional<std::vector<tensor::Kernel>> instance =
         elaborateFile(file, label, /*requireTypes=*/true, {}, diagnostics, &details);
     EMMY_INTERNAL_ASSERT(instance && instance->size() == 1, "{} does not elaborate alone", label);
-    if (details.params.empty()) {
+    const std::map<std::string, DeclaredParam>& params = details.params;
+    if (params.empty()) {
       untunable.push_back(label);
       continue;
     }
@@ -152,11 +153,11 @@ std::vector<TuningTarget> tuningTargets(const std::string& file, const std::stri
                                      for (const std::string& size : missing) options.push_back(size + "=...");
                                      return options;
                                    }(), " --size ")));
-    targets.push_back({file, label, ParamSpace(details.params), sizesOf(kernel, sizes),
-                       tuningKey(instance->front(), details.params, sizes, device, arch), scalars});
+    targets.push_back({file, label, ParamSpace(params), sizesOf(kernel, sizes),
+                       tuningKey(instance->front(), params, sizes, device, arch), scalars});
   }
   if (targets.empty())
-    throw UsageError(fmt::format("nothing to tune in {}: no schedule of {} declares a param", file,
+    throw UsageError(fmt::format("nothing to tune in {}: no schedule of {} declares a param, nor does the default policy", file,
                                  untunable.empty() ? "its kernels" : join(untunable, ", ")));
   return targets;
 }

@@ -40,10 +40,10 @@ std::string instanceLabel(const tensor::Kernel& kernel);
 TuningKey tuningKey(const tensor::Kernel& kernel, const std::map<std::string, DeclaredParam>& params,
                     const std::map<std::string, int64_t>& sizes, const std::string& device, const std::string& arch);
 
-// The instances of `file` that `selector` picks (all when empty) whose schedules declare params. Those
-// without are listed in `untunable`. `scalars` (--scalar) go with each target. Throws UsageError for sizes
-// missing or unknown, a scalar unknown, and when nothing can be tuned; CompilationFailed for errors in the
-// source.
+// The instances of `file` that `selector` picks (all when empty) that have params: their schedules'
+// or the default policy's for what those leave open. Those without are listed in `untunable`.
+// `scalars` (--scalar) go with each target. Throws UsageError for sizes missing or unknown, a scalar
+// unknown, and when nothing can be tuned; CompilationFailed for errors in the source.
 std::vector<TuningTarget> tuningTargets(const std::string& file, const std::string& selector,
                                         const std::map<std::string, int64_t>& sizes, const std::string& device,
                                         const std::string& arch, std::vector<std::string>& untunable,

@@ -127,8 +127,9 @@ private:
   // first, so that they are in flight together), and the elements after the last whole group one by
   // one; otherwise every element one by one. Null when the loop does not have that shape.
   StmtPtr lowerVectorized(const tile::Loop& node) {
+    // The body: the store alone, or statements (the Lets of the axes) ending in it.
     const auto* body = node.body->as<tile::Block>();
-    const tile::Store* store = body && !body->stmts.empty() ? body->stmts.back()->as<tile::Store>() : nullptr;
+    const tile::Store* store = body && !body->stmts.empty() ? body->stmts.back()->as<tile::Store>() : node.body->as<tile::Store>();
     if (!store || !shapes_.count(store->buffer)) return nullptr;
     const Shape shape = shapes_.at(store->buffer);
     const Stage* out = program_.source.findStage(store->buffer);
@@ -167,7 +168,8 @@ private:
       }
       return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
     });
-    std::vector<tile::StmtPtr> laneStmts(body->stmts.begin(), body->stmts.end() - 1);
+    std::vector<tile::StmtPtr> laneStmts = body ? std::vector<tile::StmtPtr>(body->stmts.begin(), body->stmts.end() - 1)
+                                                : std::vector<tile::StmtPtr>{};
     laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
 
     ExprPtr gridBegin = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, blockIndex(), blockSize()), threadIndex());

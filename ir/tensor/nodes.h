@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -250,6 +251,8 @@ struct Kernel {
   std::vector<std::string> sizes;  // every size name, in order of first appearance in the signature
   std::vector<Stage> stages;       // in definition order: a stage reads only inputs and earlier stages
   std::vector<Directive> schedule;  // the kernel's schedule block, empty when it has none
+  // The values `-D` gave params: those the default policy declares read them there.
+  std::map<std::string, int64_t> paramValues;
   SourceLoc loc;
 
   // "softmax" or, for an instance, "softmax_f16": the host function's name.

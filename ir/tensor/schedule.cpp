@@ -17,7 +17,10 @@ const char* directiveWord(DirectiveKind kind) {
 }
 
 std::string hardwareIndexName(HardwareIndex index) {
-  const char* scope = index.scope == HardwareScope::Block ? "block" : index.scope == HardwareScope::Thread ? "thread" : "warp";
+  const char* scope = index.scope == HardwareScope::Block    ? "block"
+                      : index.scope == HardwareScope::Thread ? "thread"
+                      : index.scope == HardwareScope::Warp   ? "warp"
+                                                             : "grid";
   return fmt::format("{}.{}", scope, "xyz"[index.dimension]);
 }
 
@@ -29,9 +32,11 @@ std::string names(const std::vector<Name>& list) {
   return join(texts, ", ");
 }
 
+std::string numberText(const Number& number) { return number.param.empty() ? std::to_string(number.value) : number.param; }
+
 std::string numbers(const std::vector<Number>& list) {
   std::vector<std::string> texts;
-  for (const Number& number : list) texts.push_back(std::to_string(number.value));
+  for (const Number& number : list) texts.push_back(numberText(number));
   return join(texts, ", ");
 }
 
@@ -41,7 +46,7 @@ std::string printDirective(const Directive& d) {
   const std::string& stage = d.stage.text;
   switch (d.kind) {
     case DirectiveKind::Split:
-      return fmt::format("split {}.{} by {} -> ({})", stage, d.axes[0].text, d.factors[0].value, names(d.results));
+      return fmt::format("split {}.{} by {} -> ({})", stage, d.axes[0].text, numberText(d.factors[0]), names(d.results));
     case DirectiveKind::Tile:
       return fmt::format("tile {} ({}) by ({}) -> ({})", stage, names(d.axes), numbers(d.factors), names(d.results));
     case DirectiveKind::Reorder: return fmt::format("reorder {} ({})", stage, names(d.axes));
@@ -55,11 +60,19 @@ std::string printDirective(const Directive& d) {
     case DirectiveKind::Cache:
       return fmt::format("cache {} in {} at {}.{}{}", stage, d.memory == CacheMemory::Shared ? "shared" : "registers",
                          d.atStage.text, d.atAxis.text, d.results.empty() ? "" : " -> " + d.results[0].text);
-    case DirectiveKind::Vectorize: return fmt::format("vectorize {}.{}", stage, d.axes[0].text);
+    case DirectiveKind::Vectorize:
+      return fmt::format("vectorize {}.{}{}", stage, d.axes[0].text, d.factors.empty() ? "" : " by " + numberText(d.factors[0]));
     case DirectiveKind::Unroll: return fmt::format("unroll {}.{}", stage, d.axes[0].text);
-    case DirectiveKind::Pad: return fmt::format("pad {} by {}", stage, d.factors[0].value);
+    case DirectiveKind::Pad: return fmt::format("pad {} by {}", stage, numberText(d.factors[0]));
+    case DirectiveKind::Threads: return fmt::format("threads {} {}", stage, numberText(d.factors[0]));
   }
   __builtin_unreachable();
+}
+
+std::string printParam(const ScheduleParam& param) {
+  std::vector<std::string> candidates;
+  for (int64_t candidate : param.candidates) candidates.push_back(std::to_string(candidate));
+  return fmt::format("param {} in [{}] = {}", param.name, join(candidates, ", "), param.defaultValue);
 }
 
 std::string defaultCacheName(const std::string& source, CacheMemory memory,

@@ -17,7 +17,7 @@ namespace emmy::tensor {
 #define EMMY_DIRECTIVE_KINDS(X)                                                                         \
   X(Split, "split") X(Tile, "tile") X(Reorder, "reorder") X(Fuse, "fuse") X(Bind, "bind")               \
   X(Inline, "inline") X(ComputeAt, "compute") X(Root, "root") X(Cache, "cache") X(Vectorize, "vectorize") \
-  X(Unroll, "unroll") X(Pad, "pad") X(DoubleBuffer, "double_buffer")
+  X(Unroll, "unroll") X(Pad, "pad") X(DoubleBuffer, "double_buffer") X(Threads, "threads")
 
 enum class DirectiveKind {
 #define EMMY_ENUM_ENTRY(Kind, word) Kind,
@@ -36,11 +36,13 @@ struct Name {
 struct Number {
   int64_t value = 0;
   SourceLoc loc;
+  std::string param;  // the param it was written as (printed by name), or empty
 };
 
-enum class HardwareScope { Block, Thread, Warp };
+enum class HardwareScope { Block, Thread, Warp, Grid };
 
-// Where `bind` sends a loop: block.x/y/z, thread.x/y/z or warp.x.
+// Where `bind` sends a loop: block.x/y/z, thread.x/y/z, warp.x, or grid.x (every thread of the grid, a
+// grid's size apart).
 struct HardwareIndex {
   HardwareScope scope = HardwareScope::Block;
   int dimension = 0;  // 0, 1, 2 for x, y, z
@@ -78,8 +80,17 @@ struct Directive {
   bool byDefault = false;  // added by the default policy for what the schedule leaves open
 };
 
-// The directive in the syntax of section 5, numbers as values.
+// The directive in the syntax of section 5: numbers as values, or by name where they were written as
+// (or made by the default policy from) a param.
 std::string printDirective(const Directive& directive);
+
+// A `param` line: `param NAME in [candidates] = default`.
+struct ScheduleParam {
+  std::string name;
+  std::vector<int64_t> candidates;
+  int64_t defaultValue = 0;
+};
+std::string printParam(const ScheduleParam& param);
 
 // The name of a cache of `source` written without `-> NAME`: `S_shared` or `S_local`, then `_1`, `_2`, ...
 // while `taken` says the name is in use.

@@ -28,7 +28,6 @@
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/scalar_ops.h"
 #include "ir/tensor/simplify.h"
-#include "ir/tile/default_schedule.h"
 #include "ir/tile/nest_parts.h"
 #include "support/text.h"
 
@@ -168,7 +167,11 @@ bool includes(const std::set<std::string>& open, const std::set<std::string>& ne
   return std::includes(open.begin(), open.end(), needed.begin(), needed.end());
 }
 
-bool boundToThreads(const ScheduledLoop& loop) { return loop.binding && loop.binding->scope != HardwareScope::Block; }
+// Bound to thread.* or warp.x: each thread runs the iteration at its own index.
+bool boundToThreads(const ScheduledLoop& loop) {
+  return loop.binding && (loop.binding->scope == HardwareScope::Thread || loop.binding->scope == HardwareScope::Warp);
+}
+bool boundToGrid(const ScheduledLoop& loop) { return loop.binding && loop.binding->scope == HardwareScope::Grid; }
 
 // ---- One nest ----
 
@@ -187,8 +190,10 @@ public:
     collectTaken(*nest_.body);
     if (online_) foldOnlineSoftmax();
     for (const std::string& stage : nest_.stages)
-      for (const ScheduledLoop& loop : model_.stages.at(stage).loops)
+      for (const ScheduledLoop& loop : model_.stages.at(stage).loops) {
         if (boundToThreads(loop)) threads_[loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension] = *loop.extent;
+        if (boundToGrid(loop)) threads_[0] = static_cast<int>(model_.stages.at(stage).threads.value_or(kGridThreads));
+      }
     std::map<std::string, std::string> axisVars;
     for (size_t d = 0; d < root_->axes.size(); ++d) axisVars[root_->axes[d].name] = parts_.rootVars[d];
     for (const loop::For* loop : parts_.root.reductionLoops) axisVars[loop->axis] = loop->var;
@@ -776,12 +781,17 @@ private:
   static Binding bindingOf(const FinalLoop& loop) {
     const ScheduledLoop& scheduled = *loop.scheduled;
     if (scheduled.binding)
-      return scheduled.binding->scope == HardwareScope::Block ? Binding::BlockStrided : Binding::ThreadIndex;
+      return scheduled.binding->scope == HardwareScope::Block  ? Binding::BlockStrided
+             : scheduled.binding->scope == HardwareScope::Grid ? Binding::GridStrided
+                                                               : Binding::ThreadIndex;
     return scheduled.unrolled || scheduled.vectorized ? Binding::Unrolled : Binding::Serial;
   }
 
   // A vectorized loop's accesses along it are vector accesses where Kernel IR can make them.
-  static int vectorWidthOf(const ScheduledLoop& loop) { return loop.vectorized ? static_cast<int>(*loop.extent) : 1; }
+  // A grid-strided loop's groups likewise.
+  static int vectorWidthOf(const ScheduledLoop& loop) {
+    return static_cast<int>(loop.vectorized ? *loop.extent : loop.groupWidth);
+  }
 
   static int dimensionOf(const ScheduledLoop& loop) {
     return loop.binding && loop.binding->scope != HardwareScope::Warp ? loop.binding->dimension : 0;
@@ -791,9 +801,11 @@ private:
     const FinalLoop& loop = root_loops_.loops[position];
     Binding binding = bindingOf(loop);
     int dimension = dimensionOf(*loop.scheduled);
+    std::set<int> outerThreadBound = threadBound_;
     if (binding == Binding::ThreadIndex) threadBound_.insert(dimension);
+    if (binding == Binding::GridStrided) threadBound_ = {0, 1, 2};  // every thread its own iterations
     StmtPtr body = generate(position + 1, defined, masks);
-    if (binding == Binding::ThreadIndex) threadBound_.erase(dimension);
+    threadBound_ = outerThreadBound;
     return std::make_shared<Loop>(loop.var, loop.extent, binding,
                                   std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
                                   vectorWidthOf(*loop.scheduled), dimension);
@@ -1205,18 +1217,9 @@ private:
 }  // namespace
 
 Program applySchedule(const loop::Program& program, const ScheduleModel& model, Diagnostics& diagnostics) {
-  Program tiled{program.source, program.temporaries, {}, {}, {}};
-  bool defaults = false;
-  for (const Directive& directive : program.source.schedule) {
-    if (directive.byDefault && !defaults) tiled.schedule.push_back("# filled in by the default policy:");
-    defaults = defaults || directive.byDefault;
-    tiled.schedule.push_back(printDirective(directive));
-  }
+  Program tiled{program.source, program.temporaries, {}, {}};
+  for (const Directive& directive : program.source.schedule) tiled.schedule.push_back(printDirective(directive));
   for (const loop::LoopNest& nest : program.kernels) {
-    if (!scheduleNames(program.source, nest)) {
-      tiled.kernels.push_back(scheduleNestByDefault(program, nest, tiled.defaultSchedule));
-      continue;
-    }
     try {
       NestScheduler scheduler(program, nest, model, diagnostics);
       TileNest tiledNest = scheduler.run();

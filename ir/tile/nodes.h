@@ -1,7 +1,7 @@
 // Tile IR: the loops of Loop IR, fused, split and bound to the GPU's grid, blocks and threads, with each
 // buffer's memory placed (registers or shared memory) and the cross-thread combines of cooperative
 // reductions made explicit. Every schedule decision lives here; Kernel IR below only spells them out
-// per thread. The default schedule (default_schedule.cpp) is the only producer so far.
+// per thread. apply_schedule.cpp builds it from a kernel's schedule, completed by the default policy.
 #pragma once
 
 #include <array>
@@ -204,11 +204,10 @@ struct Program {
   std::vector<loop::Temporary> temporaries;
   std::vector<TileNest> kernels;
   // The schedule these loops follow, one directive of section 5 of the language a line (`emmy build
-  // --emit schedule`): the kernel's own directives, and what the default policy chose for the rest, which
-  // is printed as comments since some of its choices (a grid-strided loop, threads striding over a row of
-  // any length) have no directive yet.
+  // --emit schedule`): the kernel's own directives, then the default policy's for what they leave open,
+  // and the params the default policy declared (`-D` sets them, `emmy tune` searches them).
   std::vector<std::string> schedule;
-  std::vector<std::string> defaultSchedule;
+  std::vector<tensor::ScheduleParam> params;
 };
 
 }  // namespace emmy::tile

@@ -113,10 +113,8 @@ std::string printSchedule(const Program& program) {
   std::string out;
   if (!program.source.typeArguments.empty()) out += fmt::format("# {}\n", program.source.instanceName());
   out += fmt::format("schedule {} {{\n", program.source.name);
+  for (const tensor::ScheduleParam& param : program.params) out += "    " + tensor::printParam(param) + "\n";
   for (const std::string& directive : program.schedule) out += "    " + directive + "\n";
-  if (!program.defaultSchedule.empty())
-    out += program.schedule.empty() ? "    # the default schedule:\n" : "    # the default schedule of the rest:\n";
-  for (const std::string& directive : program.defaultSchedule) out += "    # " + directive + "\n";
   return out + "}\n";
 }
 

@@ -72,7 +72,6 @@ public:
       model_.stages.emplace(stage.name, schedule);
     }
     for (const loop::LoopNest& nest : program_.kernels) {
-      if (!scheduleNames(kernel_, nest)) continue;  // the default schedule builds it
       NestParts parts = parseNest(kernel_, nest);
       const Member* folded = epilogueReduction(parts);
       if (!folded) continue;
@@ -95,6 +94,7 @@ public:
     refitCopies();
     for (const auto& [name, stage] : model_.stages) checkBlockLoopsOutermost(stage);
     checkThreadsPerKernel();
+    checkGridKernels();
     checkSharedMemory();
     return model_;
   }
@@ -146,6 +146,7 @@ private:
       case DirectiveKind::Unroll: return unroll(d);
       case DirectiveKind::Pad:
       case DirectiveKind::DoubleBuffer: return shapeCache(d);
+      case DirectiveKind::Threads: return threads(d);
     }
   }
 
@@ -390,6 +391,20 @@ private:
         return;
       }
     if (!unmarked(*stage, loop, d, d.axes[0])) return;
+    if (d.target.scope == HardwareScope::Grid) {
+      if (loop.reduction) {
+        diagnostics_.error(d.loc, fmt::format("{}.{} is a reduction loop: the threads of a grid-strided loop never combine "
+                                              "their results, so only a pure loop binds to grid.x (loops of {}: {})",
+                                              stage->name, loop.name, stage->name, loopNames(stage->loops)));
+        return;
+      }
+      if (!nestRootedAt(stage->name)) {
+        diagnostics_.error(d.loc, fmt::format("bind {}.{} to grid.x: {} is computed in another stage's loops, which take "
+                                              "its pure loops; bind a loop of the stage its kernel stores", stage->name,
+                                              loop.name, stage->name));
+        return;
+      }
+    }
     if (d.target.scope == HardwareScope::Block && loop.reduction && !d.atomic) {
       diagnostics_.error(d.loc, fmt::format("{}.{} is a reduction loop: blocks cannot combine their partial results but "
                                             "through atomics, so a reduction binds to thread.* or warp.x, or to block.* "
@@ -409,7 +424,7 @@ private:
         return;
       }
     }
-    if (d.target.scope != HardwareScope::Block) {
+    if (d.target.scope == HardwareScope::Thread || d.target.scope == HardwareScope::Warp) {
       if (!loop.extent) {
         diagnostics_.error(d.loc, fmt::format("a loop bound to {} needs a constant extent, and {}.{} has extent {}: split it "
                                               "by a constant first (split {}.{} by 128 -> ({}_outer, {}_inner)) and bind the "
@@ -479,6 +494,7 @@ private:
   }
 
   void vectorize(const Directive& d) {
+    if (!d.factors.empty()) return vectorizeGroups(d);
     auto [stage, named] = namedLoop(d);
     if (!named || !unmarked(*stage, *named, d, d.axes[0])) return;
     ScheduledLoop& loop = *named;
@@ -502,6 +518,80 @@ private:
       return;
     }
     loop.vectorized = true;
+  }
+
+  // `vectorize S.a by W` of a loop bound to grid.x: groups of W consecutive elements of S's output, one
+  // 16-byte access each. The loop must walk S's elements in memory order: S's axes, fused in order.
+  void vectorizeGroups(const Directive& d) {
+    auto [stage, named] = namedLoop(d);
+    if (!named) return;
+    ScheduledLoop& loop = *named;
+    const Stage& source = *kernel_.findStage(stage->name);
+    int bytes = dtypeBytes(source.dtype);
+    std::string what = fmt::format("vectorize {}.{} by {}", stage->name, loop.name, d.factors[0].value);
+    if (!loop.binding || loop.binding->scope != HardwareScope::Grid) {
+      diagnostics_.error(d.loc, fmt::format("{}: 'by' gives the groups of a loop bound to grid.x, and {}.{} is {}; bind it "
+                                            "first, or vectorize a loop of 2, 4 or 8 iterations without 'by'", what,
+                                            stage->name, loop.name, loop.binding ? "bound to " + hardwareIndexName(*loop.binding)
+                                                                                 : "not bound"));
+      return;
+    }
+    if (loop.groupWidth != 1) {
+      diagnostics_.error(d.axes[0].loc, fmt::format("{}.{} is already vectorized by {}", stage->name, loop.name, loop.groupWidth));
+      return;
+    }
+    int64_t width = d.factors[0].value;
+    bool vectors = bytes >= 2 && source.dtype != DType::Bool;  // a 16-byte group of 1-byte elements is no access CUDA has
+    if (width != 1 && (!vectors || width * bytes != kVectorGroupBytes)) {
+      diagnostics_.error(d.factors[0].loc, fmt::format("{}: a group is one {}-byte access, {}", what, kVectorGroupBytes,
+                                                       vectors ? fmt::format("{} elements of {} {}: vectorize by {} (or by 1, "
+                                                                             "element by element)", kVectorGroupBytes / bytes,
+                                                                             dtypeName(source.dtype), stage->name,
+                                                                             kVectorGroupBytes / bytes)
+                                                               : fmt::format("and {} is {}: only by 1", stage->name,
+                                                                             dtypeName(source.dtype))));
+      return;
+    }
+    std::vector<std::string> axes;
+    for (const Axis& axis : source.axes) axes.push_back(axis.name);
+    if (width != 1 && fusedAxes(*stage, loop.name) != axes) {
+      diagnostics_.error(d.loc, fmt::format("{}: the groups are consecutive elements of {}, so {}.{} must be its axes ({}) "
+                                            "fused in that order", what, stage->name, stage->name, loop.name, join(axes, ", ")));
+      return;
+    }
+    loop.groupWidth = width;
+  }
+
+  // The axes that `fuse` directives alone made `name` of, outermost first; empty when a split made it.
+  static std::vector<std::string> fusedAxes(const StageSchedule& stage, const std::string& name) {
+    for (const LoopDerivation& derivation : stage.derivations)
+      if (std::count(derivation.to.begin(), derivation.to.end(), name)) {
+        if (derivation.factor > 0) return {};
+        std::vector<std::string> outer = fusedAxes(stage, derivation.from[0]), inner = fusedAxes(stage, derivation.from[1]);
+        if (outer.empty() || inner.empty()) return {};
+        outer.insert(outer.end(), inner.begin(), inner.end());
+        return outer;
+      }
+    return {name};
+  }
+
+  // `threads S N`: the block's size of the kernel that computes S, when a loop of S is bound to grid.x.
+  void threads(const Directive& d) {
+    StageSchedule* stage = findStage(d.stage);
+    if (!stage) return;
+    int64_t count = d.factors[0].value;
+    if (count < 1 || count > kMaxThreadsPerBlock) {
+      diagnostics_.error(d.factors[0].loc, fmt::format("threads {} {}: a block has 1 to {} threads", stage->name, count,
+                                                       kMaxThreadsPerBlock));
+      return;
+    }
+    if (stage->threads) {
+      diagnostics_.error(d.loc, fmt::format("the threads of {} are already given (at line {})", stage->name,
+                                            stage->threadsAt.line));
+      return;
+    }
+    stage->threads = count;
+    stage->threadsAt = d.loc;
   }
 
   // Does `stage` read some tensor at consecutive elements of its last dimension as reduction axis
@@ -754,7 +844,7 @@ private:
     std::vector<const ScheduledLoop*> varying;
     for (size_t k = 0; k < stage.loops.size(); ++k) {
       const ScheduledLoop& loop = stage.loops[k];
-      bool threads = loop.binding && loop.binding->scope != HardwareScope::Block;
+      bool threads = loop.binding && (loop.binding->scope == HardwareScope::Thread || loop.binding->scope == HardwareScope::Warp);
       if (memory == CacheMemory::Shared ? (k > loopAt || threads) : (k > loopAt && !threads)) varying.push_back(&loop);
     }
     return varying;
@@ -1004,7 +1094,7 @@ private:
     bool unbound = false;
     std::string firstUnbound;
     for (const ScheduledLoop& loop : stage.loops) {
-      bool block = loop.binding && loop.binding->scope == HardwareScope::Block;
+      bool block = loop.binding && (loop.binding->scope == HardwareScope::Block || loop.binding->scope == HardwareScope::Grid);
       if (block && unbound) {
         diagnostics_.error(loop.boundAt, fmt::format("{}.{} is bound to {} but loop {}, outside it, is not bound to a block: "
                                                      "loops bound to blocks must be outermost (reorder {} first)",
@@ -1024,7 +1114,9 @@ private:
       std::map<HardwareIndex, std::pair<int64_t, std::string>> extents;  // index -> (extent, stage.loop)
       for (const std::string& name : nest.stages)
         for (const ScheduledLoop& loop : model_.stages.at(name).loops) {
-          if (!loop.binding || loop.binding->scope == HardwareScope::Block || !loop.extent) continue;
+          if (!loop.binding || loop.binding->scope == HardwareScope::Block || loop.binding->scope == HardwareScope::Grid ||
+              !loop.extent)
+            continue;
           HardwareIndex index = *loop.binding;
           if (index.scope == HardwareScope::Warp) index = HardwareIndex{HardwareScope::Thread, 0};
           std::string where = name + "." + loop.name;
@@ -1048,12 +1140,47 @@ private:
     }
   }
 
+  // A kernel whose root binds a loop to grid.x shares every iteration of that loop out among all its
+  // threads: no other loop of the kernel is bound, and nothing is copied into shared memory. `threads`
+  // sizes such a kernel's blocks, and no other.
+  void checkGridKernels() {
+    for (const loop::LoopNest& nest : program_.kernels) {
+      const StageSchedule& root = model_.stages.at(nest.stages.back());
+      const ScheduledLoop* grid = nullptr;
+      for (const ScheduledLoop& loop : root.loops)
+        if (loop.binding && loop.binding->scope == HardwareScope::Grid) grid = &loop;
+      if (!grid) {
+        if (root.threads)
+          diagnostics_.error(root.threadsAt, fmt::format("threads {}: only a kernel with a loop bound to grid.x takes its "
+                                                         "block's size from 'threads'; bind {}.{} to grid.x, or bind loops "
+                                                         "to thread.x, whose extents make the block",
+                                                         root.name, root.name, root.loops.empty() ? "a" : root.loops[0].name));
+        continue;
+      }
+      for (const std::string& name : nest.stages)
+        for (const ScheduledLoop& loop : model_.stages.at(name).loops)
+          if (&loop != grid && loop.binding)
+            diagnostics_.error(loop.boundAt, fmt::format("{}.{} is bound to {}, but {}.{} is bound to grid.x, which shares "
+                                                         "out its iterations among every thread of the kernel: no other "
+                                                         "loop of it binds", name, loop.name,
+                                                         hardwareIndexName(*loop.binding), root.name, grid->name));
+      for (const CacheStage& cache : model_.caches)
+        if (cache.memory == CacheMemory::Shared &&
+            std::count(nest.stages.begin(), nest.stages.end(), cache.atStage))
+          diagnostics_.error(cache.loc, fmt::format("{}: {}.{} is bound to grid.x, whose threads work apart; a copy in "
+                                                    "shared memory needs loops bound to block.* and thread.*",
+                                                    cache.name, root.name, grid->name));
+    }
+  }
+
   // The bind directive, among those of `nest`'s thread loops, written last.
   SourceLoc lastThreadBind(const loop::LoopNest& nest) const {
     SourceLoc last;
     for (const std::string& name : nest.stages)
       for (const ScheduledLoop& loop : model_.stages.at(name).loops)
-        if (loop.binding && loop.binding->scope != HardwareScope::Block && loop.boundAt.line > last.line) last = loop.boundAt;
+        if (loop.binding && loop.binding->scope != HardwareScope::Block && loop.binding->scope != HardwareScope::Grid &&
+            loop.boundAt.line > last.line)
+          last = loop.boundAt;
     return last;
   }
 
@@ -1123,7 +1250,9 @@ std::optional<int64_t> footprintWidth(const Expr& index, const std::vector<const
       }
   if (whole && !extent.isConstant()) return std::nullopt;
   if (whole) return extent.factor;
-  return extent.isConstant() ? std::min(width, extent.factor) : width;
+  // Not clamped to a constant extent: iterations past it (a tile's ragged edge) still index the copy
+  // or the accumulators, and the loops that read only those run without a guard.
+  return width;
 }
 
 std::optional<int64_t> constantDistance(const Expr& a, const Expr& b) {

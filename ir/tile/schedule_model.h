@@ -29,6 +29,9 @@ struct ScheduledLoop {
   bool fused = false;
   std::optional<tensor::HardwareIndex> binding;
   bool atomic = false, unrolled = false, vectorized = false;
+  // Of a loop bound to grid.x (`vectorize S.a by W`): each thread takes groups of this many consecutive
+  // iterations, read and written 16 bytes at a time.
+  int64_t groupWidth = 1;
   SourceLoc boundAt;  // the bind directive
 };
 
@@ -77,6 +80,9 @@ struct StageSchedule {
   // A softmax's maximum or sum that a root computes online in its reduction loops (`onlineSoftmax`):
   // the root. It has no directives of its own.
   std::string onlineIn;
+  // `threads S N`: the block's size of the kernel of a root whose loop is bound to grid.x.
+  std::optional<int64_t> threads;
+  SourceLoc threadsAt;
 };
 
 struct ScheduleModel {
@@ -85,8 +91,9 @@ struct ScheduleModel {
 };
 
 // The extent of the part of one dimension of a tensor read at `index` (over a stage's axes) while the
-// loops `varying` run and the others stay. Nullopt when it is not a constant: then `symbolicLoop` is the
-// varying loop whose extent is not, or null when the read spans the whole dimension (`extent`).
+// loops `varying` run and the others stay, past `extent` too where they overrun it. Nullopt when it is
+// not a constant: then `symbolicLoop` is the varying loop whose extent is not, or null when the read
+// spans the whole dimension (`extent`).
 std::optional<int64_t> footprintWidth(const tensor::Expr& index, const std::vector<const ScheduledLoop*>& varying,
                                       const tensor::Dim& extent, const ScheduledLoop** symbolicLoop);
 
@@ -113,5 +120,9 @@ constexpr int64_t kWholeRowCacheBytes = 32 * 1024;
 constexpr int64_t kMaxRegisterElements = 255;
 // The most loops one stage's own directives may make (split and tile add them).
 constexpr size_t kMaxStageLoops = 256;
+// The block's size of a kernel whose loop is bound to grid.x when no `threads` directive gives it.
+constexpr int64_t kGridThreads = 256;
+// The bytes of each group of a vectorized grid-strided loop (one vector access).
+constexpr int64_t kVectorGroupBytes = 16;
 
 }  // namespace emmy::tile

@@ -53,9 +53,8 @@ private:
   }
 
   void checkNode(const Loop& node, bool blockLevel) {
-    bool top = &node == nest_.body.get();
     bool blocks = node.binding == Binding::BlockStrided || node.binding == Binding::GridStrided;
-    if (blocks && (insideOtherLoop_ || (node.binding == Binding::GridStrided && !top)))
+    if (blocks && insideOtherLoop_)
       fail(fmt::format("loop {} is bound to blocks or the grid inside a loop that is not", node.var));
     if (node.binding == Binding::ThreadStrided && (!blockLevel || gridBound_))
       fail(fmt::format("thread-strided loop {} is inside another thread's work", node.var));

@@ -1,0 +1,491 @@
+#include "ir/tile/default_policy.h"
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <functional>
+#include <optional>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "ir/tensor/rewrite.h"
+#include "ir/tile/nest_parts.h"
+#include "support/text.h"
+
+namespace emmy::tile {
+
+using namespace tensor;
+
+namespace {
+
+// The block's threads when the loops spread over them have no constant length, and the fewest.
+constexpr int64_t kRowThreads = 256, kWarp = 32;
+const std::vector<int64_t> kThreadCandidates{32, 64, 128, 256, 512, 1024};
+const std::vector<int64_t> kRowCandidates{1, 2, 4, 8, 16, 32};
+// A contraction's tiles: kTile x kTile outputs per block, kRegister x kRegister per thread, slices of
+// kSlice along the reduction.
+constexpr int64_t kTile = 64, kRegister = 4, kSlice = 16;
+
+bool free(const ScheduledLoop& loop) { return !loop.binding && !loop.unrolled && !loop.vectorized; }
+bool boundToThreads(const ScheduledLoop& loop) {
+  return loop.binding && (loop.binding->scope == HardwareScope::Thread || loop.binding->scope == HardwareScope::Warp);
+}
+bool boundToBlocks(const ScheduledLoop& loop) {
+  return loop.binding && (loop.binding->scope == HardwareScope::Block || loop.binding->scope == HardwareScope::Grid);
+}
+
+// out[..., i, j] = sum over k of lhs(..., i, k) * rhs(..., k, j), as Loop IR computes it.
+struct Contraction {
+  const loop::For* reduction;  // the loop over k
+  ExprPtr lhs, rhs;            // lhs uses no j, rhs no i
+};
+
+class DefaultPolicy {
+public:
+  DefaultPolicy(loop::Program& program, const ScheduleModel& model, std::vector<ScheduleParam>& params)
+      : program_(program), kernel_(program.source), model_(model), params_(params) {}
+
+  ScheduleModel run() {
+    for (const loop::LoopNest& nest : program_.kernels)
+      if (!scheduleNames(kernel_, nest)) shape(nest);
+    model_ = commit();
+    for (const loop::LoopNest& nest : program_.kernels) fill(nest);
+    return commit();
+  }
+
+private:
+  // ---- a whole schedule, for a nest no directive names ----
+
+  void shape(const loop::LoopNest& nest) {
+    const std::string& root = nest.stages.back();
+    const Stage& stage = *kernel_.findStage(root);
+    if (contraction(nest)) return;
+    std::vector<std::string> pure, reductions;
+    for (const ScheduledLoop& loop : model_.stages.at(root).loops) (loop.reduction ? reductions : pure).push_back(loop.name);
+    if (nest.stages.size() == 1 && !stage.reduction) {
+      if (!pure.empty()) elementwise(root, pure, stage.dtype);
+      return;
+    }
+    shaped_.insert(nest.name);
+    NestParts parts = parseNest(kernel_, nest);
+    size_t rows = pure.size();
+    for (const Member& member : parts.members)
+      if (!folded(member.computation.stage->name)) rows = std::min(rows, member.depth);
+    bool deeper = std::any_of(parts.members.begin(), parts.members.end(), [&](const Member& member) {
+      return !folded(member.computation.stage->name) && member.depth > rows;
+    });
+    if (rows > 0) rowsLoop_[nest.name] = fuse(root, {pure.begin(), pure.begin() + rows});  // bound by fill()
+    if (!deeper && pure.size() > rows + 1) fuse(root, {pure.begin() + rows, pure.end()});
+    if (reductions.size() > 1) fuse(root, reductions);
+    for (const Member& member : parts.members) {
+      const std::string& name = member.computation.stage->name;
+      if (folded(name)) continue;
+      std::vector<std::string> loops;
+      for (const ScheduledLoop& loop : model_.stages.at(name).loops)
+        if (loop.reduction) loops.push_back(loop.name);
+      if (loops.size() > 1) fuse(name, loops);
+    }
+  }
+
+  // A member the root computes as its own reduction, or online in its reduction loops.
+  bool folded(const std::string& stage) const {
+    const StageSchedule& schedule = model_.stages.at(stage);
+    return !schedule.epilogueOf.empty() || !schedule.onlineIn.empty();
+  }
+
+  // Every element on its own: one loop over all of them, shared out over the whole grid, each thread
+  // taking 16-byte groups where the element type allows.
+  void elementwise(const std::string& root, const std::vector<std::string>& pure, DType dtype) {
+    std::string all = fuse(root, pure);
+    Directive threads = directive(DirectiveKind::Threads, root);
+    threads.factors = {declare(root + "_threads", kThreadCandidates, kGridThreads)};
+    add(threads);
+    add(bind(root, all, {HardwareScope::Grid, 0}));
+    int bytes = dtypeBytes(dtype);
+    if (bytes < 2 || dtype == DType::Bool) return;
+    int64_t width = kVectorGroupBytes / bytes;
+    Directive vectorize = directive(DirectiveKind::Vectorize, root);
+    vectorize.axes = {{all, {}}};
+    vectorize.factors = {declare(root + "_vector", {1, width}, width)};
+    add(vectorize);
+  }
+
+  bool contraction(const loop::LoopNest& nest) {
+    const std::string& root = nest.stages.back();
+    const Stage& stage = *kernel_.findStage(root);
+    std::vector<const loop::For*> loops;
+    const loop::Stmt* body = nest.body.get();
+    while (const auto* loop = body->as<loop::For>()) {
+      if (loop->stage != root || loops.size() == stage.axes.size()) break;
+      loops.push_back(loop);
+      body = loop->body.get();
+    }
+    if (loops.size() < 2 || loops.size() != stage.axes.size()) return false;
+    std::optional<Contraction> found = findContraction(*body, loops);
+    if (!found) return false;
+    const std::string& reduction = found->reduction->stage;
+    if (reduction != root && model_.stages.at(root).epilogueReduction != reduction) return false;
+    const std::string i = loops[loops.size() - 2]->axis, j = loops.back()->axis, k = found->reduction->axis;
+    std::vector<Directive> directives;
+    std::swap(directives, pending_);
+    std::string iTile = fresh(root, i + "_tile"), jTile = fresh(root, j + "_tile"), iIn = fresh(root, i + "_in"),
+                jIn = fresh(root, j + "_in");
+    add(tile(root, {i, j}, kTile, {iTile, jTile, iIn, jIn}));
+    std::vector<std::string> batch;
+    for (size_t d = 0; d + 2 < loops.size(); ++d) batch.push_back(loops[d]->axis);
+    if (!batch.empty()) add(bind(root, fuse(root, batch), {HardwareScope::Block, 2}));
+    add(bind(root, iTile, {HardwareScope::Block, 1}));
+    add(bind(root, jTile, {HardwareScope::Block, 0}));
+    std::string iThread = fresh(root, i + "_thread"), jThread = fresh(root, j + "_thread"),
+                iRegister = fresh(root, i + "_register"), jRegister = fresh(root, j + "_register");
+    add(tile(root, {iIn, jIn}, kRegister, {iThread, jThread, iRegister, jRegister}));
+    add(bind(root, iThread, {HardwareScope::Thread, 1}));
+    add(bind(root, jThread, {HardwareScope::Thread, 0}));
+    std::string slice = fresh(root, k + "_slice"), inSlice = fresh(root, k + "_in");
+    Directive split = directive(DirectiveKind::Split, root);
+    split.axes = {{k, {}}};
+    split.factors = {{kSlice, {}, ""}};
+    split.results = {{slice, {}}, {inSlice, {}}};
+    add(split);
+    Directive reorder = directive(DirectiveKind::Reorder, root);
+    for (const std::string& loop : {iThread, jThread, slice, inSlice, iRegister, jRegister}) reorder.axes.push_back({loop, {}});
+    add(reorder);
+    std::optional<std::string> lhs = operandTensor(found->lhs), rhs = operandTensor(found->rhs);
+    for (const std::optional<std::string>& operand : {lhs, rhs})
+      if (operand && lhs != rhs) add(cache(*operand, CacheMemory::Shared, root, slice));
+    add(cache(root, CacheMemory::Registers, root, jThread));
+    for (const std::string& loop : {inSlice, iRegister, jRegister}) {
+      Directive unroll = directive(DirectiveKind::Unroll, root);
+      unroll.axes = {{loop, {}}};
+      add(unroll);
+    }
+    // Where the tiles do not fit the schedule (shared memory, a copy of no constant shape), the nest is
+    // scheduled as rows instead.
+    std::swap(directives, pending_);
+    Diagnostics errors;
+    loop::Program trial = program_;
+    trial.source.schedule.insert(trial.source.schedule.end(), pending_.begin(), pending_.end());
+    trial.source.schedule.insert(trial.source.schedule.end(), directives.begin(), directives.end());
+    checkSchedule(trial, errors);
+    if (errors.hasErrors()) return false;
+    pending_.insert(pending_.end(), directives.begin(), directives.end());
+    return true;
+  }
+
+  // The one reduction loop below the root's loops `loops`, if its update is `acc + lhs * rhs` with lhs
+  // free of j and rhs of i (either way round).
+  std::optional<Contraction> findContraction(const loop::Stmt& body, const std::vector<const loop::For*>& loops) const {
+    std::vector<const loop::For*> reductions;
+    std::function<void(const loop::Stmt&)> find = [&](const loop::Stmt& stmt) {
+      loop::dispatch(stmt, [&](const auto& node) {
+        using Node = std::decay_t<decltype(node)>;
+        if constexpr (std::is_same_v<Node, loop::For>) reductions.push_back(&node);
+        if constexpr (std::is_same_v<Node, loop::Allocate>) find(*node.body);
+        if constexpr (std::is_same_v<Node, loop::Block>)
+          for (const loop::StmtPtr& inner : node.stmts) find(*inner);
+      });
+    };
+    find(body);
+    if (reductions.size() != 1) return std::nullopt;
+    const loop::For& reduction = *reductions[0];
+    const Stage* stage = kernel_.findStage(reduction.stage);
+    const auto* update = reduction.body->as<loop::Store>();
+    if (!stage || !stage->reduction || stage->reduction->op != ReduceOp::Sum || !update) return std::nullopt;
+    const auto* sum = update->value->as<Binary>();
+    const auto* product = sum ? sum->rhs->as<Binary>() : nullptr;
+    if (!sum || sum->op != BinaryOp::Add || !product || product->op != BinaryOp::Mul) return std::nullopt;
+    const auto* current = sum->lhs->as<Load>();
+    if (!current || current->tensor != update->buffer) return std::nullopt;
+    std::set<std::string> allowedLhs{reduction.var, loops[loops.size() - 2]->var}, allowedRhs{reduction.var, loops.back()->var};
+    for (size_t d = 0; d + 2 < loops.size(); ++d) allowedLhs.insert(loops[d]->var), allowedRhs.insert(loops[d]->var);
+    auto within = [](const ExprPtr& operand, const std::set<std::string>& allowed) {
+      bool inside = true;
+      forEachNode(*operand, [&](const Expr& node) {
+        if (const auto* axis = node.as<AxisVar>()) inside = inside && allowed.count(axis->name);
+        if (const auto* load = node.as<Load>(); load && load->indices.empty()) inside = false;  // a local
+      });
+      return inside;
+    };
+    ExprPtr lhs = product->lhs, rhs = product->rhs;
+    if (!within(lhs, allowedLhs) || !within(rhs, allowedRhs)) std::swap(lhs, rhs);
+    if (!within(lhs, allowedLhs) || !within(rhs, allowedRhs)) return std::nullopt;
+    return Contraction{&reduction, lhs, rhs};
+  }
+
+  // The tensor an operand reads, when it is one read (perhaps converted): what `cache` can copy.
+  static std::optional<std::string> operandTensor(const ExprPtr& operand) {
+    const Expr* e = operand.get();
+    if (const auto* cast = e->as<Cast>()) e = cast->operand.get();
+    if (const auto* load = e->as<Load>()) return load->tensor;
+    return std::nullopt;
+  }
+
+  // ---- what every nest's schedule lacks ----
+
+  void fill(const loop::LoopNest& nest) {
+    const std::string& root = nest.stages.back();
+    const std::vector<ScheduledLoop>& loops = model_.stages.at(root).loops;
+    if (std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return l.binding && l.binding->scope == HardwareScope::Grid; }))
+      return;
+    // (A reduction loop bound to blocks with `atomic` leaves the pure loops to place.) A row kernel the
+    // policy shaped whose members leave no rows runs in one block.
+    bool blocks = std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return !l.reduction && boundToBlocks(l); });
+    auto rowsLoop = rowsLoop_.find(nest.name);
+    size_t firstFree = rowsLoop == rowsLoop_.end() ? 0 : 1;
+    if (!blocks && !shaped_.count(nest.name) && !loops.empty() && !loops[0].reduction && free(loops[0])) {
+      std::set<int> taken;
+      for (const ScheduledLoop& loop : loops)
+        if (loop.binding && loop.binding->scope == HardwareScope::Block) taken.insert(loop.binding->dimension);
+      int dimension = 0;
+      while (taken.count(dimension)) ++dimension;
+      add(bind(root, loops[0].name, {HardwareScope::Block, dimension}));
+      firstFree = 1;
+    }
+    std::array<int64_t, 3> threads{0, 0, 0};
+    for (const std::string& stage : nest.stages)
+      for (const ScheduledLoop& loop : model_.stages.at(stage).loops)
+        if (boundToThreads(loop)) threads[loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension] = *loop.extent;
+    int64_t others = std::max<int64_t>(threads[1], 1) * std::max<int64_t>(threads[2], 1);
+    bool rootThreads = std::any_of(loops.begin(), loops.end(), boundToThreads);
+    // The loops to spread over the lanes (thread.x), stage by stage.
+    std::vector<std::pair<std::string, const ScheduledLoop*>> spread;
+    std::optional<size_t> laneAt;
+    if (!rootThreads)
+      for (size_t k = loops.size(); k-- > firstFree;)
+        if (!loops[k].reduction && free(loops[k])) {
+          laneAt = k;
+          spread.push_back({root, &loops[k]});
+          break;
+        }
+    // A root that is a reduction over everything its blocks leave is combined across its threads.
+    bool pureLeft = std::any_of(loops.begin() + firstFree, loops.end(),
+                                [](const ScheduledLoop& l) { return !l.reduction && !boundToBlocks(l); });
+    if (!rootThreads && !laneAt && !pureLeft)
+      if (const ScheduledLoop* reduction = reductionToSpread(root)) spread.push_back({root, reduction});
+    NestParts parts = parseNest(kernel_, nest);
+    for (const std::string& member : nest.stages)
+      if (member != root && !folded(member) && !memberInsideLanes(root, member, loops, laneAt, parts))
+        if (const ScheduledLoop* reduction = reductionToSpread(member)) spread.push_back({member, reduction});
+    if (spread.empty()) {
+      if (rowsLoop != rowsLoop_.end()) add(bind(root, rowsLoop->second, {HardwareScope::Block, 0}));
+      return;
+    }
+    Number lanes{threads[0], {}, ""};
+    std::optional<Number> rowsPerBlock;
+    if (threads[0] == 0) {
+      int64_t longest = 0;
+      bool constant = true;
+      for (const auto& [stage, loop] : spread) {
+        constant = constant && loop->extent.has_value();
+        longest = std::max(longest, loop->extent.value_or(0));
+      }
+      int64_t fewest = constant ? std::clamp<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(longest, 1))),
+                                                      kWarp, kRowThreads)
+                                : kRowThreads;
+      lanes = declare(root + "_threads", kThreadCandidates, fewest);
+      // Short rows: several to a block (along thread.y), so that a block has kRowThreads threads.
+      if (rowsLoop != rowsLoop_.end() && fewest < kRowThreads) {
+        rowsPerBlock = declare(root + "_rows", kRowCandidates, kRowThreads / fewest);
+        if (lanes.value * rowsPerBlock->value > kMaxThreadsPerBlock)
+          throw UsageError(fmt::format("-D {}={} and {}={}: blocks of {} threads, more than the {} a block may have",
+                                       lanes.param, lanes.value, rowsPerBlock->param, rowsPerBlock->value,
+                                       lanes.value * rowsPerBlock->value, kMaxThreadsPerBlock));
+      }
+    }
+    if (rowsLoop != rowsLoop_.end()) placeRows(root, rowsLoop->second, rowsPerBlock);
+    if (lanes.value * others > kMaxThreadsPerBlock) return;
+    for (const auto& [stage, loop] : spread) spreadOverLanes(stage, *loop, lanes);
+  }
+
+  // The rows of a row kernel: one to a block, or `perBlock` to a block along thread.y.
+  void placeRows(const std::string& root, const std::string& rows, const std::optional<Number>& perBlock) {
+    if (!perBlock) {
+      add(bind(root, rows, {HardwareScope::Block, 0}));
+      return;
+    }
+    std::string blocks = fresh(root, rows + "_block"), row = fresh(root, rows + "_row");
+    Directive split = directive(DirectiveKind::Split, root);
+    split.axes = {{rows, {}}};
+    split.factors = {*perBlock};
+    split.results = {{blocks, {}}, {row, {}}};
+    add(split);
+    add(bind(root, blocks, {HardwareScope::Block, 0}));
+    add(bind(root, row, {HardwareScope::Thread, 1}));
+  }
+
+  // A member inside the root's lane loop would combine across the lanes it is in. It goes after the root
+  // loops its axes need (or after its compute-at loop), and after the members it reads.
+  bool memberInsideLanes(const std::string& root, const std::string& member, const std::vector<ScheduledLoop>& rootLoops,
+                         std::optional<size_t> laneAt, const NestParts& parts) const {
+    size_t position = memberPosition(root, member, rootLoops, parts);
+    for (size_t k = 0; k < position; ++k)
+      if ((laneAt && k == *laneAt) || (boundToThreads(rootLoops[k]) && rootLoops[k].binding->dimension == 0)) return true;
+    return false;
+  }
+
+  // The number of root loops open where `member` is computed (as apply_schedule.cpp places members).
+  size_t memberPosition(const std::string& root, const std::string& member, const std::vector<ScheduledLoop>& rootLoops,
+                        const NestParts& parts) const {
+    const StageSchedule& schedule = model_.stages.at(member);
+    size_t depth = kernel_.findStage(member)->axes.size();
+    const std::vector<Axis>& rootAxes = kernel_.findStage(root)->axes;
+    size_t position = 0;
+    for (size_t k = 0; k < rootLoops.size(); ++k) {
+      bool needed = schedule.placement == Placement::ComputeAt && rootLoops[k].name == schedule.atLoop;
+      for (size_t d = 0; d < depth && d < rootAxes.size(); ++d)
+        needed = needed || rootLoops[k].coefficients.count(rootAxes[d].name) > 0;
+      if (needed) position = k + 1;
+    }
+    if (schedule.placement == Placement::ComputeAt) return position;
+    const Member* self = nullptr;
+    for (const Member& m : parts.members)
+      if (m.computation.stage->name == member) self = &m;
+    for (const Member& m : parts.members) {
+      if (&m == self) break;
+      if (self && reads(self->computation, m.computation.stage->name))
+        position = std::max(position, memberPosition(root, m.computation.stage->name, rootLoops, parts));
+    }
+    return position;
+  }
+
+  // The innermost free reduction loop of `stage`, unless one of its reduction loops is bound.
+  const ScheduledLoop* reductionToSpread(const std::string& stage) const {
+    const std::vector<ScheduledLoop>& loops = model_.stages.at(stage).loops;
+    if (std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return l.reduction && l.binding; })) return nullptr;
+    for (size_t k = loops.size(); k-- > 0;)
+      if (loops[k].reduction && free(loops[k])) return &loops[k];
+    return nullptr;
+  }
+
+  // `loop` of `stage` over `lanes` threads along x: split, the lanes outside the steps; bound directly
+  // when it has exactly the lanes a schedule's own loops bound.
+  void spreadOverLanes(const std::string& stage, const ScheduledLoop& loop, const Number& lanes) {
+    if (lanes.param.empty() && loop.extent == lanes.value) {
+      add(bind(stage, loop.name, {HardwareScope::Thread, 0}));
+      return;
+    }
+    std::string step = fresh(stage, loop.name + "_step"), lane = fresh(stage, loop.name + "_lane");
+    Directive split = directive(DirectiveKind::Split, stage);
+    split.axes = {{loop.name, {}}};
+    split.factors = {lanes};
+    split.results = {{step, {}}, {lane, {}}};
+    add(split);
+    Directive reorder = directive(DirectiveKind::Reorder, stage);
+    reorder.axes = {{lane, {}}, {step, {}}};
+    add(reorder);
+    add(bind(stage, lane, {HardwareScope::Thread, 0}));
+  }
+
+  // ---- directives ----
+
+  // `fuse` of `loops` (adjacent, in order) into one, pairwise: the fused loop's name.
+  std::string fuse(const std::string& stage, const std::vector<std::string>& loops) {
+    std::string fused = loops[0];
+    for (size_t k = 1; k < loops.size(); ++k) {
+      Directive d = directive(DirectiveKind::Fuse, stage);
+      d.axes = {{fused, {}}, {loops[k], {}}};
+      fused = fresh(stage, fused + "_" + loops[k]);
+      d.results = {{fused, {}}};
+      add(d);
+    }
+    return fused;
+  }
+
+  static Directive tile(const std::string& stage, const std::vector<std::string>& axes, int64_t factor,
+                        const std::vector<std::string>& results) {
+    Directive d = directive(DirectiveKind::Tile, stage);
+    for (const std::string& axis : axes) d.axes.push_back({axis, {}});
+    d.factors = {{factor, {}, ""}, {factor, {}, ""}};
+    for (const std::string& result : results) d.results.push_back({result, {}});
+    return d;
+  }
+
+  static Directive cache(const std::string& source, CacheMemory memory, const std::string& stage, const std::string& loop) {
+    Directive d = directive(DirectiveKind::Cache, source);
+    d.memory = memory;
+    d.atStage = {stage, {}};
+    d.atAxis = {loop, {}};
+    return d;
+  }
+
+  static Directive bind(const std::string& stage, const std::string& loop, HardwareIndex target) {
+    Directive d = directive(DirectiveKind::Bind, stage);
+    d.axes = {{loop, {}}};
+    d.target = target;
+    return d;
+  }
+
+  static Directive directive(DirectiveKind kind, const std::string& stage) {
+    Directive d;
+    d.kind = kind;
+    d.stage = {stage, {}};
+    d.byDefault = true;
+    return d;
+  }
+
+  void add(Directive d) { pending_.push_back(std::move(d)); }
+
+  // A loop name new to `stage`.
+  std::string fresh(const std::string& stage, const std::string& base) {
+    const StageSchedule& schedule = model_.stages.at(stage);
+    auto taken = [&](const std::string& name) {
+      for (const ScheduledLoop& loop : schedule.loops)
+        if (loop.name == name) return true;
+      for (const LoopDerivation& derivation : schedule.derivations)
+        if (std::count(derivation.from.begin(), derivation.from.end(), name)) return true;
+      return used_.count(stage + "." + name) > 0;
+    };
+    std::string name = base;
+    for (int k = 1; taken(name); ++k) name = fmt::format("{}_{}", base, k);
+    used_.insert(stage + "." + name);
+    return name;
+  }
+
+  // A param of the policy's: its value (-D's, else `value`) under a name no other param has.
+  Number declare(const std::string& base, std::vector<int64_t> candidates, int64_t value) {
+    auto taken = [&](const std::string& name) {
+      return std::any_of(params_.begin(), params_.end(), [&](const ScheduleParam& p) { return p.name == name; });
+    };
+    std::string name = base;
+    for (int k = 1; taken(name); ++k) name = fmt::format("{}_{}", base, k);
+    params_.push_back({name, candidates, value});
+    if (auto given = kernel_.paramValues.find(name); given != kernel_.paramValues.end()) {
+      if (std::find(candidates.begin(), candidates.end(), given->second) == candidates.end()) {
+        std::vector<std::string> texts;
+        for (int64_t candidate : candidates) texts.push_back(std::to_string(candidate));
+        throw UsageError(fmt::format("-D {}={} is not one of the candidates [{}] of param '{}' of the default schedule of {}",
+                                     name, given->second, join(texts, ", "), name, kernel_.instanceName()));
+      }
+      value = given->second;
+    }
+    return {value, {}, name};
+  }
+
+  // The schedule with the pending directives, checked.
+  ScheduleModel commit() {
+    program_.source.schedule.insert(program_.source.schedule.end(), pending_.begin(), pending_.end());
+    pending_.clear();
+    Diagnostics errors;
+    ScheduleModel model = checkSchedule(program_, errors);
+    EMMY_INTERNAL_ASSERT(!errors.hasErrors(), "the default policy wrote illegal directives:\n{}", errors.render());
+    return model;
+  }
+
+  loop::Program& program_;
+  const Kernel& kernel_;
+  ScheduleModel model_;
+  std::vector<ScheduleParam>& params_;
+  std::vector<Directive> pending_;
+  std::set<std::string> shaped_;                    // nests shape() scheduled as rows
+  std::map<std::string, std::string> rowsLoop_;     // of those with rows: their fused loop, by nest
+  std::set<std::string> used_;    // loop names given, as stage.loop
+};
+
+}  // namespace
+
+ScheduleModel completeSchedule(loop::Program& program, const ScheduleModel& model, std::vector<ScheduleParam>& params) {
+  return DefaultPolicy(program, model, params).run();
+}
+
+}  // namespace emmy::tile
