@@ -4,6 +4,7 @@
 // attention's softmax is computed online in one pass;
 // `--emit schedule` fed back gives the same CUDA; every generated file compiles with NVRTC for sm_80 and
 // sm_90.
+#include <array>
 #include <chrono>
 #include <random>
 #include <regex>
@@ -727,4 +728,73 @@ schedule k {{
     CHECK(tiled.find("for jy < D", rowLoop + 1) == std::string::npos);
     CHECK(rowLoop > tiled.find("for ro < "));
   }
+}
+
+TEST_CASE("a tile larger than a constant extent: its copies and accumulators cover the overrun", "[schedule]") {
+  // The section-5 matmul's 64x64 tiles over constant extents of 6, 16 and 32 (and of 70, 33 and 17): the
+  // threads past the extents read the shared copies and keep accumulators, never stored.
+  for (const auto& [m, k, n] : std::vector<std::array<int, 3>>{{6, 16, 32}, {70, 33, 17}}) {
+    std::string source = specMatmul();
+    source = std::regex_replace(source, std::regex(R"(A: f32\[M, K\], B: f32\[K, N\]\) -> \(C: f32\[M, N\]\))"),
+                                fmt::format("A: f32[{0}, {1}], B: f32[{1}, {2}]) -> (C: f32[{0}, {2}])", m, k, n));
+    INFO(source);
+    checkRuns(build(source), {{}});
+  }
+}
+
+TEST_CASE("a loop bound to grid.x: threads, vector groups, members computed before it", "[schedule]") {
+  Built grouped = build(R"(
+kernel scale(x: f16[N, D]) -> (y: f16[N, D]) {
+    y[n, d] = x[n, d] * 2.0
+}
+schedule scale {
+    fuse y (n, d) -> nd
+    threads y 64
+    bind y.nd to grid.x
+    vectorize y.nd by 8
+}
+)");
+  checkRuns(grouped, {{{"N", 3}, {"D", 131}}, {{"N", 0}, {"D", 5}}});
+  CHECK(contains(grouped.cuda.source, R"(__launch_bounds__\(64)"));
+  CHECK(contains(grouped.cuda.source, "uint4"));
+  // A row's reduction, computed by each thread for its own elements inside the grid-strided loop.
+  Built centered = build(R"(
+kernel center(x: f32[N, D]) -> (y: f32[N, D]) {
+    m[n]    = sum[d](x[n, d])
+    y[n, d] = x[n, d] - m[n]
+}
+schedule center {
+    fuse y (n, d) -> nd
+    bind y.nd to grid.x
+}
+)");
+  checkRuns(centered, {{{"N", 7}, {"D", 45}}, {{"N", 1}, {"D", 1}}});
+}
+
+TEST_CASE("the default policy's params: -D sets them, and a value outside their candidates is a usage error",
+          "[schedule]") {
+  tensor::Kernel kernel = testing::kernelsOfText(softmaxKernel())[0];
+  kernel.paramValues = {{"y_threads", 64}};
+  Lowered lowered = lower(kernel, PipelineOptions{});
+  CHECK(contains(tile::printSchedule(lowered.tile), R"(param y_threads in \[32, 64, 128, 256, 512, 1024\] = 256\n)"));
+  CHECK(lowered.tile.kernels.at(0).threads[0] * lowered.tile.kernels.at(0).threads[1] == 64);
+  kernel.paramValues = {{"y_threads", 100}};
+  CHECK_THROWS_WITH(lower(kernel, PipelineOptions{}),
+                    "-D y_threads=100 is not one of the candidates [32, 64, 128, 256, 512, 1024] of param 'y_threads' "
+                    "of the default schedule of softmax");
+  // Short rows share a block: its threads and rows together fit in one.
+  tensor::Kernel rows = testing::kernelsOfText(R"(
+kernel rowsum(x: f32[N, 20]) -> (y: f32[N]) {
+    y[n] = sum[d](x[n, d])
+}
+)")[0];
+  Lowered shortRows = lower(rows, PipelineOptions{});
+  CHECK(contains(tile::printSchedule(shortRows.tile), R"(param y_rows in \[1, 2, 4, 8, 16, 32\] = 8\n)"));
+  CHECK(shortRows.tile.kernels.at(0).threads == std::array<int, 3>{32, 8, 1});
+  rows.paramValues = {{"y_threads", 1024}, {"y_rows", 2}};
+  CHECK_THROWS_WITH(lower(rows, PipelineOptions{}),
+                    "-D y_threads=1024 and y_rows=2: blocks of 2048 threads, more than the 1024 a block may have");
+  rows.paramValues = {{"y_threads", 64}, {"y_rows", 1}};
+  checkRuns(Built{rows, lower(rows, PipelineOptions{}), emitCudaFiles({lower(rows, PipelineOptions{})}, "rowsum.emmy")},
+            {{{"N", 5}}});
 }
