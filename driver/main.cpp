@@ -140,6 +140,8 @@ std::string depfile(const fs::path& output, const std::vector<fs::path>& sources
 // cannot be read is a warning: the build goes on with the defaults.
 void useTunedParams(const BuildOptions& options, const std::map<std::string, int64_t>& sizes,
                     std::vector<tensor::Kernel>& kernels) {
+  // (emmy tune takes .emmy files: a model's kernels are tuned as the source emmy import writes.)
+  if (isTorchScriptModel(options.file)) return;
   fs::path path = databasePath(options.database);
   std::error_code ignored;
   if (!fs::exists(path, ignored)) return;  // nothing tuned yet: a build never creates the database

@@ -17,10 +17,10 @@
 // the schedule names), and threads: the root's innermost free pure loop (else its reduction loop) and
 // each member's reduction loop split over the block's threads, combined across them.
 //
-// The block's size and the vector group are params the policy declares (`ROOT_threads`,
-// `ROOT_vector`), so that `-D` sets them and `emmy tune` searches them. By default a row kernel's block
-// is the fewest warps that cover its longest loop over threads (one warp for short rows), or 256
-// threads when that length is not a constant.
+// The block's size, the rows per block and the vector group are params the policy declares
+// (`ROOT_threads`, `ROOT_rows`, `ROOT_vector`), so that `-D` sets them and `emmy tune` searches them. By
+// default a row kernel's lanes are the fewest warps that cover its longest loop over threads, or 256
+// threads when that length is not a constant; short rows go several to a block, 256 threads in all.
 #pragma once
 
 #include <vector>

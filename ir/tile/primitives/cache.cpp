@@ -1,0 +1,635 @@
+// cache (in shared memory or registers), pad and double_buffer: the footprint of a copy and its limits
+// (the model), and the copies Tile IR makes: by the block or by each thread, whole rows with a second
+// path where they do not fit, double-buffered with asynchronous copies, or a stage computed there.
+#include "ir/tile/nest_scheduler.h"
+#include "ir/tile/schedule_checker.h"
+
+namespace emmy::tile {
+
+// ---- checking ----
+
+// "y.d_lane, y.d_step": the loops of `d`'s stage at which its cache fits.
+std::string ScheduleChecker::legalCachePlaces(const Directive& d) {
+  const StageSchedule& at = model_.stages.at(d.atStage.text);
+  std::vector<std::string> places;
+  for (size_t k = 0; k < at.loops.size(); ++k) {
+    Directive elsewhere = d;
+    elsewhere.atAxis.text = at.loops[k].name;
+    if (fitCopy(elsewhere, at, k, false)) places.push_back(at.name + "." + at.loops[k].name);
+  }
+  return places.empty() ? "none" : join(places, ", ");
+}
+
+// A copy's size depends on the loops inside and around its place, which later directives (and the
+// default policy) may still split, bind or reorder: each copy is sized again once all are applied,
+// at the innermost of the loops its loop became (a place inside a loop is inside all of its parts).
+void ScheduleChecker::refitCopies() {
+  for (const auto& [d, cacheName] : copies_) {
+    StageSchedule& at = model_.stages.at(d.atStage.text);
+    size_t loopAt = finalLoop(at, d.atAxis.text);
+    std::optional<CopyFit> fit = fitCopy(d, at, loopAt, true);
+    if (!fit) continue;
+    if (d.kind == DirectiveKind::ComputeAt) {
+      StageSchedule& stage = model_.stages.at(d.stage.text);
+      stage.atLoop = at.loops[loopAt].name;
+      stage.footprint = fit->extents;
+      stage.memory = fit->memory;
+      continue;
+    }
+    CacheStage& cache = *findCache(cacheName);
+    cache.atLoop = at.loops[loopAt].name;
+    cache.shape = fit->extents;
+    cache.wholeRows = fit->wholeRows;
+  }
+}
+
+// The position of `name` in `stage`'s loops, or of the innermost loop that splits and fuses made of it.
+size_t ScheduleChecker::finalLoop(const StageSchedule& stage, const std::string& name) {
+  std::set<std::string> parts{name};
+  for (const LoopDerivation& derivation : stage.derivations)
+    if (std::any_of(derivation.from.begin(), derivation.from.end(), [&](const std::string& n) { return parts.count(n); }))
+      parts.insert(derivation.to.begin(), derivation.to.end());
+  size_t innermost = 0;
+  for (size_t k = 0; k < stage.loops.size(); ++k)
+    if (parts.count(stage.loops[k].name)) innermost = k;
+  return innermost;
+}
+
+// The loops of `stage` that vary within one iteration of its loop `loopAt`, as a copy in `memory` sees
+// them: a shared copy serves the whole block, so loops bound to threads vary wherever they are.
+std::vector<const ScheduledLoop*> ScheduleChecker::varyingLoops(const StageSchedule& stage, size_t loopAt, CacheMemory memory) {
+  std::vector<const ScheduledLoop*> varying;
+  for (size_t k = 0; k < stage.loops.size(); ++k) {
+    const ScheduledLoop& loop = stage.loops[k];
+    bool threads = loop.binding && (loop.binding->scope == HardwareScope::Thread || loop.binding->scope == HardwareScope::Warp);
+    if (memory == CacheMemory::Shared ? (k > loopAt || threads) : (k > loopAt && !threads)) varying.push_back(&loop);
+  }
+  return varying;
+}
+
+// Where a stage computed at loop `loopAt` of `at` lives: in shared memory, computed by the block's
+// threads together, outside every thread loop; in each thread's registers inside one.
+CacheMemory ScheduleChecker::memoryAt(const StageSchedule& at, size_t loopAt) {
+  for (size_t k = 0; k <= loopAt; ++k)
+    if (at.loops[k].binding && at.loops[k].binding->scope != HardwareScope::Block) return CacheMemory::Registers;
+  return CacheMemory::Shared;
+}
+
+// The part of the tensor that `d` caches (or computes, for `compute ... at`) that `at` reads in one
+// iteration of its loop `loopAt`: the union of what each of its reads takes there. Nullopt when it
+// has no constant size, or too many elements for registers; then, with `report`, an error says why.
+std::optional<ScheduleChecker::CopyFit> ScheduleChecker::fitCopy(const Directive& d, const StageSchedule& at, size_t loopAt, bool report) {
+  const std::string& source = d.stage.text;
+  const Stage* sourceStage = kernel_.findStage(source);
+  const TensorParam* input = kernel_.findInput(source);
+  const Stage& consumer = *kernel_.findStage(at.name);
+  bool compute = d.kind == DirectiveKind::ComputeAt, own = !compute && source == at.name;
+  CopyFit fit;
+  fit.memory = compute ? memoryAt(at, loopAt) : d.memory;
+  std::vector<std::vector<ExprPtr>> reads;
+  if (own) {
+    std::vector<ExprPtr> indices;
+    for (const Axis& axis : consumer.axes) indices.push_back(std::make_shared<AxisVar>(axis.name));
+    reads.push_back(indices);
+  } else {
+    reads = readsOf(consumer, source);
+  }
+  std::string what = fmt::format("{} {}{} at {}.{}", directiveWord(d.kind), source,
+                                 !compute && fit.memory == CacheMemory::Registers ? " in registers" : "", at.name, d.atAxis.text);
+  auto fail = [&](const std::string& why) -> std::optional<CopyFit> {
+    if (report)
+      diagnostics_.error(d.loc, compute ? fmt::format("{}: {}", what, why)
+                                        : fmt::format("{}: {}; legal places to cache {}: {}", what, why, source,
+                                                      legalCachePlaces(d)));
+    return std::nullopt;
+  };
+  const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
+  DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
+  std::optional<int64_t> rowBound;
+  if (!compute && fit.memory == CacheMemory::Shared && !own) rowBound = kWholeRowCacheBytes / dtypeBytes(dtype);
+  std::vector<const ScheduledLoop*> varying = varyingLoops(at, loopAt, fit.memory);
+  std::vector<std::vector<int64_t>> parts;
+  for (const std::vector<ExprPtr>& indices : reads) {
+    std::vector<int64_t>& extents = parts.emplace_back();
+    for (size_t dim = 0; dim < indices.size(); ++dim) {
+      const ScheduledLoop* symbolic = nullptr;
+      std::optional<int64_t> width = footprintWidth(*indices[dim], varying, shape[dim], &symbolic);
+      if (width) {
+        extents.push_back(*width);
+      } else if (rowBound && dim + 1 == indices.size() && readsWhole(*indices[dim], at, varying)) {
+        extents.push_back(*rowBound);
+        fit.wholeRows = true;
+      } else if (symbolic) {
+        return fail(fmt::format("loop {} inside it has extent {}, which is not a constant, so the part of {} to copy has "
+                                "no constant size; {} at a loop inside {}", symbolic->name, symbolic->extentText, source,
+                                directiveWord(d.kind), symbolic->name));
+      } else {
+        return fail(fmt::format("the part of {} to copy spans the whole of dimension {} (extent {}), which is not a "
+                                "constant size", source, dim, shape[dim].toString()));
+      }
+    }
+  }
+  // The reads of one dimension are one window shifted by constants, or no constant size covers them.
+  for (size_t dim = 0; dim < shape.size(); ++dim) {
+    int64_t low = 0, high = parts[0][dim];
+    for (size_t r = 1; r < reads.size(); ++r) {
+      std::optional<int64_t> shift = constantDistance(*reads[r][dim], *reads[0][dim]);
+      if (!shift)
+        return fail(fmt::format("{} reads {} at {} and at {}, which are no constant distance apart along dimension {}",
+                                at.name, source, printExpr(*reads[0][dim]), printExpr(*reads[r][dim]), dim));
+      low = std::min(low, *shift);
+      high = std::max(high, *shift + parts[r][dim]);
+    }
+    fit.extents.push_back(high - low);
+  }
+  for (size_t dim = 0; fit.wholeRows && dim + 1 < fit.extents.size(); ++dim)
+    if (fit.extents[dim] != 1)
+      return fail(fmt::format("a copy of whole rows of {} (its last dimension, {}, is read whole) takes one row at a "
+                              "time, and dimension {} spans {}", source, shape.back().toString(), dim, fit.extents[dim]));
+  int64_t elements = 1;
+  for (int64_t extent : fit.extents) elements *= extent;
+  if (fit.memory == CacheMemory::Registers && elements > kMaxRegisterElements)
+    return fail(fmt::format("each thread would hold {} elements, more than the {} registers a thread may use; {} at a "
+                            "loop further in", elements, kMaxRegisterElements, directiveWord(d.kind)));
+  // A stage's own accumulators are initialised before its first reduction loop.
+  for (size_t k = 0; own && k <= loopAt; ++k)
+    if (at.loops[k].reduction)
+      return fail(fmt::format("the accumulators must live outside the first reduction loop {}", at.loops[k].name));
+  return fit;
+}
+
+// Is `index` an axis of `stage` all of whose loops vary (so that the read covers its whole extent)?
+bool ScheduleChecker::readsWhole(const Expr& index, const StageSchedule& stage, const std::vector<const ScheduledLoop*>& varying) {
+  const auto* axis = index.as<AxisVar>();
+  if (!axis) return false;
+  for (const ScheduledLoop& loop : stage.loops)
+    if (loop.coefficients.count(axis->name) &&
+        std::find(varying.begin(), varying.end(), &loop) == varying.end())
+      return false;
+  return true;
+}
+
+// The reads of `source` that `stage`'s expression makes, with indices over the stage's axes.
+std::vector<std::vector<ExprPtr>> ScheduleChecker::readsOf(const Stage& stage, const std::string& source) const {
+  std::vector<std::vector<ExprPtr>> found;
+  std::function<void(const ExprPtr&)> visit = [&](const ExprPtr& body) {
+    forEachNode(*body, [&](const Expr& node) {
+      const auto* load = node.as<Load>();
+      if (!load) return;
+      if (load->tensor == source) {
+        found.push_back(load->indices);
+        return;
+      }
+      const Stage* producer = kernel_.findStage(load->tensor);
+      if (!producer || !readThrough(*producer, stage)) return;
+      std::map<std::string, ExprPtr> axes;
+      for (size_t k = 0; k < producer->axes.size(); ++k) axes[producer->axes[k].name] = load->indices[k];
+      visit(rewrite(producer->body, [&](const Expr& e) -> ExprPtr {
+        const auto* axis = e.as<AxisVar>();
+        return axis && axes.count(axis->name) ? axes.at(axis->name) : nullptr;
+      }));
+    });
+  };
+  visit(stage.body);
+  return found;
+}
+
+void ScheduleChecker::cache(const Directive& d) {
+  const std::string& source = d.stage.text;
+  const Stage* sourceStage = kernel_.findStage(source);
+  const TensorParam* input = kernel_.findInput(source);
+  if (!sourceStage && !input) {
+    std::vector<std::string> names = stageNames();
+    for (const TensorParam& p : kernel_.inputs) names.push_back(p.name);
+    diagnostics_.error(d.stage.loc, withSuggestion(fmt::format("cache {}: {} has no input or stage named '{}' (tensors: {})",
+                                                               source, kernel_.name, source, join(names, ", ")),
+                                                   source, names));
+    return;
+  }
+  StageSchedule* at = findStage(d.atStage);
+  if (!at) return;
+  const Stage& consumer = *kernel_.findStage(at->name);
+  bool reads = source == at->name || !readsOf(consumer, source).empty();
+  auto loopAt = std::find_if(at->loops.begin(), at->loops.end(), [&](const ScheduledLoop& l) { return l.name == d.atAxis.text; });
+  if (reads && loopAt == at->loops.end()) {
+    std::vector<std::string> names;
+    for (const ScheduledLoop& loop : at->loops) names.push_back(loop.name);
+    diagnostics_.error(d.atAxis.loc, withSuggestion(fmt::format("cannot cache {} at {}.{}: {} has no loop '{}'; legal places to "
+                                                                "cache {}: {}", source, at->name, d.atAxis.text, at->name,
+                                                                d.atAxis.text, source, legalCachePlaces(d)),
+                                                    d.atAxis.text, names));
+    return;
+  }
+  if (!reads) {
+    std::vector<std::string> readable;
+    for (const std::string& tensor : readsOf(consumer)) readable.push_back(tensor);
+    diagnostics_.error(d.stage.loc, fmt::format("cache {} at {}.{}: {} does not read {} (it reads {})", source, at->name,
+                                                d.atAxis.text, at->name, source, join(readable, ", ")));
+    return;
+  }
+  std::string name = d.results.empty() ? defaultCacheName(source, d.memory, [&](const std::string& taken) {
+    return nameTaken(taken);
+  }) : d.results[0].text;
+  if (nameTaken(name)) {
+    diagnostics_.error(d.results.empty() ? d.loc : d.results[0].loc,
+                       fmt::format("cache {}: '{}' already names a tensor, size or scalar of the kernel, or a cache", source, name));
+    return;
+  }
+  if (std::optional<std::string> computed = computedWith(source, at->name)) {
+    diagnostics_.error(d.stage.loc, fmt::format("cache {} at {}.{}: {}, so there is no copy in memory to read; {}",
+                                                source, at->name, d.atAxis.text, *computed,
+                                                sourceStage->reduction || isOutput(source)
+                                                    ? fmt::format("root {} stores it to global memory for a cache", source)
+                                                    : fmt::format("compute {} at {}.{} computes the part {} reads there, in "
+                                                                  "shared memory outside the thread loops and in registers "
+                                                                  "inside them", source, at->name, d.atAxis.text, at->name)));
+    return;
+  }
+  std::optional<CopyFit> fit = fitCopy(d, *at, loopAt - at->loops.begin(), true);
+  if (!fit) return;
+  DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
+  model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, fit->extents, 0, false,
+                                     dtypeBytes(dtype), d.loc, fit->wholeRows});
+  copies_.push_back({d, name});
+}
+
+// Whether a tensor, size or scalar of the kernel, or a cache made so far, is named `name`.
+bool ScheduleChecker::nameTaken(const std::string& name) {
+  const auto& scalars = kernel_.scalars;
+  return kernel_.findStage(name) || kernel_.findInput(name) || findCache(name) ||
+         std::find(kernel_.sizes.begin(), kernel_.sizes.end(), name) != kernel_.sizes.end() ||
+         std::any_of(scalars.begin(), scalars.end(), [&](const ScalarParamDecl& s) { return s.name == name; });
+}
+
+// `pad S by N` and `double_buffer S`: S is a shared-memory cache.
+void ScheduleChecker::shapeCache(const Directive& d) {
+  CacheStage* cache = findCache(d.stage.text);
+  const char* word = directiveWord(d.kind);
+  if (!cache || cache->memory != CacheMemory::Shared) {
+    std::vector<std::string> shared;
+    for (const CacheStage& c : model_.caches)
+      if (c.memory == CacheMemory::Shared) shared.push_back(c.name);
+    std::string what = cache ? fmt::format("{} is a register cache", cache->name)
+                             : fmt::format("{} is not a cache", d.stage.text);
+    diagnostics_.error(d.stage.loc, withSuggestion(fmt::format("{} applies to a shared-memory cache made by an earlier "
+                                                               "'cache ... in shared', and {} (shared caches: {})",
+                                                               word, what, shared.empty() ? "none" : join(shared, ", ")),
+                                                   d.stage.text, shared));
+    return;
+  }
+  if (d.kind == DirectiveKind::Pad) {
+    cache->pad = d.factors[0].value;
+    return;
+  }
+  if (cache->wholeRows) {
+    diagnostics_.error(d.loc, fmt::format("double_buffer {}: it holds whole rows, which are copied once each", cache->name));
+    return;
+  }
+  const StageSchedule& at = model_.stages.at(cache->atStage);
+  for (const ScheduledLoop& loop : at.loops)
+    if (loop.name == cache->atLoop && (loop.binding || loop.unrolled)) {
+      diagnostics_.error(d.loc, fmt::format("double_buffer {}: it is loaded once per iteration of {}.{}, which is {}, so "
+                                            "there is no next iteration to load ahead; cache at a serial loop",
+                                            cache->name, at.name, loop.name,
+                                            loop.binding ? "bound to " + hardwareIndexName(*loop.binding) : "unrolled"));
+      return;
+    }
+  cache->doubleBuffered = true;
+}
+
+void ScheduleChecker::checkSharedMemory() {
+  for (const loop::LoopNest& nest : program_.kernels) {
+    int64_t bytes = 0;
+    std::vector<std::string> parts;
+    const SourceLoc* last = nullptr;
+    for (const CacheStage& cache : model_.caches) {
+      if (cache.memory != CacheMemory::Shared ||
+          std::find(nest.stages.begin(), nest.stages.end(), cache.atStage) == nest.stages.end())
+        continue;
+      int64_t elements = 1;
+      for (size_t dim = 0; dim < cache.shape.size(); ++dim)
+        elements *= cache.shape[dim] + (dim + 1 == cache.shape.size() ? cache.pad : 0);
+      int64_t size = elements * cache.elementBytes * (cache.doubleBuffered ? 2 : 1);
+      bytes += size;
+      parts.push_back(fmt::format("{} {} bytes", cache.name, size));
+      last = &cache.loc;
+    }
+    // Stages computed at a block-level loop of the nest's root live in shared memory too.
+    for (const std::string& name : nest.stages) {
+      const StageSchedule& stage = model_.stages.at(name);
+      if (stage.placement != Placement::ComputeAt || stage.memory != CacheMemory::Shared) continue;
+      int64_t elements = 1;
+      for (int64_t extent : stage.footprint) elements *= extent;
+      int64_t size = elements * dtypeBytes(kernel_.findStage(name)->dtype);
+      bytes += size;
+      parts.push_back(fmt::format("{} {} bytes", name, size));
+      last = &stage.placedAt;
+    }
+    if (bytes > kStaticSharedMemoryBytes)
+      diagnostics_.error(*last, fmt::format("the shared-memory caches of {} take {} bytes ({}), more than the {} bytes "
+                                                "of shared memory a block may declare", nest.name, bytes,
+                                                join(parts, ", "), kStaticSharedMemoryBytes));
+  }
+}
+
+// ---- applying ----
+
+void NestScheduler::placeCaches() {
+  for (const CacheStage& cache : model_.caches) {
+    if (std::find(nest_.stages.begin(), nest_.stages.end(), cache.atStage) == nest_.stages.end()) continue;
+    if (cache.atStage != root_->name)
+      unsupported(cache.loc, fmt::format("cache {} at {}.{}: caches serve the root stage {} of its kernel", cache.source,
+                                         cache.atStage, cache.atLoop, root_->name));
+    size_t position = positionAfter(cache.atLoop);
+    if (cache.source == root_->name) {
+      accumulatorMemory_ = cache.memory == CacheMemory::Shared ? MemoryScope::Shared : MemoryScope::Registers;
+      if (!root_->reduction) unsupported(cache.loc, fmt::format("cache {} at {}.{}: {} is not a reduction", cache.source,
+                                                                cache.atStage, cache.atLoop, cache.source));
+      ownCachePosition_ = position;
+      continue;
+    }
+    EMMY_INTERNAL_ASSERT(!std::count(nest_.stages.begin(), nest_.stages.end(), cache.source),
+                         "cache {}: it is computed in the kernel that reads it (the model allows no such cache)", cache.source);
+    caches_.push_back(placeCopy(cache, position));
+  }
+  // Stages computed, per iteration of a root loop, into a copy of the part the root reads there.
+  for (const WholeMember& whole : parts_.wholes) {
+    const Stage& stage = *whole.computation.stage;
+    const StageSchedule& schedule = model_.stages.at(stage.name);
+    if (schedule.atStage != root_->name)
+      unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed in the kernel of {}", stage.name,
+                                                 schedule.atStage, schedule.atLoop, stage.name, root_->name));
+    for (const WholeMember& other : parts_.wholes)
+      if (reads(whole.computation, other.computation.stage->name))
+        unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: it reads {}, which is computed there too",
+                                                   stage.name, schedule.atStage, schedule.atLoop, other.computation.stage->name));
+    computedCopies_.push_back(CacheStage{stage.name, stage.name, root_->name, schedule.atLoop, schedule.memory,
+                                         schedule.footprint, 0, false, dtypeBytes(stage.dtype), schedule.placedAt});
+    PlacedCache placed = placeCopy(computedCopies_.back(), positionAfter(schedule.atLoop));
+    placed.computes = &whole;
+    caches_.push_back(placed);
+  }
+}
+
+// A copy of `source` at `position`: it starts, along each dimension, where the first of the root's
+// reads there is when the loops that vary within it are at 0 (the model made the reads of one
+// dimension a constant distance apart). Outside the source it holds the pad value of padded reads.
+NestScheduler::PlacedCache NestScheduler::placeCopy(const CacheStage& cache, size_t position) {
+  std::vector<const Load*> reads = rootReadsOf(cache.source);
+  if (reads.empty())
+    unsupported(cache.loc, fmt::format("{}: {} reads {} only through a stage computed in its kernel", cache.name,
+                                       root_->name, cache.source));
+  std::map<std::string, ExprPtr> atStart;
+  for (size_t k = 0; k < root_loops_.loops.size(); ++k) {
+    const FinalLoop& loop = root_loops_.loops[k];
+    bool threads = boundToThreads(*loop.scheduled);
+    if (cache.memory == CacheMemory::Shared ? (k >= position || threads) : (k >= position && !threads))
+      atStart[loop.var] = i64(0);
+  }
+  std::map<std::string, ExprPtr> axisValues;
+  for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
+  PlacedCache placed{&cache, position, {}, {}, nullptr, reads[0]->dtype, root_loops_.loops[position - 1].var, atStart};
+  for (const Load* read : reads) {
+    if (!read->padValue) continue;
+    bool varies = false;
+    forEachNode(*read->padValue, [&](const Expr& node) { varies = varies || node.as<AxisVar>(); });
+    if (varies || (placed.padValue && !sameIndex(*placed.padValue, *read->padValue)))
+      cannot(cache.loc, fmt::format("{}: {} reads {} padded with {}{}, and a copy holds one value outside {}", cache.name,
+                                    root_->name, cache.source, printExpr(*read->padValue),
+                                    varies ? ", which varies with the loops" : " and with " + printExpr(*placed.padValue),
+                                    cache.source));
+    placed.padValue = read->padValue;
+  }
+  // A register copy is each thread's own: it is made inside the thread loops after its place, whose
+  // iterations are the thread's (one each), so that its start can use their indices.
+  if (cache.memory == CacheMemory::Registers)
+    for (size_t k = position; k < root_loops_.loops.size(); ++k)
+      if (boundToThreads(*root_loops_.loops[k].scheduled)) placed.position = k + 1;
+  for (size_t d = 0; d < reads[0]->indices.size(); ++d) {
+    const ExprPtr* first = &reads[0]->indices[d];
+    for (const Load* read : reads) {
+      std::optional<int64_t> shift = constantDistance(*read->indices[d], **first);
+      EMMY_INTERNAL_ASSERT(shift.has_value(), "the reads of {} by {} are no constant distance apart", cache.source, root_->name);
+      if (*shift < 0) first = &read->indices[d];
+    }
+    placed.baseRead.push_back(*first);
+    placed.base.push_back(substitute(*first, axisValues));
+  }
+  return placed;
+}
+
+// The root's reads of `tensor`.
+std::vector<const Load*> NestScheduler::rootReadsOf(const std::string& tensor) const {
+  std::vector<const Load*> found;
+  for (const loop::Store* store : {parts_.root.store, parts_.root.update, parts_.root.finalize})
+    if (store)
+      forEachNode(*store->value, [&](const Expr& node) {
+        if (const auto* load = node.as<Load>(); load && load->tensor == tensor) found.push_back(load);
+      });
+  return found;
+}
+
+// A copy of whole rows at `position`: the code from there on twice, reading through the copy where the
+// rows fit in it, and reading the source where they do not.
+StmtPtr NestScheduler::rowVariants(const PlacedCache& cache, const Defined& defined, const std::vector<ExprPtr>& masks) {
+  size_t position = cache.position;
+  wholeRowsInUse_[&cache] = true;
+  StmtPtr copied = generate(position, defined, masks);
+  wholeRowsInUse_[&cache] = false;
+  StmtPtr direct = generate(position, defined, masks);
+  wholeRowsInUse_.erase(&cache);
+  ExprPtr fits = compare(BinaryOp::Le, dimValue(sourceShape(cache).back()), i64(cache.cache->shape.back()));
+  return block({std::make_shared<Guard>(fits, copied),
+                std::make_shared<Guard>(std::make_shared<Unary>(DType::Bool, UnaryOp::Not, fits), direct)});
+}
+
+bool NestScheduler::inUse(const PlacedCache& cache) const {
+  return !cache.cache->wholeRows || wholeRowsInUse_.at(&cache);
+}
+
+// `cache S ... at R.a`: the copy, filled before `rest` reads it.
+// Whole rows are copied asynchronously, 16 bytes at a time where aligned, and waited for at once.
+StmtPtr NestScheduler::cacheCopy(const PlacedCache& placed, StmtPtr rest) {
+  bool shared = placed.cache->memory == CacheMemory::Shared;
+  bool rows = placed.cache->wholeRows;
+  std::vector<StmtPtr> stmts{fill(placed, placed.base, nullptr, rows)};
+  if (rows) stmts.push_back(std::make_shared<WaitForCopies>(0));
+  stmts.push_back(rest);
+  return std::make_shared<Allocate>(placed.cache->name, placed.dtype, cacheShape(placed),
+                                    shared ? MemoryScope::Shared : MemoryScope::Registers, block(stmts));
+}
+
+// The copy's shape: its footprint, rows widened by `pad`, and two stages when double-buffered.
+std::vector<Dim> NestScheduler::cacheShape(const PlacedCache& placed) {
+  const CacheStage& cache = *placed.cache;
+  std::vector<Dim> shape;
+  if (single(placed)) return shape;
+  if (cache.doubleBuffered) shape.push_back(Dim::constant(2));
+  for (size_t d = 0; d < cache.shape.size(); ++d)
+    shape.push_back(Dim::constant(cache.shape[d] + (d + 1 == cache.shape.size() ? cache.pad : 0)));
+  return shape;
+}
+
+// A register copy of one element is a scalar (a shared one stays an array: shared memory is indexed).
+bool NestScheduler::single(const PlacedCache& placed) {
+  const CacheStage& cache = *placed.cache;
+  return cache.memory == CacheMemory::Registers && !cache.doubleBuffered && std::all_of(cache.shape.begin(), cache.shape.end(), [](int64_t e) { return e == 1; });
+}
+
+// The loop that copies the footprint starting at `base` (into stage `stage` of a double-buffered
+// copy, by asynchronous copies when `async`, copyLanes elements at a time): by the whole block for a
+// shared copy, by each thread for a register copy. Elements outside the source read as 0.
+StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr>& base, const ExprPtr& stage, bool async) {
+  const CacheStage& cache = *placed.cache;
+  // Asynchronous copies fill what is outside the source with zeros, and only after its start.
+  async = async && !placed.padValue &&
+          std::all_of(placed.baseRead.begin(), placed.baseRead.end(), [](const ExprPtr& index) { return nonNegative(*index); });
+  int lanes = async ? copyLanes(placed) : 1;
+  int64_t elements = 1;
+  for (int64_t extent : cache.shape) elements *= extent;
+  const Shape sourceShape = this->sourceShape(placed);
+  std::string element = uniqueVar(cache.name + "_element");
+  std::string vector = lanes > 1 ? uniqueVar(cache.name + "_vector") : element;
+  std::vector<StmtPtr> stmts;
+  if (lanes > 1) stmts.push_back(std::make_shared<Let>(element, arithmetic(BinaryOp::Mul, var(vector), i64(lanes))));
+  std::vector<ExprPtr> local, global, inside;
+  if (stage) local.push_back(stage);
+  std::vector<ExprPtr> coordinates;
+  int64_t stride = elements;
+  for (size_t d = 0; d < cache.shape.size(); ++d) {
+    stride /= cache.shape[d];
+    ExprPtr coordinate = i64(0);  // along a dimension of extent 1
+    if (cache.shape[d] > 1) {
+      std::string name = uniqueVar(fmt::format("{}_{}", cache.name, d));
+      stmts.push_back(std::make_shared<Let>(
+          name, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));
+      coordinate = var(name);
+    }
+    coordinates.push_back(coordinate);
+    global.push_back(arithmetic(BinaryOp::Add, base[d], coordinate));
+    inside.push_back(inBounds(placed, d, global.back(), sourceShape));
+  }
+  if (!single(placed)) local.insert(local.end(), coordinates.begin(), coordinates.end());
+  if (placed.computes) {
+    stmts.push_back(computeElement(placed, local, global, sourceShape));
+  } else if (async && lanes > 1) {
+    // The rows inside, and of each row, the lanes before the source's end.
+    ExprPtr lanesInside = arithmetic(BinaryOp::Sub, dimValue(sourceShape.back()), global.back());
+    inside.pop_back();
+    ExprPtr rowInside = inside.empty() ? immediate(DType::Bool, 1) : conjunction(inside);
+    stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, rowInside, placed.dtype, lanes,
+                                                lanesInside));
+  } else if (async) {
+    stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, conjunction(inside), placed.dtype));
+  } else {
+    ExprPtr value = std::make_shared<Select>(conjunction(inside), std::make_shared<Load>(placed.dtype, cache.source, global),
+                                             placed.padValue ? placed.padValue : immediate(placed.dtype, 0));
+    stmts.push_back(std::make_shared<Store>(cache.name, local, value));
+  }
+  bool shared = cache.memory == CacheMemory::Shared;
+  Binding binding = shared ? Binding::ThreadStrided : placed.computes ? Binding::Serial : Binding::Unrolled;
+  // Whole rows: only the row's own elements (it fits: its rows are read through the copy only then).
+  ExprPtr extent = cache.wholeRows ? arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, dimValue(sourceShape.back()), i64(lanes - 1)),
+                                                i64(lanes))
+                                   : i64(elements / lanes);
+  return std::make_shared<Loop>(vector, extent, binding, std::vector<std::string>{}, block(stmts));
+}
+
+// `index` < the extent of dimension `d`, and >= 0 where a padded read or one at a negative offset (under
+// a `where`) may start the copy before the source.
+ExprPtr NestScheduler::inBounds(const PlacedCache& placed, size_t d, const ExprPtr& index, const Shape& shape) const {
+  ExprPtr below = compare(BinaryOp::Lt, index, dimValue(shape[d]));
+  if (!placed.padValue && nonNegative(*placed.baseRead[d])) return below;
+  return std::make_shared<Binary>(DType::Bool, BinaryOp::And, compare(BinaryOp::Ge, index, i64(0)), below);
+}
+
+// One element of a computed copy: the stage's axes at `global`, and where they are `inside` the stage,
+// its value (with its reduction loops serial) stored at `local`; outside, the pad value of padded reads.
+StmtPtr NestScheduler::computeElement(const PlacedCache& placed, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,
+                       const Shape& shape) {
+  const WholeMember& whole = *placed.computes;
+  const Computation& computation = whole.computation;
+  const std::string& name = computation.stage->name;
+  std::vector<StmtPtr> stmts;
+  std::vector<ExprPtr> within;
+  for (size_t d = 0; d < whole.axisVars.size(); ++d) {
+    stmts.push_back(std::make_shared<Let>(whole.axisVars[d], global[d]));
+    within.push_back(inBounds(placed, d, var(whole.axisVars[d]), shape));
+  }
+  ExprPtr inside = within.empty() ? nullptr : conjunction(within);
+  StmtPtr value;
+  if (computation.store) {
+    value = std::make_shared<Store>(name, local, computation.store->value);
+  } else {
+    std::function<StmtPtr(const loop::Stmt&)> serial = [&](const loop::Stmt& stmt) -> StmtPtr {
+      if (const auto* loop = stmt.as<loop::For>())
+        return std::make_shared<Loop>(loop->var, dimValue(loop->extent), Binding::Serial,
+                                      std::vector<std::string>{loop->stage + "." + loop->axis}, serial(*loop->body));
+      const auto* store = stmt.as<loop::Store>();
+      EMMY_INTERNAL_ASSERT(store != nullptr, "the reduction of {} has an unexpected shape", name);
+      return std::make_shared<Store>(store->buffer, store->indices, store->value);
+    };
+    const loop::Store& init = *computation.init;
+    value = std::make_shared<Allocate>(
+        computation.accumulator, computation.accumulatorType, std::vector<Dim>{}, MemoryScope::Registers,
+        block({std::make_shared<Store>(init.buffer, init.indices, init.value), serial(*computation.reductionLoops[0]),
+               std::make_shared<Store>(name, local, computation.finalize->value)}));
+  }
+  stmts.push_back(inside ? std::make_shared<Guard>(inside, value) : value);
+  if (placed.padValue)
+    stmts.push_back(std::make_shared<Guard>(std::make_shared<Unary>(DType::Bool, UnaryOp::Not, inside),
+                                            std::make_shared<Store>(name, local, placed.padValue)));
+  return block(stmts);
+}
+
+// The double-buffered copies at loop a: before the loop, the first iteration's part is copied into
+// stage 0; in iteration a, the next one's into stage (a + 1) % 2 while stage a % 2 is read. Each
+// iteration's copies are one group, waited for one iteration later. Copies past the last iteration
+// copy zeros, which nothing reads.
+StmtPtr NestScheduler::doubleBufferedCopies(const std::vector<const PlacedCache*>& caches, StmtPtr loop) {
+  std::vector<StmtPtr> stmts;
+  for (const PlacedCache* placed : caches) {
+    std::vector<ExprPtr> first;
+    for (const ExprPtr& index : placed->base) first.push_back(substitute(index, {{placed->stageVar, i64(0)}}));
+    stmts.push_back(fill(*placed, first, i64(0), true));
+  }
+  stmts.push_back(std::make_shared<WaitForCopies>(1));
+  stmts.push_back(loop);
+  StmtPtr result = block(stmts);
+  for (const PlacedCache* placed : caches)
+    result = std::make_shared<Allocate>(placed->cache->name, placed->dtype, cacheShape(*placed), MemoryScope::Shared, result);
+  return result;
+}
+
+StmtPtr NestScheduler::prefetchNext(const std::vector<const PlacedCache*>& caches, StmtPtr rest) {
+  std::vector<StmtPtr> stmts;
+  for (const PlacedCache* placed : caches) {
+    ExprPtr next = arithmetic(BinaryOp::Add, var(placed->stageVar), i64(1));
+    std::vector<ExprPtr> base;
+    for (const ExprPtr& index : placed->base) base.push_back(substitute(index, {{placed->stageVar, next}}));
+    stmts.push_back(fill(*placed, base, arithmetic(BinaryOp::Mod, next, i64(2)), true));
+  }
+  stmts.push_back(std::make_shared<WaitForCopies>(1));
+  stmts.push_back(rest);
+  return block(stmts);
+}
+
+// The shape of what a copy copies (or computes).
+Shape NestScheduler::sourceShape(const PlacedCache& placed) const {
+  if (placed.computes) return placed.computes->computation.stage->shape();
+  if (const TensorParam* input = kernel_.findInput(placed.cache->source)) return input->shape;
+  const Stage* stored = kernel_.findStage(placed.cache->source);  // by an earlier kernel
+  EMMY_INTERNAL_ASSERT(stored != nullptr, "{} is not an input or a stage", placed.cache->source);
+  return stored->shape();
+}
+
+// How many consecutive elements one asynchronous copy takes: 16 bytes where the copy's rows (padded)
+// and the footprint's are whole vectors, so that every vector starts aligned in shared memory.
+int NestScheduler::copyLanes(const PlacedCache& placed) {
+  const CacheStage& cache = *placed.cache;
+  int lanes = 16 / dtypeBytes(placed.dtype);
+  bool whole = lanes > 1 && !cache.shape.empty() && cache.shape.back() % lanes == 0 && cache.pad % lanes == 0;
+  return whole ? lanes : 1;
+}
+
+}  // namespace emmy::tile

@@ -1,0 +1,354 @@
+// compute ... at, inline and root: the legal places of a stage (the model), and the members Tile IR
+// computes in place, where the schedule puts them or as soon as what they need is known.
+#include "ir/tile/nest_scheduler.h"
+#include "ir/tile/schedule_checker.h"
+
+namespace emmy::tile {
+
+// ---- checking ----
+
+// The stages and inputs `stage` reads, looking through the stages the default policy inlines.
+std::set<std::string> ScheduleChecker::readsOf(const Stage& stage) const {
+  std::set<std::string> reads;
+  std::function<void(const Expr&)> visit = [&](const Expr& body) {
+    forEachNode(body, [&](const Expr& node) {
+      const auto* load = node.as<Load>();
+      if (!load || !reads.insert(load->tensor).second) return;
+      if (const Stage* producer = kernel_.findStage(load->tensor); producer && readThrough(*producer, stage))
+        visit(*producer->body);
+    });
+  };
+  visit(*stage.body);
+  return reads;
+}
+
+bool ScheduleChecker::isOutput(const std::string& name) const {
+  return std::any_of(kernel_.outputs.begin(), kernel_.outputs.end(), [&](const TensorParam& p) { return p.name == name; });
+}
+
+bool ScheduleChecker::isInlinedByDefault(const Stage& stage) const { return !stage.reduction && !isOutput(stage.name); }
+
+// Does `consumer` read what `producer` reads, as its own reads? When the default policy inlines the
+// producer, or the consumer computes it as its reduction or online in its reduction.
+bool ScheduleChecker::readThrough(const Stage& producer, const Stage& consumer) const {
+  const StageSchedule& schedule = model_.stages.at(producer.name);
+  return isInlinedByDefault(producer) || schedule.epilogueOf == consumer.name || schedule.onlineIn == consumer.name;
+}
+
+// The nest whose root is `stage`: one CUDA kernel.
+const loop::LoopNest* ScheduleChecker::nestRootedAt(const std::string& stage) const {
+  for (const loop::LoopNest& nest : program_.kernels)
+    if (nest.stages.back() == stage) return &nest;
+  return nullptr;
+}
+
+// Why the lowering cannot compute `stage` inside the loops of `consumer`, or nullopt when it can:
+// `consumer` must be the root of a kernel, and `stage` computed in that kernel already, or
+// elementwise (its other readers inline it), or a reduction only that kernel reads; and what is
+// computed whole at a loop cannot read what is computed in place inside the loops.
+std::optional<std::string> ScheduleChecker::whyNotComputedIn(const std::string& stage, const std::string& consumer) const {
+  const loop::LoopNest* nest = nestRootedAt(consumer);
+  if (!nest) {
+    for (const loop::LoopNest& other : program_.kernels)
+      if (std::count(other.stages.begin(), other.stages.end(), consumer))
+        return fmt::format("{} is computed inside the loops of {}, not in loops of its own", consumer, other.stages.back());
+    return fmt::format("{} is inlined into its readers and has no loops", consumer);
+  }
+  if (std::count(nest->stages.begin(), nest->stages.end(), stage)) return std::nullopt;
+  const Stage& computed = *kernel_.findStage(stage);
+  for (const std::string& read : readsOf(computed))
+    for (const loop::LoopNest& other : program_.kernels)
+      if (other.stages.back() != read && std::count(other.stages.begin(), other.stages.end(), read) &&
+          model_.stages.at(read).placement != Placement::ComputeAt)
+        return fmt::format("{} reads {}, which is computed in place inside the loops of {}", stage, read, other.stages.back());
+  if (isInlinedByDefault(computed)) return std::nullopt;
+  for (const Stage& reader : kernel_.stages)
+    if (reader.name != stage && !isInlinedByDefault(reader) && readsOf(reader).count(stage) &&
+        !std::count(nest->stages.begin(), nest->stages.end(), reader.name))
+      return fmt::format("{} reads {} too, in another kernel, so {} is computed once by a kernel of its own", reader.name,
+                         stage, stage);
+  return std::nullopt;
+}
+
+// How `source` is computed in the kernel of `consumer` (inlined into it, or among its loops), or
+// nullopt when it is an input or a stage stored by another kernel (or `consumer` itself).
+std::optional<std::string> ScheduleChecker::computedWith(const std::string& source, const std::string& consumer) const {
+  if (source == consumer || !kernel_.findStage(source)) return std::nullopt;
+  for (const loop::LoopNest& nest : program_.kernels) {
+    if (!std::count(nest.stages.begin(), nest.stages.end(), consumer)) continue;
+    if (nest.stages.back() == source) return std::nullopt;
+    if (std::count(nest.stages.begin(), nest.stages.end(), source))
+      return fmt::format("{} is computed in the kernel of {}, inside its loops", source, nest.stages.back());
+  }
+  if (nestRootedAt(source)) return std::nullopt;
+  return fmt::format("{} is inlined into its readers", source);
+}
+
+// "y.n, y.d, root": every place where `stage` may be computed, each one that applies.
+std::string ScheduleChecker::legalPlaces(const std::string& stage) {
+  std::vector<std::string> places;
+  for (const Stage& consumer : kernel_.stages) {
+    if (consumer.name == stage || !readsOf(consumer).count(stage) || whyNotComputedIn(stage, consumer.name)) continue;
+    const StageSchedule& at = model_.stages.at(consumer.name);
+    for (size_t k = 0; k < at.loops.size(); ++k)
+      if (!readerCombinesInside(stage, at, k) &&
+          fitCopy(placement(DirectiveKind::ComputeAt, stage, consumer.name, at.loops[k].name), at, k, false))
+        places.push_back(consumer.name + "." + at.loops[k].name);
+  }
+  places.push_back("root");
+  return join(places, ", ");
+}
+
+// Why `stage` cannot be computed at loop `loopAt` of `at`, for itself or the other stages of that kernel
+// that read it (computed in place, after it): none can combine across a thread index that a loop of
+// `at` around that place gives each thread its own of. Nullopt when none does.
+std::optional<std::string> ScheduleChecker::readerCombinesInside(const std::string& stage, const StageSchedule& at, size_t loopAt) const {
+  const loop::LoopNest* nest = nestRootedAt(at.name);
+  if (!nest) return std::nullopt;
+  for (const std::string& reader : nest->stages) {
+    if (reader == at.name || (reader != stage && !readsOf(*kernel_.findStage(reader)).count(stage))) continue;
+    for (const ScheduledLoop& loop : model_.stages.at(reader).loops) {
+      if (!loop.reduction || !loop.binding || loop.binding->scope == HardwareScope::Block) continue;
+      int dimension = loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension;
+      for (size_t k = 0; k <= loopAt; ++k) {
+        const std::optional<HardwareIndex>& outer = at.loops[k].binding;
+        if (outer && outer->scope != HardwareScope::Block && (outer->scope == HardwareScope::Warp ? 0 : outer->dimension) == dimension)
+          return fmt::format("{} combines across {}, which {}.{} around that place gives each thread its own of",
+                             reader == stage ? stage : fmt::format("{} reads {} and", reader, stage),
+                             hardwareIndexName(*loop.binding), at.name, at.loops[k].name);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+Directive ScheduleChecker::placement(DirectiveKind kind, const std::string& stage, const std::string& atStage, const std::string& atLoop) {
+  Directive d;
+  d.kind = kind;
+  d.stage.text = stage;
+  d.atStage.text = atStage;
+  d.atAxis.text = atLoop;
+  return d;
+}
+
+void ScheduleChecker::place(const Directive& d) {
+  StageSchedule* stage = findStage(d.stage);
+  if (!stage) return;
+  if (stage->placement != Placement::Default) {
+    diagnostics_.error(d.loc, fmt::format("{} is already placed by the directive at line {}", stage->name, stage->placedAt.line));
+    return;
+  }
+  const Stage& source = *kernel_.findStage(stage->name);
+  if (d.kind == DirectiveKind::Root) {
+    stage->placement = Placement::Root;
+    stage->placedAt = d.loc;
+    return;
+  }
+  if (isOutput(stage->name)) {
+    diagnostics_.error(d.stage.loc, fmt::format("{} is an output: it is stored to global memory by a kernel of its own and "
+                                                "cannot be {}", stage->name,
+                                                d.kind == DirectiveKind::Inline ? "inlined" : "computed inside another stage"));
+    return;
+  }
+  if (d.kind == DirectiveKind::Inline) {
+    if (source.reduction) {
+      diagnostics_.error(d.stage.loc, fmt::format("{} is a reduction and cannot be inlined; legal places to compute {}: {}",
+                                                  stage->name, stage->name, legalPlaces(stage->name)));
+      return;
+    }
+    stage->placement = Placement::Inline;
+    stage->placedAt = d.loc;
+    return;
+  }
+  StageSchedule* at = findStage(d.atStage);
+  if (!at) return;
+  bool reads = at->name != stage->name && readsOf(*kernel_.findStage(at->name)).count(stage->name);
+  bool found = std::any_of(at->loops.begin(), at->loops.end(), [&](const ScheduledLoop& l) { return l.name == d.atAxis.text; });
+  std::optional<std::string> whyNot = reads && found ? whyNotComputedIn(stage->name, at->name) : std::nullopt;
+  if (!reads || !found || whyNot) {
+    std::string why = !reads  ? fmt::format("{} does not read {}", at->name, stage->name)
+                      : whyNot ? *whyNot
+                               : fmt::format("{} has no loop '{}'", at->name, d.atAxis.text);
+    diagnostics_.error(reads && !whyNot ? d.atAxis.loc : d.atStage.loc,
+                       fmt::format("cannot compute {} at {}.{}: {}; legal places to compute {}: {}", stage->name, at->name,
+                                   d.atAxis.text, why, stage->name, legalPlaces(stage->name)));
+    return;
+  }
+  size_t loopAt = *findLoop(*at, d.atAxis);
+  if (std::optional<std::string> conflict = readerCombinesInside(stage->name, *at, loopAt)) {
+    diagnostics_.error(d.loc, fmt::format("cannot compute {} at {}.{}: {}; legal places to compute {}: {}", stage->name,
+                                          at->name, d.atAxis.text, *conflict, stage->name, legalPlaces(stage->name)));
+    return;
+  }
+  std::optional<CopyFit> fit = fitCopy(d, *at, loopAt, true);
+  if (!fit) return;
+  stage->placement = Placement::ComputeAt;
+  stage->atStage = at->name;
+  stage->atLoop = d.atAxis.text;
+  stage->placedAt = d.loc;
+  stage->footprint = fit->extents;
+  stage->memory = fit->memory;
+  copies_.push_back({d, ""});
+}
+
+// ---- applying ----
+
+// Each member where `compute ... at` puts it, or else as soon as the root's axes it needs are known
+// and the members it reads are computed.
+void NestScheduler::placeMembers() {
+  for (const Member& member : parts_.members) {
+    const StageSchedule& schedule = model_.stages.at(member.computation.stage->name);
+    std::vector<std::string> needed;
+    for (size_t d = 0; d < member.depth; ++d) needed.push_back(root_->axes[d].name);
+    size_t earliest = positionDefining(needed);
+    const Member* lastRead = nullptr;
+    for (size_t m = 0; m < memberPositions_.size(); ++m)
+      if (reads(member.computation, parts_.members[m].computation.stage->name) && *memberPositions_[m] >= earliest) {
+        earliest = *memberPositions_[m];
+        lastRead = &parts_.members[m];
+      }
+    size_t position = earliest;
+    if (schedule.placement == Placement::ComputeAt) {
+      if (schedule.atStage != root_->name)
+        unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed in the kernel of {}", schedule.name,
+                                                   schedule.atStage, schedule.atLoop, schedule.name, root_->name));
+      position = positionAfter(schedule.atLoop);
+      if (position < earliest && lastRead && position >= positionDefining(needed)) {
+        const std::string& read = lastRead->computation.stage->name;
+        const StageSchedule& readAt = model_.stages.at(read);
+        cannot(schedule.placedAt, fmt::format("cannot compute {} at {}.{}: {} reads {}, which is computed at {}.{}, further in",
+                                              schedule.name, root_->name, schedule.atLoop, schedule.name, read, root_->name,
+                                              readAt.placement == Placement::ComputeAt ? readAt.atLoop
+                                                  : root_loops_.loops[earliest - 1].scheduled->name));
+      }
+      if (position < earliest) {
+        diagnostics_.error(schedule.placedAt,
+                           fmt::format("cannot compute {} at {}.{}: {} needs the axes {} of {}, which are known only "
+                                       "inside {}.{}", schedule.name, root_->name, schedule.atLoop, schedule.name,
+                                       join(needed, ", "), root_->name, root_->name,
+                                       root_loops_.loops[earliest - 1].scheduled->name));
+        throw NestAbandoned{};
+      }
+    } else if (schedule.placement != Placement::Default) {
+      unsupported(schedule.placedAt, fmt::format("{} {}: the kernel computes {} inside {}",
+                                                 schedule.placement == Placement::Root ? "root" : "inline", schedule.name,
+                                                 schedule.name, root_->name));
+    }
+    memberPositions_.push_back(position);
+  }
+  for (const auto& [name, schedule] : model_.stages)
+    if (schedule.placement == Placement::ComputeAt && std::find(nest_.stages.begin(), nest_.stages.end(), name) == nest_.stages.end() &&
+        schedule.atStage == root_->name)
+      unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: {} is computed by a kernel of its own", name,
+                                                 schedule.atStage, schedule.atLoop, name));
+}
+
+// A member whose root axes are known only inside the accumulators' loops (a register tile's) is
+// computed there, in the reduction loops, but the stores of the results after them read it too (an
+// epilogue's): it is computed again before each result's store, with the members it reads, and only
+// there where nothing in the reduction loops reads it.
+void NestScheduler::placeMembersOfResults() {
+  if (!root_->reduction) return;
+  const Computation& root = parts_.root;
+  std::vector<bool> forResults(parts_.members.size()), inLoops(parts_.members.size());
+  for (size_t m = parts_.members.size(); m-- > 0;) {
+    const std::string& name = parts_.members[m].computation.stage->name;
+    bool inside = *memberPositions_[m] > accumulatorPosition_;
+    forResults[m] = inside && reads(*root.finalize->value, name);
+    inLoops[m] = !inside || (root.update && reads(*root.update->value, name));
+    for (size_t reader = m + 1; reader < parts_.members.size(); ++reader)
+      if (reads(parts_.members[reader].computation, name)) {
+        forResults[m] = forResults[m] || (inside && forResults[reader]);
+        inLoops[m] = inLoops[m] || inLoops[reader];
+      }
+    if (forResults[m]) membersOfResults_.push_back(m);
+    if (!inLoops[m]) memberPositions_[m].reset();
+  }
+}
+
+bool NestScheduler::memberIsCooperative(const Member& member) const {
+  for (const ScheduledLoop& loop : model_.stages.at(member.computation.stage->name).loops)
+    if (loop.reduction && boundToThreads(loop)) return true;
+  return false;
+}
+
+// A member's expression, reading whole rows through their copies where they are in use and the read
+// is in the copied row (any element of it).
+ExprPtr NestScheduler::memberExpr(const ExprPtr& expr, size_t position) const {
+  return rewrite(expr, [&](const Expr& node) -> ExprPtr {
+    const auto* load = node.as<Load>();
+    if (!load) return nullptr;
+    for (const PlacedCache& cache : caches_) {
+      if (!cache.cache->wholeRows || cache.cache->source != load->tensor || cache.position > position || !inUse(cache)) continue;
+      std::vector<ExprPtr> index;
+      for (size_t d = 0; d + 1 < load->indices.size(); ++d) {
+        if (!sameIndex(*load->indices[d], *cache.base[d])) return nullptr;  // another row
+        index.push_back(i64(0));
+      }
+      index.push_back(arithmetic(BinaryOp::Sub, load->indices.back(), cache.base.back()));
+      return std::make_shared<Load>(load->dtype, cache.cache->name, index);
+    }
+    return nullptr;
+  });
+}
+
+// A member computed in place: its local, its accumulator, its reduction loops and combine.
+StmtPtr NestScheduler::member(const Member& placed, size_t position, StmtPtr rest) {
+  const Computation& computation = placed.computation;
+  const Stage& stage = *computation.stage;
+  const StageSchedule& schedule = model_.stages.at(stage.name);
+  for (const ScheduledLoop& loop : schedule.loops)
+    if (!loop.reduction && (loop.binding || loop.unrolled || loop.vectorized || loop.fused ||
+                            std::none_of(stage.axes.begin(), stage.axes.end(), [&](const Axis& a) { return a.name == loop.name; })))
+      unsupported(directiveAbout(stage.name), fmt::format("{} is computed inside {}'s loops, so its loop over {} is {}'s: "
+                                                          "schedule only its reduction loops", stage.name, root_->name,
+                                                          loop.name, root_->name));
+  std::map<std::string, std::string> axisVars;
+  for (size_t d = 0; d < stage.axes.size(); ++d) axisVars[stage.axes[d].name] = parts_.rootVars[d];
+  for (const loop::For* loop : computation.reductionLoops) axisVars[loop->axis] = loop->var;
+  StageLoops loops = buildStageLoops(schedule, stage, axisVars, [&](const std::string& n) { return uniqueVar(n); });
+  std::vector<const FinalLoop*> reductionLoops;
+  std::vector<int> combined;  // the thread indices its partial results are combined across
+  for (const FinalLoop& loop : loops.loops) {
+    if (!loop.scheduled->reduction) continue;
+    reductionLoops.push_back(&loop);
+    if (!boundToThreads(*loop.scheduled)) continue;
+    int dimension = dimensionOf(*loop.scheduled);
+    if (threadBound_.count(dimension))
+      cannot(loop.scheduled->boundAt,
+             fmt::format("{} combines across thread.{} inside a loop of {} bound to thread.{}, where each thread computes "
+                         "its own {}: bind {}.{} to another thread index, or compute {} outside that loop", stage.name,
+                         "xyz"[dimension], root_->name, "xyz"[dimension], stage.name, stage.name, loop.scheduled->name,
+                         stage.name));
+    combined.push_back(dimension);
+  }
+  std::set<std::string> open;
+  for (const Axis& axis : stage.axes) open.insert(axis.name);  // the root's, known where it is placed
+  Defined defined(open.begin(), open.end());
+  std::function<StmtPtr(size_t)> loopsFrom = [&](size_t k) -> StmtPtr {
+    std::vector<ExprPtr> unusedMasks;
+    Ready ready = emitReady(loops, open, defined, false, unusedMasks);
+    if (k == reductionLoops.size())
+      return wrap(ready, std::make_shared<Store>(computation.update->buffer, computation.update->indices,
+                                                 memberExpr(computation.update->value, position)));
+    const FinalLoop& loop = *reductionLoops[k];
+    open.insert(loop.scheduled->name);
+    bool threads = boundToThreads(*loop.scheduled);
+    StmtPtr body = loopsFrom(k + 1);
+    return wrap(ready, std::make_shared<Loop>(loop.var, loop.extent,
+                                              threads ? Binding::ThreadIndex : bindingOf(loop),
+                                              std::vector<std::string>{stage.name + "." + loop.scheduled->name}, body,
+                                              vectorWidthOf(*loop.scheduled), dimensionOf(*loop.scheduled)));
+  };
+  std::vector<StmtPtr> steps{std::make_shared<Store>(computation.init->buffer, computation.init->indices, computation.init->value),
+                             loopsFrom(0)};
+  for (int dimension : combined)
+    steps.push_back(std::make_shared<CrossThreadReduce>(computation.accumulator, computation.accumulatorType,
+                                                        stage.reduction->op, dimension));
+  steps.push_back(std::make_shared<Store>(computation.finalize->buffer, computation.finalize->indices, computation.finalize->value));
+  StmtPtr compute = std::make_shared<Allocate>(computation.accumulator, computation.accumulatorType, std::vector<Dim>{},
+                                               MemoryScope::Registers, block(steps));
+  return std::make_shared<Allocate>(stage.name, stage.dtype, std::vector<Dim>{}, MemoryScope::Registers, block({compute, rest}));
+}
+
+}  // namespace emmy::tile

@@ -1,0 +1,253 @@
+// A reduction's accumulators and combines, what `cache R in registers|shared at R.a` of its own output
+// and `bind` of its reduction loops to threads ask for; a root applying its expression to each result of
+// the reduction it folds (an epilogue); a softmax computed online in its reduction loops.
+#include "ir/tile/nest_scheduler.h"
+
+namespace emmy::tile {
+
+// ---- applying ----
+
+// The root computes `folded` as its reduction and applies its own expression to each result.
+void NestScheduler::foldEpilogue(const Member& folded) {
+  rootWithReduction_ = *root_;
+  rootWithReduction_.reduction = folded.computation.stage->reduction;
+  root_ = &rootWithReduction_;
+  parts_.root = withEpilogue(parts_, folded, epilogueStore_);
+  parts_.root.stage = root_;
+  parts_.members.erase(parts_.members.begin() + (&folded - parts_.members.data()));
+}
+
+// The softmax's maximum and sums are computed in the root's reduction loops (nest_parts.h,
+// OnlineSoftmax): each step takes the new running maximum and the factor `rescale_` by which it
+// multiplies every sum so far, then adds its term.
+void NestScheduler::foldOnlineSoftmax() {
+  auto folded = [&](const Member& member) {
+    const Stage* stage = member.computation.stage;
+    return stage == online_->max.stage || std::any_of(online_->sums.begin(), online_->sums.end(),
+                                                      [&](const Computation& sum) { return sum.stage == stage; });
+  };
+  parts_.members.erase(std::remove_if(parts_.members.begin(), parts_.members.end(), folded), parts_.members.end());
+  nextMax_ = uniqueVar(online_->max.stage->name + "__next");
+  rescale_ = uniqueVar(root_->name + "__rescale");
+  const Computation& root = parts_.root;
+  ExprPtr accumulated = std::make_shared<Load>(root.accumulatorType, root.accumulator, std::vector<ExprPtr>{});
+  onlineUpdate_ = std::make_shared<loop::Store>(root.update->buffer, root.update->indices, rescaled(accumulated, online_->rootTerm));
+  parts_.root.update = onlineUpdate_.get();
+}
+
+// sum * rescale + term
+ExprPtr NestScheduler::rescaled(const ExprPtr& sum, const ExprPtr& term) const {
+  ExprPtr factor = std::make_shared<Load>(sum->dtype, rescale_, std::vector<ExprPtr>{});
+  return std::make_shared<Binary>(sum->dtype, BinaryOp::Add, std::make_shared<Binary>(sum->dtype, BinaryOp::Mul, sum, factor), term);
+}
+
+// The online softmax's step, once per iteration of the reduction loops, before `rest` (which adds the
+// root's term): the running maximum, the rescale factor, and the other sums.
+StmtPtr NestScheduler::onlineStep(StmtPtr rest) {
+  const Computation& max = online_->max;
+  DType type = max.accumulatorType;
+  auto local = [&](const std::string& name) { return std::make_shared<Load>(type, name, std::vector<ExprPtr>{}); };
+  ExprPtr running = local(max.accumulator), next = local(nextMax_);
+  std::vector<StmtPtr> stmts{
+      std::make_shared<Store>(nextMax_, std::vector<ExprPtr>{},
+                              std::make_shared<Binary>(type, BinaryOp::Max, running, rootExpr(online_->maxOf))),
+      std::make_shared<Store>(rescale_, std::vector<ExprPtr>{},
+                              std::make_shared<Unary>(type, UnaryOp::Exp, std::make_shared<Binary>(type, BinaryOp::Sub, running,
+                                                                                                  shiftedMaximum(next)))),
+      std::make_shared<Store>(max.accumulator, std::vector<ExprPtr>{}, next)};
+  for (size_t k = 0; k < online_->sums.size(); ++k) {
+    const std::string& sum = online_->sums[k].accumulator;
+    stmts.push_back(std::make_shared<Store>(sum, std::vector<ExprPtr>{}, rescaled(local(sum), rootExpr(online_->sumTerms[k]))));
+  }
+  stmts.push_back(rest);
+  return std::make_shared<Allocate>(nextMax_, type, std::vector<Dim>{}, MemoryScope::Registers,
+                                    std::make_shared<Allocate>(rescale_, type, std::vector<Dim>{}, MemoryScope::Registers, block(stmts)));
+}
+
+// The running maximum and the sums live beside the root's accumulators, one of each per thread: every
+// loop over an axis they depend on is outside the accumulators' scope or bound to threads, and every
+// other loop in the scope is inside the reduction loops, where the step runs once per iteration.
+void NestScheduler::placeOnlineSoftmax() {
+  const std::vector<FinalLoop>& loops = root_loops_.loops;
+  std::string names = online_->max.stage->name;
+  for (const Computation& sum : online_->sums) names += ", " + sum.stage->name;
+  for (const FinalLoop& loop : loops)
+    if (loop.scheduled->reduction && boundToThreads(*loop.scheduled))
+      unsupported(loop.scheduled->boundAt, fmt::format("bind {}.{} to {}: the softmax of {} ({}) is computed online in its "
+                                                       "reduction loops, whose partial results cannot be combined across threads",
+                                                       root_->name, loop.scheduled->name, hardwareIndexName(*loop.scheduled->binding),
+                                                       root_->name, names));
+  size_t rowDepth = online_->max.stage->axes.size();
+  for (const Computation& sum : online_->sums) rowDepth = std::max(rowDepth, sum.stage->axes.size());
+  size_t last = 0;
+  for (size_t k = 0; k < loops.size(); ++k)
+    if (loops[k].scheduled->reduction) last = k;
+  for (size_t k = accumulatorPosition_; k < loops.size(); ++k) {
+    const ScheduledLoop& loop = *loops[k].scheduled;
+    if (loop.reduction || boundToThreads(loop)) continue;
+    bool rowLoop = false;
+    for (size_t d = 0; d < rowDepth; ++d) rowLoop = rowLoop || root_loops_.loopsOf.at(root_->axes[d].name).count(loop.name);
+    if (rowLoop || k < last)
+      unsupported(directiveAbout(root_->name),
+                  fmt::format("{}: its softmax ({}) is computed online, once per iteration of its reduction loops, so "
+                              "{}.{} must be {}", root_->name, names, root_->name, loop.name,
+                              rowLoop ? "outside the accumulators' loops or bound to threads" : "inside its last reduction loop"));
+  }
+  onlinePosition_ = last + 1;
+}
+
+void NestScheduler::placeAccumulator() {
+  const std::vector<FinalLoop>& loops = root_loops_.loops;
+  auto firstReduction = std::find_if(loops.begin(), loops.end(), [](const FinalLoop& l) { return l.scheduled->reduction; });
+  if (!root_->reduction) return;
+  size_t first = firstReduction - loops.begin();
+  accumulatorPosition_ = ownCachePosition_.value_or(first);
+  EMMY_INTERNAL_ASSERT(accumulatorPosition_ <= first, "the accumulators of {} are inside its first reduction loop (the "
+                       "model allows no such cache)", root_->name);
+  // The accumulators: one per iteration of the pure loops inside the scope that each thread runs (and,
+  // in shared memory, of the pure loops bound to threads, wherever they are: each thread owns its own).
+  std::vector<const ScheduledLoop*> varying;
+  std::map<std::string, ExprPtr> atStart;
+  bool shared = accumulatorMemory_ == MemoryScope::Shared;
+  for (size_t k = 0; k < accumulatorPosition_ && shared; ++k)
+    if (!loops[k].scheduled->reduction && boundToThreads(*loops[k].scheduled)) {
+      varying.push_back(loops[k].scheduled);
+      atStart[loops[k].var] = i64(0);
+    }
+  for (size_t k = accumulatorPosition_; k < loops.size(); ++k) {
+    const ScheduledLoop& loop = *loops[k].scheduled;
+    if (loop.reduction) {
+      if (loop.atomic) {
+        atomic_ = true;
+        if (boundToThreads(loop)) atomicDimensions_.insert(dimensionOf(loop));
+      } else if (boundToThreads(loop)) {
+        combineDimensions_.push_back(dimensionOf(loop));
+        cooperative_ = true;
+      }
+      continue;
+    }
+    if (boundToThreads(loop) && !shared) continue;
+    varying.push_back(&loop);
+    atStart[loops[k].var] = i64(0);
+  }
+  if (cooperative_ && shared)
+    unsupported(directiveAbout(root_->name), fmt::format("cache {} in shared: a reduction combined across threads "
+                                                         "accumulates in registers", root_->name));
+  for (const Axis& axis : root_->axes) {
+    const ScheduledLoop* symbolic = nullptr;
+    std::optional<int64_t> width = footprintWidth(AxisVar(axis.name), varying, axis.extent, &symbolic);
+    EMMY_INTERNAL_ASSERT(width.has_value(), "the accumulators of {} have no constant shape", root_->name);
+    if (*width == 1) continue;
+    accumulatorShape_.push_back(Dim::constant(*width));
+    accumulatorIndex_.push_back(offsetWithin(var(root_loops_.axisVars.at(axis.name)), atStart));
+  }
+  if (cooperative_ && !accumulatorShape_.empty())
+    unsupported(directiveAbout(root_->name),
+                fmt::format("{}: a reduction combined across threads keeps one accumulator per thread, and the loops "
+                            "inside the first reduction loop would need {}", root_->name, accumulatorShape_.size()));
+  accumulator_ = parts_.root.accumulator;
+  if (online_) placeOnlineSoftmax();
+}
+
+// Where `index` (over the root's Loop IR variables) lies within a copy or the accumulators whose loops
+// `atStart` sets to 0 at its start: the index less the copy's start. When no fused loop is involved it
+// is written with the varying loops alone (`it * 4 + ir`), which is what the compiler can fold.
+ExprPtr NestScheduler::offsetWithin(const ExprPtr& index, const std::map<std::string, ExprPtr>& atStart) const {
+  std::map<std::string, ExprPtr> axisValues, stay, none;
+  for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = root_loops_.values.at(axis);
+  ExprPtr full = substitute(index, axisValues);
+  bool fused = false;
+  for (const FinalLoop& loop : root_loops_.loops) {
+    fused = fused || loop.scheduled->fused;
+    if (!atStart.count(loop.var)) stay[loop.var] = i64(0);
+    none[loop.var] = i64(0);
+  }
+  std::map<std::string, ExprPtr> startValues;
+  for (const auto& [axis, loopVar] : root_loops_.axisVars) startValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
+  if (fused) return arithmetic(BinaryOp::Sub, index, substitute(index, startValues));
+  return arithmetic(BinaryOp::Sub, substitute(full, stay), substitute(full, none));
+}
+
+// Does work that needs every thread of the block (a combine, a shared copy) happen at `position` or
+// further in?
+bool NestScheduler::cooperativeFrom(size_t position) const {
+  for (size_t m = 0; m < parts_.members.size(); ++m)
+    if (memberPositions_[m] >= position && memberIsCooperative(parts_.members[m])) return true;
+  for (const PlacedCache& cache : caches_)
+    if (cache.position >= position && cache.cache->memory == CacheMemory::Shared) return true;
+  return cooperative_ && accumulatorPosition_ >= position;
+}
+
+// Inside the accumulators' loops, with nothing placed further in, does the update read only copies
+// that are already made (and the accumulators)? Then iterations past a pure axis's end are harmless.
+bool NestScheduler::overrunSafe(size_t position) const {
+  if (!accumulatorOpen_ || !parts_.root.update) return false;
+  for (size_t m = 0; m < parts_.members.size(); ++m)
+    if (memberPositions_[m] >= position) return false;
+  for (const PlacedCache& cache : caches_)
+    if (cache.position >= position) return false;
+  bool safe = true;
+  forEachNode(*parts_.root.update->value, [&](const Expr& node) {
+    const auto* load = node.as<Load>();
+    if (!load || load->tensor == parts_.root.accumulator) return;
+    safe = safe && std::any_of(activeCaches_.begin(), activeCaches_.end(),
+                               [&](const PlacedCache* cache) { return cache->cache->source == load->tensor; });
+  });
+  return safe;
+}
+
+// The accumulators, their initialisation, the loops, the combine and the stores of the results.
+StmtPtr NestScheduler::reductionRegion(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
+  accumulatorOpen_ = true;
+  const Computation& root = parts_.root;
+  StmtPtr init = replayPureLoops(position, position, defined, masks, [&](const std::vector<ExprPtr>&) -> StmtPtr {
+    return std::make_shared<Store>(accumulator_, accumulatorIndex_, rootExpr(root.init->value));
+  });
+  StmtPtr loops = inner(position, defined, masks);
+  std::vector<StmtPtr> stmts{init, loops};
+  for (int dimension : combineDimensions_)
+    stmts.push_back(std::make_shared<CrossThreadReduce>(accumulator_, root.accumulatorType, root_->reduction->op, dimension));
+  stmts.push_back(replayPureLoops(position, position, defined, masks, [&](const std::vector<ExprPtr>& leafMasks) -> StmtPtr {
+    const loop::Store& finalize = *root.finalize;
+    std::optional<ReduceOp> atomic;
+    if (atomic_) atomic = root_->reduction->op;
+    StmtPtr store = globalStore(std::make_shared<Store>(finalize.buffer, finalize.indices, rootExpr(finalize.value), atomic), leafMasks);
+    for (size_t m : membersOfResults_) store = member(parts_.members[m], position, store);  // the last member first
+    return store;
+  }));
+  accumulatorOpen_ = false;
+  StmtPtr region = std::make_shared<Allocate>(accumulator_, root.accumulatorType, accumulatorShape_, accumulatorMemory_, block(stmts));
+  if (!online_) return region;
+  // The running maximum and the sums, initialised with the accumulators.
+  std::vector<Computation> statistics{online_->max};
+  statistics.insert(statistics.end(), online_->sums.begin(), online_->sums.end());
+  for (auto it = statistics.rbegin(); it != statistics.rend(); ++it)
+    region = std::make_shared<Allocate>(it->accumulator, it->accumulatorType, std::vector<Dim>{}, MemoryScope::Registers,
+                                        block({std::make_shared<Store>(it->init->buffer, it->init->indices, it->init->value), region}));
+  return region;
+}
+
+// The root's pure loops from `position` on (reduction loops left out), with their Lets and tails as
+// guards, around `leaf`.
+StmtPtr NestScheduler::replayPureLoops(size_t start, size_t position, Defined defined, std::vector<ExprPtr> masks,
+                        const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf) {
+  std::set<std::string> open = openAt(start);
+  for (size_t k = start; k < position; ++k)
+    if (!root_loops_.loops[k].scheduled->reduction) open.insert(root_loops_.loops[k].scheduled->name);
+  Ready ready = emitReady(root_loops_, open, defined, false, masks);
+  size_t next = position;
+  while (next < root_loops_.loops.size() && root_loops_.loops[next].scheduled->reduction) ++next;
+  if (next == root_loops_.loops.size()) return wrap(ready, leaf(masks));
+  const FinalLoop& loop = root_loops_.loops[next];
+  Binding binding = bindingOf(loop);
+  int dimension = dimensionOf(*loop.scheduled);
+  if (binding == Binding::ThreadIndex) threadBound_.insert(dimension);
+  StmtPtr body = replayPureLoops(start, next + 1, defined, masks, leaf);
+  if (binding == Binding::ThreadIndex) threadBound_.erase(dimension);
+  // Init and store loops are siblings of the loops they replay, and may reuse their variables.
+  return wrap(ready, std::make_shared<Loop>(loop.var, loop.extent, binding,
+                                            std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
+                                            vectorWidthOf(*loop.scheduled), dimension));
+}
+
+}  // namespace emmy::tile
