@@ -20,6 +20,7 @@
 #include "ir/tile/schedule_model.h"
 #include "golden_files.h"
 #include "random_schedules.h"
+#include "schedule_round_trip.h"
 #include "test_kernels.h"
 
 namespace {
@@ -406,15 +407,7 @@ TEST_CASE("the printed schedule, fed back, gives the same CUDA byte for byte", "
                                    softmaxKernel() + kCooperativeSoftmaxSchedule, softmaxKernel(), kMatmul,
                                    std::string(kChain) + testing::randomChainSchedule(random),
                                    std::string(kLayernorm) + testing::randomRowSchedule(random, RowNames{"layernorm", "y", {"mu", "var"}})};
-  for (const std::string& source : sources) {
-    INFO(source);
-    Built first = build(source);
-    std::string printed = tile::printSchedule(first.lowered.tile);
-    std::string kernelOnly = source.substr(0, source.find("\nschedule "));
-    INFO(printed);
-    Built again = build(kernelOnly + "\n" + printed);
-    CHECK(again.cuda.source == first.cuda.source);
-  }
+  for (const std::string& source : sources) CHECK(testing::checkScheduleRoundTrip(source, "test.emmy") == 1);
 }
 
 namespace {

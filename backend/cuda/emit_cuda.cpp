@@ -218,8 +218,11 @@ private:
     // seconds on a 4-D elementwise kernel.
     if ((node.op == BinaryOp::Div || node.op == BinaryOp::Mod) && isInteger(operands)) {
       const auto* divisor = node.rhs->as<IntImm>();
-      if (divisor ? divisor->value != 0 && divisor->value != -1 : !wrapping_)
-        return fmt::format("({} {} {})", expr(*node.lhs), node.op == BinaryOp::Div ? "/" : "%", expr(*node.rhs));
+      if (divisor ? divisor->value != 0 && divisor->value != -1 : !wrapping_) {
+        std::string text = fmt::format("({} {} {})", expr(*node.lhs), node.op == BinaryOp::Div ? "/" : "%", expr(*node.rhs));
+        // C promotes i8 operands to int; the result is an i8 again (so that emmy_max(i8, i8) resolves).
+        return node.dtype == DType::I8 ? "(int8_t)" + text : text;
+      }
     }
     std::string text = binaryText(node.op, computeType(operands), widen(operands, expr(*node.lhs)),
                                   widen(operands, expr(*node.rhs)), wrapping_);

@@ -152,8 +152,22 @@ private:
     for (const std::string& loop : {iThread, jThread, slice, inSlice, iRegister, jRegister}) reorder.axes.push_back({loop, {}});
     add(reorder);
     std::optional<std::string> lhs = operandTensor(found->lhs), rhs = operandTensor(found->rhs);
-    for (const std::optional<std::string>& operand : {lhs, rhs})
-      if (operand && lhs != rhs) add(cache(*operand, CacheMemory::Shared, root, slice));
+    for (const ExprPtr& operand : {found->lhs, found->rhs}) {
+      std::optional<std::string> tensor = operandTensor(operand);
+      if (!tensor || lhs == rhs) continue;
+      Directive copy = cache(*tensor, CacheMemory::Shared, root, slice);
+      std::string name = defaultCacheName(*tensor, CacheMemory::Shared, [&](const std::string& taken) { return nameTaken(taken); });
+      usedCaches_.insert(name);
+      copy.results = {{name, {}}};
+      add(copy);
+      // A copy whose rows run along k (`w[j, k]` of a linear layer) is read down its columns by the
+      // threads of a warp: a row of kSlice + 1 elements puts them in different banks.
+      if (readAlongRows(operand, found->reduction->var)) {
+        Directive pad = directive(DirectiveKind::Pad, name);
+        pad.factors = {{1, {}, ""}};
+        add(pad);
+      }
+    }
     add(cache(root, CacheMemory::Registers, root, jThread));
     for (const std::string& loop : {inSlice, iRegister, jRegister}) {
       Directive unroll = directive(DirectiveKind::Unroll, root);
@@ -219,6 +233,21 @@ private:
     if (const auto* cast = e->as<Cast>()) e = cast->operand.get();
     if (const auto* load = e->as<Load>()) return load->tensor;
     return std::nullopt;
+  }
+
+  // Does `operand` (a read, perhaps converted) step along its last dimension with `k`?
+  static bool readAlongRows(const ExprPtr& operand, const std::string& k) {
+    const Expr* e = operand.get();
+    if (const auto* cast = e->as<Cast>()) e = cast->operand.get();
+    const auto* load = e->as<Load>();
+    const auto* last = load && !load->indices.empty() ? load->indices.back()->as<AxisVar>() : nullptr;
+    return last && last->name == k;
+  }
+
+  // Is `name` a tensor, stage or cache of the kernel (a cache name the policy gives must be new)?
+  bool nameTaken(const std::string& name) const {
+    if (kernel_.findStage(name) || kernel_.findInput(name) || usedCaches_.count(name)) return true;
+    return std::any_of(model_.caches.begin(), model_.caches.end(), [&](const CacheStage& c) { return c.name == name; });
   }
 
   // ---- what every nest's schedule lacks ----
@@ -480,6 +509,7 @@ private:
   std::set<std::string> shaped_;                    // nests shape() scheduled as rows
   std::map<std::string, std::string> rowsLoop_;     // of those with rows: their fused loop, by nest
   std::set<std::string> used_;    // loop names given, as stage.loop
+  std::set<std::string> usedCaches_;  // cache names given
 };
 
 }  // namespace

@@ -104,18 +104,18 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_relu__k0(const float
         }
       }
       for (int64_t r0_slice = (int64_t)0; r0_slice < ((IN + (int64_t)15) / (int64_t)16); r0_slice += (int64_t)1) {
-        EMMY_SHARED(float, x_shared, 1024);
+        EMMY_SHARED(float, x_shared, 1088);
         __syncthreads();
         for (int64_t x_shared_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_shared_element < (int64_t)1024; x_shared_element += (int64_t)256) {
           const int64_t x_shared_0 = ((x_shared_element / (int64_t)16) % (int64_t)64);
           const int64_t x_shared_1 = (x_shared_element % (int64_t)16);
-          x_shared[((x_shared_0 * (int64_t)16) + x_shared_1)] = (((emmy_add(emmy_mul(i0_tile, (int64_t)64), x_shared_0) < B) && (emmy_add(emmy_mul(r0_slice, (int64_t)16), x_shared_1) < IN)) ? x[((((i0_tile * (int64_t)64) + x_shared_0) * IN) + ((r0_slice * (int64_t)16) + x_shared_1))] : 0.0f);
+          x_shared[((x_shared_0 * (int64_t)17) + x_shared_1)] = (((emmy_add(emmy_mul(i0_tile, (int64_t)64), x_shared_0) < B) && (emmy_add(emmy_mul(r0_slice, (int64_t)16), x_shared_1) < IN)) ? x[((((i0_tile * (int64_t)64) + x_shared_0) * IN) + ((r0_slice * (int64_t)16) + x_shared_1))] : 0.0f);
         }
-        EMMY_SHARED(float, w_shared, 1024);
+        EMMY_SHARED(float, w_shared, 1088);
         for (int64_t w_shared_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_shared_element < (int64_t)1024; w_shared_element += (int64_t)256) {
           const int64_t w_shared_0 = ((w_shared_element / (int64_t)16) % (int64_t)64);
           const int64_t w_shared_1 = (w_shared_element % (int64_t)16);
-          w_shared[((w_shared_0 * (int64_t)16) + w_shared_1)] = (((emmy_add(emmy_mul(i1_tile, (int64_t)64), w_shared_0) < OUT) && (emmy_add(emmy_mul(r0_slice, (int64_t)16), w_shared_1) < IN)) ? w[((((i1_tile * (int64_t)64) + w_shared_0) * IN) + ((r0_slice * (int64_t)16) + w_shared_1))] : 0.0f);
+          w_shared[((w_shared_0 * (int64_t)17) + w_shared_1)] = (((emmy_add(emmy_mul(i1_tile, (int64_t)64), w_shared_0) < OUT) && (emmy_add(emmy_mul(r0_slice, (int64_t)16), w_shared_1) < IN)) ? w[((((i1_tile * (int64_t)64) + w_shared_0) * IN) + ((r0_slice * (int64_t)16) + w_shared_1))] : 0.0f);
         }
         __syncthreads();
         #pragma unroll
@@ -128,7 +128,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) linear_relu__k0(const float
               #pragma unroll
               for (int64_t i1_register = (int64_t)0; i1_register < (int64_t)4; i1_register += (int64_t)1) {
                 const int64_t i1 = ((i1_tile * (int64_t)64) + ((i1_thread * (int64_t)4) + i1_register));
-                y__matmul__acc[((i0_register * (int64_t)4) + i1_register)] = (y__matmul__acc[((i0_register * (int64_t)4) + i1_register)] + (x_shared[((((i0_thread * (int64_t)4) + i0_register) * (int64_t)16) + r0_in)] * w_shared[((((i1_thread * (int64_t)4) + i1_register) * (int64_t)16) + r0_in)]));
+                y__matmul__acc[((i0_register * (int64_t)4) + i1_register)] = (y__matmul__acc[((i0_register * (int64_t)4) + i1_register)] + (x_shared[((((i0_thread * (int64_t)4) + i0_register) * (int64_t)17) + r0_in)] * w_shared[((((i1_thread * (int64_t)4) + i1_register) * (int64_t)17) + r0_in)]));
               }
             }
           }
