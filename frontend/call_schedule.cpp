@@ -35,6 +35,7 @@ std::vector<Directive> KernelElaboration::calleeDirectives(const Kernel& instanc
     }
     for (Name* named : {&d.stage, &d.atStage})
       if (auto it = names.find(named->text); it != names.end()) named->text = it->second;
+    d.fromCallee = true;
     directives.push_back(std::move(d));
   }
   return directives;

@@ -11,6 +11,7 @@
 #include "compiler/pipeline.h"
 #include "frontend/frontend.h"
 #include "ir/tile/printer.h"
+#include "schedule_round_trip.h"
 #include "test_kernels.h"
 
 namespace {
@@ -250,5 +251,25 @@ TEST_CASE("the directives of a call whose result nothing reads are no error", "[
     checkRuns(built, {{{"N", 5}}, {{"N", 0}}});
     CallBuild scheduled = callerOf(source + "schedule k {\n    split u.n by 4 -> (no, ni)\n}\n");
     CHECK(scheduled.cuda == built.cuda);
+  }
+}
+
+TEST_CASE("a callee's cache the caller's epilogue rules out is passed over, with its pad and double_buffer",
+          "[call-schedule]") {
+  // The epilogue reads a at (i, j) as well as the product's a at (i, k): no one copy of a serves both
+  // (generator seed 460, where a log_softmax's elementwise part is that read). The callee's b_tile
+  // still serves the product.
+  for (const char* epilogue : {"a", "nn.log_softmax(a)"}) {
+    std::string source = fmt::format("import nn\nimport linalg\nkernel k(a: f32[N, N], b: f32[N, N]) -> (y: f32[N, N]) {{\n"
+                                     "    y = tanh(linalg.matmul(a, b) + {})\n}}\n", epilogue);
+    INFO(source);
+    CallBuild built = callerOf(source);
+    checkRuns(built, {{{"N", 37}}, {{"N", 1}}});
+    CHECK(has(built.cuda, "y__b_tile"));
+    if (std::string(epilogue) == "a") {
+      CHECK_FALSE(has(built.cuda, "y__a_tile"));
+      CHECK_FALSE(has(built.schedule, "a_tile"));  // nor printed: pasted as the caller's own, it would be an error
+    }
+    CHECK(testing::checkScheduleRoundTrip(source, Frontend::defaultStdlibDir() / "test.emmy") == 1);
   }
 }

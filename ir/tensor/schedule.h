@@ -77,7 +77,8 @@ struct Directive {
   CacheMemory memory = CacheMemory::Shared;
   HardwareIndex target;
   bool atomic = false;
-  bool byDefault = false;  // added by the default policy for what the schedule leaves open
+  bool byDefault = false;   // added by the default policy for what the schedule leaves open
+  bool fromCallee = false;  // brought by a call, from the callee's schedule (frontend/call_schedule.cpp)
 };
 
 // The directive in the syntax of section 5: numbers as values, or by name where they were written as

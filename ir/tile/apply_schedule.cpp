@@ -181,7 +181,14 @@ std::string NestScheduler::uniqueVar(const std::string& base) {
 
 Program applySchedule(const loop::Program& program, const ScheduleModel& model, Diagnostics& diagnostics) {
   Program tiled{program.source, program.temporaries, {}, {}};
-  for (const Directive& directive : program.source.schedule) tiled.schedule.push_back(printDirective(directive));
+  for (const Directive& directive : program.source.schedule) {
+    const std::set<std::string>& passedOver = model.passedOverCaches;
+    bool cache = directive.kind == DirectiveKind::Cache && !directive.results.empty();
+    bool shapesCache = directive.kind == DirectiveKind::Pad || directive.kind == DirectiveKind::DoubleBuffer;
+    if ((cache && passedOver.count(directive.results[0].text)) || (shapesCache && passedOver.count(directive.stage.text)))
+      continue;
+    tiled.schedule.push_back(printDirective(directive));
+  }
   for (const loop::LoopNest& nest : program.kernels) {
     try {
       NestScheduler scheduler(program, nest, model, diagnostics);

@@ -110,7 +110,7 @@ private:
   const Kernel& kernel_;
   Diagnostics& diagnostics_;
   std::set<std::string> live_;           // the stages some output depends on
-  std::set<std::string> skippedCaches_;  // the caches of directives about other stages
+  std::set<std::string> skippedCaches_;  // of uncomputed stages; a callee's the caller rules out
   ScheduleModel model_;
   // The accepted `compute ... at` and `cache` directives (and each cache's name), sized again at the end.
   std::vector<std::pair<Directive, std::string>> copies_;

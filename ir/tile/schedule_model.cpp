@@ -78,6 +78,7 @@ ScheduleModel ScheduleChecker::run() {
   checkThreadsPerKernel();
   checkGridKernels();
   checkSharedMemory();
+  model_.passedOverCaches = skippedCaches_;
   return model_;
 }
 

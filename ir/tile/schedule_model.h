@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -88,6 +89,9 @@ struct StageSchedule {
 struct ScheduleModel {
   std::map<std::string, StageSchedule> stages;
   std::vector<CacheStage> caches;
+  // The caches whose directives were passed over (of a stage never computed, or a callee's cache the
+  // caller rules out), by name: not applied, nor printed with the schedule.
+  std::set<std::string> passedOverCaches;
 };
 
 // The extent of the part of one dimension of a tensor read at `index` (over a stage's axes) while the

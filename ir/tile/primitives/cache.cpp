@@ -245,8 +245,13 @@ void ScheduleChecker::cache(const Directive& d) {
                                                                   "inside them", source, at->name, d.atAxis.text, at->name)));
     return;
   }
-  std::optional<CopyFit> fit = fitCopy(d, *at, loopAt - at->loops.begin(), true);
-  if (!fit) return;
+  // A callee's cache that the caller makes impossible (an epilogue that reads the source elsewhere too)
+  // was advice for the callee's own loops: it is passed over, with its pad and double_buffer.
+  std::optional<CopyFit> fit = fitCopy(d, *at, loopAt - at->loops.begin(), !d.fromCallee);
+  if (!fit) {
+    if (d.fromCallee) skippedCaches_.insert(name);
+    return;
+  }
   DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
   model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, fit->extents, 0, false,
                                      dtypeBytes(dtype), d.loc, fit->wholeRows});
