@@ -111,6 +111,8 @@ private:
     add(vectorize);
   }
 
+  // A contraction and its epilogue, tiled (default_policy.h); false, writing nothing, for any other nest
+  // or where the tiles do not fit.
   bool contraction(const loop::LoopNest& nest) {
     const std::string& root = nest.stages.back();
     const Stage& stage = *kernel_.findStage(root);
