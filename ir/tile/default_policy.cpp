@@ -28,12 +28,6 @@ const std::vector<int64_t> kRowCandidates{1, 2, 4, 8, 16, 32};
 constexpr int64_t kTile = 64, kRegister = 4, kSlice = 16;
 
 bool free(const ScheduledLoop& loop) { return !loop.binding && !loop.unrolled && !loop.vectorized; }
-bool boundToThreads(const ScheduledLoop& loop) {
-  return loop.binding && (loop.binding->scope == HardwareScope::Thread || loop.binding->scope == HardwareScope::Warp);
-}
-bool boundToBlocks(const ScheduledLoop& loop) {
-  return loop.binding && (loop.binding->scope == HardwareScope::Block || loop.binding->scope == HardwareScope::Grid);
-}
 
 // out[..., i, j] = sum over k of lhs(..., i, k) * rhs(..., k, j), as Loop IR computes it.
 struct Contraction {
@@ -257,8 +251,7 @@ private:
   void fill(const loop::LoopNest& nest) {
     const std::string& root = nest.stages.back();
     const std::vector<ScheduledLoop>& loops = model_.stages.at(root).loops;
-    if (std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return l.binding && l.binding->scope == HardwareScope::Grid; }))
-      return;
+    if (std::any_of(loops.begin(), loops.end(), boundToGrid)) return;
     // (A reduction loop bound to blocks with `atomic` leaves the pure loops to place.) A row kernel the
     // policy shaped whose members leave no rows runs in one block.
     bool blocks = std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return !l.reduction && boundToBlocks(l); });

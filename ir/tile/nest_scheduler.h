@@ -97,11 +97,6 @@ inline bool includes(const std::set<std::string>& open, const std::set<std::stri
   return std::includes(open.begin(), open.end(), needed.begin(), needed.end());
 }
 
-// Bound to thread.* or warp.x: each thread runs the iteration at its own index.
-inline bool boundToThreads(const ScheduledLoop& loop) {
-  return loop.binding && (loop.binding->scope == HardwareScope::Thread || loop.binding->scope == HardwareScope::Warp);
-}
-inline bool boundToGrid(const ScheduledLoop& loop) { return loop.binding && loop.binding->scope == HardwareScope::Grid; }
 
 class NestScheduler {
 public:

@@ -36,6 +36,16 @@ struct ScheduledLoop {
   SourceLoc boundAt;  // the bind directive
 };
 
+// Bound to thread.* or warp.x (each thread runs the iteration at its own index); to block.* or grid.x
+// (shared out among blocks); to grid.x.
+inline bool boundToThreads(const ScheduledLoop& loop) {
+  return loop.binding && (loop.binding->scope == tensor::HardwareScope::Thread || loop.binding->scope == tensor::HardwareScope::Warp);
+}
+inline bool boundToBlocks(const ScheduledLoop& loop) {
+  return loop.binding && (loop.binding->scope == tensor::HardwareScope::Block || loop.binding->scope == tensor::HardwareScope::Grid);
+}
+inline bool boundToGrid(const ScheduledLoop& loop) { return loop.binding && loop.binding->scope == tensor::HardwareScope::Grid; }
+
 enum class Placement { Default, Inline, Root, ComputeAt };
 
 // A copy of (part of) a tensor made by `cache`.

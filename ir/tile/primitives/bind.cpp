@@ -129,7 +129,7 @@ void ScheduleChecker::checkBlockLoopsOutermost(const StageSchedule& stage) {
   bool unbound = false;
   std::string firstUnbound;
   for (const ScheduledLoop& loop : stage.loops) {
-    bool block = loop.binding && (loop.binding->scope == HardwareScope::Block || loop.binding->scope == HardwareScope::Grid);
+    bool block = boundToBlocks(loop);
     if (block && unbound) {
       diagnostics_.error(loop.boundAt, fmt::format("{}.{} is bound to {} but loop {}, outside it, is not bound to a block: "
                                                    "loops bound to blocks must be outermost (reorder {} first)",
@@ -149,9 +149,7 @@ void ScheduleChecker::checkThreadsPerKernel() {
     std::map<HardwareIndex, std::pair<int64_t, std::string>> extents;  // index -> (extent, stage.loop)
     for (const std::string& name : nest.stages)
       for (const ScheduledLoop& loop : model_.stages.at(name).loops) {
-        if (!loop.binding || loop.binding->scope == HardwareScope::Block || loop.binding->scope == HardwareScope::Grid ||
-            !loop.extent)
-          continue;
+        if (!boundToThreads(loop) || !loop.extent) continue;
         HardwareIndex index = *loop.binding;
         if (index.scope == HardwareScope::Warp) index = HardwareIndex{HardwareScope::Thread, 0};
         std::string where = name + "." + loop.name;
@@ -183,7 +181,7 @@ void ScheduleChecker::checkGridKernels() {
     const StageSchedule& root = model_.stages.at(nest.stages.back());
     const ScheduledLoop* grid = nullptr;
     for (const ScheduledLoop& loop : root.loops)
-      if (loop.binding && loop.binding->scope == HardwareScope::Grid) grid = &loop;
+      if (boundToGrid(loop)) grid = &loop;
     if (!grid) {
       if (root.threads)
         diagnostics_.error(root.threadsAt, fmt::format("threads {}: only a kernel with a loop bound to grid.x takes its "
@@ -213,8 +211,7 @@ SourceLoc ScheduleChecker::lastThreadBind(const loop::LoopNest& nest) const {
   SourceLoc last;
   for (const std::string& name : nest.stages)
     for (const ScheduledLoop& loop : model_.stages.at(name).loops)
-      if (loop.binding && loop.binding->scope != HardwareScope::Block && loop.binding->scope != HardwareScope::Grid &&
-          loop.boundAt.line > last.line)
+      if (boundToThreads(loop) && loop.boundAt.line > last.line)
         last = loop.boundAt;
   return last;
 }

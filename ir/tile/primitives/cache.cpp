@@ -61,7 +61,7 @@ std::vector<const ScheduledLoop*> ScheduleChecker::varyingLoops(const StageSched
   std::vector<const ScheduledLoop*> varying;
   for (size_t k = 0; k < stage.loops.size(); ++k) {
     const ScheduledLoop& loop = stage.loops[k];
-    bool threads = loop.binding && (loop.binding->scope == HardwareScope::Thread || loop.binding->scope == HardwareScope::Warp);
+    bool threads = boundToThreads(loop);
     if (memory == CacheMemory::Shared ? (k > loopAt || threads) : (k > loopAt && !threads)) varying.push_back(&loop);
   }
   return varying;
