@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/sim/profile.h"
 #include "support/process.h"
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/nodes.h"
@@ -30,6 +31,7 @@ struct KernelRun {
   std::optional<std::string> failure;
   bool timedOut = false;  // the failure is that the program did not finish in time (else it crashed or reported an error)
   double runSeconds = 0;  // the whole program's, start-up included
+  std::optional<sim::Profile> profile;  // what the CPU simulation counted, when it profiles (`emmy check --profile`)
 };
 
 // A kernel's generated code, compiled once and ready to run on any number of inputs (the program does

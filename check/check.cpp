@@ -1,5 +1,6 @@
 #include "check/check.h"
 
+#include "check/profile_report.h"
 #include <charconv>
 #include <cerrno>
 #include <cmath>
@@ -16,7 +17,9 @@
 
 #include <fmt/format.h>
 
+#include "check/profile_report.h"
 #include "compiler/elaborate.h"
+#include "frontend/frontend.h"
 #include "ir/tensor/evaluator.h"
 #include "support/diagnostics.h"
 #include "support/files.h"
@@ -126,7 +129,8 @@ bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
   for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, reference.sizes.at(size)));
   fmt::print(report, "{}{}\n", displayName(kernel), sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")");
 
-  std::unique_ptr<CompiledKernel> program = compileKernel(kernel, generateCuda(kernel));
+  sim::CudaSource cuda = generateCuda(kernel);
+  std::unique_ptr<CompiledKernel> program = compileKernel(kernel, cuda);
   KernelRun ran = program->run(inputs);
   if (options.verbose)
     fmt::print(report, "  compiled in {:.2f} s: {}\n  ran in {:.2f} s\n", program->compileSeconds(), program->compileCommand(),
@@ -142,6 +146,7 @@ bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
     passed = passed && comparison.ok();
   }
   if (crossCheck) passed = crossCheck(kernel, inputs, ran.outputs, report) && passed;
+  if (ran.profile) printProfile(kernel, cuda, *ran.profile, reference.sizes, isStdlibFile(options.file), report);
   if (!options.saveDir.empty()) saveOutputs(options.saveDir, ran.outputs);
   return passed;
 }
@@ -184,6 +189,14 @@ KernelCompiler simulationCompiler(const sim::SimulationOptions& options) {
   return [options](const tensor::Kernel& kernel, const sim::CudaSource& source) -> std::unique_ptr<CompiledKernel> {
     return std::make_unique<sim::SimulatedKernel>(kernel, source, options);
   };
+}
+
+bool isStdlibFile(const std::string& file) {
+  std::error_code error;
+  fs::path directory = fs::canonical(fs::path(file), error).parent_path();
+  if (error) return false;
+  fs::path stdlib = fs::canonical(Frontend::defaultStdlibDir(), error);
+  return !error && directory == stdlib;
 }
 
 std::string displayName(const tensor::Kernel& kernel) {

@@ -28,6 +28,7 @@ struct CheckOptions {
   std::string saveDir;             // --save DIR: DIR/NAME.npy per output of the generated code
   uint64_t seed = 0;               // --seed S, for inputs that are not read from files
   bool verbose = false;            // also print the host compiler's command and the time taken
+  bool profile = false;            // --profile: print what the simulation counted (check/profile_report.h)
   ModelImportOptions modelImport;  // --input, --name: for a TorchScript model
 };
 
@@ -56,6 +57,10 @@ using OutputCrossCheck = std::function<bool(const tensor::Kernel& kernel, const 
 // (exit code 2).
 int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, const KernelCompiler& compileKernel,
              std::FILE* report = stdout, const OutputCrossCheck& crossCheck = {});
+
+// Whether `file` is in the standard library's folder (its kernels are compared with PyTorch by `emmy run`
+// and with their baselines by `emmy check --profile`).
+bool isStdlibFile(const std::string& file);
 
 // "softmax" or "softmax<f16>", as `--kernel` names it.
 std::string displayName(const tensor::Kernel& kernel);

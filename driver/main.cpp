@@ -239,7 +239,7 @@ int build(const BuildOptions& options) {
   }
   if (options.stats) {
     std::vector<KernelResources> usage = resourceUsage(compiled);
-    std::vector<std::string> report = performanceReport(lowered, usage, options.arch, sizes);
+    std::vector<std::string> report = performanceReport(lowered, usage, compiled.ptx, options.arch, sizes);
     for (size_t k = 0; k < usage.size(); ++k)
       std::fputs((formatResourceUsage({usage[k]}) + (k < report.size() ? report[k] + "\n" : "")).c_str(), stdout);
   }
@@ -392,6 +392,9 @@ int main(int argc, char** argv) {
   CLI::App* checkCommand =
       app.add_subcommand("check", "run the generated code on the CPU and compare it with the reference meaning");
   addCheckOptions(checkCommand, checkOptions);
+  checkCommand->add_flag("--profile", checkOptions.profile,
+                         "also count global sectors, shared-memory wavefronts, barriers and divergence per access site "
+                         "(docs/profile.md)");
 
   CheckOptions runOptions;
   CLI::App* runCommand = app.add_subcommand(
@@ -453,7 +456,11 @@ int main(int argc, char** argv) {
   return runReportingFailures("emmy", [&] {
     try {
       if (*buildCommand) return build(buildOptions);
-      if (*checkCommand) return runCheck(checkOptions, generatorFor(checkOptions.file), simulationCompiler());
+      if (*checkCommand) {
+        sim::SimulationOptions simulation;
+        simulation.profile = checkOptions.profile;
+        return runCheck(checkOptions, generatorFor(checkOptions.file), simulationCompiler(simulation));
+      }
       if (*runCommand) return runOnGpu(runOptions, generatorFor(runOptions.file));
       if (*benchCommand) return runBench({benchCase}, benchSettings);
       if (*importCommandLine) return importCommand(importOptions);

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ir/tensor/evaluator.h"
+#include "performance/instruction_mix.h"
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/scalar_ops.h"
 #include "support/diagnostics.h"
@@ -93,22 +94,28 @@ int64_t operationsIn(const Expr& e) {
   return count;
 }
 
-// The flops a Loop IR nest does: the operations of every store, times the iterations around it.
-double flopsOf(const loop::Stmt& stmt, double iterations, const std::map<std::string, int64_t>& sizes) {
-  return loop::dispatch(stmt, [&](const auto& node) -> double {
-    using Node = std::decay_t<decltype(node)>;
-    if constexpr (std::is_same_v<Node, loop::For>)
-      return flopsOf(*node.body, iterations * static_cast<double>(tensor::evaluateDim(node.extent, sizes)), sizes);
-    else if constexpr (std::is_same_v<Node, loop::Allocate>)
-      return flopsOf(*node.body, iterations, sizes);
-    else if constexpr (std::is_same_v<Node, loop::Store>)
-      return iterations * static_cast<double>(operationsIn(*node.value));
-    else {
-      double total = 0;
-      for (const loop::StmtPtr& inner : node.stmts) total += flopsOf(*inner, iterations, sizes);
-      return total;
-    }
-  });
+// The flops of a Tensor IR stage, computed once: its elements times the operations of its body and, for
+// a reduction, times the reduced extent with one more operation per term (a sum of products is 2 per
+// term: the convention's multiply-add). Recomputation that a schedule causes (a stage computed inline
+// once per use) is the schedule's cost, not the kernel's work: the instruction mix and issue time see it.
+double stageFlops(const tensor::Stage& stage, const std::map<std::string, int64_t>& sizes) {
+  double elements = 1;
+  for (const tensor::Axis& axis : stage.axes) elements *= static_cast<double>(tensor::evaluateDim(axis.extent, sizes));
+  double perElement = static_cast<double>(operationsIn(*stage.body));
+  if (stage.reduction) {
+    double terms = 1;
+    for (const tensor::Axis& axis : stage.reduction->axes) terms *= static_cast<double>(tensor::evaluateDim(axis.extent, sizes));
+    perElement = terms * (perElement + 1);
+  }
+  return elements * perElement;
+}
+
+// The flops of the stages a CUDA kernel computes, each once.
+double flopsOf(const loop::LoopNest& nest, const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes) {
+  double total = 0;
+  for (const tensor::Stage& stage : kernel.stages)
+    if (std::find(nest.stages.begin(), nest.stages.end(), stage.name) != nest.stages.end()) total += stageFlops(stage, sizes);
+  return total;
 }
 
 // The dtypes (and, when asked, the shapes) of the tensors in global memory: inputs, outputs, temporaries.
@@ -183,7 +190,7 @@ std::string duration(double seconds) {
 Work functionWork(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes) {
   Work work{bytesMoved(function, lowered, sizes), 0};
   for (const loop::LoopNest& nest : lowered.loop.kernels)
-    if (nest.name == function.name) work.flops = flopsOf(*nest.body, 1, sizes);
+    if (nest.name == function.name) work.flops = flopsOf(nest, lowered.tensor, sizes);
   return work;
 }
 
@@ -208,7 +215,7 @@ std::string rooflineLine(const kernel::Function& function, const Lowered& lowere
 class AccessCounter {
 public:
   AccessCounter(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes)
-      : sizes_(sizes), global_(globalBuffers(lowered)) {
+      : sizes_(sizes), blockThreads_(function.blockThreads), global_(globalBuffers(lowered)) {
     for (int d = 0; d < 3; ++d) {
       std::string axis(1, "xyz"[d]);
       values_["threadIdx." + axis] = 0;
@@ -226,6 +233,7 @@ public:
         double trips = 1;
         if (begin && end && step && *step > 0) trips = *end > *begin ? static_cast<double>((*end - *begin + *step - 1) / *step) : 0;
         values_[node.var] = begin.value_or(0);
+        definitions_[node.var] = node.begin.get();
         dependencies_[node.var] = {node.var};
         loops_.push_back({node.var, trips, node.unroll});
         count(*node.body);
@@ -233,6 +241,7 @@ public:
       } else if constexpr (std::is_same_v<Node, kernel::Let>) {
         reads(*node.value);
         values_[node.var] = evaluate(*node.value).value_or(0);
+        definitions_[node.var] = node.value.get();
         dependencies_[node.var] = loopsIn(node.value.get());
       } else if constexpr (std::is_same_v<Node, kernel::Declare>) {
         if (node.memory == kernel::Memory::Shared) shared_[node.buffer] = node.dtype;
@@ -248,6 +257,7 @@ public:
         access(node.buffer, node.index.get());
       } else if constexpr (std::is_same_v<Node, kernel::VectorLoad> || std::is_same_v<Node, kernel::VectorStore>) {
         globalBytes += times(node.element.get()) * node.bytes;
+        memoryInstructions += times(node.element.get());
       } else if constexpr (std::is_same_v<Node, kernel::IfAligned>) {
         count(*node.aligned);
       } else if constexpr (std::is_same_v<Node, kernel::Barrier>) {
@@ -259,6 +269,8 @@ public:
   }
 
   double globalBytes = 0, sharedBytes = 0, barriers = 0;
+  double memoryInstructions = 0;  // global and shared loads and stores
+  double sharedWavefronts = 0;    // per warp: each shared access's wavefronts (1 + bank conflicts) times its trips
 
 private:
   struct Loop {
@@ -289,8 +301,42 @@ private:
   }
 
   void access(const std::string& buffer, const Expr* index) {
-    if (auto global = global_.find(buffer); global != global_.end()) globalBytes += times(index) * dtypeBytes(global->second);
-    if (auto shared = shared_.find(buffer); shared != shared_.end()) sharedBytes += times(index) * dtypeBytes(shared->second);
+    if (auto global = global_.find(buffer); global != global_.end()) {
+      globalBytes += times(index) * dtypeBytes(global->second);
+      memoryInstructions += times(index);
+    }
+    if (auto shared = shared_.find(buffer); shared != shared_.end()) {
+      sharedBytes += times(index) * dtypeBytes(shared->second);
+      memoryInstructions += times(index);
+      sharedWavefronts += times(index) * wavefronts(index, dtypeBytes(shared->second));
+    }
+  }
+
+  // The wavefronts of a warp's access to a shared array at `index`, for the first warp of the block at
+  // the first trip of every loop: its lanes' indices evaluated with their own thread indices, grouped by
+  // the hardware's rule (32 banks of 4-byte words; a request per 128 bytes of the warp's accesses; lanes
+  // on different words of one bank take a pass each). 1 when an index cannot be evaluated.
+  double wavefronts(const Expr* index, int bytes) const {
+    if (!index) return 1;
+    int lanes = std::min(32, blockThreads_[0] * blockThreads_[1] * blockThreads_[2]);
+    int phaseLanes = bytes <= 4 ? 32 : bytes <= 8 ? 16 : 8;
+    double total = 0;
+    for (int phase = 0; phase * phaseLanes < lanes; ++phase) {
+      std::map<int64_t, std::set<int64_t>> wordsPerBank;
+      for (int lane = phase * phaseLanes; lane < std::min(lanes, (phase + 1) * phaseLanes); ++lane) {
+        std::map<std::string, int64_t> thread = {{"threadIdx.x", lane % blockThreads_[0]},
+                                                 {"threadIdx.y", lane / blockThreads_[0] % blockThreads_[1]},
+                                                 {"threadIdx.z", lane / (blockThreads_[0] * blockThreads_[1])}};
+        std::optional<int64_t> element = evaluate(*index, &thread);
+        if (!element) return 1;
+        for (int64_t word = *element * bytes / 4; word <= (*element * bytes + bytes - 1) / 4; ++word)
+          wordsPerBank[((word % 32) + 32) % 32].insert(word);
+      }
+      size_t passes = 1;
+      for (const auto& [bank, words] : wordsPerBank) passes = std::max(passes, words.size());
+      total += static_cast<double>(passes);
+    }
+    return total;
   }
 
   void reads(const Expr& e) {
@@ -301,30 +347,39 @@ private:
     });
   }
 
-  std::optional<int64_t> evaluate(const Expr& e) const {
+  // `thread`: the thread indices of another thread than thread 0, whose lets and loop variables (at their
+  // first trip) are evaluated again from their definitions.
+  std::optional<int64_t> evaluate(const Expr& e, const std::map<std::string, int64_t>* thread = nullptr) const {
     if (const auto* immediate = e.as<tensor::IntImm>()) return immediate->value;
     if (const auto* size = e.as<tensor::SizeVar>()) return sizes_.at(size->name);
     if (const auto* axis = e.as<tensor::AxisVar>()) {
+      if (thread) {
+        if (auto own = thread->find(axis->name); own != thread->end()) return own->second;
+        if (auto definition = definitions_.find(axis->name); definition != definitions_.end() && definition->second)
+          return evaluate(*definition->second, thread);
+      }
       auto value = values_.find(axis->name);
       return value == values_.end() ? std::nullopt : std::optional<int64_t>(value->second);
     }
-    if (const auto* cast = e.as<tensor::Cast>(); cast && isInteger(cast->dtype)) return evaluate(*cast->operand);
+    if (const auto* cast = e.as<tensor::Cast>(); cast && isInteger(cast->dtype)) return evaluate(*cast->operand, thread);
     if (const auto* select = e.as<tensor::Select>()) {
-      std::optional<int64_t> condition = evaluate(*select->condition);
+      std::optional<int64_t> condition = evaluate(*select->condition, thread);
       if (!condition) return std::nullopt;
-      return evaluate(*condition ? *select->ifTrue : *select->ifFalse);
+      return evaluate(*condition ? *select->ifTrue : *select->ifFalse, thread);
     }
     const auto* binary = e.as<tensor::Binary>();
     if (!binary || !isInteger(binary->lhs->dtype)) return std::nullopt;
-    std::optional<int64_t> lhs = evaluate(*binary->lhs), rhs = evaluate(*binary->rhs);
+    std::optional<int64_t> lhs = evaluate(*binary->lhs, thread), rhs = evaluate(*binary->rhs, thread);
     if (!lhs || !rhs) return std::nullopt;
     Value result = tensor::applyBinary(binary->op, DType::I64, Value::ofInt(DType::I64, *lhs), Value::ofInt(DType::I64, *rhs));
     return result.asInt();
   }
 
   const std::map<std::string, int64_t>& sizes_;
+  std::array<int, 3> blockThreads_;
   std::map<std::string, DType> global_, shared_;
   std::map<std::string, int64_t> values_;
+  std::map<std::string, const Expr*> definitions_;  // of each let and loop variable (its first trip)
   std::map<std::string, std::set<std::string>> dependencies_;  // of each loop variable and let: loop variables
   std::vector<Loop> loops_;                                     // around the statement counted
 };
@@ -348,11 +403,16 @@ int64_t declaredSharedBytes(const kernel::Stmt& stmt) {
   });
 }
 
-// The rest of an H200-class GPU the time model needs: SMs, the bandwidths of L2 and of shared memory
-// (128 bytes per clock per SM at 1.98 GHz), the warps an SM needs resident to hide memory latency, the
-// time a barrier stalls a block, and a kernel launch.
-constexpr double kMultiprocessorCount = 132, kL2Bandwidth = 10e12, kSharedBandwidth = 132 * 128 * 1.98e9;
-constexpr double kWarpsToHideLatency = 16, kBarrierSeconds = 40 / 1.98e9, kLaunchSeconds = 3e-6;
+// The rest of an H200-class GPU the time model needs: SMs and their clock, the bandwidth of L2, the
+// tensor-core peak (dense f16/bf16), the warps an SM needs resident to hide memory latency, the time a
+// barrier stalls a block, and a kernel launch. Shared memory serves one wavefront per clock per SM.
+constexpr double kMultiprocessorCount = 132, kClock = 1.98e9, kL2Bandwidth = 10e12, kTensorPeakFlops = 989e12;
+constexpr double kWarpsToHideLatency = 16, kBarrierSeconds = 40 / kClock, kLaunchSeconds = 3e-6;
+// The part of the issue time that the memory time does not hide when memory bounds the kernel: of two
+// candidates that move the same bytes, the one that issues fewer instructions is faster.
+constexpr double kUnhiddenIssue = 0.1;
+// A candidate that spills is ranked after every one that does not.
+constexpr double kSpillPenaltySeconds = 1e3;
 constexpr int kAssumedRegisters = 32;
 
 struct KernelTime {
@@ -360,22 +420,44 @@ struct KernelTime {
   std::string summary;
 };
 
-KernelTime estimateKernel(const kernel::Function& function, const Lowered& lowered, const KernelResources& resources,
-                          const std::string& arch, const std::map<std::string, int64_t>& sizes) {
+// The terms of a CUDA kernel's time at `sizes`, each the time its work takes on the whole machine.
+struct KernelTerms {
+  double memory = 0, l2 = 0, shared = 0, issue = 0, arithmetic = 0;
+  bool tensorCores = false;
+  double barriers = 0;  // per thread
+};
+
+KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered, const KernelMix* mix,
+                        const std::map<std::string, int64_t>& sizes) {
   double blocks = 1;
   for (const tensor::ExprPtr& extent : function.gridBlocks) blocks *= static_cast<double>(evaluateIndex(*extent, sizes));
   double threads = blocks * function.threadsPerBlock();
+  double warps = blocks * std::ceil(function.threadsPerBlock() / 32.0);
   AccessCounter counter(function, lowered, sizes);
   counter.count(*function.body);
-  double flops = 0;
-  for (const loop::LoopNest& nest : lowered.loop.kernels)
-    if (nest.name == function.name) flops = flopsOf(*nest.body, 1, sizes);
-  std::pair<double, const char*> bounds[] = {
-      {bytesMoved(function, lowered, sizes) / kBandwidth, "memory"},
-      {counter.globalBytes * threads / kL2Bandwidth, "L2 traffic"},
-      {counter.sharedBytes * threads / kSharedBandwidth, "shared memory"},
-      {flops / kPeakFlops, "FP32 arithmetic"}};
-  const auto& bound = *std::max_element(bounds, bounds + 4);
+  KernelTerms terms;
+  terms.tensorCores = mix && mix->whole.instructions.count(InstructionClass::TensorCore);
+  double flops = functionWork(function, lowered, sizes).flops;
+  terms.memory = bytesMoved(function, lowered, sizes) / kBandwidth;
+  terms.l2 = counter.globalBytes * threads / kL2Bandwidth;
+  terms.shared = counter.sharedWavefronts * warps / (kMultiprocessorCount * kClock);
+  terms.issue = mix ? mix->cyclesPerMemoryInstruction() * counter.memoryInstructions * warps / (kMultiprocessorCount * kClock) : 0;
+  terms.arithmetic = flops / (terms.tensorCores ? kTensorPeakFlops : kPeakFlops);
+  terms.barriers = counter.barriers;
+  return terms;
+}
+
+KernelTime estimateKernel(const kernel::Function& function, const Lowered& lowered, const KernelResources& resources,
+                          const KernelMix* mix, const std::string& arch, const std::map<std::string, int64_t>& sizes) {
+  double blocks = 1;
+  for (const tensor::ExprPtr& extent : function.gridBlocks) blocks *= static_cast<double>(evaluateIndex(*extent, sizes));
+  KernelTerms terms = kernelTerms(function, lowered, mix, sizes);
+  std::pair<double, const char*> bounds[] = {{terms.memory, "memory"},
+                                             {terms.l2, "L2 traffic"},
+                                             {terms.shared, "shared-memory wavefronts"},
+                                             {terms.issue, "instruction issue"},
+                                             {terms.arithmetic, terms.tensorCores ? "tensor-core arithmetic" : "FP32 arithmetic"}};
+  const auto& bound = *std::max_element(std::begin(bounds), std::end(bounds));
 
   Occupancy occupancy = occupancyOf(function, resources, arch);
   if (occupancy.blocksPerSm == 0)
@@ -386,10 +468,43 @@ KernelTime estimateKernel(const kernel::Function& function, const Lowered& lower
   double waves = std::ceil(blocks / (perSm * kMultiprocessorCount));
   double busy = blocks / (waves * perSm * kMultiprocessorCount);
   double hiding = std::min(1.0, perSm * static_cast<double>(occupancy.warps) / kWarpsToHideLatency);
-  double seconds = bound.first / (busy * hiding) + counter.barriers * waves * kBarrierSeconds + kLaunchSeconds;
-  return {seconds, fmt::format("{}: {:.0f} blocks in {:.0f} wave(s) of {:.0f} per SM, {:.0f}% of the machine busy, "
-                               "{:.0f}% latency hidden, bound by {}",
-                               function.name, blocks, waves, perSm, 100 * busy, 100 * hiding, bound.second)};
+  double unhidden = bound.second == std::string("instruction issue") ? 0 : kUnhiddenIssue * terms.issue;
+  double seconds = (bound.first + unhidden) / (busy * hiding) + terms.barriers * waves * kBarrierSeconds + kLaunchSeconds;
+  std::string summary = fmt::format("{}: {:.0f} blocks in {:.0f} wave(s) of {:.0f} per SM, {:.0f}% of the machine busy, "
+                                    "{:.0f}% latency hidden, bound by {}",
+                                    function.name, blocks, waves, perSm, 100 * busy, 100 * hiding, bound.second);
+  int64_t spilled = resources.spillStoreBytes + resources.spillLoadBytes;
+  if (spilled > 0) {
+    seconds += kSpillPenaltySeconds;
+    summary += fmt::format("; SPILLS ({} bytes stored, {} loaded per thread): ranked last", resources.spillStoreBytes,
+                           resources.spillLoadBytes);
+  }
+  return {seconds, summary};
+}
+
+// The instruction mix of `function`, from the mixes of its program's PTX.
+const KernelMix* mixOf(const std::vector<KernelMix>& mixes, const std::string& function) {
+  for (const KernelMix& mix : mixes)
+    if (mix.name == function) return &mix;
+  return nullptr;
+}
+
+// The --stats lines of the instruction mix: each innermost loop's, and with sizes the issue time beside the
+// memory time.
+std::string mixLines(const kernel::Function& function, const Lowered& lowered, const KernelMix& mix,
+                     const std::map<std::string, int64_t>* sizes) {
+  std::string text;
+  for (const LoopMix& loop : mix.loops)
+    text += fmt::format("\n  {} at PTX line {}, per thread iteration{}: {}", loop.innermost ? "innermost loop" : "loop",
+                        loop.ptxLine, loop.innermost ? "" : " (without its inner loops)", describeLoop(loop));
+  if (mix.loops.empty()) text += fmt::format("\n  no loop; the whole kernel: {}", describeLoop(mix.whole));
+  if (sizes) {
+    KernelTerms terms = kernelTerms(function, lowered, &mix, *sizes);
+    text += fmt::format("\n  issue time {} against memory time {}, shared-memory wavefronts {}, arithmetic {} ({})",
+                        duration(terms.issue), duration(terms.memory), duration(terms.shared), duration(terms.arithmetic),
+                        terms.issue > terms.memory ? "issue-bound: instructions, not bytes, limit it" : "issue below memory");
+  }
+  return text;
 }
 
 }  // namespace
@@ -404,30 +519,42 @@ Work instanceWork(const Lowered& lowered, const std::map<std::string, int64_t>& 
   return total;
 }
 
+std::optional<Work> kernelWork(const Lowered& lowered, const std::string& function, const std::map<std::string, int64_t>& sizes) {
+  for (const kernel::Function& candidate : lowered.kernel.functions)
+    if (candidate.name == function) return functionWork(candidate, lowered, sizes);
+  return std::nullopt;
+}
+
 std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, const std::vector<KernelResources>& resources,
-                                           const std::string& arch, const std::map<std::string, int64_t>& sizes) {
+                                           const std::string& ptx, const std::string& arch,
+                                           const std::map<std::string, int64_t>& sizes) {
+  std::vector<KernelMix> mixes = instructionMix(ptx);
   std::vector<std::string> lines;
   size_t k = 0;
   for (const Lowered& instance : lowered)
     for (const kernel::Function& function : instance.kernel.functions) {
       EMMY_INTERNAL_ASSERT(k < resources.size(), "ptxas reported fewer kernels than were generated");
       std::string text = occupancyLine(function, resources[k++], arch);
-      bool sized = std::all_of(instance.tensor.sizes.begin(), instance.tensor.sizes.end(),
-                               [&](const std::string& size) { return sizes.count(size) > 0; });
-      if (!sizes.empty() && sized) text += "\n" + rooflineLine(function, instance, sizes);
+      bool sized = !sizes.empty() && std::all_of(instance.tensor.sizes.begin(), instance.tensor.sizes.end(),
+                                                 [&](const std::string& size) { return sizes.count(size) > 0; });
+      if (sized) text += "\n" + rooflineLine(function, instance, sizes);
+      if (const KernelMix* mix = mixOf(mixes, function.name)) text += mixLines(function, instance, *mix, sized ? &sizes : nullptr);
       lines.push_back(text);
     }
   return lines;
 }
 
-TimeEstimate estimateTime(const Lowered& lowered, const std::vector<KernelResources>* resources, const std::string& arch,
+TimeEstimate estimateTime(const Lowered& lowered, const CudaCompileResult* compiled, const std::string& arch,
                           const std::map<std::string, int64_t>& sizes) {
+  std::vector<KernelResources> resources = compiled ? resourceUsage(*compiled) : std::vector<KernelResources>{};
+  std::vector<KernelMix> mixes = compiled ? instructionMix(compiled->ptx) : std::vector<KernelMix>{};
   TimeEstimate estimate;
   size_t k = 0;
   for (const kernel::Function& function : lowered.kernel.functions) {
     KernelResources assumed{function.name, kAssumedRegisters, 0, 0, declaredSharedBytes(*function.body)};
-    EMMY_INTERNAL_ASSERT(!resources || k < resources->size(), "ptxas reported fewer kernels than were generated");
-    KernelTime time = estimateKernel(function, lowered, resources ? (*resources)[k++] : assumed, arch, sizes);
+    EMMY_INTERNAL_ASSERT(!compiled || k < resources.size(), "ptxas reported fewer kernels than were generated");
+    KernelTime time = estimateKernel(function, lowered, compiled ? resources[k++] : assumed, mixOf(mixes, function.name),
+                                     arch, sizes);
     estimate.seconds += time.seconds;
     estimate.summary += (estimate.summary.empty() ? "" : "; ") + time.summary;
   }

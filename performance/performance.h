@@ -1,11 +1,12 @@
 // The static performance report of `emmy build --stats` (no GPU needed): per CUDA kernel, the block and
-// the occupancy its registers and shared memory allow on the target; with sizes (`--size`), the grid,
-// the bytes it must move and the flops it must do, and the roofline bound on an H100/H200-class GPU.
-// Nothing here measures or estimates a time beyond that bound.
+// the occupancy its registers and shared memory allow on the target, and the instruction mix of its
+// innermost loops; with sizes (`--size`), the grid, the bytes it must move and the flops it must do, the
+// roofline bound on an H100/H200-class GPU and the issue time beside the memory time.
 #pragma once
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,21 +16,29 @@
 namespace emmy {
 
 // The lines to print after each kernel's resource line, in the order of `resources` (the kernels of
-// every instance in `lowered`, in order). `sizes` may be empty: then only the block and occupancy.
+// every instance in `lowered`, in order): the occupancy, the instruction mix of its innermost loops (from
+// `ptx`, performance/instruction_mix.h), and with `sizes` (may be empty) the grid, the roofline and the
+// issue time beside the memory time.
 std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, const std::vector<KernelResources>& resources,
-                                           const std::string& arch, const std::map<std::string, int64_t>& sizes);
+                                           const std::string& ptx, const std::string& arch,
+                                           const std::map<std::string, int64_t>& sizes);
 
 // The static model's estimate of how long one kernel instance runs on an H200-class GPU, for ranking the
-// candidates of `emmy tune --cost-model`: per CUDA kernel, the largest of the roofline terms (the least
-// bytes from memory, the bytes its threads request from L2 and from shared memory, its FP32 flops), divided
-// by the part of the machine its grid keeps busy (waves of resident blocks) and by how well its resident
-// warps hide latency (occupancy from `resources`, ptxas's report; null: 32 registers per thread and the
-// shared memory the kernel declares), plus its barriers and a launch. A ranking, not a prediction of measured times.
+// candidates of `emmy tune --cost-model`: per CUDA kernel, the largest of its terms — the least bytes from
+// memory, the bytes its threads request from L2, its shared-memory wavefronts (bank conflicts included,
+// for the first warp's lanes), its instruction issue (the issue cycles per memory access of its innermost
+// loops in the PTX, times the accesses its threads make) and its arithmetic (FP32, or the tensor cores'
+// peak once its PTX uses them) — plus a tenth of its issue time when something else bounds it, divided by
+// the part of the machine its grid keeps busy (waves of resident blocks) and by how well its resident warps
+// hide latency (occupancy from ptxas), plus its barriers and a launch. A kernel that spills is ranked after
+// every one that does not, and its summary says so. `compiled` (NVRTC with a cubin) may be null: then 32
+// registers per thread, the shared memory the kernel declares, and no issue term. A ranking, not a
+// prediction of measured times.
 struct TimeEstimate {
   double seconds = 0;
-  std::string summary;  // per CUDA kernel: blocks, waves, occupancy and what bounds it
+  std::string summary;  // per CUDA kernel: blocks, waves, occupancy, what bounds it, spills
 };
-TimeEstimate estimateTime(const Lowered& lowered, const std::vector<KernelResources>* resources, const std::string& arch,
+TimeEstimate estimateTime(const Lowered& lowered, const CudaCompileResult* compiled, const std::string& arch,
                           const std::map<std::string, int64_t>& sizes);
 
 // What a kernel instance must do at given sizes: the least bytes its CUDA kernels move (each global tensor
@@ -40,5 +49,7 @@ struct Work {
   double flops = 0;
 };
 Work instanceWork(const Lowered& lowered, const std::map<std::string, int64_t>& sizes);
+// The same for the CUDA kernel `function` of `lowered` alone (nullopt: no such kernel).
+std::optional<Work> kernelWork(const Lowered& lowered, const std::string& function, const std::map<std::string, int64_t>& sizes);
 
 }  // namespace emmy

@@ -1,5 +1,7 @@
 #include "runtime/device.h"
 
+#include <map>
+
 #include <fmt/format.h>
 
 #include "runtime/emmy_cuda_driver.h"
@@ -27,6 +29,14 @@ double CudaDevice::peakBandwidth() const {
 double CudaDevice::peakFp32Flops() const {
   int lanes = capability() <= 80 ? 64 : 128;
   return static_cast<double>(multiprocessors) * static_cast<double>(smClockKHz) * 1e3 * lanes * 2;
+}
+
+double CudaDevice::peakTensorFlops() const {
+  static const std::map<int, int> kFlopsPerClock = {{70, 1024}, {72, 1024}, {75, 1024}, {80, 2048}, {86, 1024},
+                                                    {87, 1024}, {89, 1024}, {90, 4096}, {100, 8192}};
+  auto found = kFlopsPerClock.find(capability());
+  if (found == kFlopsPerClock.end()) return 0;
+  return static_cast<double>(multiprocessors) * static_cast<double>(smClockKHz) * 1e3 * found->second;
 }
 
 std::string CudaDevice::describe() const {

@@ -37,6 +37,10 @@ struct CudaDevice {
   // flops), with 64 lanes per SM up to sm_80 and 128 from sm_86 on (Ampere GA10x, Ada, Hopper,
   // Blackwell); 0 if unknown. The boost clock the driver reports, so a bound, not a promise.
   double peakFp32Flops() const;
+  // Dense f16/bf16 tensor-core peak: SMs x SM clock x the multiply-adds per SM per clock x 2, from each
+  // generation's whitepaper (V100 125 TFLOP/s, A100 312, H100 SXM 989 at the clocks they quote); 0 if
+  // unknown.
+  double peakTensorFlops() const;
   // "NVIDIA H200 (sm_90, 132 SMs, 141 GiB, CUDA driver 13.0)"
   std::string describe() const;
 };

@@ -1,27 +1,47 @@
 #!/usr/bin/env python3
 """The standard library's kernels in PyTorch on the GPU, for `emmy run` and `emmy bench` (and bench/).
 
-    python3 torch_stdlib.py REQUESTS.json RESULTS.json
+    python3 torch_stdlib.py REQUESTS.json RESULTS.json     # a batch
+    python3 torch_stdlib.py --serve                          # a session, on the socket at file descriptor 3
 
-REQUESTS.json is a list of requests, each one kernel instance:
+Each request is one JSON object:
     {"kernel": "layernorm", "dtype": "bf16", "sizes": {"N": 5, "D": 300}, "scalars": {"eps": 1e-5},
      "mode": "run", "inputs": DIR, "outputs": DIR}
         reads DIR/NAME.npy for every input and scalar, as `emmy check --inputs` does (bf16 as <u2 bit
         patterns), and writes every output as DIR/NAME.npy in the same format;
     {"kernel": "matmul", "dtype": "f32", "sizes": {"M": 4096, "N": 4096, "K": 4096}, "scalars": {},
-     "mode": "bench", "warmup": 10, "repetitions": 100, "flush_l2": true}
+     "mode": "bench", "warmup": 10, "repetitions": 100, "flush_l2": true, "compile_seconds": 30}
         times the same work in PyTorch eager with CUDA events on random inputs (the median and the
         fastest of `repetitions` calls after `warmup`, each preceded, outside the events, by overwriting
-        twice the L2 cache when `flush_l2`).
-RESULTS.json gets {"torch": VERSION, "device": NAME, "results": [...]} with one object per request, in
-order: {"ok": true} (run), {"ok": true, "median_ms": M, "min_ms": F} (bench), or {"ok": false, "error":
-TEXT} (a kernel with no counterpart here among them).
+        twice the L2 cache when `flush_l2`), then the baselines that apply to the kernel, timed alike:
+        "torch.compile" when `compile_seconds` is given (a compilation that takes longer is abandoned),
+        "cublas" for the products (their matrix products alone, through torch.matmul), and
+        "flash-attention" for the attentions (SDPA held to its FlashAttention-2 backend), whose result
+        also names the backend SDPA picks by itself ("sdpa_backend");
+    {"mode": "copy", "bytes": B, "warmup": 3, "repetitions": 10, "flush_l2": true}
+        times a copy of B bytes from one tensor to another (`copy_`: cudaMemcpy device to device);
+    {"mode": "clocks"}
+        reads the SM and memory clocks now.
+Results, in order, one object per request: {"ok": true} (run); {"ok": true, "median_ms": M, "min_ms": F,
+"clocks": {"sm_mhz": S, "memory_mhz": R}} (bench and copy; bench adds "baselines": [{"name": ..., "ok":
+true, "median_ms": ...}, {"name": ..., "ok": false, "skipped": WHY}, ...] and "sdpa_backend"); {"ok":
+true, "clocks": ...} (clocks); {"ok": false, "error": TEXT} (a kernel with no counterpart here among
+them). The clocks are NVML's, read right after the timed calls, and missing where NVML is.
 
-Exit status: 0 with results written; 3 when PyTorch or a CUDA device is missing, with the reason on
-standard output; 2 for a malformed request.
+A batch writes {"torch": VERSION, "device": NAME, "results": [...]} to RESULTS.json. A session (for
+`emmy bench`, which times PyTorch on each kernel right after Emmy's code, importing torch only once)
+reads one request per line from the socket and answers each with one line, after a first line
+{"torch": VERSION, "device": NAME}; library messages go to standard output and error. It ends at the
+end of its requests, and with the process that started it.
+
+Exit status: 0 when done; 3 when PyTorch or a CUDA device is missing, with the reason on standard output;
+2 for a malformed request.
 """
 import json
+import signal
+import socket
 import sys
+import time
 
 # Every kernel of stdlib/nn.emmy and stdlib/linalg.emmy: its inputs with their dims (size names), its
 # output, and the defaults of its scalars. An input of a fixed dtype says so; the others are of T.
@@ -40,6 +60,25 @@ KERNELS = {
     "transpose": ([("x", "M N")], "y", {}),
 }
 
+# The matrix products of each product kernel alone, through torch.matmul (cuBLAS): the library speed the
+# performance targets hold Emmy's products to.
+PRODUCTS = {
+    "matmul": lambda torch, t: torch.matmul(t["a"], t["b"]),
+    "bmm": lambda torch, t: torch.matmul(t["a"], t["b"]),
+    "linear": lambda torch, t: torch.matmul(t["x"], t["w"].t()),
+    "mlp": lambda torch, t: torch.matmul(torch.matmul(t["x"], t["w1"].t()), t["w2"].t()),
+}
+
+ATTENTIONS = ("attention", "causal_attention")
+
+# The operator each SDPA backend runs as, as the profiler names it.
+SDPA_OPERATORS = {
+    "aten::_scaled_dot_product_flash_attention": "flash",
+    "aten::_scaled_dot_product_efficient_attention": "efficient",
+    "aten::_scaled_dot_product_cudnn_attention": "cudnn",
+    "aten::_scaled_dot_product_attention_math": "math",
+}
+
 
 def compute(torch, kernel, t, s):
     """The kernel in PyTorch eager, as a user would write it (matrix products go to cuBLAS)."""
@@ -56,7 +95,7 @@ def compute(torch, kernel, t, s):
         return F.linear(t["x"], t["w"], t["b"])
     if kernel == "mlp":
         return F.linear(F.gelu(F.linear(t["x"], t["w1"], t["b1"])), t["w2"], t["b2"])
-    if kernel in ("attention", "causal_attention"):
+    if kernel in ATTENTIONS:
         return F.scaled_dot_product_attention(t["q"], t["k"], t["v"], is_causal=kernel == "causal_attention",
                                               scale=s["scale"])
     if kernel == "attend":
@@ -119,37 +158,195 @@ def run(torch, np, request):
     return {"ok": True}
 
 
-def bench(torch, request):
+class Clocks:
+    """The device's SM and memory clocks through NVML (nvidia-ml-py), when it is there."""
+
+    def __init__(self, torch):
+        try:
+            import pynvml
+            pynvml.nvmlInit()
+            uuid = str(torch.cuda.get_device_properties(0).uuid)
+            handles = [pynvml.nvmlDeviceGetHandleByIndex(k) for k in range(pynvml.nvmlDeviceGetCount())]
+            # NVML numbers the devices its own way: find torch's device 0 by its UUID ("GPU-" + torch's).
+            self.handle = next(h for h in handles if self._text(pynvml.nvmlDeviceGetUUID(h)).endswith(uuid))
+            self.pynvml = pynvml
+        except Exception:  # no NVML here: results go without clocks
+            self.pynvml = None
+
+    @staticmethod
+    def _text(value):
+        return value.decode() if isinstance(value, bytes) else value
+
+    def now(self):
+        if self.pynvml is None:
+            return {}
+        read = self.pynvml.nvmlDeviceGetClockInfo
+        return {"clocks": {"sm_mhz": read(self.handle, self.pynvml.NVML_CLOCK_SM),
+                           "memory_mhz": read(self.handle, self.pynvml.NVML_CLOCK_MEM)}}
+
+
+def time_calls(torch, clocks, call, request):
+    """The median and the fastest of the timed calls of `call`, as the request's timing asks, and the
+    clocks right after them."""
+    flush = None
+    if request.get("flush_l2"):
+        flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for k in range(request["warmup"] + request["repetitions"]):
+        if flush is not None:
+            flush.fill_(k & 0xFF)
+        start.record()
+        call()
+        stop.record()
+        stop.synchronize()
+        if k >= request["warmup"]:
+            times.append(start.elapsed_time(stop))
+    times.sort()
+    middle = len(times) // 2
+    median = times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
+    return {"median_ms": median, "min_ms": times[0], **clocks.now()}
+
+
+class CompileTimeout(BaseException):
+    """Not an Exception, so that no library's `except Exception` on the way up turns it into its own error."""
+
+
+def on_alarm(signum, frame):
+    raise CompileTimeout()
+
+
+def compiled(torch, clocks, request, t, s):
+    """torch.compile of the kernel, its first call (the compilation) given `compile_seconds` at most; the
+    result says how long the compilation took, whatever became of it."""
+    kernel, seconds = request["kernel"], request["compile_seconds"]
+    # Afresh for each kernel: every kernel is traced through compute()'s one code object, and past
+    # dynamo's recompile limit on it the rest would run eager, unannounced.
+    torch._dynamo.reset()
+    function = torch.compile(lambda tensors: compute(torch, kernel, tensors, s), fullgraph=True, dynamic=False)
+    started = time.monotonic()
+    signal.signal(signal.SIGALRM, on_alarm)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        function(t)
+        torch.cuda.synchronize()
+    except CompileTimeout:
+        torch._dynamo.reset()
+        return {"ok": False, "skipped": f"not compiled within {seconds} s", "compile_s": time.monotonic() - started}
+    except Exception as error:
+        return {"ok": False, "error": f"{type(error).__name__}: {error}", "compile_s": time.monotonic() - started}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    compile_seconds = time.monotonic() - started
+    return {"ok": True, "compile_s": compile_seconds, **time_calls(torch, clocks, lambda: function(t), request)}
+
+
+def sdpa_backend(torch, request, t, s):
+    """The backend SDPA picks for these inputs, by the operator the profiler sees it run."""
+    with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
+        compute(torch, request["kernel"], t, s)
+        torch.cuda.synchronize()
+    ran = {event.name for event in profile.events()}
+    return next((backend for operator, backend in SDPA_OPERATORS.items() if operator in ran), "unknown")
+
+
+def flash_attention(torch, clocks, request, t, s):
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+        try:
+            compute(torch, request["kernel"], t, s)
+        except RuntimeError as error:  # no FlashAttention kernel for these inputs (f32, say)
+            return {"ok": False, "skipped": f"FlashAttention-2 does not run these inputs ({error})"}
+        return {"ok": True, **time_calls(torch, clocks, lambda: compute(torch, request["kernel"], t, s), request)}
+
+
+def baseline(name, measure):
+    """One baseline's result, named; its failure is its result, not the request's."""
+    try:
+        return {"name": name, **measure()}
+    except Exception as error:
+        return {"name": name, "ok": False, "error": f"{type(error).__name__}: {error}"}
+
+
+def bench(torch, clocks, request):
+    kernel = request["kernel"]
     sizes = request["sizes"]
     t = {}
     for name, dims, dtype in input_types(torch, request):
         shape = [int(sizes[dim]) for dim in dims.split()]
         t[name] = (torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1).to(dtype)
     s = scalars_of(request)
-    flush = None
-    if request.get("flush_l2"):
-        flush = torch.empty(2 * torch.cuda.get_device_properties(0).L2_cache_size, dtype=torch.uint8, device="cuda")
-    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    times = []
     with torch.no_grad():
-        for k in range(request["warmup"] + request["repetitions"]):
-            if flush is not None:
-                flush.fill_(k & 0xFF)
-            start.record()
-            compute(torch, request["kernel"], t, s)
-            stop.record()
-            stop.synchronize()
-            if k >= request["warmup"]:
-                times.append(start.elapsed_time(stop))
-    times.sort()
-    middle = len(times) // 2
-    median = times[middle] if len(times) % 2 else (times[middle - 1] + times[middle]) / 2
-    return {"ok": True, "median_ms": median, "min_ms": times[0]}
+        result = {"ok": True, **time_calls(torch, clocks, lambda: compute(torch, kernel, t, s), request)}
+        baselines = []
+        if request.get("compile_seconds"):
+            baselines.append(baseline("torch.compile", lambda: compiled(torch, clocks, request, t, s)))
+        if kernel in PRODUCTS:
+            baselines.append(baseline("cublas", lambda: time_calls(torch, clocks, lambda: PRODUCTS[kernel](torch, t), request)))
+        if kernel in ATTENTIONS:
+            result["sdpa_backend"] = sdpa_backend(torch, request, t, s)
+            baselines.append(baseline("flash-attention", lambda: flash_attention(torch, clocks, request, t, s)))
+    if baselines:
+        result["baselines"] = baselines
+    return result
+
+
+def copy(torch, clocks, request):
+    source = torch.rand(request["bytes"] // 4, device="cuda")
+    target = torch.empty_like(source)
+    result = {"ok": True, **time_calls(torch, clocks, lambda: target.copy_(source), request)}
+    if not torch.equal(target, source):
+        return {"ok": False, "error": "the copy differs from its source"}
+    return result
+
+
+def answer(torch, np, clocks, request):
+    """The result of one request; None for a malformed one."""
+    mode = request.get("mode")
+    if mode not in ("run", "bench", "copy", "clocks"):
+        return None
+    if mode in ("run", "bench") and request.get("kernel") not in KERNELS:
+        return {"ok": False, "error": f"no PyTorch counterpart for kernel {request.get('kernel')}"}
+    try:
+        if mode == "clocks":
+            return {"ok": True, **clocks.now()}
+        if mode == "copy":
+            return copy(torch, clocks, request)
+        return run(torch, np, request) if mode == "run" else bench(torch, clocks, request)
+    except Exception as error:  # one request's failure is its result, not the batch's
+        return {"ok": False, "error": f"{type(error).__name__}: {error}"}
+
+
+def serve(torch, np, clocks):
+    """Answers the requests on the socket at file descriptor 3, one line each, until it closes."""
+    try:  # end with the process that started this one, even one killed before it could close the socket
+        import ctypes
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    channel = socket.socket(fileno=3)
+    lines, out = channel.makefile("r"), channel.makefile("w")
+
+    def send(value):
+        out.write(json.dumps(value) + "\n")
+        out.flush()
+
+    send({"torch": torch.__version__, "device": torch.cuda.get_device_name(0)})
+    for line in lines:
+        request = json.loads(line)
+        result = answer(torch, np, clocks, request)
+        if result is None:
+            print(f"malformed request: {request}")
+            return 2
+        send(result)
+        torch.cuda.empty_cache()  # what this request held is for the next Emmy run
+    return 0
 
 
 def main(argv):
-    if len(argv) != 3:
-        print("usage: torch_stdlib.py REQUESTS.json RESULTS.json")
+    session = argv[1:] == ["--serve"]
+    if len(argv) != 3 and not session:
+        print("usage: torch_stdlib.py REQUESTS.json RESULTS.json, or torch_stdlib.py --serve")
         return 2
     try:
         import numpy as np
@@ -163,20 +360,18 @@ def main(argv):
     # Like for like: FP32 matrix products in FP32, not TF32.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
+    clocks = Clocks(torch)
+    if session:
+        return serve(torch, np, clocks)
     with open(argv[1]) as file:
         requests = json.load(file)
     results = []
     for request in requests:
-        if request.get("mode") not in ("run", "bench"):
+        result = answer(torch, np, clocks, request)
+        if result is None:
             print(f"malformed request: {request}")
             return 2
-        if request.get("kernel") not in KERNELS:
-            results.append({"ok": False, "error": f"no PyTorch counterpart for kernel {request.get('kernel')}"})
-            continue
-        try:
-            results.append(run(torch, np, request) if request["mode"] == "run" else bench(torch, request))
-        except Exception as error:  # one kernel's failure is its result, not the batch's
-            results.append({"ok": False, "error": f"{type(error).__name__}: {error}"})
+        results.append(result)
     with open(argv[2], "w") as file:
         json.dump({"torch": torch.__version__, "device": torch.cuda.get_device_name(0), "results": results}, file)
     return 0

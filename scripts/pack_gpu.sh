@@ -15,6 +15,9 @@ pack=${2:-$build/gpu-pack}
 cmake --build "$build" -j "${EMMY_JOBS:-2}" --target emmy emmy_unit_tests emmy_bench_stdlib
 rm -rf "$pack"
 cmake --install "$build" --prefix "$pack" --strip >/dev/null
+# The TorchScript importer links this machine's LibTorch (hundreds of MiB, CPU-only): the GPU tests import
+# no model, and the GPU machine's PyTorch is another.
+rm -f "$pack/bin/emmy-import"
 for program in emmy_unit_tests emmy_bench_stdlib; do
   strip -o "$pack/bin/$program" "$build/bin/$program"
 done

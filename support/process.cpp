@@ -27,19 +27,6 @@ namespace emmy {
 
 namespace {
 
-// posix_spawn's objects, destroyed on every path out.
-struct SpawnSetup {
-  posix_spawn_file_actions_t actions;
-  posix_spawnattr_t attributes;
-  SpawnSetup() {
-    posix_spawn_file_actions_init(&actions);
-    posix_spawnattr_init(&attributes);
-  }
-  ~SpawnSetup() {
-    posix_spawn_file_actions_destroy(&actions);
-    posix_spawnattr_destroy(&attributes);
-  }
-};
 
 // Waits for `pid` (the leader of its own process group) until `timeout` after `start`, then kills the
 // group. Polls rather than blocking in waitpid, so that the deadline needs no signal handler; the interval

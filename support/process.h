@@ -3,6 +3,8 @@
 // candidate of `emmy tune`, which may crash or hang); and the scratch folders they run in.
 #pragma once
 
+#include <spawn.h>
+
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -10,6 +12,22 @@
 #include <vector>
 
 namespace emmy {
+
+// posix_spawn's objects, destroyed on every path out (runProcess, and runtime/'s python3 session).
+struct SpawnSetup {
+  posix_spawn_file_actions_t actions;
+  posix_spawnattr_t attributes;
+  SpawnSetup() {
+    posix_spawn_file_actions_init(&actions);
+    posix_spawnattr_init(&attributes);
+  }
+  ~SpawnSetup() {
+    posix_spawn_file_actions_destroy(&actions);
+    posix_spawnattr_destroy(&attributes);
+  }
+  SpawnSetup(const SpawnSetup&) = delete;
+  SpawnSetup& operator=(const SpawnSetup&) = delete;
+};
 
 struct ProcessOutcome {
   enum class Kind { Exited, Signaled, TimedOut };

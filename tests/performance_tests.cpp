@@ -22,7 +22,7 @@ std::vector<std::string> reportOf(const std::string& example, const std::map<std
   REQUIRE(nvrtcAvailable(&whyNot));
   CudaCompileResult compiled = compileCuda(files.source, example + ".cu", "sm_90", true);
   REQUIRE(compiled.ok);
-  return performanceReport(lowered, resourceUsage(compiled), "sm_90", sizes);
+  return performanceReport(lowered, resourceUsage(compiled), compiled.ptx, "sm_90", sizes);
 }
 
 }  // namespace

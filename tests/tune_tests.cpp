@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cmath>
 #include <filesystem>
+#include <regex>
 #include <set>
 #include <thread>
 
@@ -19,7 +20,10 @@
 #include <sqlite3.h>
 
 #include "check/check.h"
+#include "backend/nvrtc.h"
 #include "compiler/elaborate.h"
+#include "frontend/frontend.h"
+#include "performance/performance.h"
 #include "ir/tensor/evaluator.h"
 #include "support/files.h"
 #include "support/process.h"
@@ -486,12 +490,88 @@ TEST_CASE("tune: the static model ranks matmul's candidates", "[tune]") {
   };
   std::map<std::string, int64_t> small = {{"M", 1024}, {"N", 1024}, {"K", 1024}};
   std::map<std::string, int64_t> large = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
-  Candidate defaults = kMatmulDefaults, big = {{"BM", 128}, {"BN", 128}, {"BK", 32}};
+  Candidate defaults = kMatmulDefaults, big = {{"BM", 128}, {"BN", 128}, {"BK", 8}};
   // 1024^2 in 128x128 tiles is 64 blocks for 132 SMs; at 4096^2 the large tiles fill the machine.
   CHECK(estimate(small, big) > 1.5 * estimate(small, defaults));
   CHECK(estimate(large, big) < estimate(large, defaults));
+  // With 32-deep slices a 1024-thread block needs more than the 64 registers a thread can have: it spills.
+  Candidate spilling = {{"BM", 128}, {"BN", 128}, {"BK", 32}};
+  CHECK(estimate(large, spilling) > estimate(large, defaults));
   // Bounded below by the FP32 roofline (2 x 4096^3 flops at 67 TFLOP/s).
   CHECK(estimate(large, big) > 2.0 * std::pow(4096.0, 3) / 67e12 * 1e3);
+}
+
+namespace {
+
+// A standard-library kernel instance with `params`, lowered and printed as emmy tune gives it to a backend.
+CandidateProgram stdlibProgram(const std::string& module, const std::string& kernel, const Candidate& params,
+                               const std::map<std::string, int64_t>& sizes) {
+  std::string file = (fs::path(Frontend::defaultStdlibDir()) / module).string();
+  Diagnostics diagnostics;
+  auto kernels = elaborateFile(file, kernel, true, params, diagnostics);
+  INFO(diagnostics.render());
+  REQUIRE(kernels);
+  REQUIRE(kernels->size() == 1);
+  CandidateProgram program{kernel, params, lower(kernels->front(), PipelineOptions{}), {}, sizes, {}};
+  program.cuda = emitCudaFiles({program.lowered}, file);
+  return program;
+}
+
+}  // namespace
+
+TEST_CASE("tune: the static model ranks a candidate that spills last, and says so", "[tune]") {
+  std::string whyNot;
+  if (!nvrtcAvailable(&whyNot)) {
+    WARN("NVRTC is missing, nothing to check: " << whyNot);
+    return;
+  }
+  const std::map<std::string, int64_t> sizes = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
+  // The 16-thread block that __launch_bounds__(16, 32) once capped at 64 registers (4000 bytes of spills).
+  Candidate smallBlock = {{"BK", 32}, {"BM", 32}, {"BN", 32}, {"PAD", 0}, {"RM", 8}, {"RN", 8}};
+  Candidate defaults = {{"BK", 16}, {"BM", 64}, {"BN", 64}, {"PAD", 4}, {"RM", 4}, {"RN", 4}};
+  CandidateProgram program = stdlibProgram("linalg.emmy", "matmul<f16>", smallBlock, sizes);
+  CudaCompileResult compiled = compileCuda(program.cuda.source, "linalg.cu", "sm_90", /*wantCubin=*/true);
+  REQUIRE(compiled.ok);
+  std::vector<KernelResources> resources = resourceUsage(compiled);
+  REQUIRE(resources.size() == 1);
+  CHECK(resources[0].spillStoreBytes == 0);  // the block size alone never forces a spill
+  CHECK(resources[0].spillLoadBytes == 0);
+
+  // The same code as ptxas would report it with spills: ranked after every candidate that does not spill.
+  CudaCompileResult spilling = compiled;
+  spilling.log = std::regex_replace(spilling.log, std::regex("0 bytes spill stores, 0 bytes spill loads"),
+                                    "3988 bytes spill stores, 4118 bytes spill loads");
+  REQUIRE(resourceUsage(spilling)[0].spillStoreBytes == 3988);
+  TimeEstimate withSpills = estimateTime(program.lowered, &spilling, "sm_90", sizes);
+  TimeEstimate without = estimateTime(program.lowered, &compiled, "sm_90", sizes);
+  CHECK(withSpills.summary.find("SPILLS (3988 bytes stored, 4118 loaded per thread): ranked last") != std::string::npos);
+  CHECK(without.summary.find("SPILLS") == std::string::npos);
+  CostModelBackend model("sm_90");
+  for (const Candidate& other : {defaults, smallBlock}) {
+    Measurement m = model.measure(stdlibProgram("linalg.emmy", "matmul<f16>", other, sizes));
+    INFO(m.message);
+    REQUIRE(m.status == Status::Ok);
+    CHECK(withSpills.seconds * 1e3 > m.milliseconds);
+  }
+}
+
+TEST_CASE("tune: of softmax candidates that move the same bytes, the model prefers fewer issue cycles", "[tune]") {
+  std::string whyNot;
+  if (!nvrtcAvailable(&whyNot)) {
+    WARN("NVRTC is missing, nothing to check: " << whyNot);
+    return;
+  }
+  const std::map<std::string, int64_t> sizes = {{"N", 4096}, {"D", 4096}};
+  CostModelBackend model("sm_90");
+  // 16-byte vectors against 8-byte ones: the same bytes, half the memory instructions and their index arithmetic.
+  CandidateProgram wide = stdlibProgram("nn.emmy", "softmax<f32>", {{"LANES", 256}, {"VEC", 4}}, sizes);
+  CandidateProgram narrow = stdlibProgram("nn.emmy", "softmax<f32>", {{"LANES", 256}, {"VEC", 2}}, sizes);
+  CHECK(instanceWork(wide.lowered, sizes).bytes == instanceWork(narrow.lowered, sizes).bytes);
+  Measurement wideTime = model.measure(wide), narrowTime = model.measure(narrow);
+  INFO(wideTime.message << "\n" << narrowTime.message);
+  REQUIRE(wideTime.status == Status::Ok);
+  REQUIRE(narrowTime.status == Status::Ok);
+  CHECK(wideTime.milliseconds < narrowTime.milliseconds);
 }
 
 TEST_CASE("tune: GPU timing, the CPU simulation standing in for the GPU: outputs checked, the median time", "[tune]") {

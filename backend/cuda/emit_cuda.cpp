@@ -418,11 +418,13 @@ private:
     body_.clear();
     collectBuffers(kernelParameters(ParameterText::Names), function.body.get());
     scoped(*function.body, 1);
-    // The block size guarantees the launch; asking for enough blocks to keep 512 threads per SM leaves
-    // ptxas up to 128 registers per thread (with the block size alone it may cap them far lower, and spill).
+    // The block size, which guarantees the launch (ptxas keeps a block's registers within the SM's), and
+    // a minimum of one resident block, which caps nothing more. A larger minimum caps the registers (32
+    // blocks of 16 threads leave 64 each) and ptxas spills rather than exceed it; the block size alone
+    // lets ptxas pick a register target of its own, which spilled too (residual_mlp on sm_80).
     int threads = function.threadsPerBlock();
-    return fmt::format("// Computes {}.\nextern \"C\" __global__ void __launch_bounds__({}, {}) {}({}) {{\n{}}}\n\n",
-                       join(function.stages, ", "), threads, std::max(1, 512 / threads), function.name,
+    return fmt::format("// Computes {}.\nextern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n{}}}\n\n",
+                       join(function.stages, ", "), threads, function.name,
                        join(kernelParameters(ParameterText::Declared), ", "), body_);
   }
 
@@ -634,6 +636,14 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
     if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
       asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
                    "l"(global + j));
+      return;
+    }
+  }
+#elif defined(EMMY_SIMULATE)
+  // The simulation takes the same 16-byte path, so that `emmy check --profile` counts what the GPU does.
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      shared.copyVector(i, global + j);
       return;
     }
   }

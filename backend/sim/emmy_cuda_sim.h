@@ -35,9 +35,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <type_traits>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -430,9 +433,19 @@ struct GlobalAllocation {
   size_t mappingBytes;
   char* data;
   size_t bytes;
+  uint64_t serial;  // 1 for the first allocation of the program, and so on: a profile's buffer identity
 };
 
 inline std::vector<GlobalAllocation> globalAllocations;
+inline uint64_t allocationsMade = 0;
+// globalAllocations' elements as plain values, for the profiler's uninstrumented lookup (a vector's
+// accessors would be calls, and instrumented).
+inline const GlobalAllocation* allocationTable = nullptr;
+inline size_t allocationCount = 0;
+inline void publishAllocations() {
+  allocationTable = globalAllocations.data();
+  allocationCount = globalAllocations.size();
+}
 
 inline void* allocateGuarded(size_t bytes) {
   const auto page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
@@ -447,7 +460,8 @@ inline void* allocateGuarded(size_t bytes) {
     return nullptr;
   }
   char* data = first + dataBytes - alignedBytes;
-  globalAllocations.push_back({static_cast<char*>(mapping), mappingBytes, data, bytes});
+  globalAllocations.push_back({static_cast<char*>(mapping), mappingBytes, data, bytes, ++allocationsMade});
+  publishAllocations();
   return data;
 }
 
@@ -456,6 +470,7 @@ inline bool freeGuarded(void* data) {
     if (it->data != data) continue;
     munmap(it->mapping, it->mappingBytes);
     globalAllocations.erase(it);
+    publishAllocations();
     return true;
   }
   return false;
@@ -755,6 +770,298 @@ struct SimThread {
   uint64_t received = 0;
 };
 
+// ---------------------------------------------------------------------------------------------------
+// The profile of `emmy check --profile` (backend/sim/ARCHITECTURE.md, "Profiling"): every access of every
+// thread to global memory (seen through the compiler's instrumentation, -fsanitize=thread's callbacks at
+// the end of this file) and to shared memory (seen by SharedArray), grouped as the hardware groups them:
+// the accesses a warp's lanes make at one site (the instruction's address) for the same time (the n-th
+// time each lane got there) are one warp instruction. Its global requests, sectors and shared-memory
+// wavefronts are counted when the warp's lanes have all stopped (at a barrier, a shuffle or their end),
+// and summed per kernel and site; the harness writes them to a file at exit.
+// ---------------------------------------------------------------------------------------------------
+
+#if defined(EMMY_PROFILE)
+constexpr bool kProfiling = true;
+#else
+constexpr bool kProfiling = false;
+#endif
+
+enum class Space : uint8_t { Global, Shared };
+
+// Set while the simulation's own code runs (recording an access, counting, checking a shared access), so
+// that its loads and stores, which the instrumentation reports too, are neither recorded nor costly. A
+// fiber starts with it clear (Scheduler::threadMain), since a switch may leave it set.
+inline bool inProfileCallback = false;
+
+// Marks the simulation's own code for as long as it lives, when profiling.
+class UnprofiledScope {
+public:
+  UnprofiledScope() : was_(inProfileCallback) { inProfileCallback = true; }
+  ~UnprofiledScope() { inProfileCallback = was_; }
+  UnprofiledScope(const UnprofiledScope&) = delete;
+  UnprofiledScope& operator=(const UnprofiledScope&) = delete;
+
+private:
+  bool was_;
+};
+
+// The counters of one access site (an instruction) in one kernel, summed over its warp instructions.
+struct SiteCounters {
+  uint64_t executions = 0;       // warp instructions
+  uint64_t requests = 0;         // the parts of them the memory pipeline handles at once (see phaseLanes)
+  uint64_t sectors = 0;          // global: the 32-byte sectors each request touches
+  uint64_t idealSectors = 0;     // global: the fewest sectors that could hold the bytes each request touches
+  uint64_t wavefronts = 0;       // shared: the passes each request needs (1 + its bank conflicts)
+  uint64_t idealWavefronts = 0;  // shared: 1 per request
+  uint64_t lanes = 0;            // active lanes, summed over the warp instructions
+  uint64_t divergent = 0;        // warp instructions with some of the warp's running lanes inactive
+};
+
+struct SiteKey {
+  uintptr_t site;
+  uint32_t bytes;
+  Access access;
+  Space space;
+  bool operator<(const SiteKey& other) const {
+    return std::tie(site, bytes, access, space) < std::tie(other.site, other.bytes, other.access, other.space);
+  }
+};
+
+struct KernelCounters {
+  uint64_t launches = 0;
+  uint64_t blocks = 0;
+  unsigned threadsPerBlock = 0;
+  uint64_t barriers = 0;  // __syncthreads() that released a block
+  std::map<SiteKey, SiteCounters> sites;
+  std::unordered_set<uint64_t> globalSectors;  // every global sector touched, for the bytes a kernel needs at least
+};
+
+// One access of one thread, until its warp instruction is complete. Addresses are device addresses: a
+// global buffer's offset from its start, which cudaMalloc aligns to 256 bytes, plus a base per buffer; a
+// shared array's offset from its start, which is taken to lie at bank 0, plus a base per array.
+struct ProfiledAccess {
+  uintptr_t site;
+  uint64_t execution;  // how many accesses the thread made at `site` before this one, in this block
+  uint64_t address;
+  uint32_t bytes;
+  uint8_t lane;
+  Access access;
+  Space space;
+};
+
+// The lanes of a warp whose accesses of `bytes` each are handled as one request, 128 bytes at most: the
+// whole warp up to 4 bytes, half of it for 8, a quarter for 16 (as the hardware serves shared memory, and
+// global memory a 128-byte line at a time).
+inline unsigned phaseLanes(uint32_t bytes) { return bytes <= 4 ? 32 : bytes <= 8 ? 16 : 8; }
+
+class Profiler {
+public:
+  void beginLaunch(const char* kernel, unsigned threadsPerBlock) {
+    kernel_ = &kernels_[kernel];
+    ++kernel_->launches;
+    kernel_->threadsPerBlock = threadsPerBlock;
+    executions_.resize(threadsPerBlock);
+    pending_.resize((threadsPerBlock + kWarpSize - 1) / kWarpSize);
+    runningLanes_.resize(pending_.size());
+  }
+  void endLaunch() { kernel_ = nullptr; }
+
+  void beginBlock(unsigned threads) {
+    ++kernel_->blocks;
+    for (unsigned t = 0; t < threads; ++t) executions_[t].clear();
+    for (unsigned w = 0; w < pending_.size(); ++w) {
+      pending_[w].clear();
+      runningLanes_[w] = std::min(kWarpSize, threads - w * kWarpSize);
+    }
+  }
+  void barrierReleased() { ++kernel_->barriers; }
+
+  void note(unsigned thread, uintptr_t site, uint64_t address, uint32_t bytes, Access access, Space space) {
+    UnprofiledScope unprofiled;
+    uint64_t execution = 0;
+    for (auto& [seen, count] : executions_[thread])
+      if (seen == site) {
+        execution = count++;
+        goto found;
+      }
+    executions_[thread].push_back({site, 1});
+  found:
+    pending_[thread / kWarpSize].push_back(
+        {site, execution, address, bytes, static_cast<uint8_t>(thread % kWarpSize), access, space});
+  }
+
+  // Counts the warp instructions of `warp` since its lanes last all stopped; `running` of its lanes have
+  // not exited now.
+  void completeWarp(unsigned warp, unsigned running) {
+    UnprofiledScope unprofiled;
+    const std::vector<ProfiledAccess>& accesses = pending_[warp];
+    slots_.resize(accesses.size());
+    ordered_.resize(accesses.size());
+    starts_.resize(accesses.size() + 1);
+    size_t slotCount = 0;
+    const size_t groups = groupInstructions(accesses.data(), accesses.size(), slots_.data(), slotCount);
+    laneIndex_.assign(groups * kWarpSize, -1);
+    const size_t instructions = orderInstructions(accesses.data(), accesses.size(), slots_.data(), laneIndex_.data(),
+                                                  groups, ordered_.data(), starts_.data());
+    for (size_t i = 0; i < instructions; ++i)
+      countInstruction(&ordered_[starts_[i]], &ordered_[0] + starts_[i + 1], runningLanes_[warp]);
+    pending_[warp].clear();
+    runningLanes_[warp] = running;
+  }
+
+  // Writes every kernel's counters to the file $EMMY_PROFILE_FILE (default: profile.txt).
+  void write() const {
+    const char* path = std::getenv("EMMY_PROFILE_FILE");
+    std::FILE* file = std::fopen(path ? path : "profile.txt", "w");
+    if (!file) return;
+    std::fprintf(file, "emmy-profile 1\n");
+    for (const auto& [name, kernel] : kernels_) {
+      std::fprintf(file, "kernel %s %llu %llu %u %llu %llu\n", name.c_str(), (unsigned long long)kernel.launches,
+                   (unsigned long long)kernel.blocks, kernel.threadsPerBlock, (unsigned long long)kernel.barriers,
+                   (unsigned long long)kernel.globalSectors.size());
+      for (const auto& [key, c] : kernel.sites)
+        std::fprintf(file, "site %llx %s %s %u %llu %llu %llu %llu %llu %llu %llu %llu\n", (unsigned long long)key.site,
+                     key.space == Space::Global ? "global" : "shared", key.access == Access::Read ? "load" : "store",
+                     key.bytes, (unsigned long long)c.executions, (unsigned long long)c.requests,
+                     (unsigned long long)c.sectors, (unsigned long long)c.idealSectors, (unsigned long long)c.wavefronts,
+                     (unsigned long long)c.idealWavefronts, (unsigned long long)c.lanes, (unsigned long long)c.divergent);
+    }
+    std::fclose(file);
+  }
+
+private:
+  // The accesses of one site (a kind of access at one instruction) since the warp's lanes last stopped:
+  // the range of their executions, and where its warp instructions start among all of them.
+  struct Slot {
+    uintptr_t site;
+    uint32_t bytes;
+    Access access;
+    Space space;
+    uint64_t firstExecution, lastExecution;
+    size_t firstGroup;
+  };
+
+  // Groups `count` accesses into warp instructions: the distinct sites into `slots` (their first
+  // `slotCount` entries; `slots` holds an entry per access on entry), each with its range of executions;
+  // returns how many instructions there can be (a slot's executions are consecutive per lane). Not
+  // instrumented, like orderInstructions: they touch every access several times.
+  __attribute__((no_sanitize("thread"))) static size_t groupInstructions(const ProfiledAccess* accesses, size_t count,
+                                                                          Slot* slots, size_t& slotCount) {
+    slotCount = 0;
+    for (size_t i = 0; i < count; ++i) {
+      const ProfiledAccess& a = accesses[i];
+      size_t s = 0;
+      while (s < slotCount && !(slots[s].site == a.site && slots[s].bytes == a.bytes && slots[s].access == a.access &&
+                                slots[s].space == a.space))
+        ++s;
+      if (s == slotCount) slots[slotCount++] = {a.site, a.bytes, a.access, a.space, a.execution, a.execution, 0};
+      // (No std::min: a call the instrumentation's attributes keep from inlining here.)
+      if (a.execution < slots[s].firstExecution) slots[s].firstExecution = a.execution;
+      if (a.execution > slots[s].lastExecution) slots[s].lastExecution = a.execution;
+    }
+    size_t groups = 0;
+    for (size_t s = 0; s < slotCount; ++s) {
+      slots[s].firstGroup = groups;
+      groups += slots[s].lastExecution - slots[s].firstExecution + 1;
+    }
+    return groups;
+  }
+
+  // Places each access by its instruction (a slot's executions in order, slots in order of first
+  // appearance) and lane (`laneIndex`: `groups` x 32, all -1 on entry); writes the instructions' accesses
+  // in lane order to `ordered` and where each starts to `starts` (one more entry than instructions);
+  // returns the number of instructions.
+  __attribute__((no_sanitize("thread"))) static size_t orderInstructions(const ProfiledAccess* accesses, size_t count,
+                                                                          const Slot* slots, int32_t* laneIndex, size_t groups,
+                                                                          const ProfiledAccess** ordered, size_t* starts) {
+    for (size_t i = 0; i < count; ++i) {
+      const ProfiledAccess& a = accesses[i];
+      size_t s = 0;
+      while (!(slots[s].site == a.site && slots[s].bytes == a.bytes && slots[s].access == a.access && slots[s].space == a.space))
+        ++s;
+      laneIndex[(slots[s].firstGroup + (a.execution - slots[s].firstExecution)) * kWarpSize + a.lane] = static_cast<int32_t>(i);
+    }
+    size_t instructions = 0, placed = 0;
+    for (size_t g = 0; g < groups; ++g) {
+      const size_t first = placed;
+      for (unsigned lane = 0; lane < kWarpSize; ++lane)
+        if (laneIndex[g * kWarpSize + lane] >= 0) ordered[placed++] = &accesses[laneIndex[g * kWarpSize + lane]];
+      if (placed > first) starts[instructions++] = first;
+    }
+    starts[instructions] = placed;
+    return instructions;
+  }
+
+  // One warp instruction: the accesses of its active lanes, in lane order.
+  void countInstruction(const ProfiledAccess* const* begin, const ProfiledAccess* const* end, unsigned runningLanes) {
+    const ProfiledAccess& first = **begin;
+    SiteCounters& counters = kernel_->sites[{first.site, first.bytes, first.access, first.space}];
+    const auto active = static_cast<unsigned>(end - begin);
+    ++counters.executions;
+    counters.lanes += active;
+    if (active < runningLanes) ++counters.divergent;
+    const unsigned lanesPerPhase = phaseLanes(first.bytes);
+    for (const ProfiledAccess* const* phase = begin; phase != end;) {
+      const ProfiledAccess* const* phaseEnd = phase;
+      while (phaseEnd != end && (*phaseEnd)->lane / lanesPerPhase == (*phase)->lane / lanesPerPhase) ++phaseEnd;
+      ++counters.requests;
+      if (first.space == Space::Global)
+        countSectors(phase, phaseEnd, counters);
+      else
+        countWavefronts(phase, phaseEnd, counters);
+      phase = phaseEnd;
+    }
+  }
+
+  void countSectors(const ProfiledAccess* const* begin, const ProfiledAccess* const* end, SiteCounters& counters) {
+    std::vector<uint64_t> sectors;
+    std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [first byte, end)
+    for (const ProfiledAccess* const* lane = begin; lane != end; ++lane) {
+      const ProfiledAccess* a = *lane;
+      ranges.push_back({a->address, a->address + a->bytes});
+      for (uint64_t sector = a->address / 32; sector <= (a->address + a->bytes - 1) / 32; ++sector) sectors.push_back(sector);
+    }
+    std::sort(sectors.begin(), sectors.end());
+    sectors.erase(std::unique(sectors.begin(), sectors.end()), sectors.end());
+    counters.sectors += sectors.size();
+    kernel_->globalSectors.insert(sectors.begin(), sectors.end());
+    std::sort(ranges.begin(), ranges.end());
+    uint64_t distinctBytes = 0, coveredTo = 0;
+    for (const auto& [first, last] : ranges) {
+      const uint64_t from = std::max(first, coveredTo);
+      if (last > from) distinctBytes += last - from;
+      coveredTo = std::max(coveredTo, last);
+    }
+    counters.idealSectors += (distinctBytes + 31) / 32;
+  }
+
+  // Shared memory has 32 banks of 4-byte words; the lanes of a request that touch different words of one
+  // bank need a pass each, lanes that touch the same word share it (a broadcast).
+  static void countWavefronts(const ProfiledAccess* const* begin, const ProfiledAccess* const* end, SiteCounters& counters) {
+    std::vector<uint64_t> words;
+    for (const ProfiledAccess* const* lane = begin; lane != end; ++lane)
+      for (uint64_t word = (*lane)->address / 4; word <= ((*lane)->address + (*lane)->bytes - 1) / 4; ++word) words.push_back(word);
+    std::sort(words.begin(), words.end());
+    words.erase(std::unique(words.begin(), words.end()), words.end());
+    unsigned perBank[kWarpSize] = {};
+    unsigned passes = 1;
+    for (uint64_t word : words) passes = std::max(passes, ++perBank[word % kWarpSize]);
+    counters.wavefronts += passes;
+    ++counters.idealWavefronts;
+  }
+
+  std::map<std::string, KernelCounters> kernels_;
+  KernelCounters* kernel_ = nullptr;
+  std::vector<std::vector<std::pair<uintptr_t, uint64_t>>> executions_;  // per thread: (site, accesses so far)
+  std::vector<std::vector<ProfiledAccess>> pending_;                     // per warp
+  std::vector<unsigned> runningLanes_;  // per warp: its lanes that had not exited when its instructions began
+  // completeWarp's working space, kept to save allocations.
+  std::vector<Slot> slots_;
+  std::vector<int32_t> laneIndex_;
+  std::vector<const ProfiledAccess*> ordered_;
+  std::vector<size_t> starts_;
+};
+
 class Scheduler {
 public:
   using KernelBody = void (*)(const void* closure);
@@ -776,6 +1083,15 @@ public:
   inline void noteSharedAccess(Access access, SharedAccesses* records, const char* buffer, int64_t index,
                                int64_t count);
 
+  // `emmy check --profile`: an access of the running thread at `site` (profiled when a kernel runs and,
+  // for global memory, when `address` lies in a buffer from cudaMalloc).
+  void noteGlobalAccess(uintptr_t site, const void* address, uint32_t bytes, Access access);
+  void noteProfiledSharedAccess(uintptr_t site, const void* array, int64_t offset, uint32_t bytes, Access access) {
+    profiler_.note(current_, site, (reinterpret_cast<uintptr_t>(array) << 20) + static_cast<uint64_t>(offset), bytes,
+                   access, Space::Shared);
+  }
+  void writeProfile() const { profiler_.write(); }
+
 private:
   static void threadMain();
   static void reportWhereAddressSanitizerStopped();
@@ -790,6 +1106,8 @@ private:
   [[noreturn]] __attribute__((cold)) void stopAtFault(const void* address, const char* verb);
 
   [[noreturn]] void exitThread();
+  // Profiling: counts the warp instructions of the running thread's warp when all its lanes have stopped.
+  void completeWarpIfStopped();
 
   bool preparePool(unsigned threadCount);
   bool runBlock(uint3 blockIndex);
@@ -798,6 +1116,7 @@ private:
   [[noreturn]] void stopBlock();
 
   unsigned lanesOfWarp(unsigned warp) const { return std::min(kWarpSize, threadCount_ - warp * kWarpSize); }
+  unsigned exitedLanes(unsigned warp) const;
   std::string threadInBlock(unsigned thread) const;
   std::string describeThreads(const std::vector<unsigned>& threads) const;
   std::string describeDeadlock() const;
@@ -821,11 +1140,15 @@ private:
   std::vector<PointerArgument> pointerArguments_;
   bool describingFault_ = false;
   struct sigaction previousFaultAction_ {};
+  Profiler profiler_;
+  bool profiling_ = false;  // a launch runs and is profiled
+  bool profileWrittenAtExit_ = false;
 };
 
 inline Scheduler scheduler;
 
 inline void Scheduler::threadMain() {
+  inProfileCallback = false;
   const StackBounds previous = arrivedFrom();
   // Thread 0 is always started by the host: the switches back to the host need to know its stack.
   if (scheduler.current_ == 0) scheduler.host_.stack = previous;
@@ -879,10 +1202,19 @@ inline bool Scheduler::runGrid(const char* kernelName, dim3 grid, dim3 block, Ke
     pool_[t]->index = {t % block.x, t / block.x % block.y, t / (block.x * block.y)};
   atShuffle_.assign((threadCount_ + kWarpSize - 1) / kWarpSize, 0);
 
+  if constexpr (kProfiling) {
+    if (!profileWrittenAtExit_) profileWrittenAtExit_ = std::atexit([] { scheduler.writeProfile(); }) == 0;
+    profiler_.beginLaunch(kernelName, threadCount_);
+    profiling_ = true;
+  }
   bool succeeded = true;
   for (unsigned z = 0; z < grid.z && succeeded; ++z)
     for (unsigned y = 0; y < grid.y && succeeded; ++y)
       for (unsigned x = 0; x < grid.x && succeeded; ++x) succeeded = runBlock({x, y, z});
+  if constexpr (kProfiling) {
+    profiler_.endLaunch();
+    profiling_ = false;
+  }
   kernelName_ = nullptr;
   if (!succeeded) {
     recordError(cudaErrorLaunchFailure, std::move(failure_));
@@ -1013,6 +1345,7 @@ inline bool Scheduler::runBlock(uint3 blockIndex) {
   exited_ = 0;
   atBarrier_ = 0;
   std::fill(atShuffle_.begin(), atShuffle_.end(), 0u);
+  if constexpr (kProfiling) profiler_.beginBlock(threadCount_);
   // The threads run until every one has exited or nothing can run; either way control comes back here.
   current_ = 0;
   currentThreadIdx = pool_[0]->index;
@@ -1066,9 +1399,14 @@ inline void Scheduler::arriveAtBarrier() {
     // The last to arrive releases everyone and goes on without a switch.
     atBarrier_ = 0;
     ++epoch_;
+    if constexpr (kProfiling) {
+      profiler_.barrierReleased();
+      for (unsigned warp = 0; warp * kWarpSize < threadCount_; ++warp) profiler_.completeWarp(warp, lanesOfWarp(warp) - exitedLanes(warp));
+    }
     for (unsigned t = 0; t < threadCount_; ++t) pool_[t]->state = ThreadState::Runnable;
     return;
   }
+  if constexpr (kProfiling) completeWarpIfStopped();
   switchToNextRunnable();
 }
 
@@ -1099,6 +1437,7 @@ inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned 
   if (++atShuffle_[warp] == lanes) {
     // The last lane to arrive makes the exchange for the whole warp and goes on without a switch.
     atShuffle_[warp] = 0;
+    if constexpr (kProfiling) profiler_.completeWarp(warp, lanes - exitedLanes(warp));
     const unsigned first = warp * kWarpSize;
     for (unsigned lane = 0; lane < lanes; ++lane) {
       SimThread& reader = *pool_[first + lane];
@@ -1109,6 +1448,7 @@ inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned 
       reader.state = ThreadState::Runnable;
     }
   } else {
+    if constexpr (kProfiling) completeWarpIfStopped();
     switchToNextRunnable();
   }
   return self.received;
@@ -1165,8 +1505,39 @@ inline unsigned Scheduler::activeLaneMask() const {
 inline void Scheduler::exitThread() {
   pool_[current_]->state = ThreadState::Exited;
   ++exited_;
+  if constexpr (kProfiling) completeWarpIfStopped();
   switchToNextRunnable();
   __builtin_unreachable();
+}
+
+inline void Scheduler::completeWarpIfStopped() {
+  const unsigned warp = current_ / kWarpSize, first = warp * kWarpSize, lanes = lanesOfWarp(warp);
+  for (unsigned t = first; t < first + lanes; ++t)
+    if (pool_[t]->state == ThreadState::Runnable) return;
+  profiler_.completeWarp(warp, lanes - exitedLanes(warp));
+}
+
+inline unsigned Scheduler::exitedLanes(unsigned warp) const {
+  unsigned exited = 0;
+  for (unsigned t = warp * kWarpSize; t < warp * kWarpSize + lanesOfWarp(warp); ++t)
+    exited += pool_[t]->state == ThreadState::Exited;
+  return exited;
+}
+
+// Not instrumented: it runs at every load and store of the program while a kernel runs.
+__attribute__((no_sanitize("thread"))) inline void Scheduler::noteGlobalAccess(uintptr_t site, const void* address,
+                                                                               uint32_t bytes, Access access) {
+  if (!profiling_) return;
+  // Device addresses: each buffer at its own 256-byte aligned base, as cudaMalloc aligns it.
+  const char* byte = static_cast<const char*>(address);
+  for (size_t b = 0; b < allocationCount; ++b) {
+    const GlobalAllocation& allocation = allocationTable[b];
+    if (byte >= allocation.data && byte < allocation.data + allocation.bytes) {
+      profiler_.note(current_, site, (allocation.serial << 40) + static_cast<uint64_t>(byte - allocation.data), bytes,
+                     access, Space::Global);
+      return;
+    }
+  }
 }
 
 inline std::string Scheduler::threadInBlock(unsigned thread) const {
@@ -1291,25 +1662,55 @@ inline void memoryBarrier() { asm volatile("" ::: "memory"); }
 template <class T, int64_t Count>
 struct SharedArray;
 
+#if defined(EMMY_PROFILE)
+#if !defined(__x86_64__)
+#error "the profile of emmy check --profile needs x86-64"
+#endif
+// The address of the instruction this is inlined into: a profiled access's site.
+__attribute__((always_inline)) inline uintptr_t hereInCode() {
+  uintptr_t address;
+  asm volatile("lea 0(%%rip), %0" : "=r"(address));
+  return address;
+}
+#endif
+
 // What `array[index]` is: reading it (converting it to T) and assigning to it are the accesses that
-// SharedArray checks.
+// SharedArray checks. When profiling, every access is inlined into the kernel and takes the address of
+// its own code as its site (`hereInCode`): a call would hide the kernel's store of the value it returns
+// (GCC does not instrument a store of a call's result, `y[i] = tile[j]` with a 16-bit element).
+#if defined(EMMY_PROFILE)
+#define EMMY_SIM_SITE __attribute__((always_inline)) inline
+#define EMMY_SIM_CALLER ::emmy_sim::detail::hereInCode()
+#else
+#define EMMY_SIM_SITE
+#define EMMY_SIM_CALLER uintptr_t{0}
+#endif
 template <class T, int64_t Count>
 class SharedElement {
 public:
   SharedElement(SharedArray<T, Count>& array, int64_t index) : array_(array), index_(index) {}
 
-  operator T() const { return array_.read(index_); }
-  void operator=(const T& value) { array_.write(index_, value); }
-  void operator=(const SharedElement& other) { array_.write(index_, static_cast<T>(other)); }
-  void operator+=(const T& value) { array_.write(index_, static_cast<T>(array_.read(index_) + value)); }
-  void operator-=(const T& value) { array_.write(index_, static_cast<T>(array_.read(index_) - value)); }
-  void operator*=(const T& value) { array_.write(index_, static_cast<T>(array_.read(index_) * value)); }
-  void operator/=(const T& value) { array_.write(index_, static_cast<T>(array_.read(index_) / value)); }
+  EMMY_SIM_SITE operator T() const { return array_.read(index_, EMMY_SIM_CALLER); }
+  EMMY_SIM_SITE void operator=(T value) { array_.write(index_, value, EMMY_SIM_CALLER); }
+  EMMY_SIM_SITE void operator=(const SharedElement& other) {
+    array_.write(index_, other.array_.read(other.index_, EMMY_SIM_CALLER), EMMY_SIM_CALLER);
+  }
+  EMMY_SIM_SITE void operator+=(T value) { update(value, [](T a, T b) { return static_cast<T>(a + b); }, EMMY_SIM_CALLER); }
+  EMMY_SIM_SITE void operator-=(T value) { update(value, [](T a, T b) { return static_cast<T>(a - b); }, EMMY_SIM_CALLER); }
+  EMMY_SIM_SITE void operator*=(T value) { update(value, [](T a, T b) { return static_cast<T>(a * b); }, EMMY_SIM_CALLER); }
+  EMMY_SIM_SITE void operator/=(T value) { update(value, [](T a, T b) { return static_cast<T>(a / b); }, EMMY_SIM_CALLER); }
 
 private:
+  template <class Combine>
+  void update(T value, Combine combine, uintptr_t site) {
+    array_.write(index_, combine(array_.read(index_, site), value), site);
+  }
+
   SharedArray<T, Count>& array_;
   int64_t index_;
 };
+#undef EMMY_SIM_SITE
+#undef EMMY_SIM_CALLER
 
 // An integer min or max of a value and a shared element: the generated code's templates take two of one
 // type, and the element converts to the integer as well as to float and double (found by ADL).
@@ -1326,6 +1727,13 @@ T emmy_min(T a, const SharedElement<T, Count>& element) {
 
 // A shared array of EMMY_SHARED: its elements and, for each, a record of the accesses since the last
 // barrier (SharedAccesses). An aggregate, so that the static local it is gets constant-initialized.
+#if defined(EMMY_PROFILE)
+#define EMMY_SIM_SITE_OF_CALLER __attribute__((noinline))
+#define EMMY_SIM_SITE_OF_ACCESS __attribute__((always_inline)) inline
+#else
+#define EMMY_SIM_SITE_OF_CALLER
+#define EMMY_SIM_SITE_OF_ACCESS
+#endif
 template <class T, int64_t Count>
 struct SharedArray {
   const char* name;
@@ -1334,13 +1742,31 @@ struct SharedArray {
 
   SharedElement<T, Count> operator[](int64_t index) { return {*this, index}; }
 
-  T read(int64_t index) {
+  // `site`: where the access is in the kernel, when profiling (then inlined, see SharedElement).
+  EMMY_SIM_SITE_OF_ACCESS T read(int64_t index, uintptr_t site) {
+    UnprofiledScope unprofiled;
     scheduler.noteSharedAccess(Access::Read, accesses, name, index, Count);
+    if constexpr (kProfiling) scheduler.noteProfiledSharedAccess(site, this, index * int64_t{sizeof(T)}, sizeof(T), Access::Read);
     return elements[index];
   }
-  void write(int64_t index, const T& value) {
+  EMMY_SIM_SITE_OF_ACCESS void write(int64_t index, const T& value, uintptr_t site) {
+    UnprofiledScope unprofiled;
     scheduler.noteSharedAccess(Access::Write, accesses, name, index, Count);
+    if constexpr (kProfiling) scheduler.noteProfiledSharedAccess(site, this, index * int64_t{sizeof(T)}, sizeof(T), Access::Write);
     elements[index] = value;
+  }
+  // The 16 bytes at `source` (global memory) into the elements from `index` on, as one access to each
+  // (a cp.async of 16 bytes; profiled here, since memcpy is not instrumented).
+  EMMY_SIM_SITE_OF_CALLER void copyVector(int64_t index, const void* source) {
+    UnprofiledScope unprofiled;  // the copy too: the compiler may expand memcpy into loads
+    constexpr int64_t lanes = 16 / sizeof(T);
+    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Write, accesses, name, index + lane, Count);
+    if constexpr (kProfiling) {
+      const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;  // in the call instruction
+      scheduler.noteGlobalAccess(site, source, 16, Access::Read);
+      scheduler.noteProfiledSharedAccess(site, this, index * int64_t{sizeof(T)}, 16, Access::Write);
+    }
+    std::memcpy(&elements[index], source, 16);
   }
 };
 
@@ -1391,3 +1817,47 @@ EMMY_SIM_SHUFFLE(__shfl_xor_sync, Xor)
     (void)(stream);                                                                                        \
     ::emmy_sim::detail::launch(#kernel, #__VA_ARGS__, (grid), (block), kernel, ##__VA_ARGS__);             \
   } while (0)
+
+// The callbacks of the compiler's -fsanitize=thread instrumentation, with which `emmy check --profile`
+// compiles (without the ThreadSanitizer runtime): every load and store of the program calls one, and
+// those of a kernel to a global buffer are profiled. The call instruction (the byte before the return
+// address) is the access's site. Weak,
+// as every translation unit that includes this header defines them; not instrumented themselves, and
+// what they call is kept from calling them again.
+#if defined(EMMY_PROFILE)
+namespace emmy_sim::detail {
+__attribute__((no_sanitize("thread"))) inline void profileGlobalAccess(uintptr_t site, const void* address, uint32_t bytes,
+                                                                        Access access) {
+  if (inProfileCallback) return;
+  inProfileCallback = true;
+  scheduler.noteGlobalAccess(site, address, bytes, access);
+  inProfileCallback = false;
+}
+}  // namespace emmy_sim::detail
+#define EMMY_SIM_PROFILE_CALLBACK(name, bytes, access)                                                     \
+  extern "C" __attribute__((weak, no_sanitize("thread"), noinline)) void name(void* address) {            \
+    emmy_sim::detail::profileGlobalAccess(reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1, address, \
+                                          bytes, emmy_sim::detail::Access::access);                        \
+  }
+#define EMMY_SIM_PROFILE_CALLBACKS(bytes)                                      \
+  EMMY_SIM_PROFILE_CALLBACK(__tsan_read##bytes, bytes, Read)                   \
+  EMMY_SIM_PROFILE_CALLBACK(__tsan_write##bytes, bytes, Write)                 \
+  EMMY_SIM_PROFILE_CALLBACK(__tsan_unaligned_read##bytes, bytes, Read)         \
+  EMMY_SIM_PROFILE_CALLBACK(__tsan_unaligned_write##bytes, bytes, Write)
+EMMY_SIM_PROFILE_CALLBACKS(1)
+EMMY_SIM_PROFILE_CALLBACKS(2)
+EMMY_SIM_PROFILE_CALLBACKS(4)
+EMMY_SIM_PROFILE_CALLBACKS(8)
+EMMY_SIM_PROFILE_CALLBACKS(16)
+#undef EMMY_SIM_PROFILE_CALLBACKS
+#undef EMMY_SIM_PROFILE_CALLBACK
+extern "C" __attribute__((weak, no_sanitize("thread"), noinline)) void __tsan_read_range(void* address, unsigned long bytes) {
+  emmy_sim::detail::profileGlobalAccess(reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1, address,
+                                        static_cast<uint32_t>(bytes), emmy_sim::detail::Access::Read);
+}
+extern "C" __attribute__((weak, no_sanitize("thread"), noinline)) void __tsan_write_range(void* address, unsigned long bytes) {
+  emmy_sim::detail::profileGlobalAccess(reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1, address,
+                                        static_cast<uint32_t>(bytes), emmy_sim::detail::Access::Write);
+}
+extern "C" __attribute__((weak, no_sanitize("thread"))) void __tsan_init() {}
+#endif

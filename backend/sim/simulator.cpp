@@ -81,43 +81,115 @@ fs::path defaultSimHeaderDir() {
   return EMMY_SIM_HEADER_SOURCE_DIR;
 }
 
-SimulatedKernel::SimulatedKernel(const tensor::Kernel& kernel, const CudaSource& source, const SimulationOptions& options)
-    : kernel_(kernel), options_(options) {
+namespace {
+
+struct Compiled {
+  std::string command;  // as a shell spells it (both commands when profiling)
+  double seconds = 0;
+  std::optional<std::string> failure;  // the compiler's first messages
+};
+
+// Compiles `folder`/harness.cpp (which includes the .cu) into `folder`/run against the simulation header.
+Compiled compileHarness(const fs::path& folder, const SimulationOptions& options) {
   fs::path header = defaultSimHeaderDir() / kSimHeaderName;
   if (!fs::exists(header))
     throw UsageError(fmt::format("the CUDA simulation header {} is missing; set EMMY_SIM_HEADER_DIR to the folder "
                                  "that holds {}",
                                  header.string(), kSimHeaderName));
+  // No -fwrapv: the generated code wraps by itself, and the simulation must not forgive what nvcc does not.
+  std::string compiler = harness::hostCompiler();
+  std::vector<std::string> compile = {compiler, "-std=c++17", "-O1", "-DEMMY_SIMULATE"};
+  if (options.profile) {
+    std::vector<std::string> flags = profileCompileFlags(compiler);
+    compile.insert(compile.end(), flags.begin(), flags.end());
+  }
+  compile.insert(compile.end(), options.extraCompilerFlags.begin(), options.extraCompilerFlags.end());
+  compile.insert(compile.end(), {"-include", header.string(), "-x", "c++", harness::kHarnessSourceName});
+  // Profiling compiles and links apart: the link leaves out the ThreadSanitizer runtime, whose callbacks
+  // the header defines.
+  std::vector<std::vector<std::string>> commands;
+  if (options.profile) {
+    std::string object = std::string(harness::kHarnessProgramName) + ".o";
+    compile.insert(compile.end(), {"-c", "-o", object});
+    std::vector<std::string> link = {compiler};
+    std::vector<std::string> flags = profileLinkFlags();
+    link.insert(link.end(), flags.begin(), flags.end());
+    link.insert(link.end(), {object, "-o", harness::kHarnessProgramName});
+    commands = {compile, link};
+  } else {
+    compile.insert(compile.end(), {"-o", harness::kHarnessProgramName});
+    commands = {compile};
+  }
+  Compiled compiled;
+  for (const std::vector<std::string>& command : commands) {
+    compiled.command += (compiled.command.empty() ? "" : " && ") + shellCommand(command);
+    ProcessOutcome outcome = runProcess(command, folder, folder / "compile.log", options.compileTimeout);
+    compiled.seconds += outcome.seconds;
+    if (outcome.kind == ProcessOutcome::Kind::Exited && outcome.code == 0) continue;
+    compiled.failure = (outcome.kind == ProcessOutcome::Kind::TimedOut
+                            ? fmt::format("the compiler did not finish in {} s\n", options.compileTimeout.count())
+                            : std::string()) +
+                       harness::firstLines(outcome.output, harness::kCompilerMessageLines);
+    break;
+  }
+  return compiled;
+}
+
+}  // namespace
+
+SimulatedKernel::SimulatedKernel(const tensor::Kernel& kernel, const CudaSource& source, const SimulationOptions& options)
+    : kernel_(kernel), source_(source), options_(options) {
   folder_ = std::make_unique<TemporaryFolder>();
   const fs::path& folder = folder_->path();
   harness::writeText(folder / (source.baseName + ".cu"), source.source);
   harness::writeText(folder / (source.baseName + ".h"), source.header);
   harness::writeText(folder / harness::kHarnessSourceName, harnessSource(kernel, source, options));
-
-  // No -fwrapv: the generated code wraps by itself, and the simulation must not forgive what nvcc does not.
-  std::vector<std::string> compile = {harness::hostCompiler(), "-std=c++17", "-O1", "-DEMMY_SIMULATE"};
-  compile.insert(compile.end(), options.extraCompilerFlags.begin(), options.extraCompilerFlags.end());
-  compile.insert(compile.end(), {"-include", header.string(), "-x", "c++", harness::kHarnessSourceName, "-o",
-                                 harness::kHarnessProgramName});
-  compileCommand_ = shellCommand(compile);
-  ProcessOutcome compiled = runProcess(compile, folder, folder / "compile.log", options.compileTimeout);
+  Compiled compiled = compileHarness(folder, options);
+  compileCommand_ = compiled.command;
   compileSeconds_ = compiled.seconds;
-  if (compiled.kind == ProcessOutcome::Kind::Exited && compiled.code == 0) return;
+  if (!compiled.failure) return;
   folder_->keep();
   throw InternalError(fmt::format(
-      "the generated CUDA for {} does not compile as host C++ against the simulation header{} (the files are kept "
+      "the generated CUDA for {} does not compile as host C++ against the simulation header (the files are kept "
       "in {}):\n{}\n{}",
-      kernel.instanceName(),
-      compiled.kind == ProcessOutcome::Kind::TimedOut
-          ? fmt::format(": the compiler did not finish in {} s", options.compileTimeout.count())
-          : "",
-      folder.string(), compileCommand_, harness::firstLines(compiled.output, harness::kCompilerMessageLines)));
+      kernel.instanceName(), folder.string(), compileCommand_, *compiled.failure));
 }
 
 SimulatedKernel::~SimulatedKernel() = default;
 
 KernelRun SimulatedKernel::run(const tensor::EvaluationInputs& inputs) const {
-  return harness::runHarness(kernel_, inputs, folder_->path(), {}, kProgramDescription, options_.runTimeout);
+  std::optional<Profile> profile;
+  auto readProfileFile = [&](const fs::path& runFolder) {
+    profile = readProfile(runFolder / kProfileFileName, folder_->path() / harness::kHarnessProgramName,
+                          source_.baseName + ".cu", source_.source);
+  };
+  KernelRun ran = harness::runHarness(kernel_, inputs, folder_->path(), {}, kProgramDescription, options_.runTimeout,
+                                      options_.profile ? readProfileFile : std::function<void(const fs::path&)>{});
+  ran.profile = std::move(profile);
+  return ran;
+}
+
+Profile profileProgram(const std::string& cuFileName, const std::string& cuSource, const std::string& mainSource,
+                       const SimulationOptions& options) {
+  SimulationOptions profiling = options;
+  profiling.profile = true;
+  TemporaryFolder folder;
+  harness::writeText(folder.path() / cuFileName, cuSource);
+  harness::writeText(folder.path() / harness::kHarnessSourceName, mainSource);
+  Compiled compiled = compileHarness(folder.path(), profiling);
+  if (compiled.failure) {
+    folder.keep();
+    throw InternalError(fmt::format("{} does not compile against the simulation header (the files are kept in {}):\n{}\n{}",
+                                    cuFileName, folder.path().string(), compiled.command, *compiled.failure));
+  }
+  fs::path program = folder.path() / harness::kHarnessProgramName;
+  ProcessOutcome ran = runProcess({program.string()}, folder.path(), folder.path() / "run.log", options.runTimeout);
+  if (ran.kind != ProcessOutcome::Kind::Exited || ran.code != 0) {
+    folder.keep();
+    throw InternalError(fmt::format("the profiling program of {} failed (the files are kept in {}):\n{}", cuFileName,
+                                    folder.path().string(), harness::firstLines(ran.output, harness::kCompilerMessageLines)));
+  }
+  return readProfile(folder.path() / kProfileFileName, program, cuFileName, cuSource);
 }
 
 }  // namespace emmy::sim

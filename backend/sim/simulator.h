@@ -14,6 +14,7 @@
 
 #include "backend/cuda/emit_cuda.h"
 #include "backend/harness.h"
+#include "backend/sim/profile.h"
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/nodes.h"
 #include "support/value.h"
@@ -32,6 +33,9 @@ struct SimulationOptions {
   std::chrono::seconds runTimeout{300};
   // Given to the host compiler after the others (tests: `-fsanitize=undefined`).
   std::vector<std::string> extraCompilerFlags;
+  // `emmy check --profile`: every run also counts the accesses as the hardware groups them (profile.h);
+  // the program is instrumented and runs a few times slower.
+  bool profile = false;
 };
 
 // What SimulatedKernel::run returns (failures: the host function's error, a deadlock, a data race or an
@@ -64,10 +68,18 @@ public:
 
 private:
   tensor::Kernel kernel_;
+  CudaSource source_;
   SimulationOptions options_;
   std::unique_ptr<TemporaryFolder> folder_;  // the sources and the compiled program
   std::string compileCommand_;
   double compileSeconds_ = 0;
 };
+
+// Compiles hand-written CUDA `cuSource` (the file `cuFileName`) with `mainSource`, a program that
+// #includes it and launches its kernels, for the profiling simulation; runs it and returns the profile.
+// For the baselines of `emmy check --profile` (bench/reference) and the counters' tests. Throws
+// InternalError when it does not compile or does not run to its end with status 0.
+Profile profileProgram(const std::string& cuFileName, const std::string& cuSource, const std::string& mainSource,
+                       const SimulationOptions& options = {});
 
 }  // namespace emmy::sim

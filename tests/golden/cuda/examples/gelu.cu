@@ -84,7 +84,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes exact.
-extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k0(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
   if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];
@@ -126,7 +126,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k0(const float* 
 }
 
 // Computes approx.
-extern "C" __global__ void __launch_bounds__(256, 2) bias_gelu__k1(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k1(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
   if ((((unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];

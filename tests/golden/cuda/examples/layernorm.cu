@@ -84,7 +84,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 2) layernorm__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     float mu;
     float mu__acc;

@@ -84,7 +84,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes y__matmul, y.
-extern "C" __global__ void __launch_bounds__(256, 2) linear_relu__k0(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
   for (int64_t i0_tile = (int64_t)blockIdx.y; i0_tile < ((B + (int64_t)63) / (int64_t)64); i0_tile += (int64_t)gridDim.y) {
     for (int64_t i1_tile = (int64_t)blockIdx.x; i1_tile < ((OUT + (int64_t)63) / (int64_t)64); i1_tile += (int64_t)gridDim.x) {
       const int64_t i0_thread = (int64_t)threadIdx.y;

@@ -84,7 +84,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes C.
-extern "C" __global__ void __launch_bounds__(256, 2) matmul__k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
   for (int64_t io = (int64_t)blockIdx.y; io < ((M + (int64_t)63) / (int64_t)64); io += (int64_t)gridDim.y) {
     for (int64_t jo = (int64_t)blockIdx.x; jo < ((N + (int64_t)63) / (int64_t)64); jo += (int64_t)gridDim.x) {
       const int64_t it = (int64_t)threadIdx.y;

@@ -84,7 +84,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu.
-extern "C" __global__ void __launch_bounds__(256, 2) standardize__k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t i0_i1_i2 = (int64_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int64_t)gridDim.x) {
     const int64_t i0 = (i0_i1_i2 / S);
     const int64_t i1 = (i0_i1_i2 % S);
@@ -122,7 +122,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize__k0(const float
 }
 
 // Computes var.
-extern "C" __global__ void __launch_bounds__(256, 2) standardize__k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t i0_i1_i2 = (int64_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int64_t)gridDim.x) {
     const int64_t i0 = (i0_i1_i2 / S);
     const int64_t i1 = (i0_i1_i2 % S);
@@ -160,7 +160,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) standardize__k1(const float
 }
 
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) standardize__k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0) {
     for (int64_t i0_i1_i2__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i0_i1_i2__first < (((B * S) * D) / (int64_t)4); i0_i1_i2__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];

@@ -84,7 +84,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes out.
-extern "C" __global__ void __launch_bounds__(256, 2) conv3x3__k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
+extern "C" __global__ void __launch_bounds__(256, 1) conv3x3__k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
   for (int64_t i_j_block = (int64_t)blockIdx.x; i_j_block < (((H * W) + (int64_t)7) / (int64_t)8); i_j_block += (int64_t)gridDim.x) {
     const int64_t i_j_row = (int64_t)threadIdx.y;
     const int64_t i = (((i_j_block * (int64_t)8) + i_j_row) / W);
@@ -129,7 +129,7 @@ extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, 
 
 #ifndef EMMY_HOST_ONLY
 // Computes dx.
-extern "C" __global__ void __launch_bounds__(256, 2) central_difference__k0(const float* x, float* dx, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) central_difference__k0(const float* x, float* dx, int64_t N) {
   if ((((unsigned long long)(const void*)dx) & 15) == 0) {
     for (int64_t i__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i__first < (N / (int64_t)4); i__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float dx__vector[16];

@@ -84,6 +84,14 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
       return;
     }
   }
+#elif defined(EMMY_SIMULATE)
+  // The simulation takes the same 16-byte path, so that `emmy check --profile` counts what the GPU does.
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      shared.copyVector(i, global + j);
+      return;
+    }
+  }
 #endif
   for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
@@ -116,7 +124,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) matmul_f16__k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
       const int64_t mt = (int64_t)threadIdx.y;
@@ -224,7 +232,7 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
       const int64_t mt = (int64_t)threadIdx.y;
@@ -332,7 +340,7 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) matmul_f32__k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
       const int64_t mt = (int64_t)threadIdx.y;
@@ -442,7 +450,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) bmm_f16__k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
@@ -553,7 +561,7 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
@@ -664,7 +672,7 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 2) bmm_f32__k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
@@ -777,7 +785,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) transpose_f16__k0(const __half* x, __half* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) transpose_f16__k0(const __half* x, __half* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(__half, x_tile, 1056);
@@ -819,7 +827,7 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(__nv_bfloat16, x_tile, 1056);
@@ -861,7 +869,7 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 2) transpose_f32__k0(const float* x, float* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) transpose_f32__k0(const float* x, float* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(float, x_tile, 1056);

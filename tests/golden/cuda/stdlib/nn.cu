@@ -84,6 +84,14 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
       return;
     }
   }
+#elif defined(EMMY_SIMULATE)
+  // The simulation takes the same 16-byte path, so that `emmy check --profile` counts what the GPU does.
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      shared.copyVector(i, global + j);
+      return;
+    }
+  }
 #endif
   for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
@@ -116,7 +124,7 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_f16__k0(const __half* x, __half* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -343,7 +351,7 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -570,7 +578,7 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) softmax_f32__k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -797,7 +805,7 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f16__k0(const __half* x, __half* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -1024,7 +1032,7 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -1251,7 +1259,7 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 2) log_softmax_f32__k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -1478,7 +1486,7 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -1713,7 +1721,7 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 2) layernorm_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -1948,7 +1956,7 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 2) layernorm_f32__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -2183,7 +2191,7 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f16__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -2341,7 +2349,7 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -2499,7 +2507,7 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 2) rmsnorm_f32__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -2657,7 +2665,7 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) linear_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 1) linear_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -2765,7 +2773,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) linear_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 1) linear_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -2873,7 +2881,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) linear_f32__k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 1) linear_f32__k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -2983,7 +2991,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16__k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3076,7 +3084,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16__k0(const __half* x
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_f16__k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3193,7 +3201,7 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3286,7 +3294,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16__k0(const __nv_bfl
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_bf16__k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3403,7 +3411,7 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32__k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_f32__k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3498,7 +3506,7 @@ extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32__k0(const float* x,
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 2) mlp_f32__k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_f32__k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
       const int64_t nt = (int64_t)threadIdx.y;
@@ -3617,7 +3625,7 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -3737,7 +3745,7 @@ extern "C" int attention_f16(const __half* q, const __half* k, const __half* v, 
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -3857,7 +3865,7 @@ extern "C" int attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16* k, co
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
+extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E, int64_t L) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -3977,7 +3985,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4096,7 +4104,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4215,7 +4223,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
 
 #ifndef EMMY_HOST_ONLY
 // Computes scores, o__m, o__den, o__pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) causal_attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4334,7 +4342,7 @@ extern "C" int causal_attention_f32(const float* q, const float* k, const float*
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attend_f16__k0(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float* logits, const __half* v, __half* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4450,7 +4458,7 @@ extern "C" int attend_f16(const float* logits, const __half* v, __half* o, int64
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attend_bf16__k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float* logits, const __nv_bfloat16* v, __nv_bfloat16* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
@@ -4566,7 +4574,7 @@ extern "C" int attend_bf16(const float* logits, const __nv_bfloat16* v, __nv_bfl
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, den, pv, o.
-extern "C" __global__ void __launch_bounds__(256, 2) attend_f32__k0(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
+extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float* logits, const float* v, float* o, int64_t B, int64_t H, int64_t S, int64_t L, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
