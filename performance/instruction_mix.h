@@ -68,6 +68,7 @@ struct KernelMix {
   // Issue cycles per global or shared access of a warp in its loops (in the whole kernel when they make
   // none): the static model's issue time is this times the accesses its threads make.
   double cyclesPerMemoryInstruction() const;
+  bool usesTensorCores() const { return whole.instructions.count(InstructionClass::TensorCore) > 0; }
 };
 
 // Every `.entry` of `ptx`, in order.

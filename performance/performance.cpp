@@ -31,8 +31,9 @@ constexpr Multiprocessor kMultiprocessors[] = {
     {75, 1024, 16, 64 * 1024}, {80, 2048, 32, 164 * 1024}, {86, 1536, 16, 100 * 1024},
     {89, 1536, 24, 100 * 1024}, {90, 2048, 32, 228 * 1024}};
 constexpr int64_t kRegistersPerSm = 65536, kRegisterUnit = 256, kReservedSharedPerBlock = 1024;
-// An H100/H200-class GPU: HBM3e bandwidth and FP32 (non-tensor-core) peak of an H200 SXM.
-constexpr double kBandwidth = 4.8e12, kPeakFlops = 67e12;
+// An H100/H200-class GPU: HBM3e bandwidth, FP32 (non-tensor-core) peak and dense f16/bf16 tensor-core
+// peak of an H200 SXM.
+constexpr double kBandwidth = 4.8e12, kPeakFlops = 67e12, kTensorPeakFlops = 989e12;
 
 const Multiprocessor& multiprocessor(const std::string& arch) {
   int capability = std::atoi(arch.c_str() + 3);  // sm_90 -> 90
@@ -194,15 +195,18 @@ Work functionWork(const kernel::Function& function, const Lowered& lowered, cons
   return work;
 }
 
-std::string rooflineLine(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes) {
+// `tensorCores`: the kernel's PTX uses them, so its arithmetic is bounded by their peak, not FP32's.
+std::string rooflineLine(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes,
+                         bool tensorCores) {
   std::string grid;
   for (int d = 0; d < 3; ++d) grid += (d ? "x" : "") + std::to_string(evaluateIndex(*function.gridBlocks[d], sizes));
   auto [bytes, flops] = functionWork(function, lowered, sizes);
-  double memorySeconds = bytes / kBandwidth, computeSeconds = flops / kPeakFlops;
+  double memorySeconds = bytes / kBandwidth, computeSeconds = flops / (tensorCores ? kTensorPeakFlops : kPeakFlops);
   std::string sizeText;
   for (const std::string& size : lowered.tensor.sizes) sizeText += fmt::format("{}{}={}", sizeText.empty() ? "" : " ", size, sizes.at(size));
-  return fmt::format("  {}: grid {}; {} moved, {}; roofline bound {} on an H200-class GPU (4.8 TB/s, 67 TFLOP/s FP32), {}",
-                     sizeText, grid, scaled(bytes, "B"), scaled(flops, "FLOP"), duration(std::max(memorySeconds, computeSeconds)),
+  return fmt::format("  {}: grid {}; {} moved, {}; roofline bound {} on an H200-class GPU (4.8 TB/s, {}), {}", sizeText, grid,
+                     scaled(bytes, "B"), scaled(flops, "FLOP"), duration(std::max(memorySeconds, computeSeconds)),
+                     tensorCores ? "989 TFLOP/s on tensor cores" : "67 TFLOP/s FP32",
                      memorySeconds >= computeSeconds ? "memory-bound" : "compute-bound");
 }
 
@@ -406,7 +410,7 @@ int64_t declaredSharedBytes(const kernel::Stmt& stmt) {
 // The rest of an H200-class GPU the time model needs: SMs and their clock, the bandwidth of L2, the
 // tensor-core peak (dense f16/bf16), the warps an SM needs resident to hide memory latency, the time a
 // barrier stalls a block, and a kernel launch. Shared memory serves one wavefront per clock per SM.
-constexpr double kMultiprocessorCount = 132, kClock = 1.98e9, kL2Bandwidth = 10e12, kTensorPeakFlops = 989e12;
+constexpr double kMultiprocessorCount = 132, kClock = 1.98e9, kL2Bandwidth = 10e12;
 constexpr double kWarpsToHideLatency = 16, kBarrierSeconds = 40 / kClock, kLaunchSeconds = 3e-6;
 // The part of the issue time that the memory time does not hide when memory bounds the kernel: of two
 // candidates that move the same bytes, the one that issues fewer instructions is faster.
@@ -436,7 +440,7 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
   AccessCounter counter(function, lowered, sizes);
   counter.count(*function.body);
   KernelTerms terms;
-  terms.tensorCores = mix && mix->whole.instructions.count(InstructionClass::TensorCore);
+  terms.tensorCores = mix && mix->usesTensorCores();
   double flops = functionWork(function, lowered, sizes).flops;
   terms.memory = bytesMoved(function, lowered, sizes) / kBandwidth;
   terms.l2 = counter.globalBytes * threads / kL2Bandwidth;
@@ -537,8 +541,10 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
       std::string text = occupancyLine(function, resources[k++], arch);
       bool sized = !sizes.empty() && std::all_of(instance.tensor.sizes.begin(), instance.tensor.sizes.end(),
                                                  [&](const std::string& size) { return sizes.count(size) > 0; });
-      if (sized) text += "\n" + rooflineLine(function, instance, sizes);
-      if (const KernelMix* mix = mixOf(mixes, function.name)) text += mixLines(function, instance, *mix, sized ? &sizes : nullptr);
+      const KernelMix* mix = mixOf(mixes, function.name);
+      bool tensorCores = mix && mix->usesTensorCores();
+      if (sized) text += "\n" + rooflineLine(function, instance, sizes, tensorCores);
+      if (mix) text += mixLines(function, instance, *mix, sized ? &sizes : nullptr);
       lines.push_back(text);
     }
   return lines;

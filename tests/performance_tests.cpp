@@ -1,11 +1,13 @@
 // The static performance report of `emmy build --stats --size ...` (performance/performance.h): occupancy
 // from ptxas's registers and shared memory, the least bytes a kernel moves, its flops and the roofline
-// bound, for a memory-bound softmax and a compute-bound matmul.
+// bound, for a memory-bound softmax and a compute-bound matmul; and the instruction mix read from PTX
+// (performance/instruction_mix.h), on hand-written PTX whose counts and cycles are known by arithmetic.
 #include <regex>
 
 #include <catch2/catch.hpp>
 
 #include "backend/nvrtc.h"
+#include "performance/instruction_mix.h"
 #include "performance/performance.h"
 #include "test_kernels.h"
 
@@ -40,6 +42,77 @@ TEST_CASE("the --stats report: occupancy, bytes, flops and the roofline bound", 
   // 2 x 4096^3 flops for the multiply-adds.
   CHECK(std::regex_search(matmul[0], std::regex(R"(grid 64x64x1; 201\.33 MB moved, 137\.44 GFLOP; roofline bound 2\.05 ms .* compute-bound)")));
   CHECK(std::regex_search(matmul[0], std::regex(R"(block 16x16x1 threads; occupancy)")));
-  // Without sizes, only the block and the occupancy.
-  CHECK(reportOf("softmax", {})[0].find("moved") == std::string::npos);
+  // The instruction mix of each loop, and the issue time beside the memory time.
+  CHECK(std::regex_search(softmax[0], std::regex(R"(innermost loop at PTX line \d+, per thread iteration: .*issue cycles per warp iteration on sm_90 \(bound by )")));
+  CHECK(std::regex_search(softmax[0], std::regex(R"(issue time .* against memory time)")));
+  CHECK(std::regex_search(matmul[0], std::regex(R"(\d+ FP32, .*shared)")));
+  // Without sizes, only the block, the occupancy and the mix.
+  std::string unsized = reportOf("softmax", {})[0];
+  CHECK(unsized.find("moved") == std::string::npos);
+  CHECK(unsized.find("innermost loop") != std::string::npos);
+  CHECK(unsized.find("issue time") == std::string::npos);
+}
+
+TEST_CASE("the instruction mix: loops from backward branches, classes, and sm_90 issue cycles", "[stats]") {
+  // An outer loop around an inner one; the inner one moves 2 x 16 bytes, does 4 FMAs, 64-bit index
+  // arithmetic, a conversion and an exp.
+  const char* ptx = R"(
+.visible .entry scale(
+	.param .u64 scale_param_0
+)
+{
+	.reg .b64 	%rd<9>;
+	ld.param.u64 	%rd1, [scale_param_0];
+	mov.u64 	%rd2, 0;
+$L__BB0_1:
+	mov.u64 	%rd3, 0;
+$L__BB0_2:
+	ld.global.nc.v4.f32 	{%f1, %f2, %f3, %f4}, [%rd1];
+	fma.rn.f32 	%f5, %f1, %f2, %f3;
+	fma.rn.f32 	%f6, %f1, %f2, %f4;
+	fma.rn.f32 	%f7, %f5, %f2, %f3;
+	fma.rn.f32 	%f8, %f6, %f2, %f4;
+	ex2.approx.f32 	%f9, %f8;
+	cvt.rn.f16.f32 	%rs1, %f9;
+	st.global.v4.f32 	[%rd1], {%f5, %f6, %f7, %f8};
+	add.s64 	%rd3, %rd3, 1;
+	setp.lt.s64 	%p1, %rd3, 8;
+	@%p1 bra 	$L__BB0_2;
+	add.s64 	%rd2, %rd2, 1;
+	setp.lt.s64 	%p2, %rd2, 8;
+	@%p2 bra 	$L__BB0_1;
+	bar.sync 	0;
+	ret;
+}
+)";
+  std::vector<KernelMix> mixes = instructionMix(ptx);
+  REQUIRE(mixes.size() == 1);
+  const KernelMix& mix = mixes[0];
+  CHECK(mix.name == "scale");
+  REQUIRE(mix.loops.size() == 2);
+  const LoopMix& outer = mix.loops[0];
+  const LoopMix& inner = mix.loops[1];
+  CHECK_FALSE(outer.innermost);
+  CHECK(inner.innermost);
+  // The inner loop: 2 global 16-byte accesses (8 words), 4 FP32, 2 + 2 integer (64-bit, twice each), 1
+  // conversion, 1 special function, 1 branch: 11 instructions, 13 issue slots with the 64-bit weight.
+  CHECK(inner.globalBytes.at(16) == 2);
+  CHECK(inner.words == 8);
+  CHECK(inner.instructions.at(InstructionClass::Fp32) == 4);
+  CHECK(inner.instructions.at(InstructionClass::Integer) == 4);
+  CHECK(inner.instructions.at(InstructionClass::Conversion) == 1);
+  CHECK(inner.instructions.at(InstructionClass::SpecialFunction) == 1);
+  CHECK(inner.instructions.at(InstructionClass::Control) == 1);
+  // Pipes per warp iteration: MUFU (conversion + ex2) 2 x 2 = 4 cycles; issue 13 / 4 = 3.25; INT (4 + 1
+  // branch) x 0.5 = 2.5; LSU 2; FMA 1. MUFU bounds it.
+  CHECK(inner.issueCycles == Approx(4.0));
+  CHECK(inner.boundBy == "MUFU");
+  // The outer loop's own instructions: its move, add, setp and branch (the inner loop's are not its).
+  CHECK(outer.instructions.at(InstructionClass::Integer) == 4);
+  CHECK(outer.instructions.at(InstructionClass::Control) == 1);
+  CHECK(mix.usesTensorCores() == false);
+  // Per 4-byte word of global memory, a warp's iteration: 4 / (32 x 8).
+  CHECK(describeLoop(inner).find("0.016 per 4-byte word") != std::string::npos);
+  // Issue cycles per memory access over the loops: (outer + inner) / 2 accesses.
+  CHECK(mix.cyclesPerMemoryInstruction() == Approx((outer.issueCycles + inner.issueCycles) / 2));
 }

@@ -34,22 +34,35 @@ AccessCounters KernelProfile::total(bool global) const {
   return sum;
 }
 
+namespace {
+
+// Whether `compiler` is clang (`c++` may be either): its --version says so.
+bool isClang(const std::string& compiler) {
+  TemporaryFolder folder;
+  try {
+    ProcessOutcome version = runProcess({compiler, "--version"}, folder.path(), folder.path() / "version.log", std::chrono::seconds(30));
+    return version.output.find("clang") != std::string::npos;
+  } catch (const UsageError&) {
+    return false;  // the compile that follows says that the compiler is missing
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> profileCompileFlags(const std::string& hostCompiler) {
+  // clang copies a 16-byte struct (`out[i] = in[i]` of float4) with a memcpy its instrumentation does not
+  // report: the profile would miss the kernel's vector accesses.
+  if (isClang(hostCompiler))
+    throw UsageError(fmt::format("emmy check --profile needs GCC as the host compiler, and {} is clang: set CXX=g++",
+                                 hostCompiler));
   // The instrumentation calls __tsan_readN/__tsan_writeN at every load and store (emmy_cuda_sim.h defines
-  // them); function entries and exits, and clang's memcpy calls, are left alone. No PIE, so that the
-  // addresses the program writes are those of its debug information; DWARF 4, because binutils 2.40's
-  // addr2line names the wrong file for GCC 12's DWARF 5 line tables.
-  std::vector<std::string> flags = {"-DEMMY_PROFILE", "-fsanitize=thread", "-g", "-gdwarf-4", "-fno-pie",
-                                    // one OS thread: no atomic guards for local statics, which would call the runtime
-                                    "-fno-threadsafe-statics",
-                                    // keep a 16-byte vector copied as one (GCC would load a float4 local field by field)
-                                    "-fno-tree-sra"};
-  if (hostCompiler.find("clang") != std::string::npos)
-    flags.insert(flags.end(), {"-mllvm", "-tsan-instrument-func-entry-exit=false", "-mllvm",
-                               "-tsan-instrument-memintrinsics=false", "-mllvm", "-tsan-instrument-atomics=false"});
-  else
-    flags.push_back("--param=tsan-instrument-func-entry-exit=0");
-  return flags;
+  // them); function entries and exits are left alone. No PIE, so that the addresses the program writes
+  // are those of its debug information; DWARF 4, because binutils 2.40's addr2line names the wrong file
+  // for GCC 12's DWARF 5 line tables. One OS thread: no atomic guards for local statics, which would call
+  // the runtime. A 16-byte vector copied as one: GCC's scalar replacement would load a float4 local field
+  // by field.
+  return {"-DEMMY_PROFILE", "-fsanitize=thread", "--param=tsan-instrument-func-entry-exit=0", "-g", "-gdwarf-4",
+          "-fno-pie", "-fno-threadsafe-statics", "-fno-tree-sra"};
 }
 
 std::vector<std::string> profileLinkFlags() { return {"-no-pie"}; }

@@ -52,8 +52,9 @@ struct Profile {
   std::vector<KernelProfile> kernels;  // by name
 };
 
-// The compiler flags that make the simulation profile (with the others of the simulation): the
-// -fsanitize=thread instrumentation without its runtime, and the debug lines that name the sites.
+// The compiler flags that make the simulation profile (with the others of the simulation): GCC's
+// -fsanitize=thread instrumentation without its runtime, and the debug lines that name the sites. Throws
+// UsageError when `hostCompiler` is clang.
 std::vector<std::string> profileCompileFlags(const std::string& hostCompiler);
 // ... and those of the link, which leaves the ThreadSanitizer runtime out.
 std::vector<std::string> profileLinkFlags();
