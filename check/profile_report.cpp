@@ -144,6 +144,10 @@ void printProfile(const tensor::Kernel& kernel, const cuda::GeneratedCuda& cuda,
   std::map<std::string, std::string> issue = issueEstimates(cuda.source, cuda.baseName + ".cu");
   fmt::print(report, "  profile (CPU simulation, counted per warp instruction as the hardware groups accesses; "
                      "docs/profile.md defines each counter):\n");
+  if (profile.kernels.empty()) {
+    fmt::print(report, "    no kernel ran: every output is empty\n");
+    return;
+  }
   double leastTotal = 0;
   for (const sim::KernelProfile& k : profile.kernels) {
     std::optional<Work> work = kernelWork(lowered, k.name, sizes);

@@ -7,6 +7,9 @@
 #include <fmt/format.h>
 
 #include "backend/sim/simulator.h"
+#include "check/check.h"
+#include "compiler/pipeline.h"
+#include "frontend/frontend.h"
 
 using namespace emmy;
 
@@ -172,4 +175,26 @@ __global__ void reverse(const __half* __restrict__ in, __half* __restrict__ out)
   CHECK(siteOf(kernel, false, false).line == 6);
   CHECK(siteOf(kernel, false, true).line == 4);
   CHECK(siteOf(kernel, true, false).line == 4);
+}
+
+TEST_CASE("emmy check --profile of a kernel whose outputs are empty says that no kernel ran", "[profile]") {
+  CheckOptions options;
+  options.file = (std::filesystem::path(Frontend::defaultStdlibDir()) / "nn.emmy").string();
+  options.kernel = "softmax<f32>";
+  options.sizes = {"N=0", "D=100"};
+  options.profile = true;
+  sim::SimulationOptions simulation;
+  simulation.profile = true;
+  std::FILE* report = std::tmpfile();
+  REQUIRE(report);
+  int status = runCheck(
+      options, [&](const tensor::Kernel& kernel) { return emitCudaFiles({lower(kernel, PipelineOptions{})}, options.file); },
+      simulationCompiler(simulation), report);
+  std::rewind(report);
+  std::string text;
+  for (int c; (c = std::fgetc(report)) != EOF;) text += static_cast<char>(c);
+  std::fclose(report);
+  INFO(text);
+  CHECK(status == 0);
+  CHECK(text.find("no kernel ran: every output is empty") != std::string::npos);
 }

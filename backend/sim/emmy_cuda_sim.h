@@ -791,13 +791,13 @@ enum class Space : uint8_t { Global, Shared };
 // Set while the simulation's own code runs (recording an access, counting, checking a shared access), so
 // that its loads and stores, which the instrumentation reports too, are neither recorded nor costly. A
 // fiber starts with it clear (Scheduler::threadMain), since a switch may leave it set.
-inline bool inProfileCallback = false;
+inline bool inSimulationCode = false;
 
 // Marks the simulation's own code for as long as it lives, when profiling.
 class UnprofiledScope {
 public:
-  UnprofiledScope() : was_(inProfileCallback) { inProfileCallback = true; }
-  ~UnprofiledScope() { inProfileCallback = was_; }
+  UnprofiledScope() : was_(inSimulationCode) { inSimulationCode = true; }
+  ~UnprofiledScope() { inSimulationCode = was_; }
   UnprofiledScope(const UnprofiledScope&) = delete;
   UnprofiledScope& operator=(const UnprofiledScope&) = delete;
 
@@ -1148,7 +1148,7 @@ private:
 inline Scheduler scheduler;
 
 inline void Scheduler::threadMain() {
-  inProfileCallback = false;
+  inSimulationCode = false;
   const StackBounds previous = arrivedFrom();
   // Thread 0 is always started by the host: the switches back to the host need to know its stack.
   if (scheduler.current_ == 0) scheduler.host_.stack = previous;
@@ -1828,10 +1828,10 @@ EMMY_SIM_SHUFFLE(__shfl_xor_sync, Xor)
 namespace emmy_sim::detail {
 __attribute__((no_sanitize("thread"))) inline void profileGlobalAccess(uintptr_t site, const void* address, uint32_t bytes,
                                                                         Access access) {
-  if (inProfileCallback) return;
-  inProfileCallback = true;
+  if (inSimulationCode) return;
+  inSimulationCode = true;
   scheduler.noteGlobalAccess(site, address, bytes, access);
-  inProfileCallback = false;
+  inSimulationCode = false;
 }
 }  // namespace emmy_sim::detail
 #define EMMY_SIM_PROFILE_CALLBACK(name, bytes, access)                                                     \

@@ -133,11 +133,12 @@ std::string sourceLine(const std::string& source, int line) {
 
 Profile readProfile(const fs::path& profileFile, const fs::path& program, const std::string& cuFileName,
                     const std::string& cuSource) {
+  Profile profile;
+  if (!fs::exists(profileFile)) return profile;  // no kernel ran: the program writes its profile at its first launch
   std::ifstream file(profileFile);
   std::string header;
   if (!std::getline(file, header) || header != "emmy-profile 1")
     throw InternalError(fmt::format("the profiling program wrote no profile to {} (a bug in Emmy)", profileFile.string()));
-  Profile profile;
   std::vector<std::vector<RawSite>> raw;
   std::vector<uint64_t> addresses;
   for (std::string row; std::getline(file, row);) {

@@ -63,7 +63,8 @@ constexpr const char* kProfileFileName = "profile.txt";
 
 // Reads `profileFile`, written by `program`, and names each site's line in the CUDA file `cuFileName`
 // (whose text is `cuSource`) through the program's debug information (addr2line, from binutils; a site
-// stays at line 0 without it). Throws InternalError when the file is not a profile.
+// stays at line 0 without it). No file: no kernel ran (every output was empty), an empty profile. Throws
+// InternalError when the file is not a profile.
 Profile readProfile(const std::filesystem::path& profileFile, const std::filesystem::path& program,
                     const std::string& cuFileName, const std::string& cuSource);
 
