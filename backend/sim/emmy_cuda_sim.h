@@ -35,14 +35,16 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
-#include <tuple>
 #include <type_traits>
-#include <unordered_set>
 #include <utility>
 #include <vector>
+#if defined(EMMY_PROFILE)  // the profiler's containers
+#include <map>
+#include <tuple>
+#include <unordered_set>
+#endif
 
 // A hand-written context switch (a few pushes and a stack-pointer swap) makes a softmax simulate eight
 // times faster than swapcontext, which makes a system call to save the signal mask. It is x86-64 only,
@@ -796,8 +798,12 @@ inline bool inSimulationCode = false;
 // Marks the simulation's own code for as long as it lives, when profiling.
 class UnprofiledScope {
 public:
-  UnprofiledScope() : was_(inSimulationCode) { inSimulationCode = true; }
-  ~UnprofiledScope() { inSimulationCode = was_; }
+  UnprofiledScope() : was_(inSimulationCode) {
+    if constexpr (kProfiling) inSimulationCode = true;
+  }
+  ~UnprofiledScope() {
+    if constexpr (kProfiling) inSimulationCode = was_;
+  }
   UnprofiledScope(const UnprofiledScope&) = delete;
   UnprofiledScope& operator=(const UnprofiledScope&) = delete;
 
@@ -805,6 +811,7 @@ private:
   bool was_;
 };
 
+#if defined(EMMY_PROFILE)
 // The counters of one access site (an instruction) in one kernel, summed over its warp instructions.
 struct SiteCounters {
   uint64_t executions = 0;       // warp instructions
@@ -1061,6 +1068,20 @@ private:
   std::vector<const ProfiledAccess*> ordered_;
   std::vector<size_t> starts_;
 };
+#else
+// Without EMMY_PROFILE nothing is counted, and the hooks compile to nothing: the profiler's containers
+// would cost every simulated program a second of compilation.
+class Profiler {
+public:
+  void beginLaunch(const char*, unsigned) {}
+  void endLaunch() {}
+  void beginBlock(unsigned) {}
+  void barrierReleased() {}
+  void note(unsigned, uintptr_t, uint64_t, uint32_t, Access, Space) {}
+  void completeWarp(unsigned, unsigned) {}
+  void write() const {}
+};
+#endif
 
 class Scheduler {
 public:
