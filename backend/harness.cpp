@@ -3,12 +3,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 #include <fmt/format.h>
 
 #include "backend/cuda/emit_cuda.h"
 #include "support/diagnostics.h"
+#include "support/process.h"
 
 namespace emmy::harness {
 
@@ -177,6 +180,25 @@ std::string hostCompiler() {
   }
   return "c++";  // not found: running it says so
 }
+
+std::string compilerVersion(const std::string& compiler) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> versions;
+  std::lock_guard<std::mutex> lock(mutex);
+  auto known = versions.find(compiler);
+  if (known != versions.end()) return known->second;
+  std::string version;
+  try {
+    TemporaryFolder folder;
+    ProcessOutcome outcome =
+        runProcess({compiler, "--version"}, folder.path(), folder.path() / "version.log", std::chrono::seconds(30));
+    if (outcome.kind == ProcessOutcome::Kind::Exited && outcome.code == 0) version = outcome.output;
+  } catch (const UsageError&) {
+  }
+  return versions[compiler] = version;
+}
+
+bool isClang(const std::string& compiler) { return compilerVersion(compiler).find("clang") != std::string::npos; }
 
 void writeText(const fs::path& path, const std::string& text) { writeFile(path, text.data(), text.size()); }
 

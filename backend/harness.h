@@ -88,6 +88,13 @@ KernelRun runHarness(const tensor::Kernel& kernel, const tensor::EvaluationInput
 // The host C++ compiler: $CXX, else the first of c++, g++ and clang++ on PATH.
 std::string hostCompiler();
 
+// What `compiler --version` prints, asked once per process and compiler ("" when it cannot run: the
+// compile that follows says why).
+std::string compilerVersion(const std::string& compiler);
+
+// Whether `compiler` is clang (`c++` may be either): its --version says so.
+bool isClang(const std::string& compiler);
+
 // Writes `text` to `path`; throws UsageError when it cannot.
 void writeText(const std::filesystem::path& path, const std::string& text);
 

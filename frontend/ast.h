@@ -225,6 +225,9 @@ struct Schedule {
   std::vector<ParamDecl> params;
   std::vector<Directive> directives;
   SourceLoc loc;
+  // `schedule NAME<A | B, C>`: per type parameter of the kernel, the types of the instances it schedules
+  // (empty: a schedule for every instance no typed schedule takes).
+  std::vector<std::vector<Ident>> types;
 };
 
 // ---------------------------------------------------------------------------------------------------

@@ -61,7 +61,9 @@ public:
   const std::map<std::string, DeclaredParam>& declaredParams() const { return declaredParams_; }
   // The directives of `kernel`'s own schedule block (empty without one), resolved once for all its
   // instances and the calls of it.
-  const std::vector<tensor::Directive>& ownSchedule(const LoadedModule& module, const ast::KernelDef& kernel);
+  // The directives of the schedule of the instance of `kernel` with `typeArguments`.
+  const std::vector<tensor::Directive>& ownSchedule(const LoadedModule& module, const ast::KernelDef& kernel,
+                                                    const TypeArguments& typeArguments);
 
 private:
   const LoadedModule* load(const std::string& key, const std::string& displayPath, std::string text,
@@ -69,6 +71,8 @@ private:
   void resolveImports(LoadedModule& module);
   void indexDefinitions(LoadedModule& module);
   void checkHostFunctionNames(const LoadedModule& module);
+  bool checkScheduleTypes(const ast::Schedule& schedule, const ast::KernelDef& kernel);
+  static bool schedulesOverlap(const ast::Schedule& a, const ast::Schedule& b);
   void checkFnRecursion(const LoadedModule& module);
 
   Diagnostics& diagnostics_;
@@ -79,7 +83,7 @@ private:
   std::vector<std::string> instantiating_;                          // for recursive kernel calls
   ParamValues paramValues_;
   std::map<std::string, DeclaredParam> declaredParams_;
-  std::map<const ast::KernelDef*, std::vector<tensor::Directive>> ownSchedules_;
+  std::map<const ast::Schedule*, std::vector<tensor::Directive>> ownSchedules_;  // null: no schedule
 };
 
 // Why `name` cannot name a tensor, index, size or parameter (it would clash in the generated code), or

@@ -125,7 +125,7 @@ void Elaborator::indexDefinitions(LoadedModule& module) {
   for (const ast::KernelDef& kernel : module.ast->kernels)
     if (define(kernel.name)) module.kernels[kernel.name.name] = &kernel;
   checkHostFunctionNames(module);
-  std::map<std::string, SourceLoc> scheduled;
+  std::vector<const ast::Schedule*> valid;
   for (const ast::Schedule& schedule : module.ast->schedules) {
     const std::string& name = schedule.kernel.name;
     if (!module.kernels.count(name)) {
@@ -133,11 +133,59 @@ void Elaborator::indexDefinitions(LoadedModule& module) {
       for (const auto& [kernelName, def] : module.kernels) kernels.push_back(kernelName);
       diagnostics_.error(schedule.kernel.loc,
                          withSuggestion(fmt::format("schedule for unknown kernel '{}'", name), name, kernels));
-    } else if (auto [it, fresh] = scheduled.emplace(name, schedule.kernel.loc); !fresh) {
-      diagnostics_.error(schedule.kernel.loc, fmt::format("kernel '{}' already has a schedule (at {}:{})", name,
-                                                          it->second.line, it->second.column));
+      continue;
     }
+    if (!checkScheduleTypes(schedule, *module.kernels.at(name))) continue;
+    for (const ast::Schedule* earlier : valid)
+      if (earlier->kernel.name == name && schedulesOverlap(*earlier, schedule)) {
+        diagnostics_.error(schedule.kernel.loc,
+                           fmt::format("kernel '{}' already has a schedule {}(at {}:{})", name,
+                                       schedule.types.empty() ? "" : "for these types ", earlier->kernel.loc.line,
+                                       earlier->kernel.loc.column));
+        break;
+      }
+    valid.push_back(&schedule);
   }
+}
+
+// A typed schedule's lists (`schedule NAME<A | B, C>`): one per type parameter of the kernel, of types its
+// bound allows.
+bool Elaborator::checkScheduleTypes(const ast::Schedule& schedule, const ast::KernelDef& kernel) {
+  if (schedule.types.empty()) return true;
+  const std::string& name = kernel.name.name;
+  if (schedule.types.size() != kernel.typeParams.size()) {
+    diagnostics_.error(schedule.kernel.loc, fmt::format("schedule {} gives {} list{} of types, and kernel '{}' has {} type "
+                                                        "parameter{}", name, schedule.types.size(),
+                                                        schedule.types.size() == 1 ? "" : "s", name,
+                                                        kernel.typeParams.size(), kernel.typeParams.size() == 1 ? "" : "s"));
+    return false;
+  }
+  bool ok = true;
+  for (size_t p = 0; p < schedule.types.size(); ++p) {
+    std::vector<std::string> bound;
+    for (const ast::Ident& allowed : kernel.typeParams[p].bound) bound.push_back(allowed.name);
+    for (const ast::Ident& type : schedule.types[p])
+      if (std::find(bound.begin(), bound.end(), type.name) == bound.end()) {
+        diagnostics_.error(type.loc, withSuggestion(fmt::format("'{}' is not a type {} of kernel '{}' takes ({})", type.name,
+                                                                kernel.typeParams[p].name.name, name, join(bound, " | ")),
+                                                    type.name, bound));
+        ok = false;
+      }
+  }
+  return ok;
+}
+
+// Two schedules of one kernel that could both apply to an instance: both untyped, or typed with a type
+// in common for every parameter.
+bool Elaborator::schedulesOverlap(const ast::Schedule& a, const ast::Schedule& b) {
+  if (a.types.empty() || b.types.empty()) return a.types.empty() && b.types.empty();
+  for (size_t p = 0; p < a.types.size(); ++p) {
+    bool common = false;
+    for (const ast::Ident& x : a.types[p])
+      for (const ast::Ident& y : b.types[p]) common = common || x.name == y.name;
+    if (!common) return false;
+  }
+  return true;
 }
 
 namespace {
@@ -247,7 +295,7 @@ const tensor::Kernel* Elaborator::instantiate(const LoadedModule& module, const 
     diagnostics_.error(use, fmt::format("recursive kernel call: '{}' calls itself", kernel.name.name));
     return nullptr;
   }
-  ownSchedule(module, kernel);  // its errors are reported even where the kernel's body has some
+  ownSchedule(module, kernel, typeArguments);  // its errors are reported even where the kernel's body has some
   instantiating_.push_back(key);
   std::optional<tensor::Kernel> result = KernelElaboration(*this, module, kernel, typeArguments).run();
   instantiating_.pop_back();
@@ -255,14 +303,24 @@ const tensor::Kernel* Elaborator::instantiate(const LoadedModule& module, const 
   return slot ? &*slot : nullptr;
 }
 
-const std::vector<tensor::Directive>& Elaborator::ownSchedule(const LoadedModule& module, const ast::KernelDef& kernel) {
-  auto [it, fresh] = ownSchedules_.try_emplace(&kernel);
-  if (fresh)
-    for (const ast::Schedule& written : module.ast->schedules)
-      if (written.kernel.name == kernel.name.name) {
-        it->second = resolveSchedule(written, paramValues_, declaredParams_, diagnostics_);
-        break;
-      }
+const std::vector<tensor::Directive>& Elaborator::ownSchedule(const LoadedModule& module, const ast::KernelDef& kernel,
+                                                              const TypeArguments& typeArguments) {
+  // The typed schedule whose lists hold the instance's types, else the untyped one.
+  const ast::Schedule* chosen = nullptr;
+  for (const ast::Schedule& written : module.ast->schedules) {
+    if (written.kernel.name != kernel.name.name || written.types.size() != (written.types.empty() ? 0 : kernel.typeParams.size()))
+      continue;
+    bool takes = true;
+    for (size_t p = 0; p < written.types.size(); ++p) {
+      auto argument = typeArguments.find(kernel.typeParams[p].name.name);
+      takes = takes && argument != typeArguments.end() &&
+              std::any_of(written.types[p].begin(), written.types[p].end(),
+                          [&](const ast::Ident& type) { return type.name == dtypeName(argument->second); });
+    }
+    if (takes && (!chosen || chosen->types.empty())) chosen = &written;
+  }
+  auto [it, fresh] = ownSchedules_.try_emplace(chosen);
+  if (fresh && chosen) it->second = resolveSchedule(*chosen, paramValues_, declaredParams_, diagnostics_);
   return it->second;
 }
 

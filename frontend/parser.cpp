@@ -171,11 +171,11 @@ private:
 // Token groups that messages name as a whole.
 constexpr std::array<size_t, 4> kTopLevelKeywords = {EmmyParser::IMPORT, EmmyParser::FN, EmmyParser::KERNEL,
                                                      EmmyParser::SCHEDULE};
-constexpr std::array<size_t, 15> kDirectiveKeywords = {
+constexpr std::array<size_t, 16> kDirectiveKeywords = {
     EmmyParser::PARAM,  EmmyParser::SPLIT,   EmmyParser::TILE,      EmmyParser::REORDER, EmmyParser::FUSE,
     EmmyParser::BIND,   EmmyParser::INLINE,  EmmyParser::COMPUTE,   EmmyParser::ROOT,    EmmyParser::CACHE,
     EmmyParser::VECTORIZE, EmmyParser::UNROLL, EmmyParser::PAD,     EmmyParser::DOUBLE_BUFFER,
-    EmmyParser::THREADS};
+    EmmyParser::THREADS, EmmyParser::MMA};
 // The other words that are keywords inside a schedule only.
 constexpr std::array<size_t, 5> kDirectiveParticles = {EmmyParser::IN, EmmyParser::TO, EmmyParser::AT,
                                                        EmmyParser::BY, EmmyParser::ATOMIC};
@@ -592,7 +592,12 @@ private:
   // ---- schedules ----
 
   ast::Schedule buildSchedule(EmmyParser::ScheduleDefContext* ctx) {
-    ast::Schedule schedule{ident(ctx->kernel), {}, {}, map_.node(ctx)};
+    ast::Schedule schedule{ident(ctx->kernel), {}, {}, map_.node(ctx), {}};
+    for (auto* choice : ctx->choices) {
+      std::vector<ast::Ident> types;
+      for (Token* type : choice->types) types.push_back(ident(type));
+      schedule.types.push_back(types);
+    }
     for (auto* line : ctx->directiveLine()) {
       if (!line->directive()) continue;
       if (auto* param = dynamic_cast<EmmyParser::ParamDirectiveContext*>(line->directive()))
@@ -622,6 +627,7 @@ private:
     else if (auto* c = dynamic_cast<P::PadDirectiveContext*>(ctx)) buildPad(c, d);
     else if (auto* c = dynamic_cast<P::DoubleBufferDirectiveContext*>(ctx)) setStage(K::DoubleBuffer, c->stage, d);
     else if (auto* c = dynamic_cast<P::ThreadsDirectiveContext*>(ctx)) buildThreads(c, d);
+    else if (auto* c = dynamic_cast<P::MmaDirectiveContext*>(ctx)) buildMma(c, d);
     else EMMY_INTERNAL_ASSERT(false, "unknown directive '{}'", ctx->getText());
     return d;
   }
@@ -709,6 +715,22 @@ private:
   void buildThreads(EmmyParser::ThreadsDirectiveContext* ctx, ast::Directive& d) {
     setStage(ast::DirectiveKind::Threads, ctx->stage, d);
     d.factors.push_back(buildFactor(ctx->factor()));
+  }
+
+  // `mma S (a, b, c) by (WM, WN) [stages N]`: N is 3 when not written.
+  void buildMma(EmmyParser::MmaDirectiveContext* ctx, ast::Directive& d) {
+    constexpr std::string_view form = "mma S (a, b, c) by (WM, WN) stages N";
+    d.kind = ast::DirectiveKind::Mma;
+    d.stage = ident(ctx->stage);
+    d.axes = identList(ctx->axes);
+    d.factors = buildFactors(ctx->factorList());
+    expectCount(d.axes.size(), 3, ctx->axes, "mma takes", "loops", form);
+    expectCount(d.factors.size(), 2, ctx->factorList(), "mma takes", "warp tile extents", form);
+    if (ctx->word && ctx->word->getText() != "stages")
+      error(map_.token(ctx->word), fmt::format("expected 'stages' after mma's warp tile, as in '{}'; found '{}'", form,
+                                               ctx->word->getText()));
+    if (ctx->stages) d.factors.push_back(buildFactor(ctx->stages));
+    else d.factors.push_back(ast::Factor{3, {}, d.loc});
   }
 
   // `inline S`, `root S`, `double_buffer S`

@@ -73,7 +73,10 @@ idList : ID (COMMA ID)* ;
 
 // ---------------------------------------------------------------------------------------------------
 // Schedules: one directive per line. Lists are parsed whatever their length; the builder checks it.
-scheduleDef : SCHEDULE kernel=ID LBRACE directiveLine (NEWLINE directiveLine)* RBRACE ;
+scheduleDef : SCHEDULE kernel=ID (LT choices+=typeChoice (COMMA choices+=typeChoice)* GT)? LBRACE directiveLine (NEWLINE directiveLine)* RBRACE ;
+
+// The types a typed schedule's instances take, one list per type parameter (`schedule matmul<f16 | bf16>`).
+typeChoice : types+=ID (PIPE types+=ID)* ;
 
 directiveLine : directive? ;
 
@@ -94,6 +97,7 @@ directive
   | PAD stage=ID BY factor                                                 # padDirective
   | DOUBLE_BUFFER stage=ID                                                 # doubleBufferDirective
   | THREADS stage=ID factor                                                # threadsDirective
+  | MMA stage=ID LPAREN axes=idList RPAREN BY LPAREN factorList RPAREN (word=ID stages=factor)? # mmaDirective
   ;
 
 axisRef : stage=ID DOT axis=ID ;
@@ -180,6 +184,7 @@ UNROLL : 'unroll' { inSchedule }? ;
 PAD : 'pad' { inSchedule }? ;
 DOUBLE_BUFFER : 'double_buffer' { inSchedule }? ;
 THREADS : 'threads' { inSchedule }? ;
+MMA : 'mma' { inSchedule }? ;
 ATOMIC : 'atomic' { inSchedule }? ;
 
 ID : [A-Za-z_] [A-Za-z0-9_]* ;

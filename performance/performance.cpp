@@ -259,6 +259,9 @@ public:
       } else if constexpr (std::is_same_v<Node, kernel::CopyAsync>) {
         access(node.source, node.sourceIndex.get());
         access(node.buffer, node.index.get());
+      } else if constexpr (std::is_same_v<Node, kernel::LoadMatrix>) {
+        reads(*node.element);
+        access(node.buffer, node.element.get(), 16);  // each lane's row of 8 16-bit elements
       } else if constexpr (std::is_same_v<Node, kernel::VectorLoad> || std::is_same_v<Node, kernel::VectorStore>) {
         globalBytes += times(node.element.get()) * node.bytes;
         memoryInstructions += times(node.element.get());
@@ -304,15 +307,17 @@ private:
     return product;
   }
 
-  void access(const std::string& buffer, const Expr* index) {
+  // An access by each thread of `bytes` (0: one element) from element `index` of `buffer`.
+  void access(const std::string& buffer, const Expr* index, int bytes = 0) {
     if (auto global = global_.find(buffer); global != global_.end()) {
-      globalBytes += times(index) * dtypeBytes(global->second);
+      globalBytes += times(index) * (bytes ? bytes : dtypeBytes(global->second));
       memoryInstructions += times(index);
     }
     if (auto shared = shared_.find(buffer); shared != shared_.end()) {
-      sharedBytes += times(index) * dtypeBytes(shared->second);
+      int elementBytes = dtypeBytes(shared->second);
+      sharedBytes += times(index) * (bytes ? bytes : elementBytes);
       memoryInstructions += times(index);
-      sharedWavefronts += times(index) * wavefronts(index, dtypeBytes(shared->second));
+      sharedWavefronts += times(index) * wavefronts(index, elementBytes, bytes ? bytes : elementBytes);
     }
   }
 
@@ -320,7 +325,7 @@ private:
   // the first trip of every loop: its lanes' indices evaluated with their own thread indices, grouped by
   // the hardware's rule (32 banks of 4-byte words; a request per 128 bytes of the warp's accesses; lanes
   // on different words of one bank take a pass each). 1 when an index cannot be evaluated.
-  double wavefronts(const Expr* index, int bytes) const {
+  double wavefronts(const Expr* index, int elementBytes, int bytes) const {
     if (!index) return 1;
     int lanes = std::min(32, blockThreads_[0] * blockThreads_[1] * blockThreads_[2]);
     int phaseLanes = bytes <= 4 ? 32 : bytes <= 8 ? 16 : 8;
@@ -333,7 +338,7 @@ private:
                                                  {"threadIdx.z", lane / (blockThreads_[0] * blockThreads_[1])}};
         std::optional<int64_t> element = evaluate(*index, &thread);
         if (!element) return 1;
-        for (int64_t word = *element * bytes / 4; word <= (*element * bytes + bytes - 1) / 4; ++word)
+        for (int64_t word = *element * elementBytes / 4; word <= (*element * elementBytes + bytes - 1) / 4; ++word)
           wordsPerBank[((word % 32) + 32) % 32].insert(word);
       }
       size_t passes = 1;

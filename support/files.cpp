@@ -1,6 +1,7 @@
 #include "support/files.h"
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 
 #include <fcntl.h>
@@ -151,6 +152,12 @@ void writeFilesTogether(const std::vector<std::pair<fs::path, std::string>>& fil
     removeTemporaries();
     throw;
   }
+}
+
+std::filesystem::path cacheFolder() {
+  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache) return std::filesystem::path(cache) / "emmy";
+  const char* home = std::getenv("HOME");
+  return std::filesystem::path(home && *home ? home : ".") / ".cache" / "emmy";
 }
 
 }  // namespace emmy

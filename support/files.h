@@ -35,4 +35,8 @@ std::optional<std::string> readRegularFile(const std::filesystem::path& path, ui
 // replaced by a rename.
 void writeFilesTogether(const std::vector<std::pair<std::filesystem::path, std::string>>& files);
 
+// Emmy's cache folder (the tuning database, precompiled headers): $XDG_CACHE_HOME/emmy, else
+// ~/.cache/emmy. Not created here.
+std::filesystem::path cacheFolder();
+
 }  // namespace emmy

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <set>
 
+#include <fmt/format.h>
+
 namespace emmy {
 
 namespace {
@@ -57,4 +59,10 @@ std::string join(const std::vector<std::string>& parts, std::string_view separat
   }
   return out;
 }
+std::string stableHash(std::string_view text) {
+  uint64_t hash = 14695981039346656037ull;
+  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", hash);
+}
+
 }  // namespace emmy

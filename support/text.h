@@ -16,5 +16,8 @@ std::string withSuggestion(std::string message, std::string_view name, const std
 
 std::string join(const std::vector<std::string>& parts, std::string_view separator);
 
+// FNV-1a of `text` in 16 hex digits: stable across runs, machines and compilers (std::hash is none of these).
+std::string stableHash(std::string_view text);
+
 
 }  // namespace emmy

@@ -34,7 +34,7 @@ void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKer
 // The empty sizes run here, on the programs compiled for the ragged ones, since compiling is most of the time.
 TEST_CASE("every example, stdlib and construct kernel passes the simulated check at ragged sizes and with each size 0 "
           "in turn",
-          "[lowering][empty]") {
+          "[lowering][empty][sweep]") {
   for (const fs::path& source : testing::loweringSources()) {
     for (const tensor::Kernel& kernel : testing::kernelsOf(source)) {
       sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), source));
@@ -77,7 +77,7 @@ TEST_CASE("elementwise loops move 16-byte groups, four of them in flight per thr
 }
 
 TEST_CASE("every generated file compiles with NVRTC for sm_80 and sm_90, examples and stdlib without spills",
-          "[lowering][nvrtc]") {
+          "[lowering][nvrtc][sweep]") {
   std::string whyNot;
   INFO(whyNot);
   REQUIRE(nvrtcAvailable(&whyNot));  // the set-up requires the CUDA toolkit

@@ -607,7 +607,7 @@ TEST_CASE("a definition with a broken header is skipped whole", "[parser]") {
         "test.emmy:1:24: error: unexpected '{'; expected a name or '('\n"
         "kernel f(x: f32[N]) -> {\n"
         "                       ^\n"
-        "test.emmy:4:12: error: unexpected 'x'; expected '{'\n"
+        "test.emmy:4:12: error: unexpected 'x'; expected '{' or '<'\n"
         "schedule f x {\n"
         "           ^\n"
         "test.emmy:7:11: error: unexpected '*'; expected an expression\n"
@@ -717,7 +717,7 @@ TEST_CASE("schedule syntax errors", "[parser]") {
                  "    fuse y (a, b, c) -> abc\n"
                  "}\n") ==
         "test.emmy:2:5: error: unknown directive 'splt' (directives: param, split, tile, reorder, fuse, bind, "
-        "inline, compute, root, cache, vectorize, unroll, pad, double_buffer, threads); did you mean 'split'?\n"
+        "inline, compute, root, cache, vectorize, unroll, pad, double_buffer, threads, mma); did you mean 'split'?\n"
         "    splt y.n by 4 -> (no, ni)\n"
         "    ^~~~\n"
         "test.emmy:3:22: error: unexpected end of line; a loop binds to block.x, block.y, block.z, thread.x, "
@@ -725,7 +725,7 @@ TEST_CASE("schedule syntax errors", "[parser]") {
         "    bind y.n to block\n"
         "                     ^\n"
         "test.emmy:4:5: error: unexpected '4'; expected a directive (param, split, tile, reorder, fuse, bind, inline, "
-        "compute, root, cache, vectorize, unroll, pad, double_buffer, threads)\n"
+        "compute, root, cache, vectorize, unroll, pad, double_buffer, threads, mma)\n"
         "    4 x\n"
         "    ^\n");
   CHECK(errorsOf("schedule k {\n"

@@ -177,6 +177,55 @@ __global__ void reverse(const __half* __restrict__ in, __half* __restrict__ out)
   CHECK(siteOf(kernel, true, false).line == 4);
 }
 
+// ldmatrix (emmy_ldmatrix) reads a 16-byte row per lane, recorded at its call: 8 lanes a request, one
+// request per 8x8 matrix. 32 rows of 64 bytes (32 halves) each, every lane reading the first 16 bytes of
+// its row: unswizzled, the 8 rows of a request fall on banks 0-3 (even rows) and 16-19 (odd rows), 4
+// rows each, 4 wavefronts; with the 16-byte unit of row r stored at unit (r / 2) % 4 (an XOR swizzle),
+// 8 rows cover all 32 banks, 1 wavefront. An .x2 has 2 requests, and its lanes 16-31, whose addresses
+// are not used, are active all the same.
+TEST_CASE("ldmatrix rows: 4 wavefronts a request at stride 64 bytes, 1 when XOR-swizzled", "[profile]") {
+  sim::Profile profile = profileOf(R"cpp(
+__global__ void rows(uint32_t* __restrict__ out, int swizzle) {
+  EMMY_SHARED(__half, tile, 32 * 32);
+  for (int i = threadIdx.x; i < 32 * 32; i += 32) tile[i] = __half(1.0f);
+  __syncthreads();
+  const int row = threadIdx.x, unit = swizzle ? row / 2 % 4 : 0;
+  uint32_t f[4];
+  emmy_ldmatrix<4, false>(f, tile, row * 32 + unit * 8);
+  out[threadIdx.x] = f[0] + f[3];
+}
+__global__ void pair(uint32_t* __restrict__ out) {
+  EMMY_SHARED(__half, tile, 32 * 32);
+  for (int i = threadIdx.x; i < 32 * 32; i += 32) tile[i] = __half(1.0f);
+  __syncthreads();
+  const int row = threadIdx.x % 16;
+  uint32_t f[2];
+  emmy_ldmatrix<2, true>(f, tile, row * 32 + row / 2 % 4 * 8);
+  out[threadIdx.x] = f[0] + f[1];
+}
+)cpp",
+                                   "EMMY_LAUNCH(rows, dim3(1), dim3(32), 0, (uint32_t*)a, 0);\n"
+                                   "  EMMY_LAUNCH(rows, dim3(1), dim3(32), 0, (uint32_t*)a, 1);\n"
+                                   "  EMMY_LAUNCH(pair, dim3(1), dim3(32), 0, (uint32_t*)a);");
+  const sim::AccessSite& x4 = siteOf(kernelNamed(profile, "rows"), false, false);
+  CHECK(x4.line == 8);
+  CHECK(x4.code == "emmy_ldmatrix<4, false>(f, tile, row * 32 + unit * 8);");
+  CHECK(x4.bytes == 16);
+  CHECK(x4.counters.executions == 2);
+  CHECK(x4.counters.requests == 2 * 4);
+  CHECK(x4.counters.wavefronts == 4 * 4 + 4 * 1);
+  CHECK(x4.counters.idealWavefronts == 2 * 4);
+  CHECK(x4.counters.lanes == 2 * 32);
+  CHECK(x4.counters.divergent == 0);
+  const sim::AccessSite& x2 = siteOf(kernelNamed(profile, "pair"), false, false);
+  CHECK(x2.line == 17);
+  CHECK(x2.bytes == 16);
+  CHECK(x2.counters.requests == 2);
+  CHECK(x2.counters.wavefronts == 2);
+  CHECK(x2.counters.lanes == 32);
+  CHECK(x2.counters.divergent == 0);
+}
+
 TEST_CASE("emmy check --profile of a kernel whose outputs are empty says that no kernel ran", "[profile]") {
   CheckOptions options;
   options.file = (std::filesystem::path(Frontend::defaultStdlibDir()) / "nn.emmy").string();

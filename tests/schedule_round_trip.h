@@ -8,7 +8,8 @@
 
 namespace emmy::testing {
 
-// `source` with the block `schedule KERNEL { ... }` (if any) taken out and `schedule` appended.
+// `source` with the blocks `schedule KERNEL { ... }` and `schedule KERNEL<...> { ... }` (if any) taken out and
+// `schedule` appended.
 std::string withSchedule(const std::string& source, const std::string& kernel, const std::string& schedule);
 
 // For every kernel instance of `source` (compiled as the file `name`): the schedule `--emit schedule`

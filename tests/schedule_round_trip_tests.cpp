@@ -22,7 +22,7 @@ std::string withSchedule(const std::string& source, const std::string& kernel, c
   std::string out, line;
   bool inOwn = false;
   while (std::getline(lines, line)) {
-    if (!inOwn && line.rfind("schedule " + kernel + " {", 0) == 0) {
+    if (!inOwn && (line.rfind("schedule " + kernel + " {", 0) == 0 || line.rfind("schedule " + kernel + "<", 0) == 0)) {
       inOwn = line.find('}') == std::string::npos;
       continue;
     }

@@ -529,7 +529,7 @@ TEST_CASE("tune: the static model ranks a candidate that spills last, and says s
   // The 16-thread block that __launch_bounds__(16, 32) once capped at 64 registers (4000 bytes of spills).
   Candidate smallBlock = {{"BK", 32}, {"BM", 32}, {"BN", 32}, {"PAD", 0}, {"RM", 8}, {"RN", 8}};
   Candidate defaults = {{"BK", 16}, {"BM", 64}, {"BN", 64}, {"PAD", 4}, {"RM", 4}, {"RN", 4}};
-  CandidateProgram program = stdlibProgram("linalg.emmy", "matmul<f16>", smallBlock, sizes);
+  CandidateProgram program = stdlibProgram("linalg.emmy", "matmul<f32>", smallBlock, sizes);
   CudaCompileResult compiled = compileCuda(program.cuda.source, "linalg.cu", "sm_90", /*wantCubin=*/true);
   REQUIRE(compiled.ok);
   std::vector<KernelResources> resources = resourceUsage(compiled);
@@ -548,7 +548,7 @@ TEST_CASE("tune: the static model ranks a candidate that spills last, and says s
   CHECK(without.summary.find("SPILLS") == std::string::npos);
   CostModelBackend model("sm_90");
   for (const Candidate& other : {defaults, smallBlock}) {
-    Measurement m = model.measure(stdlibProgram("linalg.emmy", "matmul<f16>", other, sizes));
+    Measurement m = model.measure(stdlibProgram("linalg.emmy", "matmul<f32>", other, sizes));
     INFO(m.message);
     REQUIRE(m.status == Status::Ok);
     CHECK(withSpills.seconds * 1e3 > m.milliseconds);

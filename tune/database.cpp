@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "support/diagnostics.h"
+#include "support/files.h"
 #include "support/text.h"
 
 namespace emmy::tune {
@@ -167,10 +168,7 @@ Measurement measurementOf(const Statement& row, int column) {
 
 std::filesystem::path TuningDatabase::defaultPath() {
   if (const char* path = std::getenv("EMMY_TUNING_DB"); path && *path) return path;
-  if (const char* cache = std::getenv("XDG_CACHE_HOME"); cache && *cache)
-    return std::filesystem::path(cache) / "emmy" / "tuning.db";
-  const char* home = std::getenv("HOME");
-  return std::filesystem::path(home && *home ? home : ".") / ".cache" / "emmy" / "tuning.db";
+  return cacheFolder() / "tuning.db";
 }
 
 TuningDatabase::TuningDatabase(const std::filesystem::path& path, bool create) : path_(path) {

@@ -17,13 +17,6 @@ namespace emmy::tune {
 
 namespace {
 
-// FNV-1a, 64 bits: stable across runs, machines and compilers (std::hash is none of these).
-std::string hashText(const std::string& text) {
-  uint64_t hash = 14695981039346656037ull;
-  for (unsigned char c : text) hash = (hash ^ c) * 1099511628211ull;
-  return fmt::format("{:016x}", hash);
-}
-
 std::string collapseSpaces(std::string_view text) {
   std::string out;
   std::istringstream words{std::string(text)};
@@ -118,7 +111,7 @@ TuningKey tuningKey(const tensor::Kernel& kernel, const std::map<std::string, De
                          "a directive without its source text");
     schedule += collapseSpaces(line.substr(loc.column - 1, loc.length)) + "\n";
   }
-  return {hashText(tensor::printKernel(kernel)), hashText(schedule), sizesText(sizesOf(kernel, sizes)), device, arch};
+  return {stableHash(tensor::printKernel(kernel)), stableHash(schedule), sizesText(sizesOf(kernel, sizes)), device, arch};
 }
 
 std::vector<TuningTarget> tuningTargets(const std::string& file, const std::string& selector,

@@ -165,6 +165,7 @@ public:
   std::string declaration() const { return hostSignature() + ";\n"; }
   // Whether the kernels copy to shared memory asynchronously (and need kAsyncCopyPrelude).
   bool copiesAsynchronously() const { return copiesAsynchronously_; }
+  bool usesTensorCores() const { return usesTensorCores_; }
 
 private:
   // ---- expressions ----
@@ -338,6 +339,17 @@ private:
   void stmtNode(const kernel::WaitForCopies& node, int indent) {
     line(indent, fmt::format("emmy_wait_for_copies<{}>();", node.pending));
   }
+  void stmtNode(const kernel::LoadMatrix& node, int indent) {
+    usesTensorCores_ = true;
+    line(indent, fmt::format("emmy_ldmatrix<{}, {}>((uint32_t*)&{}[{}], {}, {});", node.count, node.transpose ? "true" : "false",
+                             spelled(node.fragment), expr(*node.fragmentElement), spelled(node.buffer), expr(*node.element)));
+  }
+  void stmtNode(const kernel::MultiplyAccumulate& node, int indent) {
+    usesTensorCores_ = true;
+    line(indent, fmt::format("emmy_mma_m16n8k16<{}>(&{}[{}], (const uint32_t*)&{}[{}], (const uint32_t*)&{}[{}]);",
+                             cudaTypeName(node.dtype), spelled(node.accumulator), expr(*node.accumulatorElement),
+                             spelled(node.a), expr(*node.aElement), spelled(node.b), expr(*node.bElement)));
+  }
   std::string localAddress(const std::string& local, const ExprPtr& element) const {
     return element ? fmt::format("&{}[{}]", spelled(local), expr(*element)) : spelled(local);
   }
@@ -347,7 +359,7 @@ private:
                              localAddress(node.local, node.localElement), vector, spelled(node.buffer), expr(*node.element)));
   }
   void stmtNode(const kernel::VectorStore& node, int indent) {
-    const char* vector = node.bytes == 16 ? "uint4" : "uint2";
+    const char* vector = node.bytes == 16 ? "uint4" : node.bytes == 8 ? "uint2" : "unsigned int";
     line(indent, fmt::format("*reinterpret_cast<{}*>(&{}[{}]) = *reinterpret_cast<const {}*>({});", vector, spelled(node.buffer),
                              expr(*node.element), vector, localAddress(node.local, node.localElement)));
   }
@@ -550,6 +562,7 @@ private:
   std::vector<std::set<std::string>> scopes_;  // the names declared in each open C++ scope
   std::set<std::string> buffers_;              // the names of the function's buffers, scalars and sizes
   bool copiesAsynchronously_ = false;
+  bool usesTensorCores_ = false;
 };
 
 // Helpers every generated file defines for itself (static, so that several files link together).
@@ -657,6 +670,45 @@ template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copi
 }
 )";
 
+// ldmatrix and mma.sync (m16n8k16, f32 accumulators) on sm_80 and later; the simulation of `emmy check`
+// defines its own, from the PTX ISA's fragment layouts. A fragment is uint32_t registers of two 16-bit
+// elements each.
+const char* kTensorCorePrelude = R"(#if !defined(EMMY_SIMULATE)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "this file runs products on the tensor cores (mma.sync m16n8k16), which need sm_80 or later"
+#endif
+template <int Count, bool Transpose, typename T>
+static __device__ __forceinline__ void emmy_ldmatrix(uint32_t* fragment, T* shared, int64_t element) {
+#if defined(__CUDA_ARCH__)
+  const unsigned address = (unsigned)__cvta_generic_to_shared(shared + element);
+  if constexpr (Count == 4 && Transpose)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3]) : "r"(address));
+  else if constexpr (Count == 4)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3]) : "r"(address));
+  else
+    static_assert(Count == 4, "ldmatrix x4 only");
+#endif
+}
+template <typename T>
+static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b);
+#if defined(__CUDA_ARCH__)
+#define EMMY_MMA_M16N8K16(T, ptx_type)                                                                             \
+  template <>                                                                                                      \
+  __device__ __forceinline__ void emmy_mma_m16n8k16<T>(float* d, const uint32_t* a, const uint32_t* b) {          \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." ptx_type "." ptx_type ".f32 {%0, %1, %2, %3}, "         \
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                                                 \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                              \
+  }
+EMMY_MMA_M16N8K16(__half, "f16")
+EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
+#undef EMMY_MMA_M16N8K16
+#endif
+#endif
+)";
+
 const char* kHostPrelude = R"(#ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -686,12 +738,13 @@ GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::
                        const std::string& sourceFile) {
   std::string kernels, declarations;
   std::vector<std::string> names;
-  bool copiesAsynchronously = false;
+  bool copiesAsynchronously = false, usesTensorCores = false;
   for (const kernel::Program& program : programs) {
     Emitter emitter(program);
     kernels += emitter.emit() + "\n";
     declarations += emitter.declaration();
     copiesAsynchronously = copiesAsynchronously || emitter.copiesAsynchronously();
+    usesTensorCores = usesTensorCores || emitter.usesTensorCores();
     names.push_back(program.source.instanceName());
   }
   // (Whether a schedule was written or the default policy's is not said: the same schedule either way
@@ -715,7 +768,8 @@ extern "C" {
 #endif
 )";
   generated.source = banner + "#ifndef __CUDACC_RTC__\n#include \"" + baseName + ".h\"\n#endif\n" + kPrelude +
-                     (copiesAsynchronously ? kAsyncCopyPrelude : "") + kHostPrelude + "\n" + kernels;
+                     (copiesAsynchronously ? kAsyncCopyPrelude : "") +
+                     (usesTensorCores ? kTensorCorePrelude : "") + kHostPrelude + "\n" + kernels;
   return generated;
 }
 

@@ -5,7 +5,8 @@
 // and its host function runs every kernel on the CPU with real block semantics:
 //   - blocks run one after another (x, then y, then z), synchronously inside EMMY_LAUNCH;
 //   - the threads of a block are user-level fibers on one OS thread, scheduled round-robin in linear
-//     thread order, switching only at __syncthreads(), at warp shuffles and when a thread finishes;
+//     thread order, switching only at __syncthreads(), at warp shuffles (and the tensor-core built-ins
+//     emmy_ldmatrix and emmy_mma_m16n8k16, warp-collective too) and when a thread finishes;
 //   - __syncthreads() waits for every thread of the block, a shuffle for every lane of the warp. When
 //     nothing can run any more but some threads wait, the launch stops with a deadlock report naming the
 //     kernel, the block and a waiting thread (cudaGetLastError / cudaGetErrorString), and the rest of
@@ -82,7 +83,13 @@
 #define __global__
 #define __device__
 #define __host__
+// Inlined as on the GPU when profiling, so that the accesses of the .cu's helpers (emmy_copy_async_lanes)
+// are counted at the kernel line that calls them; a plain inline otherwise, which compiles faster.
+#if defined(EMMY_PROFILE)
+#define __forceinline__ inline __attribute__((always_inline))
+#else
 #define __forceinline__ inline
+#endif
 #define __launch_bounds__(...)
 // A block's threads are fibers of one OS thread and blocks run one after another, so a static local is
 // exactly what shared memory is: one copy per block, seen by all its threads (and, like shared memory,
@@ -696,6 +703,7 @@ inline uint3 currentBlockIdx;
 inline dim3 currentBlockDim;
 inline dim3 currentGridDim;
 
+// AtShuffle: in a warp rendezvous, a shuffle or another warp-collective operation (ldmatrix, mma).
 enum class ThreadState : uint8_t { Runnable, AtBarrier, AtShuffle, Exited };
 enum class ShuffleMode : uint8_t { Index, Up, Down, Xor };
 
@@ -757,14 +765,22 @@ struct PointerArgument {
   size_t elementBytes;
 };
 
+// A warp-collective operation other than a shuffle (ldmatrix, mma), run once for the whole warp by its
+// last lane to arrive: `operands` holds each lane's pointer to its own arguments and results, in lane
+// order.
+using WarpOperation = void (*)(void* const* operands);
+
 struct SimThread {
   Context context;
   FiberStack stack;
   uint3 index{};
   ThreadState state = ThreadState::Runnable;
-  // The shuffle it waits in: its arguments, the value it offers, and (once the warp has all arrived)
-  // the value it receives.
+  // The shuffle or warp-collective operation it waits in (its name, for reports): a shuffle's arguments,
+  // the value it offers, and (once the warp has all arrived) the value it receives; an operation's
+  // function (nullptr for a shuffle) and this lane's operands.
   const char* shuffleName = nullptr;
+  WarpOperation collective = nullptr;
+  void* operands = nullptr;
   ShuffleMode shuffleMode = ShuffleMode::Index;
   int shuffleOperand = 0;
   int shuffleWidth = 0;
@@ -854,6 +870,9 @@ struct ProfiledAccess {
   uint8_t lane;
   Access access;
   Space space;
+  // False for a lane that executes the instruction without an address of its own (the lanes past the
+  // rows of an ldmatrix .x1 or .x2): active, so not divergent, but no request and no bytes.
+  bool addressed;
 };
 
 // The lanes of a warp whose accesses of `bytes` each are handled as one request, 128 bytes at most: the
@@ -883,7 +902,8 @@ public:
   }
   void barrierReleased() { ++kernel_->barriers; }
 
-  void note(unsigned thread, uintptr_t site, uint64_t address, uint32_t bytes, Access access, Space space) {
+  void note(unsigned thread, uintptr_t site, uint64_t address, uint32_t bytes, Access access, Space space,
+            bool addressed = true) {
     UnprofiledScope unprofiled;
     uint64_t execution = 0;
     for (auto& [seen, count] : executions_[thread])
@@ -894,7 +914,7 @@ public:
     executions_[thread].push_back({site, 1});
   found:
     pending_[thread / kWarpSize].push_back(
-        {site, execution, address, bytes, static_cast<uint8_t>(thread % kWarpSize), access, space});
+        {site, execution, address, bytes, static_cast<uint8_t>(thread % kWarpSize), access, space, addressed});
   }
 
   // Counts the warp instructions of `warp` since its lanes last all stopped; `running` of its lanes have
@@ -1010,12 +1030,16 @@ private:
     const unsigned lanesPerPhase = phaseLanes(first.bytes);
     for (const ProfiledAccess* const* phase = begin; phase != end;) {
       const ProfiledAccess* const* phaseEnd = phase;
-      while (phaseEnd != end && (*phaseEnd)->lane / lanesPerPhase == (*phase)->lane / lanesPerPhase) ++phaseEnd;
-      ++counters.requests;
-      if (first.space == Space::Global)
-        countSectors(phase, phaseEnd, counters);
-      else
-        countWavefronts(phase, phaseEnd, counters);
+      bool addressed = false;
+      while (phaseEnd != end && (*phaseEnd)->lane / lanesPerPhase == (*phase)->lane / lanesPerPhase)
+        addressed |= (*phaseEnd++)->addressed;
+      if (addressed) {
+        ++counters.requests;
+        if (first.space == Space::Global)
+          countSectors(phase, phaseEnd, counters);
+        else
+          countWavefronts(phase, phaseEnd, counters);
+      }
       phase = phaseEnd;
     }
   }
@@ -1025,6 +1049,7 @@ private:
     std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [first byte, end)
     for (const ProfiledAccess* const* lane = begin; lane != end; ++lane) {
       const ProfiledAccess* a = *lane;
+      if (!a->addressed) continue;
       ranges.push_back({a->address, a->address + a->bytes});
       for (uint64_t sector = a->address / 32; sector <= (a->address + a->bytes - 1) / 32; ++sector) sectors.push_back(sector);
     }
@@ -1047,7 +1072,9 @@ private:
   static void countWavefronts(const ProfiledAccess* const* begin, const ProfiledAccess* const* end, SiteCounters& counters) {
     std::vector<uint64_t> words;
     for (const ProfiledAccess* const* lane = begin; lane != end; ++lane)
-      for (uint64_t word = (*lane)->address / 4; word <= ((*lane)->address + (*lane)->bytes - 1) / 4; ++word) words.push_back(word);
+      if ((*lane)->addressed)
+        for (uint64_t word = (*lane)->address / 4; word <= ((*lane)->address + (*lane)->bytes - 1) / 4; ++word)
+          words.push_back(word);
     std::sort(words.begin(), words.end());
     words.erase(std::unique(words.begin(), words.end()), words.end());
     unsigned perBank[kWarpSize] = {};
@@ -1077,7 +1104,7 @@ public:
   void endLaunch() {}
   void beginBlock(unsigned) {}
   void barrierReleased() {}
-  void note(unsigned, uintptr_t, uint64_t, uint32_t, Access, Space) {}
+  void note(unsigned, uintptr_t, uint64_t, uint32_t, Access, Space, bool = true) {}
   void completeWarp(unsigned, unsigned) {}
   void write() const {}
 };
@@ -1096,7 +1123,13 @@ public:
 
   void arriveAtBarrier();
   uint64_t shuffle(const char* name, ShuffleMode mode, unsigned mask, uint64_t value, int operand, int width);
+  // A warp-collective operation (ldmatrix, mma): waits like a shuffle until every lane of the warp has
+  // called it, then the last lane to arrive runs `operation` once for the whole warp (WarpOperation).
+  // Faster than the shuffles it would take, and the lanes must all be in the same operation: like an
+  // invalid shuffle, a partial warp or a warp whose lanes call different operations stops the launch.
+  void warpCollective(const char* name, WarpOperation operation, void* operands);
   unsigned activeLaneMask() const;
+  unsigned currentLane() const { return current_ % kWarpSize; }
 
   // An access of the running thread to element `index` of the shared array `buffer` of `count`
   // elements: stops the block with a report if the index is out of bounds or if another thread
@@ -1107,10 +1140,15 @@ public:
   // `emmy check --profile`: an access of the running thread at `site` (profiled when a kernel runs and,
   // for global memory, when `address` lies in a buffer from cudaMalloc).
   void noteGlobalAccess(uintptr_t site, const void* address, uint32_t bytes, Access access);
-  void noteProfiledSharedAccess(uintptr_t site, const void* array, int64_t offset, uint32_t bytes, Access access) {
+  void noteProfiledSharedAccess(uintptr_t site, const void* array, int64_t offset, uint32_t bytes, Access access,
+                                bool addressed = true) {
     profiler_.note(current_, site, (reinterpret_cast<uintptr_t>(array) << 20) + static_cast<uint64_t>(offset), bytes,
-                   access, Space::Shared);
+                   access, Space::Shared, addressed);
   }
+  // A read of `bytes` at element `index` of the shared array `buffer` (its byte `offset`) that the
+  // hardware requires to be aligned to `bytes`, and is not.
+  [[noreturn]] __attribute__((cold)) void stopAtMisalignedRead(const char* what, const char* buffer, int64_t index,
+                                                                int64_t offset, unsigned bytes);
   void writeProfile() const { profiler_.write(); }
 
 private:
@@ -1142,6 +1180,10 @@ private:
   std::string describeThreads(const std::vector<unsigned>& threads) const;
   std::string describeDeadlock() const;
   std::string describeCall(const char* function, const std::string& how) const;
+  // Stops the launch when the lanes of `warp`, all arrived at a rendezvous, are not all in the same
+  // warp-collective operation (shuffles, whatever their kind, count as one).
+  void checkSameCollective(unsigned warp);
+  std::string describeMixedWarp(unsigned warp) const;
   __attribute__((cold)) std::string describeFault(const void* address, const char* verb) const;
   std::string argumentName(unsigned position) const;
 
@@ -1451,6 +1493,7 @@ inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned 
   SimThread& self = *pool_[current_];
   self.state = ThreadState::AtShuffle;
   self.shuffleName = name;
+  self.collective = nullptr;
   self.shuffleMode = mode;
   self.shuffleOperand = operand;
   self.shuffleWidth = width;
@@ -1458,6 +1501,7 @@ inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned 
   if (++atShuffle_[warp] == lanes) {
     // The last lane to arrive makes the exchange for the whole warp and goes on without a switch.
     atShuffle_[warp] = 0;
+    checkSameCollective(warp);
     if constexpr (kProfiling) profiler_.completeWarp(warp, lanes - exitedLanes(warp));
     const unsigned first = warp * kWarpSize;
     for (unsigned lane = 0; lane < lanes; ++lane) {
@@ -1473,6 +1517,70 @@ inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned 
     switchToNextRunnable();
   }
   return self.received;
+}
+
+inline void Scheduler::warpCollective(const char* name, WarpOperation operation, void* operands) {
+  const unsigned warp = current_ / kWarpSize;
+  const unsigned lanes = lanesOfWarp(warp);
+  if (lanes != kWarpSize) {
+    failure_ = describeCall(name, "in a warp of " + std::to_string(lanes) +
+                                      " threads (the block's last, partial warp): it needs all 32 lanes of a warp");
+    stopBlock();
+  }
+  SimThread& self = *pool_[current_];
+  self.state = ThreadState::AtShuffle;
+  self.shuffleName = name;
+  self.collective = operation;
+  self.operands = operands;
+  if (++atShuffle_[warp] == lanes) {
+    // As a shuffle: the last lane to arrive computes for the whole warp and goes on without a switch.
+    atShuffle_[warp] = 0;
+    checkSameCollective(warp);
+    if constexpr (kProfiling) profiler_.completeWarp(warp, lanes - exitedLanes(warp));
+    void* laneOperands[kWarpSize];
+    for (unsigned lane = 0; lane < kWarpSize; ++lane) {
+      SimThread& thread = *pool_[warp * kWarpSize + lane];
+      laneOperands[lane] = thread.operands;
+      thread.state = ThreadState::Runnable;
+    }
+    UnprofiledScope unprofiled;  // the operation's accesses are the simulation's, not the kernel's
+    operation(laneOperands);
+  } else {
+    if constexpr (kProfiling) completeWarpIfStopped();
+    switchToNextRunnable();
+  }
+}
+
+inline void Scheduler::checkSameCollective(unsigned warp) {
+  const WarpOperation operation = pool_[current_]->collective;
+  for (unsigned t = warp * kWarpSize; t < warp * kWarpSize + lanesOfWarp(warp); ++t)
+    if (pool_[t]->collective != operation) {
+      failure_ = describeMixedWarp(warp);
+      stopBlock();
+    }
+}
+
+inline std::string Scheduler::describeMixedWarp(unsigned warp) const {
+  const SimThread& self = *pool_[current_];
+  std::vector<unsigned> others;
+  for (unsigned t = warp * kWarpSize; t < warp * kWarpSize + lanesOfWarp(warp); ++t)
+    if (pool_[t]->collective != self.collective) others.push_back(t);
+  const SimThread& other = *pool_[others.front()];
+  const bool sameName = std::strcmp(other.shuffleName, self.shuffleName) == 0;
+  return describeCall(self.shuffleName, std::string("but ") + (others.size() == 1 ? "thread " : "threads ") +
+                                            describeThreads(others) + " of its warp " +
+                                            (others.size() == 1 ? "calls " : "call ") + other.shuffleName + "()" +
+                                            (sameName ? " with other template arguments" : "") +
+                                            ": the lanes of a warp must all execute the same instruction");
+}
+
+inline void Scheduler::stopAtMisalignedRead(const char* what, const char* buffer, int64_t index, int64_t offset,
+                                            unsigned bytes) {
+  failure_ = formatted("misaligned access in kernel %s: %s reads %s at %s[%lld], byte %lld of shared buffer %s, "
+                       "which is not a multiple of %u",
+                       kernelName_, threadInBlock(current_).c_str(), what, buffer, static_cast<long long>(index),
+                       static_cast<long long>(offset), buffer, bytes);
+  stopBlock();
 }
 
 inline void Scheduler::noteSharedAccess(Access access, SharedAccesses* records, const char* buffer, int64_t index,
@@ -1603,11 +1711,21 @@ inline std::string Scheduler::describeDeadlock() const {
   const unsigned first = atBarrier ? 0 : waiter / kWarpSize * kWarpSize;
   const unsigned end = atBarrier ? threadCount_ : first + lanesOfWarp(waiter / kWarpSize);
   std::vector<unsigned> exited, elsewhere;
+  // For a barrier, the threads in a warp rendezvous by what they wait in: shuffles (of any kind) or each
+  // warp-collective operation.
+  std::vector<std::pair<const char*, std::vector<unsigned>>> inWarpOperations;
   for (unsigned t = first; t < end; ++t) {
-    if (pool_[t]->state == ThreadState::Exited)
+    const SimThread& thread = *pool_[t];
+    if (thread.state == ThreadState::Exited) {
       exited.push_back(t);
-    else if (pool_[t]->state != waiting.state)
+    } else if (thread.state != waiting.state && atBarrier && thread.collective != nullptr) {
+      auto group = inWarpOperations.begin();
+      while (group != inWarpOperations.end() && std::strcmp(group->first, thread.shuffleName) != 0) ++group;
+      if (group == inWarpOperations.end()) group = inWarpOperations.insert(group, {thread.shuffleName, {}});
+      group->second.push_back(t);
+    } else if (thread.state != waiting.state) {
       elsewhere.push_back(t);
+    }
   }
   const char* scope = atBarrier ? "" : " of its warp";
   std::string reasons;
@@ -1618,10 +1736,13 @@ inline std::string Scheduler::describeDeadlock() const {
                (threads.size() == 1 ? verbForOne : verbForMany);
   };
   add(exited, "has exited", "have exited");
-  if (atBarrier)
+  if (atBarrier) {
     add(elsewhere, "waits in a warp shuffle", "wait in a warp shuffle");
-  else
+    for (const auto& [name, threads] : inWarpOperations)
+      add(threads, ("waits in " + std::string(name) + "()").c_str(), ("wait in " + std::string(name) + "()").c_str());
+  } else {
     add(elsewhere, "waits at __syncthreads()", "wait at __syncthreads()");
+  }
   return std::string("deadlock in kernel ") + kernelName_ + ": " + threadInBlock(waiter) + " waits at " +
          (atBarrier ? std::string("__syncthreads()") : std::string(waiting.shuffleName) + "()") + " but " + reasons;
 }
@@ -1789,7 +1910,128 @@ struct SharedArray {
     }
     std::memcpy(&elements[index], source, 16);
   }
+  // The 16 bytes from element `index` on, which a lane of an ldmatrix reads as one row of a matrix:
+  // checked as a read of each element, by the lane that passed the row; profiled as one 16-byte read at
+  // `site`. The hardware needs the row 16-byte aligned (from the array's start, which the profile too
+  // takes to be aligned).
+  const T* readMatrixRow(int64_t index, uintptr_t site) {
+    UnprofiledScope unprofiled;
+    constexpr int64_t lanes = 16 / sizeof(T);
+    const int64_t offset = index * int64_t{sizeof(T)};
+    if (offset % 16 != 0) scheduler.stopAtMisalignedRead("a row of emmy_ldmatrix()", name, index, offset, 16);
+    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Read, accesses, name, index + lane, Count);
+    if constexpr (kProfiling) scheduler.noteProfiledSharedAccess(site, this, offset, 16, Access::Read);
+    return &elements[index];
+  }
 };
+
+// ---------------------------------------------------------------------------------------------------
+// Tensor cores: ldmatrix and mma.sync.m16n8k16, warp-collective like a shuffle (Scheduler::warpCollective:
+// the last lane to arrive computes for the warp). The fragment layouts are the PTX ISA's (section numbers
+// of PTX ISA 9.1; they shift between versions, the anchors of docs.nvidia.com/cuda/parallel-thread-execution
+// do not), and tests/sim/tensor_cores_main.cpp checks them element by element against its tables.
+// ---------------------------------------------------------------------------------------------------
+
+// What a lane passes to ldmatrix: where its fragments go and its row (8 16-bit elements), or nullptr for
+// a lane past the rows of the matrices loaded.
+struct LdmatrixOperands {
+  uint32_t* fragment;
+  const void* row;
+};
+
+// ldmatrix.sync.aligned.m8n8.x{Count}{.trans}.shared.b16 (9.7.14.5.15, #warp-level-matrix-instructions-
+// ldmatrix): lanes 8m .. 8m+7 address the rows 0..7 of matrix m, and register m of every lane receives
+// matrix m's fragment as Figure 104 lays it out: lane L holds row L/4, columns 2*(L%4) and 2*(L%4)+1
+// (lower-numbered column in the low 16 bits). .trans loads the matrix "in column-major format": the
+// same layout of the transpose, so lane L holds rows 2*(L%4) and 2*(L%4)+1 of column L/4.
+template <int Count, bool Transpose>
+inline void ldmatrixWarp(void* const* operands) {
+  uint16_t rows[Count][8][8];  // [matrix][row][column]
+  for (int lane = 0; lane < 8 * Count; ++lane)
+    std::memcpy(rows[lane / 8][lane % 8], static_cast<const LdmatrixOperands*>(operands[lane])->row, 16);
+  for (unsigned lane = 0; lane < kWarpSize; ++lane) {
+    uint32_t* fragment = static_cast<const LdmatrixOperands*>(operands[lane])->fragment;
+    const unsigned row = lane / 4, column = 2 * (lane % 4);
+    for (int m = 0; m < Count; ++m) {
+      const uint16_t low = Transpose ? rows[m][column][row] : rows[m][row][column];
+      const uint16_t high = Transpose ? rows[m][column + 1][row] : rows[m][row][column + 1];
+      fragment[m] = low | uint32_t{high} << 16;
+    }
+  }
+}
+
+// What a lane passes to mma: its accumulators (C in, D out) and its A and B fragments.
+struct MmaOperands {
+  float* d;
+  const uint32_t* a;
+  const uint32_t* b;
+};
+
+template <class T>
+inline float narrowFloatBits(uint32_t bits) {
+  if constexpr (std::is_same_v<T, __half>)
+    return halfBitsToFloat(static_cast<uint16_t>(bits));
+  else
+    return bfloat16BitsToFloat(static_cast<uint16_t>(bits));
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 (9.7.14.5.14, #warp-level-matrix-
+// instructions-mma), fragments as 9.7.14.5.8 (#warp-level-matrix-fragment-mma-16816-float) lays them out,
+// with groupID g = lane/4 and threadID_in_group t = lane%4, each register's lower-numbered element in its
+// low 16 bits:
+//   A (16x16, row): a0,a1 (row g, columns 2t, 2t+1); a2,a3 (row g+8, same); a4,a5 (row g, columns
+//     2t+8, 2t+9); a6,a7 (row g+8, same): register i holds a(2i), a(2i+1).
+//   B (16x8, col): b0,b1 (rows k = 2t, 2t+1, column g); b2,b3 (rows 2t+8, 2t+9, column g).
+//   C, D (16x8 f32): c0,c1 (row g, columns 2t, 2t+1); c2,c3 (row g+8, same).
+// The ISA leaves the accumulation order and rounding unspecified; here each element of D is
+// c + a(row,0)*b(0,col) + ... + a(row,15)*b(15,col), added in k order in float. Every product of two f16
+// or bf16 values is exact in float (11 + 11 and 8 + 8 significant bits), so a contracted multiply-add
+// would give the same sums; a result whose terms are all exact (small integers) is exactly the GPU's.
+template <class T>
+inline void mmaWarp(void* const* operands) {
+  float a[16][16];              // [row][k]
+  alignas(16) float b[16][8];   // [k][column]
+  alignas(16) float d[16][8];   // [row][column]: C, then D
+  for (unsigned lane = 0; lane < kWarpSize; ++lane) {
+    const MmaOperands& lanes = *static_cast<const MmaOperands*>(operands[lane]);
+    const unsigned g = lane / 4, t = lane % 4;
+    const auto pair = [](float& first, float& second, uint32_t bits) {
+      first = narrowFloatBits<T>(bits & 0xffffu);
+      second = narrowFloatBits<T>(bits >> 16);
+    };
+    pair(a[g][2 * t], a[g][2 * t + 1], lanes.a[0]);
+    pair(a[g + 8][2 * t], a[g + 8][2 * t + 1], lanes.a[1]);
+    pair(a[g][2 * t + 8], a[g][2 * t + 9], lanes.a[2]);
+    pair(a[g + 8][2 * t + 8], a[g + 8][2 * t + 9], lanes.a[3]);
+    pair(b[2 * t][g], b[2 * t + 1][g], lanes.b[0]);
+    pair(b[2 * t + 8][g], b[2 * t + 9][g], lanes.b[1]);
+    for (unsigned i = 0; i < 4; ++i) d[g + 8 * (i / 2)][2 * t + i % 2] = lanes.d[i];
+  }
+  // A row of D at a time, its 8 sums four at once (GCC's and Clang's vector extension: SSE on x86-64,
+  // each float rounded as a scalar would be), each sum in k order.
+  typedef float Float4 __attribute__((vector_size(16)));
+  for (unsigned row = 0; row < 16; ++row) {
+    Float4 low, high;
+    std::memcpy(&low, &d[row][0], sizeof low);
+    std::memcpy(&high, &d[row][4], sizeof high);
+    for (unsigned k = 0; k < 16; ++k) {
+      const float x = a[row][k];
+      const Float4 broadcast = {x, x, x, x};
+      Float4 left, right;
+      std::memcpy(&left, &b[k][0], sizeof left);
+      std::memcpy(&right, &b[k][4], sizeof right);
+      low += broadcast * left;
+      high += broadcast * right;
+    }
+    std::memcpy(&d[row][0], &low, sizeof low);
+    std::memcpy(&d[row][4], &high, sizeof high);
+  }
+  for (unsigned lane = 0; lane < kWarpSize; ++lane) {
+    float* out = static_cast<const MmaOperands*>(operands[lane])->d;
+    const unsigned g = lane / 4, t = lane % 4;
+    for (unsigned i = 0; i < 4; ++i) out[i] = d[g + 8 * (i / 2)][2 * t + i % 2];
+  }
+}
 
 }  // namespace emmy_sim::detail
 
@@ -1829,6 +2071,42 @@ EMMY_SIM_SHUFFLE(__shfl_up_sync, Up)
 EMMY_SIM_SHUFFLE(__shfl_down_sync, Down)
 EMMY_SIM_SHUFFLE(__shfl_xor_sync, Xor)
 #undef EMMY_SIM_SHUFFLE
+
+// ldmatrix.sync.aligned.m8n8.x{Count}{.trans}.shared.b16: Count (1, 2 or 4) 8x8 matrices of 16-bit elements.
+// Every lane passes `element`: the index in `shared` of the first of the 8 consecutive elements of one row,
+// lanes 8*i .. 8*i+7 giving the rows 0..7 of matrix i (lanes >= 8*Count: ignored). fragment[i] receives
+// matrix i's part of the lane (two 16-bit elements, the lower-numbered one in the low 16 bits).
+// Warp-collective, like a shuffle; each row is checked (races, bounds, 16-byte alignment) as the reads of
+// the lane that passed it, and profiled as one 16-byte read at the call (hence not inlined then).
+template <int Count, bool Transpose, typename T, int64_t N>
+EMMY_SIM_SITE_OF_CALLER void emmy_ldmatrix(uint32_t* fragment, emmy_sim::detail::SharedArray<T, N>& shared,
+                                           int64_t element) {
+  static_assert(Count == 1 || Count == 2 || Count == 4, "ldmatrix loads 1, 2 or 4 matrices");
+  static_assert(sizeof(T) == 2, "ldmatrix .b16 loads 16-bit elements");
+  using namespace emmy_sim::detail;
+  uintptr_t site = 0;
+  if constexpr (kProfiling) site = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;  // the call
+  LdmatrixOperands operands{fragment, nullptr};
+  if (scheduler.currentLane() < 8u * Count)
+    operands.row = shared.readMatrixRow(element, site);
+  else if constexpr (kProfiling)
+    scheduler.noteProfiledSharedAccess(site, &shared, 0, 16, Access::Read, false);  // active, without a row
+  memoryBarrier();
+  scheduler.warpCollective("emmy_ldmatrix", &ldmatrixWarp<Count, Transpose>, &operands);
+  memoryBarrier();
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}.{f16,bf16}.f32 with d as both C and D: d[0..3] += A*B,
+// a[0..3] and b[0..1] the lane's A and B fragments (pairs of T in uint32_t, lower-numbered element low).
+// Warp-collective, like a shuffle (emmy_sim::detail::mmaWarp has the layouts and the order of the sums).
+template <typename T>  // __half or __nv_bfloat16
+inline void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b) {
+  static_assert(std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>, "mma of f16 or bf16");
+  emmy_sim::detail::MmaOperands operands{d, a, b};
+  emmy_sim::detail::memoryBarrier();
+  emmy_sim::detail::scheduler.warpCollective("emmy_mma_m16n8k16", &emmy_sim::detail::mmaWarp<T>, &operands);
+  emmy_sim::detail::memoryBarrier();
+}
 
 // Runs the whole grid before returning. Every thread calls the kernel with its own copies of the
 // arguments, evaluated once; their names as written name the buffers in reports of faults. The stream is

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "backend/harness.h"
 #include "support/diagnostics.h"
 #include "support/process.h"
 
@@ -34,25 +35,10 @@ AccessCounters KernelProfile::total(bool global) const {
   return sum;
 }
 
-namespace {
-
-// Whether `compiler` is clang (`c++` may be either): its --version says so.
-bool isClang(const std::string& compiler) {
-  TemporaryFolder folder;
-  try {
-    ProcessOutcome version = runProcess({compiler, "--version"}, folder.path(), folder.path() / "version.log", std::chrono::seconds(30));
-    return version.output.find("clang") != std::string::npos;
-  } catch (const UsageError&) {
-    return false;  // the compile that follows says that the compiler is missing
-  }
-}
-
-}  // namespace
-
 std::vector<std::string> profileCompileFlags(const std::string& hostCompiler) {
   // clang copies a 16-byte struct (`out[i] = in[i]` of float4) with a memcpy its instrumentation does not
   // report: the profile would miss the kernel's vector accesses.
-  if (isClang(hostCompiler))
+  if (harness::isClang(hostCompiler))
     throw UsageError(fmt::format("emmy check --profile needs GCC as the host compiler, and {} is clang: set CXX=g++",
                                  hostCompiler));
   // The instrumentation calls __tsan_readN/__tsan_writeN at every load and store (emmy_cuda_sim.h defines

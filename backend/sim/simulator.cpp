@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "backend/harness.h"
+#include "backend/sim/precompiled_header.h"
 #include "support/diagnostics.h"
 #include "support/process.h"
 
@@ -98,7 +99,12 @@ Compiled compileHarness(const fs::path& folder, const SimulationOptions& options
                                  header.string(), kSimHeaderName));
   // No -fwrapv: the generated code wraps by itself, and the simulation must not forgive what nvcc does not.
   std::string compiler = harness::hostCompiler();
-  std::vector<std::string> compile = {compiler, "-std=c++17", "-O1", "-DEMMY_SIMULATE"};
+  const std::vector<std::string> baseFlags = {"-std=c++17", "-O1", "-DEMMY_SIMULATE"};
+  std::vector<std::string> compile = {compiler};
+  compile.insert(compile.end(), baseFlags.begin(), baseFlags.end());
+  // Other flags would not match the precompiled header's, and are rare (tests, --profile).
+  if (!options.profile && options.extraCompilerFlags.empty())
+    header = precompiledHeader(header, compiler, baseFlags).value_or(header);
   if (options.profile) {
     std::vector<std::string> flags = profileCompileFlags(compiler);
     compile.insert(compile.end(), flags.begin(), flags.end());

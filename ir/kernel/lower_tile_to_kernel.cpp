@@ -4,6 +4,8 @@
 // shared array of one partial result per warp. Barriers come later (place_barriers.cpp).
 #include "ir/kernel/lower_tile_to_kernel.h"
 
+#include "ir/kernel/lower_matrix_product.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -465,6 +467,12 @@ private:
   }
 
   StmtPtr lowerNode(const tile::WaitForCopies& node) { return std::make_shared<WaitForCopies>(node.pending); }
+
+  StmtPtr lowerNode(const tile::MatrixProduct& node) {
+    GlobalIndexing indexing{[&](const std::string& tensor, const std::vector<ExprPtr>& indices) { return flatIndex(tensor, indices); },
+                            [&](const ExprPtr& e) { return expr(e); }};
+    return lowerMatrixProduct(node, indexing);
+  }
 
   StmtPtr lowerNode(const tile::Guard& node) {
     return std::make_shared<If>(expr(node.condition), lowerStmt(*node.body));

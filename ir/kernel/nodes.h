@@ -40,6 +40,8 @@ ExprPtr gridSize(int dimension = 0);
   X(IfAligned)                    \
   X(CopyAsync)                    \
   X(WaitForCopies)                \
+  X(LoadMatrix)                   \
+  X(MultiplyAccumulate)           \
   X(Block)
 
 enum class StmtKind {
@@ -157,6 +159,41 @@ struct WaitForCopies final : Stmt {
   const int pending;
 };
 
+// ldmatrix.sync.aligned.m8n8.x`count`[.trans].shared.b16, in every lane of the warp together: `count`
+// 8x8 matrices of the 16-bit elements of the shared `buffer`, each row of matrix i starting at the
+// `element` that lane 8 * i + row gives, into the fragment registers fragment[fragmentElement + i]
+// (two elements each; with `transpose`, of the transposed matrix). `fragment` is a local array of i32.
+struct LoadMatrix final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::LoadMatrix;
+  LoadMatrix(std::string fragment, ExprPtr fragmentElement, std::string buffer, ExprPtr element, int count, bool transpose)
+      : Stmt(kKind), fragment(std::move(fragment)), fragmentElement(std::move(fragmentElement)), buffer(std::move(buffer)),
+        element(std::move(element)), count(count), transpose(transpose) {}
+  const std::string fragment;
+  const ExprPtr fragmentElement;
+  const std::string buffer;
+  const ExprPtr element;
+  const int count;
+  const bool transpose;
+};
+
+// mma.sync.aligned.m16n8k16.row.col.f32.`dtype`.`dtype`.f32, in every lane of the warp together: the
+// four f32 accumulators accumulator[accumulatorElement ..] += the 16x16 A of the four registers
+// a[aElement ..] times the 16x8 B of the two b[bElement ..] (the PTX ISA's fragment layouts).
+struct MultiplyAccumulate final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::MultiplyAccumulate;
+  MultiplyAccumulate(std::string accumulator, ExprPtr accumulatorElement, std::string a, ExprPtr aElement, std::string b,
+                     ExprPtr bElement, DType dtype)
+      : Stmt(kKind), accumulator(std::move(accumulator)), accumulatorElement(std::move(accumulatorElement)), a(std::move(a)),
+        aElement(std::move(aElement)), b(std::move(b)), bElement(std::move(bElement)), dtype(dtype) {}
+  const std::string accumulator;
+  const ExprPtr accumulatorElement;
+  const std::string a;
+  const ExprPtr aElement;
+  const std::string b;
+  const ExprPtr bElement;
+  const DType dtype;  // of A and B: f16 or bf16
+};
+
 // `bytes` (8 or 16) bytes of the global `buffer` from element `element` (an address aligned to them)
 // into the local array `local`, from its element `localElement` (0 when null).
 struct VectorLoad final : Stmt {
@@ -170,8 +207,8 @@ struct VectorLoad final : Stmt {
   const ExprPtr localElement;
 };
 
-// The local array `local`, from its element `localElement` (0 when null), into `bytes` bytes of the
-// global `buffer` from element `element`.
+// The local array `local`, from its element `localElement` (0 when null), into `bytes` bytes (4, 8 or
+// 16) of the global `buffer` from element `element`.
 struct VectorStore final : Stmt {
   static constexpr StmtKind kKind = StmtKind::VectorStore;
   VectorStore(std::string buffer, ExprPtr element, std::string local, int bytes, ExprPtr localElement = nullptr)

@@ -176,6 +176,9 @@ private:
         accesses.writes.insert(node.buffer);
         readsIn(node.index, accesses), readsIn(node.sourceIndex, accesses), readsIn(node.condition, accesses);
         if (node.lanesInside) readsIn(node.lanesInside, accesses);
+      } else if constexpr (std::is_same_v<Node, LoadMatrix>) {
+        accesses.reads.insert(node.buffer);
+        readsIn(node.element, accesses), readsIn(node.fragmentElement, accesses);
       } else if constexpr (std::is_same_v<Node, If>) {
         readsIn(node.condition, accesses);
         collect(*node.body, accesses);

@@ -56,6 +56,15 @@ struct Printer {
   void printNode(const WaitForCopies& node, int indent) {
     line(indent, fmt::format("wait for the copies but the last {}", node.pending));
   }
+  void printNode(const LoadMatrix& node, int indent) {
+    line(indent, fmt::format("{} from {} = ldmatrix x{}{} of {}, this lane's row at {}", node.fragment, e(node.fragmentElement),
+                             node.count, node.transpose ? " transposed" : "", node.buffer, e(node.element)));
+  }
+  void printNode(const MultiplyAccumulate& node, int indent) {
+    line(indent, fmt::format("{} from {} += mma m16n8k16 {} of {} from {} and {} from {}", node.accumulator,
+                             e(node.accumulatorElement), dtypeName(node.dtype), node.a, e(node.aElement), node.b,
+                             e(node.bElement)));
+  }
   static std::string localPart(const std::string& local, const ExprPtr& element) {
     return element ? fmt::format("{} from {}", local, e(element)) : local;
   }

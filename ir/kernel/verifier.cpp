@@ -114,6 +114,17 @@ private:
     if (node.lanesInside) checkExpr(node.lanesInside);
   }
   void checkNode(const WaitForCopies&, bool) {}
+  void checkNode(const LoadMatrix& node, bool divergent) {
+    if (divergent) fail(fmt::format("an ldmatrix of {} that only some lanes reach", node.buffer));
+    if (!shared_.count(node.buffer)) fail(fmt::format("an ldmatrix of {}, which is not a shared buffer in scope", node.buffer));
+    checkAccess(node.fragment, 1, "an ldmatrix");
+    checkExpr(node.fragmentElement), checkExpr(node.element);
+  }
+  void checkNode(const MultiplyAccumulate& node, bool divergent) {
+    if (divergent) fail(fmt::format("an mma into {} that only some lanes reach", node.accumulator));
+    for (const std::string* local : {&node.accumulator, &node.a, &node.b}) checkAccess(*local, 1, "an mma");
+    checkExpr(node.accumulatorElement), checkExpr(node.aElement), checkExpr(node.bElement);
+  }
   void checkNode(const VectorLoad& node, bool) {
     checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement);
   }
@@ -124,7 +135,7 @@ private:
                    const ExprPtr& localElement) {
     if (!globals_.count(buffer)) fail(fmt::format("a vector access to {}, which is not a global buffer", buffer));
     if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a vector access through {}, not a local array", local));
-    if (bytes != 8 && bytes != 16) fail(fmt::format("a vector access of {} bytes", bytes));
+    if (bytes != 4 && bytes != 8 && bytes != 16) fail(fmt::format("a vector access of {} bytes", bytes));
     // The access copies bits: the local array must hold the buffer's dtype, or every element is misread.
     if (localTypes_.at(local) != globals_.at(buffer))
       fail(fmt::format("a vector access of {} ({}) through {} ({})", buffer, dtypeName(globals_.at(buffer)), local,

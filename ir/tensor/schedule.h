@@ -17,7 +17,7 @@ namespace emmy::tensor {
 #define EMMY_DIRECTIVE_KINDS(X)                                                                         \
   X(Split, "split") X(Tile, "tile") X(Reorder, "reorder") X(Fuse, "fuse") X(Bind, "bind")               \
   X(Inline, "inline") X(ComputeAt, "compute") X(Root, "root") X(Cache, "cache") X(Vectorize, "vectorize") \
-  X(Unroll, "unroll") X(Pad, "pad") X(DoubleBuffer, "double_buffer") X(Threads, "threads")
+  X(Unroll, "unroll") X(Pad, "pad") X(DoubleBuffer, "double_buffer") X(Threads, "threads") X(Mma, "mma")
 
 enum class DirectiveKind {
 #define EMMY_ENUM_ENTRY(Kind, word) Kind,
@@ -66,6 +66,7 @@ enum class CacheMemory { Shared, Registers };
 //   cache S in shared|registers at T.a [-> N]    stage, memory, atStage, atAxis, results={N} or {}
 //   vectorize S.a / unroll S.a                   stage, axes={a}
 //   pad S by N                                   stage, factors={N}
+//   mma S (a, b, c) by (WM, WN) stages N          stage, axes, factors={WM, WN, N}
 struct Directive {
   DirectiveKind kind = DirectiveKind::Split;
   SourceLoc loc;  // the whole directive

@@ -20,12 +20,14 @@
 namespace emmy::tile {
 
 NestScheduler::NestScheduler(const loop::Program& program, const loop::LoopNest& nest, const ScheduleModel& model, Diagnostics& diagnostics)
-    : kernel_(program.source), nest_(nest), model_(model), diagnostics_(diagnostics) {}
+    : program_(program), kernel_(program.source), nest_(nest), model_(model), diagnostics_(diagnostics) {}
 
 TileNest NestScheduler::run() {
   root_ = kernel_.findStage(nest_.stages.back());
   parts_ = parseNest(kernel_, nest_);
+  contraction_ = root_;
   if (const Member* folded = epilogueReduction(parts_)) {
+    contraction_ = folded->computation.stage;
     online_ = onlineSoftmax(parts_, *folded);
     foldEpilogue(*folded);
   }
@@ -40,10 +42,13 @@ TileNest NestScheduler::run() {
   for (size_t d = 0; d < root_->axes.size(); ++d) axisVars[root_->axes[d].name] = parts_.rootVars[d];
   for (const loop::For* loop : parts_.root.reductionLoops) axisVars[loop->axis] = loop->var;
   root_loops_ = buildStageLoops(model_.stages.at(root_->name), *root_, axisVars, [&](const std::string& n) { return uniqueVar(n); });
-  placeMembers();
-  placeCaches();
-  placeAccumulator();
-  placeMembersOfResults();
+  placeTensorCores();
+  if (!tensorCorePosition_) {
+    placeMembers();
+    placeCaches();
+    placeAccumulator();
+    placeMembersOfResults();
+  }
   StmtPtr body = generate(0, {}, {});
   return TileNest{nest_.name, nest_.stages, threads_, body};
 }
@@ -116,7 +121,9 @@ StmtPtr NestScheduler::generate(size_t position, Defined defined, std::vector<Ex
 }
 
 StmtPtr NestScheduler::inner(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
-  if (root_->reduction && position == accumulatorPosition_ && !accumulatorOpen_) return reductionRegion(position, defined, masks);
+  if (tensorCorePosition_ == position) return matrixProduct();
+  if (root_->reduction && position == accumulatorPosition_ && !accumulatorOpen_ && !tensorCorePosition_)
+    return reductionRegion(position, defined, masks);
   if (position == root_loops_.loops.size()) return core(masks);
   return loop(position, defined, masks);
 }
@@ -189,6 +196,7 @@ Program applySchedule(const loop::Program& program, const ScheduleModel& model, 
       continue;
     tiled.schedule.push_back(printDirective(directive));
   }
+  for (const std::string& note : model.notes) tiled.schedule.push_back("# " + note);
   for (const loop::LoopNest& nest : program.kernels) {
     try {
       NestScheduler scheduler(program, nest, model, diagnostics);

@@ -11,6 +11,7 @@
 
 #include "ir/tensor/rewrite.h"
 #include "ir/tile/nest_parts.h"
+#include "ir/tile/tensor_cores.h"
 #include "support/text.h"
 
 namespace emmy::tile {
@@ -45,7 +46,9 @@ public:
       if (!scheduleNames(kernel_, nest)) shape(nest);
     model_ = commit();
     for (const loop::LoopNest& nest : program_.kernels) fill(nest);
-    return commit();
+    ScheduleModel completed = commit();
+    completed.notes = notes_;
+    return completed;
   }
 
 private:
@@ -123,13 +126,14 @@ private:
     const std::string& reduction = found->reduction->stage;
     if (reduction != root && model_.stages.at(root).epilogueReduction != reduction) return false;
     const std::string i = loops[loops.size() - 2]->axis, j = loops.back()->axis, k = found->reduction->axis;
+    std::vector<std::string> batch;
+    for (size_t d = 0; d + 2 < loops.size(); ++d) batch.push_back(loops[d]->axis);
+    if (tensorCores(root, *kernel_.findStage(reduction), loops.size() - 2, i, j, k, batch)) return true;
     std::vector<Directive> directives;
     std::swap(directives, pending_);
     std::string iTile = fresh(root, i + "_tile"), jTile = fresh(root, j + "_tile"), iIn = fresh(root, i + "_in"),
                 jIn = fresh(root, j + "_in");
     add(tile(root, {i, j}, kTile, {iTile, jTile, iIn, jIn}));
-    std::vector<std::string> batch;
-    for (size_t d = 0; d + 2 < loops.size(); ++d) batch.push_back(loops[d]->axis);
     if (!batch.empty()) add(bind(root, fuse(root, batch), {HardwareScope::Block, 2}));
     add(bind(root, iTile, {HardwareScope::Block, 1}));
     add(bind(root, jTile, {HardwareScope::Block, 0}));
@@ -173,13 +177,73 @@ private:
     // Where the tiles do not fit the schedule (shared memory, a copy of no constant shape), the nest is
     // scheduled as rows instead.
     std::swap(directives, pending_);
+    if (whyIllegal(directives)) return false;
+    pending_.insert(pending_.end(), directives.begin(), directives.end());
+    return true;
+  }
+
+  // The first error of the schedule with what is pending and then `directives` (one nest's), if any.
+  std::optional<std::string> whyIllegal(const std::vector<Directive>& directives) const {
     Diagnostics errors;
     loop::Program trial = program_;
     trial.source.schedule.insert(trial.source.schedule.end(), pending_.begin(), pending_.end());
     trial.source.schedule.insert(trial.source.schedule.end(), directives.begin(), directives.end());
     checkSchedule(trial, errors);
-    if (errors.hasErrors()) return false;
+    if (!errors.hasErrors()) return std::nullopt;
+    std::string text = errors.render();
+    return text.substr(0, text.find('\n'));
+  }
+
+  // An f16 or bf16 contraction on the tensor cores (tensor_cores.h): 128 x 128 outputs a block in four
+  // 64 x 64 warp tiles, slices of 32 along k with three in flight (48 KiB of shared memory). False,
+  // writing nothing, where the operands cannot be fed: for 16-bit operands the schedule then says why.
+  bool tensorCores(const std::string& root, const Stage& reduction, size_t rowPosition, const std::string& i,
+                   const std::string& j, const std::string& k, const std::vector<std::string>& batch) {
+    std::set<std::string> global;
+    for (const TensorParam& input : kernel_.inputs) global.insert(input.name);
+    for (const loop::Temporary& temporary : program_.temporaries) global.insert(temporary.name);
+    auto fed = tensorCoreContraction(reduction, reduction.axes[rowPosition].name, global);
+    if (auto* why = std::get_if<std::string>(&fed)) {
+      if (sixteenBitOperands(reduction)) notes_.push_back(fmt::format("{}: not on the tensor cores: {}", root, *why));
+      return false;
+    }
+    std::vector<Directive> directives;
+    std::swap(directives, pending_);
+    std::string iTile = fresh(root, i + "_tile"), jTile = fresh(root, j + "_tile"), iIn = fresh(root, i + "_in"),
+                jIn = fresh(root, j + "_in"), slice = fresh(root, k + "_slice"), inSlice = fresh(root, k + "_in");
+    Directive tiles = tile(root, {i, j}, 0, {iTile, jTile, iIn, jIn});
+    tiles.factors = {declare(root + "_tile_m", {64, 128}, 128), declare(root + "_tile_n", {64, 128, 256}, 128)};
+    add(tiles);
+    if (!batch.empty()) add(bind(root, fuse(root, batch), {HardwareScope::Block, 2}));
+    add(bind(root, iTile, {HardwareScope::Block, 1}));
+    add(bind(root, jTile, {HardwareScope::Block, 0}));
+    Directive split = directive(DirectiveKind::Split, root);
+    split.axes = {{k, {}}};
+    split.factors = {declare(root + "_tile_k", {32, 64}, 32)};
+    split.results = {{slice, {}}, {inSlice, {}}};
+    add(split);
+    Directive mma = directive(DirectiveKind::Mma, root);
+    mma.axes = {{iIn, {}}, {jIn, {}}, {inSlice, {}}};
+    mma.factors = {declare(root + "_warp_m", {32, 64}, 64), declare(root + "_warp_n", {32, 64}, 64),
+                   declare(root + "_stages", {2, 3, 4}, 3)};
+    add(mma);
+    std::swap(directives, pending_);
+    if (std::optional<std::string> why = whyIllegal(directives)) {
+      notes_.push_back(fmt::format("{}: not on the tensor cores: {}", root, *why));
+      return false;
+    }
     pending_.insert(pending_.end(), directives.begin(), directives.end());
+    return true;
+  }
+
+  // Are both factors of the reduction's product f16 or bf16 values (the products tensor cores are for)?
+  static bool sixteenBitOperands(const Stage& reduction) {
+    const auto* product = reduction.body->as<Binary>();
+    if (!product || product->op != BinaryOp::Mul) return false;
+    for (const ExprPtr& factor : {product->lhs, product->rhs}) {
+      const Expr* value = factor->as<Cast>() ? factor->as<Cast>()->operand.get() : factor.get();
+      if (value->dtype != DType::F16 && value->dtype != DType::BF16) return false;
+    }
     return true;
   }
 
@@ -252,6 +316,8 @@ private:
     const std::string& root = nest.stages.back();
     const std::vector<ScheduledLoop>& loops = model_.stages.at(root).loops;
     if (std::any_of(loops.begin(), loops.end(), boundToGrid)) return;
+    // The tensor cores take the innermost loops, and every other must be bound to blocks by the schedule.
+    if (model_.stages.at(root).tensorCores) return;
     // (A reduction loop bound to blocks with `atomic` leaves the pure loops to place.) A row kernel the
     // policy shaped whose members leave no rows runs in one block.
     bool blocks = std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return !l.reduction && boundToBlocks(l); });
@@ -505,6 +571,7 @@ private:
   std::map<std::string, std::string> rowsLoop_;     // of those with rows: their fused loop, by nest
   std::set<std::string> used_;    // loop names given, as stage.loop
   std::set<std::string> usedCaches_;  // cache names given
+  std::vector<std::string> notes_;    // why a contraction is not on the tensor cores
 };
 
 }  // namespace

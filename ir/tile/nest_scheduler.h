@@ -193,6 +193,11 @@ private:
   StmtPtr replayPureLoops(size_t start, size_t position, Defined defined, std::vector<ExprPtr> masks,
                           const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf);
 
+  // ---- primitives/mma.cpp: the tensor cores ----
+  void placeTensorCores();
+  StmtPtr matrixProduct();
+
+  const loop::Program& program_;
   const Kernel& kernel_;
   const loop::LoopNest& nest_;
   const ScheduleModel& model_;
@@ -226,6 +231,8 @@ private:
   std::vector<ExprPtr> accumulatorIndex_;
   std::set<int> threadBound_;  // thread dimensions enclosing loops of the root take
   std::set<std::string> taken_;
+  const Stage* contraction_ = nullptr;           // the stage whose reduction the root computes
+  std::optional<size_t> tensorCorePosition_;    // with `mma`: where the loops it takes begin
 };
 
 }  // namespace emmy::tile

@@ -27,6 +27,7 @@ using tensor::ExprPtr;
   X(Guard)                      \
   X(CopyAsync)                  \
   X(WaitForCopies)              \
+  X(MatrixProduct)              \
   X(Block)
 
 enum class StmtKind {
@@ -173,6 +174,38 @@ struct WaitForCopies final : Stmt {
   static constexpr StmtKind kKind = StmtKind::WaitForCopies;
   explicit WaitForCopies(int pending) : Stmt(kKind), pending(pending) {}
   const int pending;
+};
+
+// An operand of a MatrixProduct: `tensor`, a global f16 or bf16 tensor, read at `indices` (over the
+// product's row or column variable and its k variable).
+struct MatrixOperand {
+  std::string tensor;
+  DType dtype;
+  std::vector<ExprPtr> indices;
+  bool kContiguous;  // its last index is k (else the row or column)
+};
+
+// One block's tile of a contraction on the tensor cores (`mma`, tensor_cores.h): for the rows
+// rowBase + [0, blockRows) and columns colBase + [0, blockCols) inside `rows` x `cols`, the sum over k in
+// [0, depth) of a(row, k) * b(k, col) in f32, each result then stored as output[outputIndices] = value
+// (which reads it as the rank-0 `accumulator`). The block's warps form a grid of blockRows / warpRows by
+// blockCols / warpCols warp tiles (threads: 32 lanes along x, the warp's column along y, its row along
+// z); k goes by slices of blockDepth, copied into shared memory `stages` slices ahead. The variables
+// `row`, `col` and `k` are those of a, b, the output's indices and value; the others there are defined
+// around it.
+struct MatrixProduct final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::MatrixProduct;
+  MatrixProduct() : Stmt(kKind) {}
+  std::string name;  // the stage's: generated names start with it
+  MatrixOperand a, b;
+  std::string row, col, k;
+  ExprPtr rowBase, colBase;
+  ExprPtr rows, cols, depth;
+  int64_t blockRows = 0, blockCols = 0, blockDepth = 0, warpRows = 0, warpCols = 0, stages = 0;
+  std::string accumulator;
+  std::string output;
+  std::vector<ExprPtr> outputIndices;
+  ExprPtr value;
 };
 
 struct Block final : Stmt {

@@ -83,6 +83,20 @@ struct Printer {
   void printNode(const WaitForCopies& node, int indent) {
     line(indent, fmt::format("wait for the copies but the last {}", node.pending));
   }
+  void printNode(const MatrixProduct& node, int indent) {
+    auto operand = [](const MatrixOperand& o) {
+      return fmt::format("{}[{}] ({}, {} contiguous)", o.tensor, indexList(o.indices), dtypeName(o.dtype),
+                         o.kContiguous ? "k" : "rows");
+    };
+    line(indent, fmt::format("tensor cores (mma.sync m16n8k16): {} = sum over {} < {} of {} * {}", node.accumulator,
+                             node.k, tensor::printExpr(*node.depth), operand(node.a), operand(node.b)));
+    line(indent + 1, fmt::format("for {} in {} + [0, {}) below {}, {} in {} + [0, {}) below {}", node.row,
+                                 tensor::printExpr(*node.rowBase), node.blockRows, tensor::printExpr(*node.rows), node.col,
+                                 tensor::printExpr(*node.colBase), node.blockCols, tensor::printExpr(*node.cols)));
+    line(indent + 1, fmt::format("warp tiles {} x {}, slices of {} along {} in a ring of {} stages", node.warpRows,
+                                 node.warpCols, node.blockDepth, node.k, node.stages));
+    line(indent + 1, fmt::format("then {}[{}] = {}", node.output, indexList(node.outputIndices), tensor::printExpr(*node.value)));
+  }
   void printNode(const Block& node, int indent) {
     for (const StmtPtr& stmt : node.stmts) print(*stmt, indent);
   }
@@ -112,7 +126,10 @@ std::string printProgram(const Program& program) {
 std::string printSchedule(const Program& program) {
   std::string out;
   if (!program.source.typeArguments.empty()) out += fmt::format("# {}\n", program.source.instanceName());
-  out += fmt::format("schedule {} {{\n", program.source.name);
+  // An instance's schedule is typed (`schedule matmul<f16>`): pasted, it schedules that instance only.
+  std::vector<std::string> types;
+  for (const auto& [param, dtype] : program.source.typeArguments) types.push_back(std::string(dtypeName(dtype)));
+  out += fmt::format("schedule {}{} {{\n", program.source.name, types.empty() ? "" : "<" + join(types, ", ") + ">");
   for (const tensor::ScheduleParam& param : program.params) out += "    " + tensor::printParam(param) + "\n";
   for (const std::string& directive : program.schedule) out += "    " + directive + "\n";
   return out + "}\n";

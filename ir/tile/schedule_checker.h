@@ -106,6 +106,10 @@ private:
   void shapeCache(const Directive& d);
   void checkSharedMemory();
 
+  // ---- primitives/mma.cpp ----
+  void mma(const Directive& d);
+  std::set<std::string> globalTensors() const;
+
   const loop::Program& program_;
   const Kernel& kernel_;
   Diagnostics& diagnostics_;

@@ -129,6 +129,7 @@ void ScheduleChecker::apply(const Directive& d) {
     case DirectiveKind::Pad:
     case DirectiveKind::DoubleBuffer: return shapeCache(d);
     case DirectiveKind::Threads: return threads(d);
+    case DirectiveKind::Mma: return mma(d);
   }
 }
 

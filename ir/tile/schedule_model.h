@@ -72,6 +72,18 @@ struct LoopDerivation {
   int64_t factor = 0;  // of a split; 0 for a fuse
 };
 
+// `mma S (a, b, c) by (WM, WN) stages N`: the loops a and b (the block's part of the product's rows m
+// and columns n) and c (a slice of its reduction k) run on mma.sync.m16n8k16. The block's warps split
+// its rows by WM and its columns by WN, each warp a WM x WN tile of fragments in registers, and the
+// slices of both operands each iteration of the loop over the rest of k reads are copied into shared
+// memory through a ring of N stages of asynchronous copies.
+struct TensorCoreTile {
+  std::string rowLoop, colLoop, depthLoop;
+  std::string m, n, k;  // the axes they run over
+  int64_t warpRows = 0, warpCols = 0, stages = 0;
+  SourceLoc loc;
+};
+
 struct StageSchedule {
   std::string name;
   std::vector<ScheduledLoop> loops;  // outermost first
@@ -91,6 +103,8 @@ struct StageSchedule {
   // A softmax's maximum or sum that a root computes online in its reduction loops (`onlineSoftmax`):
   // the root. It has no directives of its own.
   std::string onlineIn;
+  // `mma S (a, b, c) by (WM, WN) stages N`: a, b and c run on the tensor cores (tensor_cores.h).
+  std::optional<TensorCoreTile> tensorCores;
   // `threads S N`: the block's size of the kernel of a root whose loop is bound to grid.x.
   std::optional<int64_t> threads;
   SourceLoc threadsAt;
@@ -102,6 +116,9 @@ struct ScheduleModel {
   // The caches whose directives were passed over (of a stage never computed, or a callee's cache the
   // caller rules out), by name: not applied, nor printed with the schedule.
   std::set<std::string> passedOverCaches;
+  // What the default policy says of its choices (why a contraction is not on the tensor cores), printed
+  // with the schedule as comments.
+  std::vector<std::string> notes;
 };
 
 // The extent of the part of one dimension of a tensor read at `index` (over a stage's axes) while the

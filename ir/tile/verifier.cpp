@@ -143,6 +143,23 @@ private:
     if (node.lanesInside) checkExpr(node.lanesInside);
   }
   void checkNode(const WaitForCopies&, bool) {}
+  void checkNode(const MatrixProduct& node, bool blockLevel) {
+    if (!blockLevel) fail(fmt::format("the tensor-core product of {} is not reached by every thread of the block", node.name));
+    if (nest_.threads != std::array<int, 3>{32, static_cast<int>(node.blockCols / node.warpCols),
+                                            static_cast<int>(node.blockRows / node.warpRows)})
+      fail(fmt::format("the block of {} is not a grid of its warp tiles", node.name));
+    for (const ExprPtr& e : {node.rowBase, node.colBase, node.rows, node.cols, node.depth}) checkExpr(e);
+    std::set<std::string> outerVars = vars_, outerBuffers = buffers_;
+    vars_.insert({node.row, node.col, node.k});
+    for (const MatrixOperand* operand : {&node.a, &node.b}) {
+      if (!buffers_.count(operand->tensor)) fail(fmt::format("the tensor cores read {}, which is not in scope", operand->tensor));
+      for (const ExprPtr& index : operand->indices) checkExpr(index);
+    }
+    buffers_.insert(node.accumulator);
+    for (const ExprPtr& index : node.outputIndices) checkExpr(index);
+    checkExpr(node.value);
+    vars_ = outerVars, buffers_ = outerBuffers;
+  }
   void checkNode(const Block& node, bool blockLevel) {
     // Lets are scoped to their block.
     std::set<std::string> outer = vars_, outerThreadVars = threadVars_;

@@ -100,6 +100,40 @@ template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copi
   asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
 #endif
 }
+#if !defined(EMMY_SIMULATE)
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+#error "this file runs products on the tensor cores (mma.sync m16n8k16), which need sm_80 or later"
+#endif
+template <int Count, bool Transpose, typename T>
+static __device__ __forceinline__ void emmy_ldmatrix(uint32_t* fragment, T* shared, int64_t element) {
+#if defined(__CUDA_ARCH__)
+  const unsigned address = (unsigned)__cvta_generic_to_shared(shared + element);
+  if constexpr (Count == 4 && Transpose)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3]) : "r"(address));
+  else if constexpr (Count == 4)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(fragment[0]), "=r"(fragment[1]), "=r"(fragment[2]), "=r"(fragment[3]) : "r"(address));
+  else
+    static_assert(Count == 4, "ldmatrix x4 only");
+#endif
+}
+template <typename T>
+static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b);
+#if defined(__CUDA_ARCH__)
+#define EMMY_MMA_M16N8K16(T, ptx_type)                                                                             \
+  template <>                                                                                                      \
+  __device__ __forceinline__ void emmy_mma_m16n8k16<T>(float* d, const uint32_t* a, const uint32_t* b) {          \
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." ptx_type "." ptx_type ".f32 {%0, %1, %2, %3}, "         \
+                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                                                 \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                  \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                              \
+  }
+EMMY_MMA_M16N8K16(__half, "f16")
+EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
+#undef EMMY_MMA_M16N8K16
+#endif
+#endif
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -2665,89 +2699,202 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) linear_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(__half, w_tile, 2176);
-      EMMY_SHARED(__half, x_tile, 2560);
-      __syncthreads();
-      for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
-        const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
-      }
-      for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
-        const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w_tile_1_1 = (w_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float acc__acc[16];
+extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(__half, y__a_slices_0, 4096);
+      EMMY_SHARED(__half, y__a_slices_1, 4096);
+      EMMY_SHARED(__half, y__a_slices_2, 4096);
+      EMMY_SHARED(__half, y__b_slices_0, 4096);
+      EMMY_SHARED(__half, y__b_slices_1, 4096);
+      EMMY_SHARED(__half, y__b_slices_2, 4096);
+      alignas(16) float y__accumulators[128];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)128; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      alignas(16) int32_t y__a_fragments[16];
+      alignas(16) int32_t y__b_fragments[16];
+      const int64_t y__slices = ((IN + (int64_t)31) / (int64_t)32);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+          const int64_t i = (y__a_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+        }
+        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          const int64_t i = (y__b_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+        }
+      }
+      emmy_wait_for_copies<2>();
+      if (((int64_t)1 < y__slices)) {
+        __syncthreads();
+        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+          const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+        }
+        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+        }
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_2, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_2, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((o < OUT)) {
-              acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((IN + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < IN)));
-        }
-        for (int64_t w_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element < (int64_t)1024; w_tile_element += (int64_t)256) {
-          const int64_t w_tile_0 = ((w_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w_tile_1 = (w_tile_element % (int64_t)16);
-          emmy_copy_async(w_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w_tile_0) * (int64_t)17) + w_tile_1), w, ((((oo * (int64_t)64) + w_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + w_tile_1)), ((((oo * (int64_t)64) + w_tile_0) < OUT) && ((((io + (int64_t)1) * (int64_t)16) + w_tile_1) < IN)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < IN)) {
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc__acc[((nr * (int64_t)4) + orr)] = (acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)2) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
-          if ((((unsigned long long)(const void*)&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 7) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < OUT)) {
-            alignas(16) __half b__lanes[4];
-            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = emmy_f16((float)(acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b__lanes[orr])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((o < OUT)) {
-                y[((n * OUT) + o)] = emmy_f16((float)(acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b[o])));
+      for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+            const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((n < N)) {
+              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 3) == 0 && ((o + (int64_t)1) < OUT)) {
+                alignas(16) __half y__pair[2];
+                y__pair[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
+                y__pair[(int64_t)1] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
+                *reinterpret_cast<unsigned int*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const unsigned int*>(y__pair);
+              } else {
+                if ((o < OUT)) {
+                  y[((n * OUT) + o)] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
+                }
+                if (((o + (int64_t)1) < OUT)) {
+                  y[(((n * OUT) + o) + (int64_t)1)] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
+                }
               }
             }
           }
@@ -2764,7 +2911,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
   if (IN < 0) return emmy_fail("linear_f16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f16: size OUT is negative (%lld)", (long long)OUT);
   if (N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(linear_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f16: kernel linear_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -2773,89 +2920,202 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) linear_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(__nv_bfloat16, w_tile, 2176);
-      EMMY_SHARED(__nv_bfloat16, x_tile, 2560);
-      __syncthreads();
-      for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
-        const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < IN)));
-      }
-      for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
-        const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w_tile_1_1 = (w_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float acc__acc[16];
+extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__b_slices_0, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__b_slices_1, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__b_slices_2, 4096);
+      alignas(16) float y__accumulators[128];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)128; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      alignas(16) int32_t y__a_fragments[16];
+      alignas(16) int32_t y__b_fragments[16];
+      const int64_t y__slices = ((IN + (int64_t)31) / (int64_t)32);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+          const int64_t i = (y__a_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+        }
+        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          const int64_t i = (y__b_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+        }
+      }
+      emmy_wait_for_copies<2>();
+      if (((int64_t)1 < y__slices)) {
+        __syncthreads();
+        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+          const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+        }
+        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+        }
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_2, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_2, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((o < OUT)) {
-              acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((IN + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < IN)));
-        }
-        for (int64_t w_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element < (int64_t)1024; w_tile_element += (int64_t)256) {
-          const int64_t w_tile_0 = ((w_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w_tile_1 = (w_tile_element % (int64_t)16);
-          emmy_copy_async(w_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w_tile_0) * (int64_t)17) + w_tile_1), w, ((((oo * (int64_t)64) + w_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + w_tile_1)), ((((oo * (int64_t)64) + w_tile_0) < OUT) && ((((io + (int64_t)1) * (int64_t)16) + w_tile_1) < IN)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < IN)) {
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc__acc[((nr * (int64_t)4) + orr)] = (acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)2) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
-          if ((((unsigned long long)(const void*)&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 7) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < OUT)) {
-            alignas(16) __nv_bfloat16 b__lanes[4];
-            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = emmy_bf16((float)(acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b__lanes[orr])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((o < OUT)) {
-                y[((n * OUT) + o)] = emmy_bf16((float)(acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b[o])));
+      for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+            const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((n < N)) {
+              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 3) == 0 && ((o + (int64_t)1) < OUT)) {
+                alignas(16) __nv_bfloat16 y__pair[2];
+                y__pair[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
+                y__pair[(int64_t)1] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
+                *reinterpret_cast<unsigned int*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const unsigned int*>(y__pair);
+              } else {
+                if ((o < OUT)) {
+                  y[((n * OUT) + o)] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
+                }
+                if (((o + (int64_t)1) < OUT)) {
+                  y[(((n * OUT) + o) + (int64_t)1)] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
+                }
               }
             }
           }
@@ -2872,7 +3132,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
   if (IN < 0) return emmy_fail("linear_bf16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_bf16: size OUT is negative (%lld)", (long long)OUT);
   if (N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(linear_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_bf16: kernel linear_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -2991,89 +3251,202 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(__half, w1_tile, 2176);
-      EMMY_SHARED(__half, x_tile, 2560);
-      __syncthreads();
-      for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
-        const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
-      }
-      for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
-        const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w1_tile_1_1 = (w1_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float h__acc__acc[16];
+extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t h__lane = (int64_t)threadIdx.x;
+      const int64_t h__warp_col = (int64_t)threadIdx.y;
+      const int64_t h__warp_row = (int64_t)threadIdx.z;
+      const int64_t h__thread = (h__lane + ((h__warp_col + (h__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(__half, h__a_slices_0, 4096);
+      EMMY_SHARED(__half, h__a_slices_1, 4096);
+      EMMY_SHARED(__half, h__a_slices_2, 4096);
+      EMMY_SHARED(__half, h__b_slices_0, 4096);
+      EMMY_SHARED(__half, h__b_slices_1, 4096);
+      EMMY_SHARED(__half, h__b_slices_2, 4096);
+      alignas(16) float h__accumulators[128];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
+      for (int64_t h__element = (int64_t)0; h__element < (int64_t)128; h__element += (int64_t)1) {
+        h__accumulators[h__element] = 0.0f;
+      }
+      alignas(16) int32_t h__a_fragments[16];
+      alignas(16) int32_t h__b_fragments[16];
+      const int64_t h__slices = ((D + (int64_t)31) / (int64_t)32);
+      if (((int64_t)0 < h__slices)) {
+        __syncthreads();
+        for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+          const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+          const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+          const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+          const int64_t i = (h__a_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(h__a_slices_0, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+        }
+        for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+          const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+          const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+          const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+          const int64_t i = (h__b_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(h__b_slices_0, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+        }
+      }
+      emmy_wait_for_copies<2>();
+      if (((int64_t)1 < h__slices)) {
+        __syncthreads();
+        for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+          const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+          const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+          const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+          const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(h__a_slices_1, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+        }
+        for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+          const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+          const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+          const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+          const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(h__b_slices_1, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+        }
+      }
+      for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)3) {
+        if ((h__slice < h__slices)) {
+          emmy_wait_for_copies<1>();
+          if (((h__slice + (int64_t)2) < h__slices)) {
+            __syncthreads();
+            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+              const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+              const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_2, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+              const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_2, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((i1 < H)) {
-              h__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_0, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_0, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&h__accumulators[(((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4)], (const uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], (const uint32_t*)&h__b_fragments[(((h__col_tile / (int64_t)2) * (int64_t)4) + ((h__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((D + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < D)));
-        }
-        for (int64_t w1_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element < (int64_t)1024; w1_tile_element += (int64_t)256) {
-          const int64_t w1_tile_0 = ((w1_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w1_tile_1 = (w1_tile_element % (int64_t)16);
-          emmy_copy_async(w1_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w1_tile_0) * (int64_t)17) + w1_tile_1), w1, ((((oo * (int64_t)64) + w1_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + w1_tile_1)), ((((oo * (int64_t)64) + w1_tile_0) < H) && ((((io + (int64_t)1) * (int64_t)16) + w1_tile_1) < D)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < D)) {
+        if (((h__slice + (int64_t)1) < h__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
+            __syncthreads();
+            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+              const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_0, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_0, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_1, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_1, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc__acc[((nr * (int64_t)4) + orr)] = (h__acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+              for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&h__accumulators[(((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4)], (const uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], (const uint32_t*)&h__b_fragments[(((h__col_tile / (int64_t)2) * (int64_t)4) + ((h__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((h__slice + (int64_t)2) < h__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
+            __syncthreads();
+            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+              const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_1, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_1, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_2, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_2, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&h__accumulators[(((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4)], (const uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], (const uint32_t*)&h__b_fragments[(((h__col_tile / (int64_t)2) * (int64_t)4) + ((h__col_tile % (int64_t)2) * (int64_t)2))]);
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
-          if ((((unsigned long long)(const void*)&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b1[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 7) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < H)) {
-            alignas(16) __half b1__lanes[4];
-            *reinterpret_cast<uint2*>(b1__lanes) = *reinterpret_cast<const uint2*>(&b1[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) __half h__lanes[4];
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              h__lanes[orr] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1__lanes[orr]))))));
-            }
-            *reinterpret_cast<uint2*>(&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(h__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((i1 < H)) {
-                h[((i0 * H) + i1)] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1[i1]))))));
+      for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+        #pragma unroll
+        for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t h__half = (int64_t)0; h__half < (int64_t)2; h__half += (int64_t)1) {
+            const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (h__half * (int64_t)8))) + (h__lane / (int64_t)4));
+            if ((i0 < N)) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
+              if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 3) == 0 && ((i1 + (int64_t)1) < H)) {
+                alignas(16) __half h__pair[2];
+                h__pair[(int64_t)0] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
+                h__pair[(int64_t)1] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
+                *reinterpret_cast<unsigned int*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const unsigned int*>(h__pair);
+              } else {
+                if ((i1 < H)) {
+                  h[((i0 * H) + i1)] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
+                }
+                if (((i1 + (int64_t)1) < H)) {
+                  h[(((i0 * H) + i1) + (int64_t)1)] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
+                }
               }
             }
           }
@@ -3084,89 +3457,202 @@ extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k0(const __half* x
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(__half, w2_tile, 2176);
-      EMMY_SHARED(__half, h_tile, 2560);
-      __syncthreads();
-      for (int64_t h_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element_1 < (int64_t)1024; h_tile_element_1 += (int64_t)256) {
-        const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async(h_tile, ((h_tile_0_1 * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
-      }
-      for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
-        const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w2_tile_1_1 = (w2_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float y__acc__acc[16];
+extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(__half, y__a_slices_0, 4096);
+      EMMY_SHARED(__half, y__a_slices_1, 4096);
+      EMMY_SHARED(__half, y__a_slices_2, 4096);
+      EMMY_SHARED(__half, y__b_slices_0, 4096);
+      EMMY_SHARED(__half, y__b_slices_1, 4096);
+      EMMY_SHARED(__half, y__b_slices_2, 4096);
+      alignas(16) float y__accumulators[128];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)128; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      alignas(16) int32_t y__a_fragments[16];
+      alignas(16) int32_t y__b_fragments[16];
+      const int64_t y__slices = ((H + (int64_t)31) / (int64_t)32);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+          const int64_t i = (y__a_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+        }
+        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          const int64_t i = (y__b_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+        }
+      }
+      emmy_wait_for_copies<2>();
+      if (((int64_t)1 < y__slices)) {
+        __syncthreads();
+        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+          const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+        }
+        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+        }
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_2, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_2, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((o < D)) {
-              y__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((H + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t h_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element < (int64_t)1024; h_tile_element += (int64_t)256) {
-          const int64_t h_tile_0 = ((h_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t h_tile_1 = (h_tile_element % (int64_t)16);
-          emmy_copy_async(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)20) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), ((((no * (int64_t)64) + h_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + h_tile_1) < H)));
-        }
-        for (int64_t w2_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element < (int64_t)1024; w2_tile_element += (int64_t)256) {
-          const int64_t w2_tile_0 = ((w2_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w2_tile_1 = (w2_tile_element % (int64_t)16);
-          emmy_copy_async(w2_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w2_tile_0) * (int64_t)17) + w2_tile_1), w2, ((((oo * (int64_t)64) + w2_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + w2_tile_1)), ((((oo * (int64_t)64) + w2_tile_0) < D) && ((((io + (int64_t)1) * (int64_t)16) + w2_tile_1) < H)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < H)) {
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc__acc[((nr * (int64_t)4) + orr)] = (y__acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)2) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b2[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 7) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < D)) {
-            alignas(16) __half b2__lanes[4];
-            *reinterpret_cast<uint2*>(b2__lanes) = *reinterpret_cast<const uint2*>(&b2[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = emmy_f16((float)(y__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2__lanes[orr])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((o < D)) {
-                y[((n * D) + o)] = emmy_f16((float)(y__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2[o])));
+      for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+            const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((n < N)) {
+              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 3) == 0 && ((o + (int64_t)1) < D)) {
+                alignas(16) __half y__pair[2];
+                y__pair[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
+                y__pair[(int64_t)1] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
+                *reinterpret_cast<unsigned int*>(&y[((n * D) + o)]) = *reinterpret_cast<const unsigned int*>(y__pair);
+              } else {
+                if ((o < D)) {
+                  y[((n * D) + o)] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
+                }
+                if (((o + (int64_t)1) < D)) {
+                  y[(((n * D) + o) + (int64_t)1)] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
+                }
               }
             }
           }
@@ -3187,11 +3673,11 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__half), stream) != cudaSuccess)
     return emmy_fail("mlp_f16: cannot allocate the temporary h");
   if (!(H == 0 || N == 0)) {
-    EMMY_LAUNCH(mlp_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    EMMY_LAUNCH(mlp_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("mlp_f16: kernel mlp_f16__k0 failed: %s", cudaGetErrorString(error));
   }
-  EMMY_LAUNCH(mlp_f16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+  EMMY_LAUNCH(mlp_f16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f16: kernel mlp_f16__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);
@@ -3201,89 +3687,202 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(__nv_bfloat16, w1_tile, 2176);
-      EMMY_SHARED(__nv_bfloat16, x_tile, 2560);
-      __syncthreads();
-      for (int64_t x_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element_1 < (int64_t)1024; x_tile_element_1 += (int64_t)256) {
-        const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), ((((no * (int64_t)64) + x_tile_0_1) < N) && (x_tile_1_1 < D)));
-      }
-      for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
-        const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w1_tile_1_1 = (w1_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float h__acc__acc[16];
+extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t h__lane = (int64_t)threadIdx.x;
+      const int64_t h__warp_col = (int64_t)threadIdx.y;
+      const int64_t h__warp_row = (int64_t)threadIdx.z;
+      const int64_t h__thread = (h__lane + ((h__warp_col + (h__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(__nv_bfloat16, h__a_slices_0, 4096);
+      EMMY_SHARED(__nv_bfloat16, h__a_slices_1, 4096);
+      EMMY_SHARED(__nv_bfloat16, h__a_slices_2, 4096);
+      EMMY_SHARED(__nv_bfloat16, h__b_slices_0, 4096);
+      EMMY_SHARED(__nv_bfloat16, h__b_slices_1, 4096);
+      EMMY_SHARED(__nv_bfloat16, h__b_slices_2, 4096);
+      alignas(16) float h__accumulators[128];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
+      for (int64_t h__element = (int64_t)0; h__element < (int64_t)128; h__element += (int64_t)1) {
+        h__accumulators[h__element] = 0.0f;
+      }
+      alignas(16) int32_t h__a_fragments[16];
+      alignas(16) int32_t h__b_fragments[16];
+      const int64_t h__slices = ((D + (int64_t)31) / (int64_t)32);
+      if (((int64_t)0 < h__slices)) {
+        __syncthreads();
+        for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+          const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+          const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+          const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+          const int64_t i = (h__a_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(h__a_slices_0, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+        }
+        for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+          const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+          const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+          const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+          const int64_t i = (h__b_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(h__b_slices_0, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+        }
+      }
+      emmy_wait_for_copies<2>();
+      if (((int64_t)1 < h__slices)) {
+        __syncthreads();
+        for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+          const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+          const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+          const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+          const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(h__a_slices_1, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+        }
+        for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+          const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+          const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+          const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+          const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(h__b_slices_1, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+        }
+      }
+      for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)3) {
+        if ((h__slice < h__slices)) {
+          emmy_wait_for_copies<1>();
+          if (((h__slice + (int64_t)2) < h__slices)) {
+            __syncthreads();
+            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+              const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+              const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_2, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+              const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_2, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((i1 < H)) {
-              h__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_0, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_0, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&h__accumulators[(((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4)], (const uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], (const uint32_t*)&h__b_fragments[(((h__col_tile / (int64_t)2) * (int64_t)4) + ((h__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((D + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), ((((no * (int64_t)64) + x_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + x_tile_1) < D)));
-        }
-        for (int64_t w1_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element < (int64_t)1024; w1_tile_element += (int64_t)256) {
-          const int64_t w1_tile_0 = ((w1_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w1_tile_1 = (w1_tile_element % (int64_t)16);
-          emmy_copy_async(w1_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w1_tile_0) * (int64_t)17) + w1_tile_1), w1, ((((oo * (int64_t)64) + w1_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + w1_tile_1)), ((((oo * (int64_t)64) + w1_tile_0) < H) && ((((io + (int64_t)1) * (int64_t)16) + w1_tile_1) < D)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < D)) {
+        if (((h__slice + (int64_t)1) < h__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
+            __syncthreads();
+            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+              const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_0, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_0, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_1, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_1, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc__acc[((nr * (int64_t)4) + orr)] = (h__acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+              for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&h__accumulators[(((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4)], (const uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], (const uint32_t*)&h__b_fragments[(((h__col_tile / (int64_t)2) * (int64_t)4) + ((h__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((h__slice + (int64_t)2) < h__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
+            __syncthreads();
+            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
+              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
+              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+              const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_1, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
+              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
+              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_1, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_2, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_2, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&h__accumulators[(((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4)], (const uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], (const uint32_t*)&h__b_fragments[(((h__col_tile / (int64_t)2) * (int64_t)4) + ((h__col_tile % (int64_t)2) * (int64_t)2))]);
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
-          if ((((unsigned long long)(const void*)&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b1[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 7) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < H)) {
-            alignas(16) __nv_bfloat16 b1__lanes[4];
-            *reinterpret_cast<uint2*>(b1__lanes) = *reinterpret_cast<const uint2*>(&b1[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 h__lanes[4];
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              h__lanes[orr] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1__lanes[orr]))))));
-            }
-            *reinterpret_cast<uint2*>(&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(h__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((i1 < H)) {
-                h[((i0 * H) + i1)] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b1[i1]))))));
+      for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+        #pragma unroll
+        for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t h__half = (int64_t)0; h__half < (int64_t)2; h__half += (int64_t)1) {
+            const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (h__half * (int64_t)8))) + (h__lane / (int64_t)4));
+            if ((i0 < N)) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
+              if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 3) == 0 && ((i1 + (int64_t)1) < H)) {
+                alignas(16) __nv_bfloat16 h__pair[2];
+                h__pair[(int64_t)0] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
+                h__pair[(int64_t)1] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
+                *reinterpret_cast<unsigned int*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const unsigned int*>(h__pair);
+              } else {
+                if ((i1 < H)) {
+                  h[((i0 * H) + i1)] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
+                }
+                if (((i1 + (int64_t)1) < H)) {
+                  h[(((i0 * H) + i1) + (int64_t)1)] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
+                }
               }
             }
           }
@@ -3294,89 +3893,202 @@ extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k0(const __nv_bfl
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(__nv_bfloat16, w2_tile, 2176);
-      EMMY_SHARED(__nv_bfloat16, h_tile, 2560);
-      __syncthreads();
-      for (int64_t h_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element_1 < (int64_t)1024; h_tile_element_1 += (int64_t)256) {
-        const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async(h_tile, ((h_tile_0_1 * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), ((((no * (int64_t)64) + h_tile_0_1) < N) && (h_tile_1_1 < H)));
-      }
-      for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
-        const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w2_tile_1_1 = (w2_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float y__acc__acc[16];
+extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__b_slices_0, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__b_slices_1, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__b_slices_2, 4096);
+      alignas(16) float y__accumulators[128];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)128; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      alignas(16) int32_t y__a_fragments[16];
+      alignas(16) int32_t y__b_fragments[16];
+      const int64_t y__slices = ((H + (int64_t)31) / (int64_t)32);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+          const int64_t i = (y__a_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+        }
+        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          const int64_t i = (y__b_slices_column * (int64_t)8);
+          emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+        }
+      }
+      emmy_wait_for_copies<2>();
+      if (((int64_t)1 < y__slices)) {
+        __syncthreads();
+        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+          const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+        }
+        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
+          emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+        }
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_2, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_2, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((o < D)) {
-              y__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((H + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t h_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_element < (int64_t)1024; h_tile_element += (int64_t)256) {
-          const int64_t h_tile_0 = ((h_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t h_tile_1 = (h_tile_element % (int64_t)16);
-          emmy_copy_async(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)20) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), ((((no * (int64_t)64) + h_tile_0) < N) && ((((io + (int64_t)1) * (int64_t)16) + h_tile_1) < H)));
-        }
-        for (int64_t w2_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element < (int64_t)1024; w2_tile_element += (int64_t)256) {
-          const int64_t w2_tile_0 = ((w2_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w2_tile_1 = (w2_tile_element % (int64_t)16);
-          emmy_copy_async(w2_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w2_tile_0) * (int64_t)17) + w2_tile_1), w2, ((((oo * (int64_t)64) + w2_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + w2_tile_1)), ((((oo * (int64_t)64) + w2_tile_0) < D) && ((((io + (int64_t)1) * (int64_t)16) + w2_tile_1) < H)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < H)) {
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc__acc[((nr * (int64_t)4) + orr)] = (y__acc__acc[((nr * (int64_t)4) + orr)] + ((float)emmy_f32(h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)]) * (float)emmy_f32(w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)])));
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)2) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
+              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
+              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
+              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b2[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 7) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < D)) {
-            alignas(16) __nv_bfloat16 b2__lanes[4];
-            *reinterpret_cast<uint2*>(b2__lanes) = *reinterpret_cast<const uint2*>(&b2[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = emmy_bf16((float)(y__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2__lanes[orr])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((o < D)) {
-                y[((n * D) + o)] = emmy_bf16((float)(y__acc__acc[((nr * (int64_t)4) + orr)] + (float)emmy_f32(b2[o])));
+      for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+            const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((n < N)) {
+              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 3) == 0 && ((o + (int64_t)1) < D)) {
+                alignas(16) __nv_bfloat16 y__pair[2];
+                y__pair[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
+                y__pair[(int64_t)1] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
+                *reinterpret_cast<unsigned int*>(&y[((n * D) + o)]) = *reinterpret_cast<const unsigned int*>(y__pair);
+              } else {
+                if ((o < D)) {
+                  y[((n * D) + o)] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
+                }
+                if (((o + (int64_t)1) < D)) {
+                  y[(((n * D) + o) + (int64_t)1)] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
+                }
               }
             }
           }
@@ -3397,11 +4109,11 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__nv_bfloat16), stream) != cudaSuccess)
     return emmy_fail("mlp_bf16: cannot allocate the temporary h");
   if (!(H == 0 || N == 0)) {
-    EMMY_LAUNCH(mlp_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    EMMY_LAUNCH(mlp_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("mlp_bf16: kernel mlp_bf16__k0 failed: %s", cudaGetErrorString(error));
   }
-  EMMY_LAUNCH(mlp_bf16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+  EMMY_LAUNCH(mlp_bf16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_bf16: kernel mlp_bf16__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);

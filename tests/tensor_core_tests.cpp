@@ -1,0 +1,153 @@
+// The tensor-core lowering (`mma`, ir/tile/tensor_cores.h): every layout of the operands, f16 and bf16,
+// with and without an epilogue and a batch, agrees with the reference at ragged sizes (K < 16, M = 1,
+// empty); the default policy and the stdlib products use it; its PTX has mma.sync and ldmatrix and its
+// shared-memory accesses no bank conflicts.
+#include <catch2/catch.hpp>
+
+#include "backend/nvrtc.h"
+#include "backend/sim/simulator.h"
+#include "compiler/pipeline.h"
+#include "test_kernels.h"
+
+namespace {
+
+using namespace emmy;
+
+// A product c = a x b in `dtype` whose a is read as a[m, k] or a[k, m] and b as b[k, n] or b[n, k], with
+// a batch axis and a bias and relu epilogue when asked, on the tensor cores with small tiles.
+std::string productSource(const std::string& dtype, bool aRows, bool bRows, bool batch, bool epilogue, int stages) {
+  std::string z = batch ? "Z, " : "", zi = batch ? "z, " : "";
+  std::string a = aRows ? "a: " + dtype + "[" + z + "M, K]" : "a: " + dtype + "[" + z + "K, M]";
+  std::string b = bRows ? "b: " + dtype + "[" + z + "K, N]" : "b: " + dtype + "[" + z + "N, K]";
+  std::string aRead = aRows ? "a[" + zi + "m, k]" : "a[" + zi + "k, m]";
+  std::string bRead = bRows ? "b[" + zi + "k, n]" : "b[" + zi + "n, k]";
+  std::string result = epilogue ? dtype + "(relu(acc[" + zi + "m, n] + f32(bias[n])))" : dtype + "(acc[" + zi + "m, n])";
+  std::string source = "kernel product(" + a + ", " + b + (epilogue ? ", bias: " + dtype + "[N]" : "") + ") -> (c: " +
+                       dtype + "[" + z + "M, N]) {\n    acc[" + zi + "m, n] = sum[k](f32(" + aRead + ") * f32(" + bRead +
+                       "))\n    c[" + zi + "m, n] = " + result + "\n}\n";
+  source += "schedule product {\n    tile c (m, n) by (32, 64) -> (mo, no, mi, ni)\n";
+  if (batch) source += "    bind c.z to block.z\n";
+  source += "    bind c.mo to block.y\n    bind c.no to block.x\n    split c.k by 32 -> (ko, ki)\n";
+  source += "    mma c (mi, ni, ki) by (16, 32) stages " + std::to_string(stages) + "\n}\n";
+  return source;
+}
+
+}  // namespace
+
+TEST_CASE("tensor cores: every operand layout, f16 and bf16, agrees with the reference at ragged sizes",
+          "[tensorcores][sweep]") {
+  const std::vector<std::map<std::string, int64_t>> sizes = {
+      {{"M", 1}, {"N", 1}, {"K", 1}},     {{"M", 1}, {"N", 70}, {"K", 7}},  {{"M", 45}, {"N", 53}, {"K", 61}},
+      {{"M", 33}, {"N", 130}, {"K", 15}}, {{"M", 64}, {"N", 64}, {"K", 96}}, {{"M", 0}, {"N", 5}, {"K", 9}},
+      {{"M", 9}, {"N", 5}, {"K", 0}}};
+  uint64_t seed = 1;
+  for (const char* dtype : {"f16", "bf16"})
+    for (bool aRows : {true, false})
+      for (bool bRows : {true, false}) {
+        bool batch = aRows != bRows, epilogue = aRows == bRows;
+        int stages = 2 + static_cast<int>(seed % 3);
+        std::string source = productSource(dtype, aRows, bRows, batch, epilogue, stages);
+        INFO(source);
+        for (const tensor::Kernel& kernel : testing::kernelsOfText(source)) {
+          std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "product.emmy").source;
+          CHECK(cuda.find("emmy_mma_m16n8k16<") != std::string::npos);
+          CHECK(cuda.find(aRows ? "emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments" : "emmy_ldmatrix<4, true>((uint32_t*)&c__a_fragments") != std::string::npos);
+          CHECK(cuda.find(bRows ? "emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments" : "emmy_ldmatrix<4, false>((uint32_t*)&c__b_fragments") != std::string::npos);
+          sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "product.emmy"));
+          for (std::map<std::string, int64_t> size : sizes) {
+            if (batch) size["Z"] = 2;
+            INFO(testing::describeSizes(size));
+            testing::checkAgainstEvaluator(kernel, program, size, seed++);
+          }
+        }
+      }
+}
+
+TEST_CASE("tensor cores: the default policy takes f16 and bf16 products, and says why it does not", "[tensorcores]") {
+  std::vector<tensor::Kernel> kernels = testing::kernelsOfText(R"(
+kernel fed(a: bf16[M, K], w: bf16[N, K]) -> (c: f32[M, N]) {
+    c[m, n] = sum[k](f32(a[m, k]) * f32(w[n, k]))
+}
+kernel strided(a: f16[K, M, 2]) -> (c: f32[M, M]) {
+    c[m, n] = sum[k](f32(a[k, m, 0]) * f32(a[k, n, 1]))
+}
+kernel single(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
+    c[m, n] = sum[k](a[m, k] * b[k, n])
+}
+)");
+  REQUIRE(kernels.size() == 3);
+  auto schedule = [](const tensor::Kernel& kernel) {
+    std::string text;
+    for (const std::string& line : lower(kernel, PipelineOptions{}).tile.schedule) text += line + "\n";
+    return text;
+  };
+  CHECK(schedule(kernels[0]).find("mma c (m_in, n_in, k_in) by (c_warp_m, c_warp_n) stages c_stages") != std::string::npos);
+  CHECK(schedule(kernels[1]).find("# c: not on the tensor cores: the last two subscripts of a are not k and one axis of c") !=
+        std::string::npos);
+  CHECK(schedule(kernels[2]).find("tensor cores") == std::string::npos);
+  CHECK(schedule(kernels[2]).find("mma") == std::string::npos);
+  sim::SimulatedKernel program(kernels[0], emitCudaFiles({lower(kernels[0], PipelineOptions{})}, "fed.emmy"));
+  testing::checkAgainstEvaluator(kernels[0], program, {{"M", 130}, {"N", 129}, {"K", 40}}, 7);
+}
+
+TEST_CASE("tensor cores: the stdlib's f16 and bf16 products have mma.sync and ldmatrix in their PTX, and no spills", "[tensorcores]") {
+  std::string whyNot;
+  if (!nvrtcAvailable(&whyNot)) {
+    WARN("NVRTC is not available, so the PTX is not checked: " << whyNot);
+    return;
+  }
+  const std::filesystem::path stdlib = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib";
+  for (const auto& [module, selectors] : std::vector<std::pair<const char*, std::vector<const char*>>>{
+           {"linalg.emmy", {"matmul<f16>", "matmul<bf16>", "bmm<f16>"}}, {"nn.emmy", {"linear<bf16>", "mlp<f16>"}}}) {
+    for (const tensor::Kernel& kernel : testing::kernelsOf(stdlib / module)) {
+      std::string name = kernel.instanceName();
+      bool wanted = false;
+      for (const char* selector : selectors) {
+        std::string spelled = selector;
+        spelled = spelled.substr(0, spelled.find('<')) + "_" + spelled.substr(spelled.find('<') + 1);
+        spelled.pop_back();
+        wanted = wanted || name == spelled;
+      }
+      if (!wanted) continue;
+      INFO(name);
+      CudaCompileResult compiled = compileCuda(emitCudaFiles({lower(kernel, PipelineOptions{})}, module).source,
+                                               name + ".cu", "sm_90", true);
+      INFO(compiled.log);
+      REQUIRE(compiled.ok);
+      CHECK(compiled.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32") != std::string::npos);
+      CHECK(compiled.ptx.find("ldmatrix.sync.aligned.m8n8.x4") != std::string::npos);
+      CHECK(compiled.ptx.find("cp.async.cg.shared.global") != std::string::npos);
+      for (const KernelResources& resources : resourceUsage(compiled)) {
+        CHECK(resources.spillStoreBytes == 0);
+        CHECK(resources.spillLoadBytes == 0);
+      }
+    }
+  }
+}
+
+TEST_CASE("tensor cores: --profile counts no bank conflicts at the ldmatrix and cp.async sites", "[tensorcores][profile]") {
+  const std::filesystem::path stdlib = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib";
+  for (const tensor::Kernel& kernel : testing::kernelsOf(stdlib / "linalg.emmy")) {
+    if (kernel.instanceName() != "matmul_f16") continue;
+    sim::SimulationOptions options;
+    options.profile = true;
+    sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy"), options);
+    KernelRun run = program.run(testing::randomInputs(kernel, {{"M", 128}, {"N", 256}, {"K", 96}}, 3));
+    INFO(run.failure.value_or(""));
+    REQUIRE(run.profile.has_value());
+    REQUIRE(run.profile->kernels.size() == 1);
+    int ldmatrixSites = 0, copySites = 0;
+    for (const sim::AccessSite& site : run.profile->kernels[0].sites) {
+      if (site.global) continue;
+      INFO(site.line << ": " << site.code);
+      bool ldmatrix = site.code.find("emmy_ldmatrix") != std::string::npos;
+      bool copy = site.code.find("emmy_copy_async_lanes") != std::string::npos && site.bytes == 16;
+      if (!ldmatrix && !copy) continue;
+      (ldmatrix ? ldmatrixSites : copySites) += 1;
+      CHECK(site.counters.requests > 0);
+      CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
+    }
+    CHECK(ldmatrixSites == 6);  // A and B, in each of the 3 steps of the unrolled ring
+    CHECK(copySites >= 6);
+  }
+}
