@@ -55,6 +55,11 @@ struct OperandTiles {
   int64_t outer, inner;   // the slice's shape in shared memory: kContiguous ? extent x depth : depth x extent
   int64_t chunks() const { return inner / tile::kMatrixRowElements; }
   std::string stageBuffer(int64_t stage) const { return fmt::format("{}_{}", buffer, stage); }
+  // Where the thread's chunks of a slice are, when the block's threads take whole rounds of rows whose
+  // rotation repeats (the usual tiles): the row, column and shared element of its first chunk (Lets made
+  // once, before the k loop), each round `rowsPerRound` rows further; `rounds` is 0 otherwise.
+  int64_t rounds = 0, rowsPerRound = 0;
+  std::string firstRow, column, firstElement;
   int64_t sliceElements() const { return outer * inner; }
   // Where chunk `chunk` of row `row` is: rotated by one chunk for every 128 bytes of rows.
   ExprPtr element(const ExprPtr& row, const ExprPtr& chunk) const {
@@ -94,6 +99,7 @@ public:
     stmts.push_back(std::make_shared<Declare>(aFragments_, DType::I32, rowTiles_ * 4, Memory::Local));
     stmts.push_back(std::make_shared<Declare>(bFragments_, DType::I32, colTiles_ / 2 * 4, Memory::Local));
     stmts.push_back(let(slices_, div(add(node_.depth, i64(node_.blockDepth - 1)), node_.blockDepth)));
+    for (OperandTiles* tiles : {&a_, &b_}) placeChunks(*tiles, stmts);
     // The first stages - 1 slices, each its own group of copies but the last (the loop closes it).
     for (int64_t s = 0; s + 1 < node_.stages; ++s) {
       stmts.push_back(std::make_shared<If>(less(i64(s), var(slices_)), copies(i64(s), s)));
@@ -126,29 +132,57 @@ private:
     return t;
   }
 
+  int64_t threads() const { return kWarp * (node_.blockRows / node_.warpRows) * (node_.blockCols / node_.warpCols); }
+
+  // The Lets of OperandTiles::firstRow, column and firstElement, where the tile allows: every round of
+  // chunks is whole rows, and rows a round apart are rotated alike.
+  void placeChunks(OperandTiles& t, std::vector<StmtPtr>& stmts) const {
+    int64_t chunks = t.chunks(), count = t.outer * chunks;
+    int64_t rowsPer128Bytes = std::max<int64_t>(1, tile::kMatrixRowElements / chunks);
+    int64_t rotationPeriod = rowsPer128Bytes * std::min<int64_t>(chunks, tile::kMatrixRowElements);
+    if (threads() % chunks != 0 || count % threads() != 0 || (threads() / chunks) % rotationPeriod != 0) return;
+    t.rounds = count / threads();
+    t.rowsPerRound = threads() / chunks;
+    t.firstRow = t.buffer + "_first_row", t.column = t.buffer + "_column", t.firstElement = t.buffer + "_first_element";
+    stmts.push_back(let(t.firstRow, div(var(thread_), chunks)));
+    stmts.push_back(let(t.column, mod(var(thread_), chunks)));
+    stmts.push_back(let(t.firstElement, t.element(var(t.firstRow), var(t.column))));
+  }
+
   // The block's copies of slice `slice` of both operands into the buffers of `stage`: each thread takes
   // 16-byte chunks (8 elements along the contiguous dimension), the elements past the tensor's end 0.
+  // Where placeChunks placed them, a thread's chunks are its first one's, a round of rows apart (a
+  // multiply-add each); elsewhere each chunk's row and column are divided out of its number.
   StmtPtr copies(const ExprPtr& slice, int64_t stage) {
     std::vector<StmtPtr> stmts;
-    int64_t threads = kWarp * (node_.blockRows / node_.warpRows) * (node_.blockCols / node_.warpCols);
     for (const OperandTiles* t : {&a_, &b_}) {
       std::string chunk = t->buffer + "_chunk", row = t->buffer + "_row", column = t->buffer + "_column";
       ExprPtr first = mul(slice, node_.blockDepth);
-      ExprPtr rowStart = var(row), columnStart = mul(var(column), tile::kMatrixRowElements);
       bool kContiguous = t->operand->kContiguous;
+      ExprPtr rowStart = var(row), columnStart = mul(var(t->rounds ? t->column : column), tile::kMatrixRowElements);
       ExprPtr along = kContiguous ? add(t->base, rowStart) : add(t->base, columnStart);
       ExprPtr k = kContiguous ? add(first, columnStart) : add(first, rowStart);
-      std::vector<StmtPtr> body = {let(row, div(var(chunk), t->chunks())), let(column, mod(var(chunk), t->chunks())),
-                                   let(t->var, along), let(node_.k, k)};
+      std::vector<StmtPtr> body;
+      ExprPtr shared;
+      if (t->rounds) {
+        body.push_back(let(row, add(var(t->firstRow), mul(var(chunk), t->rowsPerRound))));
+        shared = add(var(t->firstElement), mul(var(chunk), t->rowsPerRound * t->inner));
+      } else {
+        body.push_back(let(row, div(var(chunk), t->chunks())));
+        body.push_back(let(column, mod(var(chunk), t->chunks())));
+        shared = t->element(var(row), var(column));
+      }
+      body.push_back(let(t->var, along));
+      body.push_back(let(node_.k, k));
       ExprPtr inside = both(less(var(t->var), t->limit), less(var(node_.k), node_.depth));
       ExprPtr lanesInside = kContiguous ? op(BinaryOp::Sub, node_.depth, var(node_.k)) : op(BinaryOp::Sub, t->limit, var(t->var));
-      ExprPtr shared = t->element(var(row), var(column));
       body.push_back(std::make_shared<CopyAsync>(t->stageBuffer(stage), shared, t->operand->tensor,
                                                  indexing_.flatIndex(t->operand->tensor, t->operand->indices), inside,
                                                  t->operand->dtype, static_cast<int>(tile::kMatrixRowElements), lanesInside));
-      // Not unrolled: nvcc would keep every round's addresses live across the k loop, and spill.
+      // Loops, not unrolled: nvcc would keep every round's addresses live across the k loop, and spill.
       int64_t count = t->outer * t->chunks();
-      stmts.push_back(std::make_shared<For>(chunk, var(thread_), i64(count), i64(threads), block(body)));
+      stmts.push_back(t->rounds ? std::make_shared<For>(chunk, i64(0), i64(t->rounds), i64(1), block(body))
+                                : std::make_shared<For>(chunk, var(thread_), i64(count), i64(threads()), block(body)));
     }
     return block(stmts);
   }

@@ -179,39 +179,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
       alignas(16) int32_t c__a_fragments[16];
       alignas(16) int32_t c__b_fragments[16];
       const int64_t c__slices = ((K + (int64_t)31) / (int64_t)32);
+      const int64_t c__a_slices_first_row = (c__thread / (int64_t)4);
+      const int64_t c__a_slices_column = (c__thread % (int64_t)4);
+      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t c__b_slices_first_row = (c__thread / (int64_t)16);
+      const int64_t c__b_slices_column = (c__thread % (int64_t)16);
+      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
       if (((int64_t)0 < c__slices)) {
         __syncthreads();
-        for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-          const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-          const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = (c__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(c__a_slices_0, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
-        for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-          const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-          const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+          const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
           const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
           const int64_t k = c__b_slices_row;
-          emmy_copy_async_lanes<8>(c__b_slices_0, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
         }
       }
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < c__slices)) {
         __syncthreads();
-        for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-          const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-          const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(c__a_slices_1, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
-        for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-          const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-          const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+          const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
           const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
           const int64_t k = ((int64_t)32 + c__b_slices_row);
-          emmy_copy_async_lanes<8>(c__b_slices_1, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
         }
       }
       for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
@@ -219,19 +221,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if (((c__slice + (int64_t)2) < c__slices)) {
             __syncthreads();
-            for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-              const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-              const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
-            for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-              const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-              const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
               const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -258,19 +258,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
             __syncthreads();
-            for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-              const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-              const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_0, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
-            for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-              const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-              const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
               const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_0, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -297,19 +295,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
             __syncthreads();
-            for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-              const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-              const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
-            for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-              const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-              const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
               const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           #pragma unroll
@@ -400,39 +396,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
       alignas(16) int32_t c__a_fragments[16];
       alignas(16) int32_t c__b_fragments[16];
       const int64_t c__slices = ((K + (int64_t)31) / (int64_t)32);
+      const int64_t c__a_slices_first_row = (c__thread / (int64_t)4);
+      const int64_t c__a_slices_column = (c__thread % (int64_t)4);
+      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t c__b_slices_first_row = (c__thread / (int64_t)16);
+      const int64_t c__b_slices_column = (c__thread % (int64_t)16);
+      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
       if (((int64_t)0 < c__slices)) {
         __syncthreads();
-        for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-          const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-          const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = (c__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(c__a_slices_0, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
-        for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-          const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-          const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+          const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
           const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
           const int64_t k = c__b_slices_row;
-          emmy_copy_async_lanes<8>(c__b_slices_0, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
         }
       }
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < c__slices)) {
         __syncthreads();
-        for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-          const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-          const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(c__a_slices_1, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
-        for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-          const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-          const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+          const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
           const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
           const int64_t k = ((int64_t)32 + c__b_slices_row);
-          emmy_copy_async_lanes<8>(c__b_slices_1, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
         }
       }
       for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
@@ -440,19 +438,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if (((c__slice + (int64_t)2) < c__slices)) {
             __syncthreads();
-            for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-              const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-              const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
-            for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-              const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-              const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
               const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -479,19 +475,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
             __syncthreads();
-            for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-              const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-              const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_0, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
-            for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-              const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-              const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
               const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_0, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -518,19 +512,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
             __syncthreads();
-            for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-              const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-              const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
-            for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-              const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-              const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
               const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           #pragma unroll
@@ -732,39 +724,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
         alignas(16) int32_t c__a_fragments[16];
         alignas(16) int32_t c__b_fragments[16];
         const int64_t c__slices = ((K + (int64_t)31) / (int64_t)32);
+        const int64_t c__a_slices_first_row = (c__thread / (int64_t)4);
+        const int64_t c__a_slices_column = (c__thread % (int64_t)4);
+        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+        const int64_t c__b_slices_first_row = (c__thread / (int64_t)16);
+        const int64_t c__b_slices_column = (c__thread % (int64_t)16);
+        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
         if (((int64_t)0 < c__slices)) {
           __syncthreads();
-          for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-            const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-            const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = (c__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(c__a_slices_0, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
-          for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-            const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-            const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
             const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
             const int64_t k = c__b_slices_row;
-            emmy_copy_async_lanes<8>(c__b_slices_0, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
         }
         emmy_wait_for_copies<2>();
         if (((int64_t)1 < c__slices)) {
           __syncthreads();
-          for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-            const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-            const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
-          for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-            const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-            const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
             const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
             const int64_t k = ((int64_t)32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
         }
         for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
@@ -772,19 +766,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             emmy_wait_for_copies<1>();
             if (((c__slice + (int64_t)2) < c__slices)) {
               __syncthreads();
-              for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-                const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-                const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_2, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
-              for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-                const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-                const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
                 const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_2, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             __syncthreads();
@@ -811,19 +803,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             emmy_wait_for_copies<1>();
             if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
               __syncthreads();
-              for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-                const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-                const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_0, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
-              for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-                const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-                const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
                 const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_0, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             __syncthreads();
@@ -850,19 +840,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             emmy_wait_for_copies<1>();
             if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
               __syncthreads();
-              for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-                const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-                const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_1, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
-              for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-                const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-                const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
                 const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_1, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             #pragma unroll
@@ -956,39 +944,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
         alignas(16) int32_t c__a_fragments[16];
         alignas(16) int32_t c__b_fragments[16];
         const int64_t c__slices = ((K + (int64_t)31) / (int64_t)32);
+        const int64_t c__a_slices_first_row = (c__thread / (int64_t)4);
+        const int64_t c__a_slices_column = (c__thread % (int64_t)4);
+        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+        const int64_t c__b_slices_first_row = (c__thread / (int64_t)16);
+        const int64_t c__b_slices_column = (c__thread % (int64_t)16);
+        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
         if (((int64_t)0 < c__slices)) {
           __syncthreads();
-          for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-            const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-            const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = (c__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(c__a_slices_0, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
-          for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-            const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-            const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
             const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
             const int64_t k = c__b_slices_row;
-            emmy_copy_async_lanes<8>(c__b_slices_0, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
         }
         emmy_wait_for_copies<2>();
         if (((int64_t)1 < c__slices)) {
           __syncthreads();
-          for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-            const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-            const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
-          for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-            const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-            const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
             const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
             const int64_t k = ((int64_t)32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
         }
         for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
@@ -996,19 +986,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             emmy_wait_for_copies<1>();
             if (((c__slice + (int64_t)2) < c__slices)) {
               __syncthreads();
-              for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-                const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-                const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_2, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
-              for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-                const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-                const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
                 const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_2, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             __syncthreads();
@@ -1035,19 +1023,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             emmy_wait_for_copies<1>();
             if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
               __syncthreads();
-              for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-                const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-                const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_0, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
-              for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-                const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-                const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
                 const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_0, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             __syncthreads();
@@ -1074,19 +1060,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             emmy_wait_for_copies<1>();
             if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
               __syncthreads();
-              for (int64_t c__a_slices_chunk = c__thread; c__a_slices_chunk < (int64_t)512; c__a_slices_chunk += (int64_t)128) {
-                const int64_t c__a_slices_row = (c__a_slices_chunk / (int64_t)4);
-                const int64_t c__a_slices_column = (c__a_slices_chunk % (int64_t)4);
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_1, ((c__a_slices_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
-              for (int64_t c__b_slices_chunk = c__thread; c__b_slices_chunk < (int64_t)512; c__b_slices_chunk += (int64_t)128) {
-                const int64_t c__b_slices_row = (c__b_slices_chunk / (int64_t)16);
-                const int64_t c__b_slices_column = (c__b_slices_chunk % (int64_t)16);
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
                 const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_1, ((c__b_slices_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_row % (int64_t)8)) % (int64_t)16) * (int64_t)8)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             #pragma unroll

@@ -2720,39 +2720,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
       alignas(16) int32_t y__a_fragments[16];
       alignas(16) int32_t y__b_fragments[16];
       const int64_t y__slices = ((IN + (int64_t)31) / (int64_t)32);
+      const int64_t y__a_slices_first_row = (y__thread / (int64_t)4);
+      const int64_t y__a_slices_column = (y__thread % (int64_t)4);
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t y__b_slices_first_row = (y__thread / (int64_t)4);
+      const int64_t y__b_slices_column = (y__thread % (int64_t)4);
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
-        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
-        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
           const int64_t i = (y__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
       }
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < y__slices)) {
         __syncthreads();
-        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
-        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
           const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
       }
       for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
@@ -2760,19 +2762,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if (((y__slice + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_2, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_2, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -2799,19 +2799,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -2838,19 +2836,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           #pragma unroll
@@ -2941,39 +2937,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
       alignas(16) int32_t y__a_fragments[16];
       alignas(16) int32_t y__b_fragments[16];
       const int64_t y__slices = ((IN + (int64_t)31) / (int64_t)32);
+      const int64_t y__a_slices_first_row = (y__thread / (int64_t)4);
+      const int64_t y__a_slices_column = (y__thread % (int64_t)4);
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t y__b_slices_first_row = (y__thread / (int64_t)4);
+      const int64_t y__b_slices_column = (y__thread % (int64_t)4);
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
-        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
-        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
           const int64_t i = (y__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
       }
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < y__slices)) {
         __syncthreads();
-        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
-        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
           const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
       }
       for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
@@ -2981,19 +2979,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if (((y__slice + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_2, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_2, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3020,19 +3016,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3059,19 +3053,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           #pragma unroll
@@ -3272,39 +3264,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
       alignas(16) int32_t h__a_fragments[16];
       alignas(16) int32_t h__b_fragments[16];
       const int64_t h__slices = ((D + (int64_t)31) / (int64_t)32);
+      const int64_t h__a_slices_first_row = (h__thread / (int64_t)4);
+      const int64_t h__a_slices_column = (h__thread % (int64_t)4);
+      const int64_t h__a_slices_first_element = ((h__a_slices_first_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t h__b_slices_first_row = (h__thread / (int64_t)4);
+      const int64_t h__b_slices_column = (h__thread % (int64_t)4);
+      const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < h__slices)) {
         __syncthreads();
-        for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-          const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-          const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = (h__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(h__a_slices_0, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
-        for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-          const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-          const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
           const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
           const int64_t i = (h__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(h__b_slices_0, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
         }
       }
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < h__slices)) {
         __syncthreads();
-        for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-          const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-          const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(h__a_slices_1, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
-        for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-          const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-          const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
           const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
           const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(h__b_slices_1, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
         }
       }
       for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)3) {
@@ -3312,19 +3306,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           emmy_wait_for_copies<1>();
           if (((h__slice + (int64_t)2) < h__slices)) {
             __syncthreads();
-            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_2, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
-            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
               const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_2, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3351,19 +3343,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           emmy_wait_for_copies<1>();
           if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
             __syncthreads();
-            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_0, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
-            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
               const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_0, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3390,19 +3380,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           emmy_wait_for_copies<1>();
           if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
             __syncthreads();
-            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_1, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
-            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
               const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_1, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           #pragma unroll
@@ -3478,39 +3466,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
       alignas(16) int32_t y__a_fragments[16];
       alignas(16) int32_t y__b_fragments[16];
       const int64_t y__slices = ((H + (int64_t)31) / (int64_t)32);
+      const int64_t y__a_slices_first_row = (y__thread / (int64_t)4);
+      const int64_t y__a_slices_column = (y__thread % (int64_t)4);
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t y__b_slices_first_row = (y__thread / (int64_t)4);
+      const int64_t y__b_slices_column = (y__thread % (int64_t)4);
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
-        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
-        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
           const int64_t i = (y__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
         }
       }
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < y__slices)) {
         __syncthreads();
-        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
-        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
           const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
         }
       }
       for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
@@ -3518,19 +3508,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           emmy_wait_for_copies<1>();
           if (((y__slice + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_2, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_2, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3557,19 +3545,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3596,19 +3582,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           #pragma unroll
@@ -3708,39 +3692,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
       alignas(16) int32_t h__a_fragments[16];
       alignas(16) int32_t h__b_fragments[16];
       const int64_t h__slices = ((D + (int64_t)31) / (int64_t)32);
+      const int64_t h__a_slices_first_row = (h__thread / (int64_t)4);
+      const int64_t h__a_slices_column = (h__thread % (int64_t)4);
+      const int64_t h__a_slices_first_element = ((h__a_slices_first_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t h__b_slices_first_row = (h__thread / (int64_t)4);
+      const int64_t h__b_slices_column = (h__thread % (int64_t)4);
+      const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < h__slices)) {
         __syncthreads();
-        for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-          const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-          const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = (h__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(h__a_slices_0, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
-        for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-          const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-          const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
           const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
           const int64_t i = (h__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(h__b_slices_0, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
         }
       }
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < h__slices)) {
         __syncthreads();
-        for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-          const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-          const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(h__a_slices_1, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
-        for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-          const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-          const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
           const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
           const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(h__b_slices_1, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
         }
       }
       for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)3) {
@@ -3748,19 +3734,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           emmy_wait_for_copies<1>();
           if (((h__slice + (int64_t)2) < h__slices)) {
             __syncthreads();
-            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_2, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
-            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
               const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_2, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3787,19 +3771,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           emmy_wait_for_copies<1>();
           if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
             __syncthreads();
-            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_0, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
-            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
               const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_0, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3826,19 +3808,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           emmy_wait_for_copies<1>();
           if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
             __syncthreads();
-            for (int64_t h__a_slices_chunk = h__thread; h__a_slices_chunk < (int64_t)512; h__a_slices_chunk += (int64_t)128) {
-              const int64_t h__a_slices_row = (h__a_slices_chunk / (int64_t)4);
-              const int64_t h__a_slices_column = (h__a_slices_chunk % (int64_t)4);
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_1, ((h__a_slices_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
-            for (int64_t h__b_slices_chunk = h__thread; h__b_slices_chunk < (int64_t)512; h__b_slices_chunk += (int64_t)128) {
-              const int64_t h__b_slices_row = (h__b_slices_chunk / (int64_t)4);
-              const int64_t h__b_slices_column = (h__b_slices_chunk % (int64_t)4);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
               const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_1, ((h__b_slices_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           #pragma unroll
@@ -3914,39 +3894,41 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
       alignas(16) int32_t y__a_fragments[16];
       alignas(16) int32_t y__b_fragments[16];
       const int64_t y__slices = ((H + (int64_t)31) / (int64_t)32);
+      const int64_t y__a_slices_first_row = (y__thread / (int64_t)4);
+      const int64_t y__a_slices_column = (y__thread % (int64_t)4);
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t y__b_slices_first_row = (y__thread / (int64_t)4);
+      const int64_t y__b_slices_column = (y__thread % (int64_t)4);
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
-        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
-        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
           const int64_t i = (y__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
         }
       }
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < y__slices)) {
         __syncthreads();
-        for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-          const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-          const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
-        for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-          const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-          const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
           const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
         }
       }
       for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
@@ -3954,19 +3936,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           emmy_wait_for_copies<1>();
           if (((y__slice + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_2, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_2, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -3993,19 +3973,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_0, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_0, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           __syncthreads();
@@ -4032,19 +4010,17 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
             __syncthreads();
-            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
-              const int64_t y__a_slices_row = (y__a_slices_chunk / (int64_t)4);
-              const int64_t y__a_slices_column = (y__a_slices_chunk % (int64_t)4);
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_1, ((y__a_slices_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
-            for (int64_t y__b_slices_chunk = y__thread; y__b_slices_chunk < (int64_t)512; y__b_slices_chunk += (int64_t)128) {
-              const int64_t y__b_slices_row = (y__b_slices_chunk / (int64_t)4);
-              const int64_t y__b_slices_column = (y__b_slices_chunk % (int64_t)4);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_1, ((y__b_slices_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           #pragma unroll
