@@ -14,6 +14,7 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include "backend/harness.h"
 #include "backend/sim/simulator.h"
 #include "check/check.h"
 #include "check/compare.h"
@@ -685,4 +686,37 @@ TEST_CASE("computedPrecision: the lowest-precision float an output's value flows
   CHECK(comparisons[0].ok());
   CHECK(formatComparison(comparisons[0]) ==
         "y: max abs err 1.2e-07, max rel err 4.1e-07, tolerance 1e-04 (f64 computed in f32): ok");
+}
+
+TEST_CASE("the simulation header is precompiled once per header and reused; without a cache the header is compiled",
+          "[check]") {
+  tensor::Kernel kernel = elaborate(kScaleEmmy);
+  TemporaryFolder cache;
+  const char* before = std::getenv("XDG_CACHE_HOME");
+  std::string saved = before ? before : "";
+  auto restore = [&] { before ? setenv("XDG_CACHE_HOME", saved.c_str(), 1) : unsetenv("XDG_CACHE_HOME"); };
+  setenv("XDG_CACHE_HOME", cache.path().c_str(), 1);
+  auto precompiled = [&] {
+    std::vector<fs::path> found;
+    std::error_code error;
+    for (auto entry = fs::recursive_directory_iterator(cache.path() / "emmy" / "sim-header", error);
+         !error && entry != fs::recursive_directory_iterator(); entry.increment(error))
+      if (entry->path().extension() == ".gch") found.push_back(entry->path());
+    return found;
+  };
+  for (int run = 0; run < 2; ++run) {
+    sim::SimulatedKernel program(kernel, scaleCuda(kScaleBody));
+    CHECK(runAndCompare(kernel, program, inputsWithX({33})).ok());
+    if (harness::isClang(harness::hostCompiler())) continue;  // clang: never precompiled
+    std::vector<fs::path> made = precompiled();
+    REQUIRE(made.size() == 1);
+    CHECK(program.compileCommand().find(made[0].parent_path().string()) != std::string::npos);
+  }
+  // A cache that cannot be written: the header is compiled with the program, to the same result.
+  setenv("XDG_CACHE_HOME", (cache.path() / "file").c_str(), 1);
+  std::ofstream(cache.path() / "file") << "not a folder";
+  sim::SimulatedKernel program(kernel, scaleCuda(kScaleBody));
+  CHECK(runAndCompare(kernel, program, inputsWithX({33})).ok());
+  CHECK(program.compileCommand().find("sim-header") == std::string::npos);
+  restore();
 }
