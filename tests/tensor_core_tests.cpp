@@ -90,7 +90,7 @@ kernel single(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
   testing::checkAgainstEvaluator(kernels[0], program, {{"M", 130}, {"N", 129}, {"K", 40}}, 7);
 }
 
-TEST_CASE("tensor cores: the stdlib's f16 and bf16 products have mma.sync and ldmatrix in their PTX, and no spills", "[tensorcores]") {
+TEST_CASE("tensor cores: the stdlib's f16 and bf16 products have mma.sync and ldmatrix in their PTX for sm_80 and sm_90, and no spills", "[tensorcores]") {
   std::string whyNot;
   if (!nvrtcAvailable(&whyNot)) {
     WARN("NVRTC is not available, so the PTX is not checked: " << whyNot);
@@ -110,16 +110,18 @@ TEST_CASE("tensor cores: the stdlib's f16 and bf16 products have mma.sync and ld
       }
       if (!wanted) continue;
       INFO(name);
-      CudaCompileResult compiled = compileCuda(emitCudaFiles({lower(kernel, PipelineOptions{})}, module).source,
-                                               name + ".cu", "sm_90", true);
-      INFO(compiled.log);
-      REQUIRE(compiled.ok);
-      CHECK(compiled.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32") != std::string::npos);
-      CHECK(compiled.ptx.find("ldmatrix.sync.aligned.m8n8.x4") != std::string::npos);
-      CHECK(compiled.ptx.find("cp.async.cg.shared.global") != std::string::npos);
-      for (const KernelResources& resources : resourceUsage(compiled)) {
-        CHECK(resources.spillStoreBytes == 0);
-        CHECK(resources.spillLoadBytes == 0);
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        CudaCompileResult compiled = compileCuda(emitCudaFiles({lower(kernel, PipelineOptions{})}, module).source,
+                                                 name + ".cu", arch, true);
+        INFO(arch << "\n" << compiled.log);
+        REQUIRE(compiled.ok);
+        CHECK(compiled.ptx.find("mma.sync.aligned.m16n8k16.row.col.f32") != std::string::npos);
+        CHECK(compiled.ptx.find("ldmatrix.sync.aligned.m8n8.x4") != std::string::npos);
+        CHECK(compiled.ptx.find("cp.async.cg.shared.global") != std::string::npos);
+        for (const KernelResources& resources : resourceUsage(compiled)) {
+          CHECK(resources.spillStoreBytes == 0);
+          CHECK(resources.spillLoadBytes == 0);
+        }
       }
     }
   }

@@ -270,6 +270,7 @@ private:
   }
   void stmtNode(const kernel::For& node, int indent) {
     if (node.unroll) line(indent, "#pragma unroll");
+    if (node.rolled) line(indent, "#pragma unroll 1");
     std::string var = variable(node.var);
     line(indent, fmt::format("for (int64_t {} = {}; {} < {}; {} += {}) {{", var, expr(*node.begin), var,
                              expr(*node.end), var, expr(*node.step)));

@@ -179,10 +179,10 @@ private:
       body.push_back(std::make_shared<CopyAsync>(t->stageBuffer(stage), shared, t->operand->tensor,
                                                  indexing_.flatIndex(t->operand->tensor, t->operand->indices), inside,
                                                  t->operand->dtype, static_cast<int>(tile::kMatrixRowElements), lanesInside));
-      // Loops, not unrolled: nvcc would keep every round's addresses live across the k loop, and spill.
+      // Kept rolled: unrolled, nvcc keeps every round's addresses live across the k loop, and spills.
       int64_t count = t->outer * t->chunks();
-      stmts.push_back(t->rounds ? std::make_shared<For>(chunk, i64(0), i64(t->rounds), i64(1), block(body))
-                                : std::make_shared<For>(chunk, var(thread_), i64(count), i64(threads()), block(body)));
+      stmts.push_back(t->rounds ? std::make_shared<For>(chunk, i64(0), i64(t->rounds), i64(1), block(body), false, true)
+                                : std::make_shared<For>(chunk, var(thread_), i64(count), i64(threads()), block(body), false, true));
     }
     return block(stmts);
   }

@@ -60,16 +60,18 @@ struct Stmt {
 };
 using StmtPtr = std::shared_ptr<const Stmt>;
 
-// for (var = begin; var < end; var += step) body; `unroll`: fully unrolled (constant bounds).
+// for (var = begin; var < end; var += step) body; `unroll`: fully unrolled (constant bounds); `rolled`:
+// never unrolled (nvcc unrolls short loops by itself, which can keep every iteration's values live).
 struct For final : Stmt {
   static constexpr StmtKind kKind = StmtKind::For;
-  For(std::string var, ExprPtr begin, ExprPtr end, ExprPtr step, StmtPtr body, bool unroll = false)
+  For(std::string var, ExprPtr begin, ExprPtr end, ExprPtr step, StmtPtr body, bool unroll = false, bool rolled = false)
       : Stmt(kKind), var(std::move(var)), begin(std::move(begin)), end(std::move(end)), step(std::move(step)),
-        body(std::move(body)), unroll(unroll) {}
+        body(std::move(body)), unroll(unroll), rolled(rolled) {}
   const std::string var;
   const ExprPtr begin, end, step;
   const StmtPtr body;
   const bool unroll;
+  const bool rolled;
 };
 
 // const int64_t var = value; for the rest of the block.

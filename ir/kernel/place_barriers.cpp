@@ -60,7 +60,7 @@ public:
         looped.add(first);
         StmtPtr body = place(asBlock(loop->body), looped);
         pending.add(looped);
-        return std::make_shared<For>(loop->var, loop->begin, loop->end, loop->step, body, loop->unroll);
+        return std::make_shared<For>(loop->var, loop->begin, loop->end, loop->step, body, loop->unroll, loop->rolled);
       }
       if (const auto* branch = stmt->as<If>(); branch && containsShared(*branch->body)) {
         Accesses inside = pending;

@@ -22,7 +22,7 @@ struct Printer {
 
   void printNode(const For& node, int indent) {
     line(indent, fmt::format("for {} = {}; {} < {}; {} += {}{}:", node.var, e(node.begin), node.var, e(node.end),
-                             node.var, e(node.step), node.unroll ? " unrolled" : ""));
+                             node.var, e(node.step), node.unroll ? " unrolled" : node.rolled ? " rolled" : ""));
     print(*node.body, indent + 1);
   }
   void printNode(const Let& node, int indent) { line(indent, fmt::format("let {} = {}", node.var, e(node.value))); }

@@ -187,12 +187,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
       const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
       if (((int64_t)0 < c__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
           const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = (c__a_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
           const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
           const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -203,12 +205,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < c__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
           const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
           emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
           const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
           const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -221,12 +225,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if (((c__slice + (int64_t)2) < c__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -258,12 +264,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -295,12 +303,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -404,12 +414,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
       const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
       if (((int64_t)0 < c__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
           const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = (c__a_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
           const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
           const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -420,12 +432,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < c__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
           const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
           emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
           const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
           const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -438,12 +452,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if (((c__slice + (int64_t)2) < c__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -475,12 +491,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -512,12 +530,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
               const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
               const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -732,12 +752,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
         const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
         if (((int64_t)0 < c__slices)) {
           __syncthreads();
+          #pragma unroll 1
           for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
             const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = (c__a_slices_column * (int64_t)8);
             emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
+          #pragma unroll 1
           for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
             const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
             const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -748,12 +770,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
         emmy_wait_for_copies<2>();
         if (((int64_t)1 < c__slices)) {
           __syncthreads();
+          #pragma unroll 1
           for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
             const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
             emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
+          #pragma unroll 1
           for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
             const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
             const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -766,12 +790,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             emmy_wait_for_copies<1>();
             if (((c__slice + (int64_t)2) < c__slices)) {
               __syncthreads();
+              #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
                 emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
+              #pragma unroll 1
               for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -803,12 +829,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             emmy_wait_for_copies<1>();
             if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
               __syncthreads();
+              #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
                 emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
+              #pragma unroll 1
               for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -840,12 +868,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             emmy_wait_for_copies<1>();
             if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
               __syncthreads();
+              #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
                 emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
+              #pragma unroll 1
               for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -952,12 +982,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
         const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
         if (((int64_t)0 < c__slices)) {
           __syncthreads();
+          #pragma unroll 1
           for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
             const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = (c__a_slices_column * (int64_t)8);
             emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
+          #pragma unroll 1
           for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
             const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
             const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -968,12 +1000,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
         emmy_wait_for_copies<2>();
         if (((int64_t)1 < c__slices)) {
           __syncthreads();
+          #pragma unroll 1
           for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
             const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
             emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
+          #pragma unroll 1
           for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
             const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
             const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -986,12 +1020,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             emmy_wait_for_copies<1>();
             if (((c__slice + (int64_t)2) < c__slices)) {
               __syncthreads();
+              #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
                 emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
+              #pragma unroll 1
               for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -1023,12 +1059,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             emmy_wait_for_copies<1>();
             if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
               __syncthreads();
+              #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
                 emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
+              #pragma unroll 1
               for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
@@ -1060,12 +1098,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             emmy_wait_for_copies<1>();
             if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
               __syncthreads();
+              #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
                 const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
                 emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
+              #pragma unroll 1
               for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
                 const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));

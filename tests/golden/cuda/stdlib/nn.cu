@@ -2728,12 +2728,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
       const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
           const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
           const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -2744,12 +2746,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < y__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
           const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
           emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
           const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -2762,12 +2766,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if (((y__slice + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -2799,12 +2805,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -2836,12 +2844,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -2945,12 +2955,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
       const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
           const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
           const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -2961,12 +2973,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < y__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
           const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
           emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
           const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -2979,12 +2993,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if (((y__slice + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3016,12 +3032,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3053,12 +3071,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3272,12 +3292,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
       const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < h__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
           const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = (h__a_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
           const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
           const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3288,12 +3310,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < h__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
           const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
           emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
           const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
           const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3306,12 +3330,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           emmy_wait_for_copies<1>();
           if (((h__slice + (int64_t)2) < h__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
               const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3343,12 +3369,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           emmy_wait_for_copies<1>();
           if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
               const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3380,12 +3408,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           emmy_wait_for_copies<1>();
           if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
               const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3474,12 +3504,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
       const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
           const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
           const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3490,12 +3522,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < y__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
           const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
           emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
           const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3508,12 +3542,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           emmy_wait_for_copies<1>();
           if (((y__slice + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3545,12 +3581,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3582,12 +3620,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3700,12 +3740,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
       const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < h__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
           const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = (h__a_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
           const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
           const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3716,12 +3758,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < h__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
           const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
           emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
           const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
           const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3734,12 +3778,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           emmy_wait_for_copies<1>();
           if (((h__slice + (int64_t)2) < h__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
               const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3771,12 +3817,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           emmy_wait_for_copies<1>();
           if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
               const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3808,12 +3856,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           emmy_wait_for_copies<1>();
           if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
               const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
               const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
               const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
@@ -3902,12 +3952,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
       const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
           const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
           const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3918,12 +3970,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
       emmy_wait_for_copies<2>();
       if (((int64_t)1 < y__slices)) {
         __syncthreads();
+        #pragma unroll 1
         for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
           const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
           emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
+        #pragma unroll 1
         for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
           const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
           const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3936,12 +3990,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           emmy_wait_for_copies<1>();
           if (((y__slice + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -3973,12 +4029,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
@@ -4010,12 +4068,14 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           emmy_wait_for_copies<1>();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
             __syncthreads();
+            #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
               const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
               emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
+            #pragma unroll 1
             for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
               const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
               const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
