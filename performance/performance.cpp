@@ -158,7 +158,7 @@ double bytesMoved(const kernel::Function& function, const Lowered& lowered, cons
       } else if constexpr (std::is_same_v<Node, kernel::CopyAsync>) {
         touched.insert(node.source);
       } else if constexpr (std::is_same_v<Node, kernel::VectorLoad> || std::is_same_v<Node, kernel::VectorStore>) {
-        touched.insert(node.buffer);
+        if (shapes.count(node.buffer)) touched.insert(node.buffer);
       } else if constexpr (std::is_same_v<Node, kernel::IfAligned>) {
         visit(*node.aligned), visit(*node.otherwise);
       } else if constexpr (std::is_same_v<Node, kernel::Block>) {
@@ -263,8 +263,13 @@ public:
         reads(*node.element);
         access(node.buffer, node.element.get(), 16);  // each lane's row of 8 16-bit elements
       } else if constexpr (std::is_same_v<Node, kernel::VectorLoad> || std::is_same_v<Node, kernel::VectorStore>) {
-        globalBytes += times(node.element.get()) * node.bytes;
-        memoryInstructions += times(node.element.get());
+        if (shared_.count(node.buffer)) {
+          reads(*node.element);
+          access(node.buffer, node.element.get(), node.bytes);
+        } else {
+          globalBytes += times(node.element.get()) * node.bytes;
+          memoryInstructions += times(node.element.get());
+        }
       } else if constexpr (std::is_same_v<Node, kernel::IfAligned>) {
         count(*node.aligned);
       } else if constexpr (std::is_same_v<Node, kernel::Barrier>) {

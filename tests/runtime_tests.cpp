@@ -45,21 +45,6 @@ runtime::CudaDevice deviceOrH200() {
   return h200;
 }
 
-// Sets an environment variable for one scope.
-struct ScopedEnvironment {
-  std::string name;
-  std::optional<std::string> previous;
-  ScopedEnvironment(std::string variable, const std::string& value) : name(std::move(variable)) {
-    if (const char* old = std::getenv(name.c_str())) previous = old;
-    setenv(name.c_str(), value.c_str(), 1);
-  }
-  ~ScopedEnvironment() {
-    if (previous)
-      setenv(name.c_str(), previous->c_str(), 1);
-    else
-      unsetenv(name.c_str());
-  }
-};
 
 tensor::Kernel stdlibKernel(const std::string& module, const std::string& instance) {
   for (const tensor::Kernel& kernel : testing::kernelsOf(fs::path(EMMY_SOURCE_DIR) / "stdlib" / module))
@@ -272,7 +257,7 @@ TEST_CASE("PyTorch requests, results and command line", "[runtime]") {
   CHECK(runtime::parseTorchResults("not json", 1).unavailable);
   CHECK(runtime::parseTorchResults(R"({"results":[]})", 1).unavailable);
 
-  ScopedEnvironment python("EMMY_PYTHON", "/opt/python/bin/python3");
+  testing::ScopedEnvironment python("EMMY_PYTHON", "/opt/python/bin/python3");
   std::vector<std::string> command = runtime::torchCommand("/tmp/r.json", "/tmp/o.json");
   REQUIRE(command.size() == 4);
   CHECK(command[0] == "/opt/python/bin/python3");
@@ -288,7 +273,7 @@ TEST_CASE("without python3 or PyTorch on the GPU, the comparison says why and no
   request.sizes = {{"N", 4}, {"D", 8}};
   request.timing = {1, 2, false};
   {
-    ScopedEnvironment python("EMMY_PYTHON", "/nonexistent/python3");
+    testing::ScopedEnvironment python("EMMY_PYTHON", "/nonexistent/python3");
     runtime::TorchBatch batch = runtime::runTorch({request});
     REQUIRE(batch.unavailable);
     CHECK_THAT(*batch.unavailable, Catch::Contains("/nonexistent/python3"));

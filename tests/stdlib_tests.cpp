@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 
 #include <set>
+#include <tuple>
 
 #include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
@@ -89,20 +90,40 @@ TEST_CASE("every param candidate of the stdlib schedules passes the simulated ch
   }
 }
 
-TEST_CASE("the stdlib matmul is register-blocked and double-buffered and moves vectors", "[stdlib]") {
-  for (const tensor::Kernel& kernel : instances(kStdlib / "linalg.emmy", "matmul<f32>", {})) {
-    std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy").source;
-    INFO(cuda);
-    CHECK(cuda.find("float acc__acc[16];") != std::string::npos);  // 4x4 results per thread
-    CHECK(cuda.find("EMMY_SHARED(float, a_tile, 2560);") != std::string::npos);  // 2 x 64 x (16 + 4)
-    CHECK(cuda.find("emmy_copy_async_lanes<4>(a_tile,") != std::string::npos);  // 16 bytes at a time
-    CHECK(cuda.find("emmy_copy_async_lanes<4>(b_tile,") != std::string::npos);
-    CHECK(cuda.find("*reinterpret_cast<uint4*>(&c[") != std::string::npos);
-    std::string whyNot;
-    REQUIRE(nvrtcAvailable(&whyNot));
-    CudaCompileResult compiled = compileCuda(cuda, "linalg.cu", "sm_90", false);
-    REQUIRE(compiled.ok);
-    CHECK(compiled.ptx.find("cp.async.cg.shared.global") != std::string::npos);
+TEST_CASE("the stdlib f32 products are block-level products on the CUDA cores: 8 x 8 a thread from 16-byte shared reads",
+          "[stdlib]") {
+  std::string whyNot;
+  REQUIRE(nvrtcAvailable(&whyNot));
+  for (const auto& [module, selector, output] : std::vector<std::tuple<const char*, const char*, std::string>>{
+           {"linalg.emmy", "matmul<f32>", "c"}, {"linalg.emmy", "bmm<f32>", "c"}, {"nn.emmy", "linear<f32>", "y"},
+           {"nn.emmy", "mlp<f32>", "y"}}) {
+    for (const tensor::Kernel& kernel : instances(kStdlib / module, selector, {})) {
+      std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, module).source;
+      INFO(selector << "\n" << cuda);
+      CHECK(cuda.find("float " + output + "__accumulators[64];") != std::string::npos);  // 8 x 8 results per thread
+      CHECK(cuda.find("dim3(32, 2, 4)") != std::string::npos);                          // 8 warps of 32 x 64
+      CHECK(cuda.find("emmy_load_shared_vector<16>(&" + output + "__a_fragments[") != std::string::npos);
+      CHECK(cuda.find("emmy_load_shared_vector<16>(&" + output + "__b_fragments[") != std::string::npos);
+      // k contiguous in x and w: their copies transpose, an element each, into rows of 128 + 4.
+      bool bTransposed = std::string(module) == "nn.emmy";
+      CHECK(cuda.find("EMMY_SHARED(float, " + output + "__a_slices_0, 1056);") != std::string::npos);  // 8 x (128 + 4)
+      CHECK(cuda.find("emmy_copy_async(" + output + "__a_slices_") != std::string::npos);
+      CHECK(cuda.find(bTransposed ? "emmy_copy_async(" + output + "__b_slices_" : "emmy_copy_async_lanes<4>(" + output + "__b_slices_") !=
+            std::string::npos);
+      CHECK(cuda.find("*reinterpret_cast<uint4*>(&" + output + "[") != std::string::npos);
+      for (const char* arch : {"sm_80", "sm_90"}) {
+        CudaCompileResult compiled = compileCuda(cuda, "stdlib.cu", arch, true);
+        INFO(arch << "\n" << compiled.log);
+        REQUIRE(compiled.ok);
+        CHECK(compiled.ptx.find("ld.shared.v4.f32") != std::string::npos);
+        CHECK(compiled.ptx.find("fma.rn.f32") != std::string::npos);
+        CHECK(compiled.ptx.find("cp.async.ca.shared.global") != std::string::npos);
+        for (const KernelResources& resources : resourceUsage(compiled)) {
+          CHECK(resources.spillStoreBytes == 0);
+          CHECK(resources.spillLoadBytes == 0);
+        }
+      }
+    }
   }
 }
 

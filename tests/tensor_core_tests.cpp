@@ -1,6 +1,7 @@
-// The tensor-core lowering (`mma`, ir/tile/tensor_cores.h): every layout of the operands, f16 and bf16,
-// with and without an epilogue and a batch, agrees with the reference at ragged sizes (K < 16, M = 1,
-// empty); the default policy and the stdlib products use it; its PTX has mma.sync and ldmatrix and its
+// The block-level product (`mma`, ir/tile/matrix_product.h) on the tensor cores (f16, bf16) and on the
+// CUDA cores (f32): every layout of the operands, with and without an epilogue and a batch, agrees with
+// the reference at ragged sizes (K < 16, M = 1, empty); the default policy and the stdlib products use
+// it; its PTX has mma.sync and ldmatrix (f16, bf16) or 16-byte shared loads and FFMA (f32), and its
 // shared-memory accesses no bank conflicts.
 #include <catch2/catch.hpp>
 
@@ -14,7 +15,7 @@ namespace {
 using namespace emmy;
 
 // A product c = a x b in `dtype` whose a is read as a[m, k] or a[k, m] and b as b[k, n] or b[n, k], with
-// a batch axis and a bias and relu epilogue when asked, on the tensor cores with small tiles.
+// a batch axis and a bias and relu epilogue when asked, as a block-level product with small tiles.
 std::string productSource(const std::string& dtype, bool aRows, bool bRows, bool batch, bool epilogue, int stages) {
   std::string z = batch ? "Z, " : "", zi = batch ? "z, " : "";
   std::string a = aRows ? "a: " + dtype + "[" + z + "M, K]" : "a: " + dtype + "[" + z + "K, M]";
@@ -27,21 +28,22 @@ std::string productSource(const std::string& dtype, bool aRows, bool bRows, bool
                        "))\n    c[" + zi + "m, n] = " + result + "\n}\n";
   source += "schedule product {\n    tile c (m, n) by (32, 64) -> (mo, no, mi, ni)\n";
   if (batch) source += "    bind c.z to block.z\n";
-  source += "    bind c.mo to block.y\n    bind c.no to block.x\n    split c.k by 32 -> (ko, ki)\n";
+  source += "    bind c.mo to block.y\n    bind c.no to block.x\n    split c.k by " + std::string(dtype == "f32" ? "16" : "32") +
+            " -> (ko, ki)\n";
   source += "    mma c (mi, ni, ki) by (16, 32) stages " + std::to_string(stages) + "\n}\n";
   return source;
 }
 
 }  // namespace
 
-TEST_CASE("tensor cores: every operand layout, f16 and bf16, agrees with the reference at ragged sizes",
+TEST_CASE("block-level products: every operand layout, f16, bf16 and f32, agrees with the reference at ragged sizes",
           "[tensorcores][sweep]") {
   const std::vector<std::map<std::string, int64_t>> sizes = {
       {{"M", 1}, {"N", 1}, {"K", 1}},     {{"M", 1}, {"N", 70}, {"K", 7}},  {{"M", 45}, {"N", 53}, {"K", 61}},
       {{"M", 33}, {"N", 130}, {"K", 15}}, {{"M", 64}, {"N", 64}, {"K", 96}}, {{"M", 0}, {"N", 5}, {"K", 9}},
       {{"M", 9}, {"N", 5}, {"K", 0}}};
   uint64_t seed = 1;
-  for (const char* dtype : {"f16", "bf16"})
+  for (const std::string dtype : {"f16", "bf16", "f32"})
     for (bool aRows : {true, false})
       for (bool bRows : {true, false}) {
         bool batch = aRows != bRows, epilogue = aRows == bRows;
@@ -50,9 +52,20 @@ TEST_CASE("tensor cores: every operand layout, f16 and bf16, agrees with the ref
         INFO(source);
         for (const tensor::Kernel& kernel : testing::kernelsOfText(source)) {
           std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "product.emmy").source;
+          if (dtype == "f32") {
+            // k-major slices: a row-major a (k contiguous) and a b read as b[n, k] are transposed by their copies.
+            for (const auto& [operand, transposed] : {std::pair{"a", aRows}, std::pair{"b", !bRows}}) {
+              std::string name = operand;
+              CHECK(cuda.find("emmy_load_shared_vector<16>(&c__" + name + "_fragments[") != std::string::npos);
+              CHECK(cuda.find((transposed ? "emmy_copy_async(c__" : "emmy_copy_async_lanes<4>(c__") + name + "_slices_") !=
+                    std::string::npos);
+            }
+            CHECK(cuda.find("emmy_mma_m16n8k16<") == std::string::npos);
+          } else {
           CHECK(cuda.find("emmy_mma_m16n8k16<") != std::string::npos);
           CHECK(cuda.find(aRows ? "emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments" : "emmy_ldmatrix<4, true>((uint32_t*)&c__a_fragments") != std::string::npos);
           CHECK(cuda.find(bRows ? "emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments" : "emmy_ldmatrix<4, false>((uint32_t*)&c__b_fragments") != std::string::npos);
+          }
           sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "product.emmy"));
           for (std::map<std::string, int64_t> size : sizes) {
             if (batch) size["Z"] = 2;
@@ -63,7 +76,7 @@ TEST_CASE("tensor cores: every operand layout, f16 and bf16, agrees with the ref
       }
 }
 
-TEST_CASE("tensor cores: the default policy takes f16 and bf16 products, and says why it does not", "[tensorcores]") {
+TEST_CASE("block-level products: the default policy takes f16, bf16 and f32 products, and says why it does not", "[tensorcores]") {
   std::vector<tensor::Kernel> kernels = testing::kernelsOfText(R"(
 kernel fed(a: bf16[M, K], w: bf16[N, K]) -> (c: f32[M, N]) {
     c[m, n] = sum[k](f32(a[m, k]) * f32(w[n, k]))
@@ -84,10 +97,17 @@ kernel single(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {
   CHECK(schedule(kernels[0]).find("mma c (m_in, n_in, k_in) by (c_warp_m, c_warp_n) stages c_stages") != std::string::npos);
   CHECK(schedule(kernels[1]).find("# c: not on the tensor cores: the last two subscripts of a are not k and one axis of c") !=
         std::string::npos);
-  CHECK(schedule(kernels[2]).find("tensor cores") == std::string::npos);
-  CHECK(schedule(kernels[2]).find("mma") == std::string::npos);
-  sim::SimulatedKernel program(kernels[0], emitCudaFiles({lower(kernels[0], PipelineOptions{})}, "fed.emmy"));
-  testing::checkAgainstEvaluator(kernels[0], program, {{"M", 130}, {"N", 129}, {"K", 40}}, 7);
+  // f32 on the CUDA cores, with the f32 defaults (8 x 8 results a thread, slices of 8).
+  std::string single = schedule(kernels[2]);
+  CHECK(single.find("tensor cores") == std::string::npos);
+  CHECK(single.find("mma c (m_in, n_in, k_in) by (c_warp_m, c_warp_n) stages c_stages") != std::string::npos);
+  std::string singleCuda = emitCudaFiles({lower(kernels[2], PipelineOptions{})}, "single.emmy").source;
+  CHECK(singleCuda.find("float c__accumulators[64];") != std::string::npos);
+  CHECK(singleCuda.find("EMMY_SHARED(float, c__a_slices_0, 1056);") != std::string::npos);  // 8 x (128 + 4)
+  for (size_t k : {0, 2}) {
+    sim::SimulatedKernel program(kernels[k], emitCudaFiles({lower(kernels[k], PipelineOptions{})}, "fed.emmy"));
+    testing::checkAgainstEvaluator(kernels[k], program, {{"M", 130}, {"N", 129}, {"K", 40}}, 7);
+  }
 }
 
 TEST_CASE("tensor cores: the stdlib's f16 and bf16 products have mma.sync and ldmatrix in their PTX for sm_80 and sm_90, and no spills", "[tensorcores]") {
@@ -127,10 +147,13 @@ TEST_CASE("tensor cores: the stdlib's f16 and bf16 products have mma.sync and ld
   }
 }
 
-TEST_CASE("tensor cores: --profile counts no bank conflicts at the ldmatrix and cp.async sites", "[tensorcores][profile]") {
+TEST_CASE("block-level products: --profile counts no bank conflicts at the ldmatrix, shared-load and cp.async sites",
+          "[tensorcores][profile]") {
   const std::filesystem::path stdlib = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib";
   for (const tensor::Kernel& kernel : testing::kernelsOf(stdlib / "linalg.emmy")) {
-    if (kernel.instanceName() != "matmul_f16") continue;
+    bool tensorCores = kernel.instanceName() == "matmul_f16";
+    if (!tensorCores && kernel.instanceName() != "matmul_f32") continue;
+    INFO(kernel.instanceName());
     sim::SimulationOptions options;
     options.profile = true;
     sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy"), options);
@@ -138,18 +161,20 @@ TEST_CASE("tensor cores: --profile counts no bank conflicts at the ldmatrix and 
     INFO(run.failure.value_or(""));
     REQUIRE(run.profile.has_value());
     REQUIRE(run.profile->kernels.size() == 1);
-    int ldmatrixSites = 0, copySites = 0;
+    int readSites = 0, copySites = 0;
     for (const sim::AccessSite& site : run.profile->kernels[0].sites) {
       if (site.global) continue;
       INFO(site.line << ": " << site.code);
-      bool ldmatrix = site.code.find("emmy_ldmatrix") != std::string::npos;
-      bool copy = site.code.find("emmy_copy_async_lanes") != std::string::npos && site.bytes == 16;
-      if (!ldmatrix && !copy) continue;
-      (ldmatrix ? ldmatrixSites : copySites) += 1;
+      bool read = site.code.find(tensorCores ? "emmy_ldmatrix" : "emmy_load_shared_vector") != std::string::npos;
+      bool copy = site.code.find("emmy_copy_async") != std::string::npos;
+      if (!read && !copy) continue;
+      (read ? readSites : copySites) += 1;
       CHECK(site.counters.requests > 0);
       CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
     }
-    CHECK(ldmatrixSites == 6);  // A and B, in each of the 3 steps of the unrolled ring
-    CHECK(copySites >= 6);
+    // Tensor cores: A and B in each of the 3 steps of the unrolled ring. CUDA cores: A and B for each of
+    // the 8 k of a slice, in each of the 2 steps.
+    CHECK(readSites == (tensorCores ? 6 : 32));
+    CHECK(copySites >= (tensorCores ? 6 : 4));
   }
 }

@@ -3,8 +3,10 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -13,6 +15,24 @@
 #include "ir/tensor/nodes.h"
 
 namespace emmy::testing {
+
+// Sets an environment variable for one scope (the simulated programs inherit it).
+struct ScopedEnvironment {
+  std::string name;
+  std::optional<std::string> previous;
+  ScopedEnvironment(std::string variable, const std::string& value) : name(std::move(variable)) {
+    if (const char* old = std::getenv(name.c_str())) previous = old;
+    setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnvironment() {
+    if (previous)
+      setenv(name.c_str(), previous->c_str(), 1);
+    else
+      unsetenv(name.c_str());
+  }
+  ScopedEnvironment(const ScopedEnvironment&) = delete;
+  ScopedEnvironment& operator=(const ScopedEnvironment&) = delete;
+};
 
 // examples/*.emmy and stdlib/*.emmy, sorted.
 std::vector<std::filesystem::path> acceptedSources();

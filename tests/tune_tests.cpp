@@ -526,9 +526,9 @@ TEST_CASE("tune: the static model ranks a candidate that spills last, and says s
     return;
   }
   const std::map<std::string, int64_t> sizes = {{"M", 4096}, {"N", 4096}, {"K", 4096}};
-  // The 16-thread block that __launch_bounds__(16, 32) once capped at 64 registers (4000 bytes of spills).
-  Candidate smallBlock = {{"BK", 32}, {"BM", 32}, {"BN", 32}, {"PAD", 0}, {"RM", 8}, {"RN", 8}};
-  Candidate defaults = {{"BK", 16}, {"BM", 64}, {"BN", 64}, {"PAD", 4}, {"RM", 4}, {"RN", 4}};
+  // The smallest block of the f32 product (two warps) and the defaults.
+  Candidate smallBlock = {{"TILE_M", 64}, {"TILE_N", 64}, {"TILE_K", 16}, {"WARP_M", 32}, {"WARP_N", 64}, {"STAGES", 2}};
+  Candidate defaults = {{"TILE_M", 128}, {"TILE_N", 128}, {"TILE_K", 8}, {"WARP_M", 32}, {"WARP_N", 64}, {"STAGES", 2}};
   CandidateProgram program = stdlibProgram("linalg.emmy", "matmul<f32>", smallBlock, sizes);
   CudaCompileResult compiled = compileCuda(program.cuda.source, "linalg.cu", "sm_90", /*wantCubin=*/true);
   REQUIRE(compiled.ok);

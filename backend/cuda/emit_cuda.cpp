@@ -284,6 +284,7 @@ private:
   void stmtNode(const kernel::Declare& node, int indent) {
     scopes_.back().insert(node.buffer);
     if (node.memory == kernel::Memory::Shared) {
+      sharedBuffers_.insert(node.buffer);
       line(indent, fmt::format("EMMY_SHARED({}, {}, {});", cudaTypeName(node.dtype), spelled(node.buffer), node.count));
       return;
     }
@@ -355,6 +356,11 @@ private:
     return element ? fmt::format("&{}[{}]", spelled(local), expr(*element)) : spelled(local);
   }
   void stmtNode(const kernel::VectorLoad& node, int indent) {
+    if (sharedBuffers_.count(node.buffer)) {
+      line(indent, fmt::format("emmy_load_shared_vector<{}>({}, {}, {});", node.bytes, localAddress(node.local, node.localElement),
+                               spelled(node.buffer), expr(*node.element)));
+      return;
+    }
     const char* vector = node.bytes == 16 ? "uint4" : "uint2";
     line(indent, fmt::format("*reinterpret_cast<{}*>({}) = *reinterpret_cast<const {}*>(&{}[{}]);", vector,
                              localAddress(node.local, node.localElement), vector, spelled(node.buffer), expr(*node.element)));
@@ -562,6 +568,7 @@ private:
   std::string body_;
   std::vector<std::set<std::string>> scopes_;  // the names declared in each open C++ scope
   std::set<std::string> buffers_;              // the names of the function's buffers, scalars and sizes
+  std::set<std::string> sharedBuffers_;        // the shared arrays it declares
   bool copiesAsynchronously_ = false;
   bool usesTensorCores_ = false;
 };
@@ -628,7 +635,8 @@ EMMY_INLINE int64_t emmy_truncate(double x) {
 )";
 
 // Double buffering: cp.async on sm_80 and later for elements of 4, 8 or 16 bytes (a source out of bounds
-// copies 0 and is not read), an ordinary copy elsewhere (and in the CPU simulation).
+// copies 0 and is not read), an ordinary copy on older targets; the CPU simulation lands each copy at the
+// wait that covers it.
 const char* kAsyncCopyPrelude = R"(template <typename Shared, typename T>
 static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i, const T* global, int64_t j, bool inside) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -637,6 +645,10 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
                  "l"(global + j), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
     return;
   }
+#elif defined(EMMY_SIMULATE)
+  // Lands when a wait covers it, as on the GPU: the race checks see the wait's barriers, not the start's.
+  shared.copyLater(i, inside ? global[j] : T{});
+  return;
 #endif
   shared[i] = inside ? global[j] : T{};
 }
@@ -664,9 +676,24 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
 #endif
   for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
+// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
+// array: one 8- or 16-byte shared load.
+template <int Bytes, typename T, typename Shared>
+static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
+#if defined(EMMY_SIMULATE)
+  shared.readVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
+  else
+    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
+#endif
+}
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
+#elif defined(EMMY_SIMULATE)
+  ::emmy_sim::detail::scheduler.waitForCopies(Pending);
 #endif
 }
 )";

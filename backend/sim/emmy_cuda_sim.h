@@ -770,6 +770,18 @@ struct PointerArgument {
 // order.
 using WarpOperation = void (*)(void* const* operands);
 
+// An asynchronous copy into shared memory (emmy_copy_async, a 16-byte cp.async): its bytes, read from
+// global memory when it started, land in `destination` when a wait covers its group.
+struct PendingCopy {
+  SharedAccesses* records;  // of the array
+  const char* buffer;
+  int64_t index, count;     // its first element, and the array's elements
+  void* destination;
+  uint32_t group;
+  uint8_t elements, bytes;
+  unsigned char value[16];
+};
+
 struct SimThread {
   Context context;
   FiberStack stack;
@@ -786,6 +798,10 @@ struct SimThread {
   int shuffleWidth = 0;
   uint64_t offered = 0;
   uint64_t received = 0;
+  // Its asynchronous copies not yet waited for (Scheduler::waitForCopies), and the number of the group
+  // it adds them to (how many groups it has closed).
+  std::vector<PendingCopy> pendingCopies;
+  uint32_t openGroup = 0;
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -1137,6 +1153,14 @@ public:
   inline void noteSharedAccess(Access access, SharedAccesses* records, const char* buffer, int64_t index,
                                int64_t count);
 
+  // emmy_copy_async: the copy lands when a wait of the running thread covers it (the hardware may complete
+  // it any time from its start until then): it is checked as a write at its start (SharedArray) and at
+  // that wait, and written at the wait. At the thread's end, what it never waited for lands.
+  void startCopy(const PendingCopy& copy);
+  // emmy_wait_for_copies<pending>: closes the running thread's group of copies, and lands every group
+  // but the `pending` newest.
+  void waitForCopies(unsigned pending);
+
   // `emmy check --profile`: an access of the running thread at `site` (profiled when a kernel runs and,
   // for global memory, when `address` lies in a buffer from cudaMalloc).
   void noteGlobalAccess(uintptr_t site, const void* address, uint32_t bytes, Access access);
@@ -1403,6 +1427,8 @@ inline bool Scheduler::runBlock(uint3 blockIndex) {
   for (unsigned t = 0; t < threadCount_; ++t) {
     SimThread& thread = *pool_[t];
     thread.state = ThreadState::Runnable;
+    thread.pendingCopies.clear();
+    thread.openGroup = 0;
     startContext(thread.context, thread.stack.usable(), EMMY_SIM_STACK_BYTES, &Scheduler::threadMain);
   }
   exited_ = 0;
@@ -1631,7 +1657,31 @@ inline unsigned Scheduler::activeLaneMask() const {
   return mask;
 }
 
+inline void Scheduler::startCopy(const PendingCopy& copy) {
+  SimThread& thread = *pool_[current_];
+  thread.pendingCopies.push_back(copy);
+  thread.pendingCopies.back().group = thread.openGroup;
+}
+
+inline void Scheduler::waitForCopies(unsigned pending) {
+  SimThread& thread = *pool_[current_];
+  ++thread.openGroup;
+  std::vector<PendingCopy>& copies = thread.pendingCopies;
+  size_t kept = 0;
+  for (PendingCopy& copy : copies) {
+    if (copy.group + pending >= thread.openGroup) {
+      copies[kept++] = copy;
+      continue;
+    }
+    for (int64_t element = 0; element < copy.elements; ++element)
+      noteSharedAccess(Access::Write, copy.records, copy.buffer, copy.index + element, copy.count);
+    std::memcpy(copy.destination, copy.value, copy.bytes);
+  }
+  copies.resize(kept);
+}
+
 inline void Scheduler::exitThread() {
+  waitForCopies(0);
   pool_[current_]->state = ThreadState::Exited;
   ++exited_;
   if constexpr (kProfiling) completeWarpIfStopped();
@@ -1772,10 +1822,24 @@ inline std::vector<PointerArgument> pointerArguments(std::index_sequence<Positio
 
 inline unsigned long long launchCount = 0;
 
+// $EMMY_SIM_MAX_BLOCKS=N caps each dimension of every valid grid at N blocks. The generated kernels stride
+// over the blocks they are not given, so that tests see those loops run more than once (the barrier
+// before a block's next tile, say) at sizes a simulation can afford.
+inline dim3 cappedGrid(dim3 grid) {
+  static const unsigned cap = [] {
+    const char* text = std::getenv("EMMY_SIM_MAX_BLOCKS");
+    return text ? static_cast<unsigned>(std::strtoul(text, nullptr, 10)) : 0u;
+  }();
+  if (cap == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) return grid;  // runGrid refuses it
+  auto capped = [&](unsigned blocks) { return blocks == 0 ? 0u : std::min(blocks, cap); };
+  return dim3(capped(grid.x), capped(grid.y), capped(grid.z));
+}
+
 template <class Kernel, class... Arguments>
 inline void launch(const char* kernelName, const char* argumentNames, dim3 grid, dim3 block, Kernel kernel,
                    Arguments... arguments) {
   ++launchCount;
+  grid = cappedGrid(grid);
   scheduler.setArguments(argumentNames, pointerArguments(std::index_sequence_for<Arguments...>{}, arguments...));
   const auto body = [&] { kernel(arguments...); };
   scheduler.runGrid(kernelName, grid, block, &invokeBody<decltype(body)>, &body);
@@ -1884,6 +1948,17 @@ struct SharedArray {
 
   SharedElement<T, Count> operator[](int64_t index) { return {*this, index}; }
 
+  // `elements` elements from `source` into the elements from `index` on, when a wait covers the copy.
+  // Checked as a write now too: the copy may land at any time until then.
+  void startCopy(int64_t index, const void* source, int64_t elements) {
+    for (int64_t element = 0; element < elements; ++element)
+      scheduler.noteSharedAccess(Access::Write, accesses, name, index + element, Count);
+    PendingCopy copy{accesses, name, index, Count, &this->elements[index], 0, static_cast<uint8_t>(elements),
+                     static_cast<uint8_t>(elements * sizeof(T)), {}};
+    std::memcpy(copy.value, source, copy.bytes);
+    scheduler.startCopy(copy);
+  }
+
   // `site`: where the access is in the kernel, when profiling (then inlined, see SharedElement).
   EMMY_SIM_SITE_OF_ACCESS T read(int64_t index, uintptr_t site) {
     UnprofiledScope unprofiled;
@@ -1897,18 +1972,41 @@ struct SharedArray {
     if constexpr (kProfiling) scheduler.noteProfiledSharedAccess(site, this, index * int64_t{sizeof(T)}, sizeof(T), Access::Write);
     elements[index] = value;
   }
-  // The 16 bytes at `source` (global memory) into the elements from `index` on, as one access to each
-  // (a cp.async of 16 bytes; profiled here, since memcpy is not instrumented).
+  // emmy_copy_async of `value` into element `index` (Scheduler::startCopy): profiled now, at its call.
+  EMMY_SIM_SITE_OF_CALLER void copyLater(int64_t index, const T& value) {
+    UnprofiledScope unprofiled;
+    if constexpr (kProfiling) {
+      const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;  // in the call instruction
+      scheduler.noteProfiledSharedAccess(site, this, index * int64_t{sizeof(T)}, sizeof(T), Access::Write);
+    }
+    startCopy(index, &value, 1);
+  }
+  // The 16 bytes at `source` (global memory) into the elements from `index` on (a cp.async of 16 bytes,
+  // Scheduler::startCopy; profiled here, since memcpy is not instrumented).
   EMMY_SIM_SITE_OF_CALLER void copyVector(int64_t index, const void* source) {
     UnprofiledScope unprofiled;  // the copy too: the compiler may expand memcpy into loads
     constexpr int64_t lanes = 16 / sizeof(T);
-    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Write, accesses, name, index + lane, Count);
     if constexpr (kProfiling) {
       const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;  // in the call instruction
       scheduler.noteGlobalAccess(site, source, 16, Access::Read);
       scheduler.noteProfiledSharedAccess(site, this, index * int64_t{sizeof(T)}, 16, Access::Write);
     }
-    std::memcpy(&elements[index], source, 16);
+    startCopy(index, source, lanes);
+  }
+  // `bytes` (8 or 16) bytes from element `index` on into a thread's `local` array: one vector load of
+  // emmy_load_shared_vector, checked as a read of each element and profiled as one access at its call.
+  // The hardware needs the address aligned to `bytes`.
+  EMMY_SIM_SITE_OF_CALLER void readVector(int64_t index, void* local, int bytes) {
+    UnprofiledScope unprofiled;
+    const int64_t lanes = bytes / int64_t{sizeof(T)};
+    const int64_t offset = index * int64_t{sizeof(T)};
+    if (offset % bytes != 0) scheduler.stopAtMisalignedRead("emmy_load_shared_vector()", name, index, offset, bytes);
+    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Read, accesses, name, index + lane, Count);
+    if constexpr (kProfiling) {
+      const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;  // in the call instruction
+      scheduler.noteProfiledSharedAccess(site, this, offset, bytes, Access::Read);
+    }
+    std::memcpy(local, &elements[index], bytes);
   }
   // The 16 bytes from element `index` on, which a lane of an ldmatrix reads as one row of a matrix:
   // checked as a read of each element, by the lane that passed the row; profiled as one 16-byte read at

@@ -1,15 +1,25 @@
-// The tensor-core product of one block's tile (tile::MatrixProduct), thread by thread.
+// The block-level product of one block's tile (tile::MatrixProduct), thread by thread: on the tensor
+// cores for f16 and bf16 operands, on the CUDA cores for f32.
 //
-// Shared memory holds `stages` slices of each operand, as rows of 16-byte chunks along the operand's
-// contiguous dimension (k, or its rows or columns). Chunk c of row r sits at chunk (c + shift(r)) % C of
-// its row (C chunks a row), the shift growing by one every 128 bytes of rows: the 8 rows an ldmatrix
-// phase reads, and the 8 chunks a phase of copies writes, then lie in the 8 different 16-byte groups of
-// the 32 banks (a rotation, which does what the usual XOR swizzle does with + and % only).
+// Tensor cores: shared memory holds `stages` slices of each operand, as rows of 16-byte chunks along the
+// operand's contiguous dimension (k, or its rows or columns). Chunk c of row r sits at chunk
+// (c + shift(r)) % C of its row (C chunks a row), the shift growing by one every 128 bytes of rows: the 8
+// rows an ldmatrix phase reads, and the 8 chunks a phase of copies writes, then lie in the 8 different
+// 16-byte groups of the 32 banks (a rotation, which does what the usual XOR swizzle does with + and %
+// only).
+//
+// CUDA cores: both operands' slices are k-major in shared memory (a row per k), so that each lane reads
+// its 4 x 4 groups of A and B with 16-byte loads (tile::kLaneRows). An operand whose k is contiguous in
+// memory is transposed by its copies, an element each, the 32 lanes of a warp taking 8 of k by 4 rows
+// (whole 32-byte sectors of global memory); its shared rows get 4 more elements, so that those 32
+// writes fall in 32 banks. The fragments of the next k are loaded before the multiplications of this
+// one (two sets of registers), and every step multiplies without a guard: a slice's elements past the
+// end of k are copied as zeros.
 //
 // The k loop keeps `stages` - 1 slices in flight: before slice s is used, the copies of slice
-// s + stages - 1 (if there is one) start into the stage slice s - 1 used (the one barrier a slice
-// place-barriers puts before them keeps every warp's reads of it before), each step having waited until
-// the copies of slice s are done. Each stage is a buffer of its own and the loop is unrolled by the
+// s + stages - 1 (if there is one) start into the stage slice s - 1 used, each step having waited until
+// its own copies of slice s are done and then passed one barrier (after which every thread's are, and
+// every warp's reads of slice s - 1 are over). Each stage is a buffer of its own and the loop is unrolled by the
 // ring's depth, so that the barrier analysis, which knows buffers and not their parts, needs no barrier
 // between a step's copies and its reads. Each warp then loads, per 16 of k, its A fragments (one ldmatrix.x4 per 16 rows) and its B
 // fragments (one per 16 columns, two n8 tiles), and issues one mma.sync per 16 x 8 accumulator tile.
@@ -19,7 +29,7 @@
 
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/simplify.h"
-#include "ir/tile/tensor_cores.h"
+#include "ir/tile/matrix_product.h"
 #include "support/diagnostics.h"
 
 namespace emmy::kernel {
@@ -45,7 +55,7 @@ StmtPtr unrolled(const std::string& name, int64_t count, StmtPtr body) {
 
 constexpr int64_t kWarp = 32;
 
-// One operand's slices in shared memory: `outer` rows of `inner` elements each.
+// One operand's slices in shared memory: `outer` rows of `inner` elements each, `stride` apart.
 struct OperandTiles {
   const tile::MatrixOperand* operand;
   std::string buffer;
@@ -53,16 +63,27 @@ struct OperandTiles {
   ExprPtr base, limit;    // the block's first row (or column), and their number
   int64_t extent;         // rows (or columns) in the block's tile
   int64_t outer, inner;   // the slice's shape in shared memory: kContiguous ? extent x depth : depth x extent
-  int64_t chunks() const { return inner / tile::kMatrixRowElements; }
+  int64_t stride;         // of its rows: inner, and more for the rows an f32 transposing copy writes
+  bool rotated;           // chunks rotated by their row (the tensor cores' layout)
+  bool transposed;        // copied an element at a time into a k-major slice (f32 with k contiguous)
+  int64_t chunkElements() const { return 16 / dtypeBytes(operand->dtype); }
+  int64_t chunks() const { return inner / chunkElements(); }
   std::string stageBuffer(int64_t stage) const { return fmt::format("{}_{}", buffer, stage); }
-  // Where the thread's chunks of a slice are, when the block's threads take whole rounds of rows whose
-  // rotation repeats (the usual tiles): the row, column and shared element of its first chunk (Lets made
-  // once, before the k loop), each round `rowsPerRound` rows further; `rounds` is 0 otherwise.
+  // Where the thread's copies of a slice are, when the block's threads take whole rounds whose layout
+  // repeats (the usual tiles): the row, column and shared element of its first (Lets made once, before
+  // the k loop), each round `rowsPerRound` rows (transposed: columns) further; `rounds` is 0 otherwise.
   int64_t rounds = 0, rowsPerRound = 0;
   std::string firstRow, column, firstElement;
-  int64_t sliceElements() const { return outer * inner; }
-  // Where chunk `chunk` of row `row` is: rotated by one chunk for every 128 bytes of rows.
+  // On the CUDA cores, with rounds: each round's first row (or column) and global element, and the
+  // global elements from one slice to the next, are Lets too, so that a copy costs a few instructions.
+  bool hoisted = false;
+  std::string along(int64_t round) const { return fmt::format("{}_along_{}", buffer, round); }
+  std::string source(int64_t round) const { return fmt::format("{}_source_{}", buffer, round); }
+  std::string sliceStep() const { return buffer + "_slice_step"; }
+  int64_t sliceElements() const { return outer * stride; }
+  // Where chunk `chunk` of row `row` is; rotated, by one chunk for every 128 bytes of rows.
   ExprPtr element(const ExprPtr& row, const ExprPtr& chunk) const {
+    if (!rotated) return add(mul(row, stride), mul(chunk, chunkElements()));
     int64_t rowsPer128Bytes = std::max<int64_t>(1, tile::kMatrixRowElements / chunks());
     ExprPtr shift = mod(div(row, rowsPer128Bytes), std::min<int64_t>(chunks(), tile::kMatrixRowElements));
     return add(mul(row, inner), mul(mod(add(chunk, shift), chunks()), tile::kMatrixRowElements));
@@ -71,15 +92,22 @@ struct OperandTiles {
 
 class ProductLowering {
 public:
-  ProductLowering(const tile::MatrixProduct& node, const GlobalIndexing& indexing) : node_(node), indexing_(indexing) {
+  ProductLowering(const tile::MatrixProduct& node, const GlobalIndexing& indexing)
+      : node_(node), indexing_(indexing), tensorCores_(tile::onTensorCores(node.a.dtype)) {
     const std::string& p = node.name + "__";
     lane_ = p + "lane", warpRow_ = p + "warp_row", warpCol_ = p + "warp_col", thread_ = p + "thread";
     accumulators_ = p + "accumulators", aFragments_ = p + "a_fragments", bFragments_ = p + "b_fragments";
     slice_ = p + "slice", slices_ = p + "slices";
     a_ = tiles(node.a, p + "a_slices", node.row, node.rowBase, node.rows, node.blockRows);
     b_ = tiles(node.b, p + "b_slices", node.col, node.colBase, node.cols, node.blockCols);
-    rowTiles_ = node.warpRows / tile::kMmaRows;
-    colTiles_ = node.warpCols / tile::kMmaCols;
+    if (tensorCores_) {
+      rowTiles_ = node.warpRows / tile::kMmaRows;
+      colTiles_ = node.warpCols / tile::kMmaCols;
+    } else {
+      laneRow_ = p + "lane_row", laneCol_ = p + "lane_col";
+      rowGroups_ = node.warpRows / (tile::kLaneRows * tile::kLaneGroup);
+      colGroups_ = node.warpCols / (tile::kLaneCols * tile::kLaneGroup);
+    }
   }
 
   StmtPtr lower() {
@@ -92,99 +120,261 @@ public:
     for (const OperandTiles* tiles : {&a_, &b_})
       for (int64_t stage = 0; stage < node_.stages; ++stage)
         stmts.push_back(std::make_shared<Declare>(tiles->stageBuffer(stage), tiles->operand->dtype, tiles->sliceElements(), Memory::Shared));
-    int64_t accumulators = rowTiles_ * colTiles_ * 4;
+    int64_t accumulators = node_.warpRows * node_.warpCols / kWarp;
     stmts.push_back(std::make_shared<Declare>(accumulators_, DType::F32, accumulators, Memory::Local));
     std::string e = node_.name + "__element";
     stmts.push_back(unrolled(e, accumulators, std::make_shared<Store>(accumulators_, var(e), std::make_shared<FloatImm>(DType::F32, 0.0))));
-    stmts.push_back(std::make_shared<Declare>(aFragments_, DType::I32, rowTiles_ * 4, Memory::Local));
-    stmts.push_back(std::make_shared<Declare>(bFragments_, DType::I32, colTiles_ / 2 * 4, Memory::Local));
-    stmts.push_back(let(slices_, div(add(node_.depth, i64(node_.blockDepth - 1)), node_.blockDepth)));
-    for (OperandTiles* tiles : {&a_, &b_}) placeChunks(*tiles, stmts);
-    // The first stages - 1 slices, each its own group of copies but the last (the loop closes it).
-    for (int64_t s = 0; s + 1 < node_.stages; ++s) {
-      stmts.push_back(std::make_shared<If>(less(i64(s), var(slices_)), copies(i64(s), s)));
-      if (s + 2 < node_.stages) stmts.push_back(std::make_shared<WaitForCopies>(node_.stages - 1));
+    if (tensorCores_) {
+      stmts.push_back(std::make_shared<Declare>(aFragments_, DType::I32, rowTiles_ * 4, Memory::Local));
+      stmts.push_back(std::make_shared<Declare>(bFragments_, DType::I32, colTiles_ / 2 * 4, Memory::Local));
+    } else {
+      // Two sets of each: the next k's, loaded while this one's are multiplied.
+      stmts.push_back(let(laneRow_, div(var(lane_), tile::kLaneCols)));
+      stmts.push_back(let(laneCol_, mod(var(lane_), tile::kLaneCols)));
+      stmts.push_back(std::make_shared<Declare>(aFragments_, DType::F32, 2 * rowGroups_ * tile::kLaneGroup, Memory::Local));
+      stmts.push_back(std::make_shared<Declare>(bFragments_, DType::F32, 2 * colGroups_ * tile::kLaneGroup, Memory::Local));
     }
+    stmts.push_back(let(slices_, div(add(node_.depth, i64(node_.blockDepth - 1)), node_.blockDepth)));
+    for (OperandTiles* tiles : {&a_, &b_}) placeCopies(*tiles, stmts);
+    // The first stages - 1 slices, each its own group of copies but the last (the loop closes it), all
+    // in one test of the first (the loop has nothing to wait for without it), so that the one barrier
+    // before the first copies keeps the previous tile's reads of every stage before them; slices past the
+    // end are not copied, but their groups are closed all the same (the loop's waits count them).
+    std::vector<StmtPtr> prologue;
+    for (int64_t s = 0; s + 1 < node_.stages; ++s) {
+      prologue.push_back(s == 0 ? copies(i64(0), 0) : std::make_shared<If>(less(i64(s), var(slices_)), copies(i64(s), s)));
+      if (s + 2 < node_.stages) prologue.push_back(std::make_shared<WaitForCopies>(node_.stages - 1));
+    }
+    stmts.push_back(std::make_shared<If>(less(i64(0), var(slices_)), block(prologue)));
     // The loop over slices, unrolled by the ring's depth so that each step names its stages' buffers:
-    // place-barriers then sees that a step's copies and its reads use different buffers.
+    // place-barriers then sees that a step's copies and its reads use different buffers. Each step waits
+    // for its slice's copies, then passes the one barrier a slice takes (written here, as only here is
+    // it known to do both jobs): after it every thread's copies of the slice are visible, and every
+    // thread is done with the stage the next copies overwrite (read the step before).
     std::vector<StmtPtr> steps;
     for (int64_t stage = 0; stage < node_.stages; ++stage) {
       ExprPtr slice = add(var(slice_), i64(stage)), ahead = add(slice, i64(node_.stages - 1));
-      std::vector<StmtPtr> step = {std::make_shared<WaitForCopies>(node_.stages - 2),
+      std::vector<StmtPtr> step = {std::make_shared<WaitForCopies>(node_.stages - 2), std::make_shared<Barrier>(),
                                    std::make_shared<If>(less(ahead, var(slices_)), copies(ahead, (stage + node_.stages - 1) % node_.stages)),
-                                   multiply(stage)};
+                                   tensorCores_ ? multiply(stage) : multiplyOnCudaCores(stage)};
       steps.push_back(std::make_shared<If>(less(slice, var(slices_)), block(step)));
     }
     stmts.push_back(std::make_shared<For>(slice_, i64(0), var(slices_), i64(node_.stages), block(steps)));
     // Nothing is in flight any more (slices past the end are not copied), but a group the wait above
     // left open: closed here, so that the next tile of a block-strided loop starts with none.
     stmts.push_back(std::make_shared<WaitForCopies>(0));
-    stmts.push_back(epilogue());
+    stmts.push_back(tensorCores_ ? epilogue() : epilogueOnCudaCores());
     return block(stmts);
   }
 
 private:
   OperandTiles tiles(const tile::MatrixOperand& operand, const std::string& buffer, const std::string& var, ExprPtr base,
                      ExprPtr limit, int64_t extent) const {
-    OperandTiles t{&operand, buffer, var, std::move(base), std::move(limit), extent, 0, 0};
-    t.outer = operand.kContiguous ? extent : node_.blockDepth;
-    t.inner = operand.kContiguous ? node_.blockDepth : extent;
+    OperandTiles t{&operand, buffer, var, std::move(base), std::move(limit), extent, 0, 0, 0, tensorCores_, false, 0, 0, {}, {}, {}, false};
+    bool kRows = tensorCores_ && operand.kContiguous;  // else a row per k
+    t.outer = kRows ? extent : node_.blockDepth;
+    t.inner = kRows ? node_.blockDepth : extent;
+    t.transposed = !tensorCores_ && operand.kContiguous;
+    t.stride = t.inner + (t.transposed ? tile::kLaneGroup : 0);
     return t;
   }
 
   int64_t threads() const { return kWarp * (node_.blockRows / node_.warpRows) * (node_.blockCols / node_.warpCols); }
 
+  // The k-groups of a transposing copy's slice (kTransposeDepth of k by kLaneRows rows a warp).
+  int64_t transposeGroups() const { return node_.blockDepth / tile::kTransposeDepth; }
+
   // The Lets of OperandTiles::firstRow, column and firstElement, where the tile allows: every round of
-  // chunks is whole rows, and rows a round apart are rotated alike.
-  void placeChunks(OperandTiles& t, std::vector<StmtPtr>& stmts) const {
+  // copies is whole rows (transposed: whole groups of columns), and rows a round apart are laid out alike.
+  void placeCopies(OperandTiles& t, std::vector<StmtPtr>& stmts) const {
+    t.firstRow = t.buffer + "_first_row", t.column = t.buffer + "_column", t.firstElement = t.buffer + "_first_element";
+    if (t.transposed) {
+      // Copy e: k = (e / 32 % groups) * 8 + e % 8, column = (e / 32 / groups) * 4 + e / 8 % 4; the same k
+      // for a thread in every round when the block's warps are whole groups.
+      int64_t count = t.outer * t.inner, warps = threads() / kWarp;
+      if (count % threads() != 0 || warps % transposeGroups() != 0) return;
+      t.rounds = count / threads();
+      t.rowsPerRound = warps / transposeGroups() * tile::kLaneRows;
+      ExprPtr warp = div(var(thread_), kWarp);
+      stmts.push_back(let(t.firstRow, add(mul(mod(warp, transposeGroups()), tile::kTransposeDepth), mod(var(thread_), tile::kTransposeDepth))));
+      stmts.push_back(let(t.column, add(mul(div(warp, transposeGroups()), tile::kLaneRows),
+                                        mod(div(var(thread_), tile::kTransposeDepth), tile::kLaneRows))));
+      stmts.push_back(let(t.firstElement, add(mul(var(t.firstRow), t.stride), var(t.column))));
+      hoistSources(t, stmts);
+      return;
+    }
     int64_t chunks = t.chunks(), count = t.outer * chunks;
     int64_t rowsPer128Bytes = std::max<int64_t>(1, tile::kMatrixRowElements / chunks);
-    int64_t rotationPeriod = rowsPer128Bytes * std::min<int64_t>(chunks, tile::kMatrixRowElements);
+    int64_t rotationPeriod = t.rotated ? rowsPer128Bytes * std::min<int64_t>(chunks, tile::kMatrixRowElements) : 1;
     if (threads() % chunks != 0 || count % threads() != 0 || (threads() / chunks) % rotationPeriod != 0) return;
     t.rounds = count / threads();
     t.rowsPerRound = threads() / chunks;
-    t.firstRow = t.buffer + "_first_row", t.column = t.buffer + "_column", t.firstElement = t.buffer + "_first_element";
     stmts.push_back(let(t.firstRow, div(var(thread_), chunks)));
     stmts.push_back(let(t.column, mod(var(thread_), chunks)));
     stmts.push_back(let(t.firstElement, t.element(var(t.firstRow), var(t.column))));
+    if (!tensorCores_) hoistSources(t, stmts);
   }
 
-  // The block's copies of slice `slice` of both operands into the buffers of `stage`: each thread takes
-  // 16-byte chunks (8 elements along the contiguous dimension), the elements past the tensor's end 0.
-  // Where placeChunks placed them, a thread's chunks are its first one's, a round of rows apart (a
-  // multiply-add each); elsewhere each chunk's row and column are divided out of its number.
+  // Round `round` of a thread's copies of slice 0 (placeCopies' layout): the operand's row (or column)
+  // and the slice's k it reads, and the shared element it writes.
+  struct RoundStart {
+    ExprPtr along, k, shared;
+  };
+  RoundStart roundStart(const OperandTiles& t, int64_t round) const {
+    if (t.transposed)
+      return {add(t.base, add(var(t.column), i64(round * t.rowsPerRound))), var(t.firstRow),
+              add(var(t.firstElement), i64(round * t.rowsPerRound))};
+    ExprPtr row = add(var(t.firstRow), i64(round * t.rowsPerRound)), columnStart = mul(var(t.column), t.chunkElements());
+    ExprPtr shared = add(var(t.firstElement), i64(round * t.rowsPerRound * t.stride));
+    if (t.operand->kContiguous) return {add(t.base, row), columnStart, shared};
+    return {add(t.base, columnStart), row, shared};
+  }
+
+  // The operand's flat index at row (or column) `along` and k `k`.
+  ExprPtr sourceAt(const OperandTiles& t, const ExprPtr& along, const ExprPtr& k) const {
+    std::vector<ExprPtr> indices;
+    for (const ExprPtr& index : t.operand->indices)
+      indices.push_back(simplifyIndex(rewrite(index, [&](const Expr& node) -> ExprPtr {
+        const auto* axis = node.as<AxisVar>();
+        if (!axis) return nullptr;
+        return axis->name == t.var ? along : axis->name == node_.k ? k : nullptr;
+      })));
+    return indexing_.flatIndex(t.operand->tensor, indices);
+  }
+
+  // The Lets of OperandTiles::hoisted (registers the tensor cores' kernels have no room for).
+  void hoistSources(OperandTiles& t, std::vector<StmtPtr>& stmts) const {
+    t.hoisted = true;
+    for (int64_t round = 0; round < t.rounds; ++round) {
+      RoundStart start = roundStart(t, round);
+      stmts.push_back(let(t.along(round), start.along));
+      stmts.push_back(let(t.source(round), sourceAt(t, var(t.along(round)), start.k)));
+    }
+    // The operand is affine in k: the same step for every round.
+    RoundStart first = roundStart(t, 0);
+    stmts.push_back(let(t.sliceStep(), op(BinaryOp::Sub, sourceAt(t, var(t.along(0)), add(first.k, i64(node_.blockDepth))),
+                                          var(t.source(0)))));
+  }
+
+  // A hoisted operand's copies of slice `slice`: a CopyAsync per round, no loop.
+  StmtPtr hoistedCopies(const OperandTiles& t, const ExprPtr& slice, int64_t stage) const {
+    std::vector<StmtPtr> stmts;
+    int lanes = t.transposed ? 1 : static_cast<int>(t.chunkElements());
+    for (int64_t round = 0; round < t.rounds; ++round) {
+      RoundStart start = roundStart(t, round);
+      ExprPtr k = add(mul(slice, node_.blockDepth), start.k);
+      ExprPtr inside = both(less(var(t.along(round)), t.limit), less(k, node_.depth));
+      ExprPtr lanesInside = lanes == 1                 ? nullptr
+                            : t.operand->kContiguous ? op(BinaryOp::Sub, node_.depth, k)
+                                                     : op(BinaryOp::Sub, t.limit, var(t.along(round)));
+      ExprPtr source = add(var(t.source(round)), op(BinaryOp::Mul, slice, var(t.sliceStep())));
+      stmts.push_back(std::make_shared<CopyAsync>(t.stageBuffer(stage), start.shared, t.operand->tensor, source, inside,
+                                                  t.operand->dtype, lanes, lanesInside));
+    }
+    return block(stmts);
+  }
+
+  // The block's copies of slice `slice` of both operands into the buffers of `stage`, the elements past
+  // the tensor's end 0: 16-byte chunks along the contiguous dimension, or (transposed) an element each.
+  // Where placeCopies placed them, a thread's copies are its first one's, a round apart (a multiply-add
+  // each); elsewhere each one's row and column are divided out of its number.
   StmtPtr copies(const ExprPtr& slice, int64_t stage) {
     std::vector<StmtPtr> stmts;
     for (const OperandTiles* t : {&a_, &b_}) {
+      if (t->hoisted) {
+        stmts.push_back(hoistedCopies(*t, slice, stage));
+        continue;
+      }
       std::string chunk = t->buffer + "_chunk", row = t->buffer + "_row", column = t->buffer + "_column";
       ExprPtr first = mul(slice, node_.blockDepth);
-      bool kContiguous = t->operand->kContiguous;
-      ExprPtr rowStart = var(row), columnStart = mul(var(t->rounds ? t->column : column), tile::kMatrixRowElements);
-      ExprPtr along = kContiguous ? add(t->base, rowStart) : add(t->base, columnStart);
-      ExprPtr k = kContiguous ? add(first, columnStart) : add(first, rowStart);
       std::vector<StmtPtr> body;
-      ExprPtr shared;
-      if (t->rounds) {
-        body.push_back(let(row, add(var(t->firstRow), mul(var(chunk), t->rowsPerRound))));
-        shared = add(var(t->firstElement), mul(var(chunk), t->rowsPerRound * t->inner));
+      ExprPtr shared, along, k;
+      int lanes = static_cast<int>(t->chunkElements());
+      if (t->transposed) {
+        // row: the slice's k; column: the operand's row (or column).
+        ExprPtr columnAt = var(column);
+        if (t->rounds) {
+          columnAt = add(var(t->column), mul(var(chunk), t->rowsPerRound));
+          shared = add(var(t->firstElement), mul(var(chunk), t->rowsPerRound));
+          k = add(first, var(t->firstRow));
+        } else {
+          ExprPtr group = div(var(chunk), kWarp);
+          body.push_back(let(row, add(mul(mod(group, transposeGroups()), tile::kTransposeDepth), mod(var(chunk), tile::kTransposeDepth))));
+          body.push_back(let(column, add(mul(div(group, transposeGroups()), tile::kLaneRows),
+                                         mod(div(var(chunk), tile::kTransposeDepth), tile::kLaneRows))));
+          shared = add(mul(var(row), t->stride), var(column));
+          k = add(first, var(row));
+        }
+        along = add(t->base, columnAt);
+        lanes = 1;
       } else {
-        body.push_back(let(row, div(var(chunk), t->chunks())));
-        body.push_back(let(column, mod(var(chunk), t->chunks())));
-        shared = t->element(var(row), var(column));
+        bool kContiguous = t->operand->kContiguous;
+        ExprPtr rowStart = var(row), columnStart = mul(var(t->rounds ? t->column : column), t->chunkElements());
+        along = kContiguous ? add(t->base, rowStart) : add(t->base, columnStart);
+        k = kContiguous ? add(first, columnStart) : add(first, rowStart);
+        if (t->rounds) {
+          body.push_back(let(row, add(var(t->firstRow), mul(var(chunk), t->rowsPerRound))));
+          shared = add(var(t->firstElement), mul(var(chunk), t->rowsPerRound * t->stride));
+        } else {
+          body.push_back(let(row, div(var(chunk), t->chunks())));
+          body.push_back(let(column, mod(var(chunk), t->chunks())));
+          shared = t->element(var(row), var(column));
+        }
       }
       body.push_back(let(t->var, along));
       body.push_back(let(node_.k, k));
       ExprPtr inside = both(less(var(t->var), t->limit), less(var(node_.k), node_.depth));
-      ExprPtr lanesInside = kContiguous ? op(BinaryOp::Sub, node_.depth, var(node_.k)) : op(BinaryOp::Sub, t->limit, var(t->var));
+      ExprPtr lanesInside = lanes == 1                 ? nullptr
+                            : t->operand->kContiguous ? op(BinaryOp::Sub, node_.depth, var(node_.k))
+                                                      : op(BinaryOp::Sub, t->limit, var(t->var));
       body.push_back(std::make_shared<CopyAsync>(t->stageBuffer(stage), shared, t->operand->tensor,
                                                  indexing_.flatIndex(t->operand->tensor, t->operand->indices), inside,
-                                                 t->operand->dtype, static_cast<int>(tile::kMatrixRowElements), lanesInside));
+                                                 t->operand->dtype, lanes, lanesInside));
       // Kept rolled: unrolled, nvcc keeps every round's addresses live across the k loop, and spills.
-      int64_t count = t->outer * t->chunks();
+      int64_t count = t->transposed ? t->outer * t->inner : t->outer * t->chunks();
       stmts.push_back(t->rounds ? std::make_shared<For>(chunk, i64(0), i64(t->rounds), i64(1), block(body), false, true)
                                 : std::make_shared<For>(chunk, var(thread_), i64(count), i64(threads()), block(body), false, true));
     }
     return block(stmts);
+  }
+
+  // One slice on the CUDA cores: per k, each lane's groups of A (4 rows each, kLaneRows * 4 apart) and of
+  // B (4 columns each, kLaneCols * 4 apart) from the k-major slices with 16-byte loads, the next k's
+  // into the other set of fragments before this one's are multiplied.
+  StmtPtr multiplyOnCudaCores(int64_t stage) {
+    const std::string p = node_.name + "__";
+    std::string rowGroup = p + "row_group", colGroup = p + "col_group", row = p + "row_in_group", col = p + "col_in_group";
+    int64_t group = tile::kLaneGroup, aSet = rowGroups_ * group, bSet = colGroups_ * group;
+    auto load = [&](int64_t k) {
+      int64_t set = k % 2;
+      ExprPtr aFirst = add(mul(var(warpRow_), node_.warpRows), mul(var(laneRow_), group));
+      ExprPtr bFirst = add(mul(var(warpCol_), node_.warpCols), mul(var(laneCol_), group));
+      StmtPtr loadA = std::make_shared<VectorLoad>(
+          aFragments_, a_.stageBuffer(stage),
+          add(add(i64(k * a_.stride), aFirst), mul(var(rowGroup), tile::kLaneRows * group)), 16,
+          add(i64(set * aSet), mul(var(rowGroup), group)));
+      StmtPtr loadB = std::make_shared<VectorLoad>(
+          bFragments_, b_.stageBuffer(stage),
+          add(add(i64(k * b_.stride), bFirst), mul(var(colGroup), tile::kLaneCols * group)), 16,
+          add(i64(set * bSet), mul(var(colGroup), group)));
+      return block({unrolled(rowGroup, rowGroups_, loadA), unrolled(colGroup, colGroups_, loadB)});
+    };
+    std::vector<StmtPtr> steps = {load(0)};
+    int64_t resultCols = colGroups_ * group;
+    for (int64_t k = 0; k < node_.blockDepth; ++k) {
+      if (k + 1 < node_.blockDepth) steps.push_back(load(k + 1));
+      int64_t set = k % 2;
+      ExprPtr aElement = add(i64(set * aSet), add(mul(var(rowGroup), group), var(row)));
+      ExprPtr bElement = add(i64(set * bSet), add(mul(var(colGroup), group), var(col)));
+      ExprPtr accumulator = add(mul(add(mul(var(rowGroup), group), var(row)), resultCols), add(mul(var(colGroup), group), var(col)));
+      ExprPtr product = std::make_shared<Binary>(DType::F32, BinaryOp::Mul, std::make_shared<Load>(DType::F32, aFragments_, std::vector<ExprPtr>{aElement}),
+                                                 std::make_shared<Load>(DType::F32, bFragments_, std::vector<ExprPtr>{bElement}));
+      ExprPtr sum = std::make_shared<Binary>(DType::F32, BinaryOp::Add,
+                                             std::make_shared<Load>(DType::F32, accumulators_, std::vector<ExprPtr>{accumulator}), product);
+      steps.push_back(unrolled(rowGroup, rowGroups_, unrolled(row, group, unrolled(colGroup, colGroups_, unrolled(col, group,
+                               std::make_shared<Store>(accumulators_, accumulator, sum))))));
+    }
+    return block(steps);
   }
 
   // The ldmatrix row each lane gives for the x4 load of 16 rows (or columns) from `first` and 16 of k
@@ -226,9 +416,40 @@ private:
                            unrolled(rowTile, rowTiles_, unrolled(colTile, colTiles_, mma))}));
   }
 
+  // The output's value for the accumulator `element`, at column col + `offset`.
+  ExprPtr result(const ExprPtr& element, int64_t offset) const {
+    return rewrite(indexing_.lowerExpr(node_.value), [&](const Expr& node) -> ExprPtr {
+      if (const auto* load = node.as<Load>(); load && load->tensor == node_.accumulator)
+        return std::make_shared<Load>(DType::F32, accumulators_, std::vector<ExprPtr>{element});
+      if (const auto* axis = node.as<AxisVar>(); axis && axis->name == node_.col && offset > 0) return add(var(node_.col), i64(offset));
+      return nullptr;
+    });
+  }
+
+  // The stores of `count` results of one row at columns col, col + 1, ... (the accumulators from `first`):
+  // one 4-, 8- or 16-byte store where the output's last index is the column, the address is aligned and
+  // all are inside; each inside one alone otherwise.
+  StmtPtr storeRun(const ExprPtr& first, int64_t count) const {
+    const std::string vector = node_.name + "__vector";
+    ExprPtr address = indexing_.flatIndex(node_.output, node_.outputIndices);
+    auto inside = [&](int64_t e) { return less(add(var(node_.col), i64(e)), node_.cols); };
+    std::vector<StmtPtr> each, together;
+    DType dtype = node_.value->dtype;
+    together.push_back(std::make_shared<Declare>(vector, dtype, count, Memory::Local));
+    for (int64_t e = 0; e < count; ++e) {
+      ExprPtr value = result(add(first, i64(e)), e);
+      each.push_back(std::make_shared<If>(inside(e), std::make_shared<Store>(node_.output, add(address, i64(e)), value)));
+      together.push_back(std::make_shared<Store>(vector, i64(e), value));
+    }
+    int bytes = static_cast<int>(count * dtypeBytes(dtype));
+    if (!columnsAreAdjacent() || (bytes != 4 && bytes != 8 && bytes != 16)) return block(each);
+    together.push_back(std::make_shared<VectorStore>(node_.output, address, vector, bytes));
+    return std::make_shared<IfAligned>(std::vector<Address>{{node_.output, address}}, bytes, inside(count - 1), block(together),
+                                       block(each));
+  }
+
   // Each accumulator where mma's C fragment puts it: c0, c1 at row lane / 4 and columns 2 (lane % 4) + 0, 1
-  // of its 16 x 8 tile, c2, c3 eight rows below. The two of a row are stored with one 4- or 8-byte store
-  // where the output's last index is the column, the address is aligned and both are inside.
+  // of its 16 x 8 tile, c2, c3 eight rows below, stored in pairs.
   StmtPtr epilogue() {
     const std::string p = node_.name + "__";
     std::string rowTile = p + "row_tile", colTile = p + "col_tile", half = p + "half";
@@ -237,36 +458,29 @@ private:
                       div(var(lane_), 4));
     ExprPtr col = add(add(add(node_.colBase, mul(var(warpCol_), node_.warpCols)), mul(var(colTile), tile::kMmaCols)),
                       mul(mod(var(lane_), 4), 2));
-    // The result of the pair's element `e` (its column is col + e).
-    auto result = [&](int64_t e) {
-      ExprPtr element = add(add(mul(add(mul(var(rowTile), colTiles_), var(colTile)), 4), mul(var(half), 2)), i64(e));
-      return rewrite(indexing_.lowerExpr(node_.value), [&](const Expr& node) -> ExprPtr {
-        if (const auto* load = node.as<Load>(); load && load->tensor == node_.accumulator)
-          return std::make_shared<Load>(DType::F32, accumulators_, std::vector<ExprPtr>{element});
-        if (const auto* axis = node.as<AxisVar>(); axis && axis->name == node_.col && e > 0) return add(var(node_.col), i64(e));
-        return nullptr;
-      });
-    };
-    ExprPtr first = indexing_.flatIndex(node_.output, node_.outputIndices);
-    auto inside = [&](int64_t e) { return less(add(var(node_.col), i64(e)), node_.cols); };
-    StmtPtr each = block({std::make_shared<If>(inside(0), std::make_shared<Store>(node_.output, first, result(0))),
-                          std::make_shared<If>(inside(1), std::make_shared<Store>(node_.output, add(first, i64(1)), result(1)))});
-    DType dtype = node_.value->dtype;
-    int bytes = 2 * dtypeBytes(dtype);
-    if (pairsAreAdjacent() && (bytes == 4 || bytes == 8)) {
-      std::string pair = p + "pair";
-      StmtPtr together = block({std::make_shared<Declare>(pair, dtype, 2, Memory::Local),
-                                std::make_shared<Store>(pair, i64(0), result(0)), std::make_shared<Store>(pair, i64(1), result(1)),
-                                std::make_shared<VectorStore>(node_.output, first, pair, bytes)});
-      each = std::make_shared<IfAligned>(std::vector<Address>{{node_.output, first}}, bytes, inside(1), together, each);
-    }
+    ExprPtr first = add(mul(add(mul(var(rowTile), colTiles_), var(colTile)), 4), mul(var(half), 2));
     StmtPtr perPair = block({let(node_.row, row), std::make_shared<If>(less(var(node_.row), node_.rows),
-                                                                       block({let(node_.col, col), each}))});
+                                                                       block({let(node_.col, col), storeRun(first, 2)}))});
     return unrolled(rowTile, rowTiles_, unrolled(colTile, colTiles_, unrolled(half, 2, perPair)));
   }
 
-  // Are the two columns of a pair adjacent in the output: its last index the column, the others free of it?
-  bool pairsAreAdjacent() const {
+  // Each lane's results, a row of 4 of each group at a time (multiplyOnCudaCores' layout).
+  StmtPtr epilogueOnCudaCores() {
+    const std::string p = node_.name + "__";
+    std::string rowGroup = p + "row_group", colGroup = p + "col_group", rowInGroup = p + "row_in_group";
+    int64_t group = tile::kLaneGroup;
+    ExprPtr row = add(add(add(node_.rowBase, mul(var(warpRow_), node_.warpRows)), mul(var(rowGroup), tile::kLaneRows * group)),
+                      add(mul(var(laneRow_), group), var(rowInGroup)));
+    ExprPtr col = add(add(add(node_.colBase, mul(var(warpCol_), node_.warpCols)), mul(var(colGroup), tile::kLaneCols * group)),
+                      mul(var(laneCol_), group));
+    ExprPtr first = add(mul(add(mul(var(rowGroup), group), var(rowInGroup)), colGroups_ * group), mul(var(colGroup), group));
+    StmtPtr perRun = block({let(node_.col, col), storeRun(first, group)});
+    return unrolled(rowGroup, rowGroups_, unrolled(rowInGroup, group, block({let(node_.row, row),
+        std::make_shared<If>(less(var(node_.row), node_.rows), unrolled(colGroup, colGroups_, perRun))})));
+  }
+
+  // Are neighbouring columns adjacent in the output: its last index the column, the others free of it?
+  bool columnsAreAdjacent() const {
     const auto* last = node_.outputIndices.back()->as<AxisVar>();
     if (!last || last->name != node_.col) return false;
     for (size_t d = 0; d + 1 < node_.outputIndices.size(); ++d) {
@@ -281,9 +495,12 @@ private:
 
   const tile::MatrixProduct& node_;
   const GlobalIndexing& indexing_;
+  const bool tensorCores_;
   std::string lane_, warpRow_, warpCol_, thread_, accumulators_, aFragments_, bFragments_, slice_, slices_;
   OperandTiles a_, b_;
-  int64_t rowTiles_ = 0, colTiles_ = 0;
+  int64_t rowTiles_ = 0, colTiles_ = 0;     // tensor cores: mma tiles of a warp
+  std::string laneRow_, laneCol_;           // CUDA cores: the lane's place among kLaneRows x kLaneCols
+  int64_t rowGroups_ = 0, colGroups_ = 0;   // and its groups of 4 x 4 results
 };
 
 }  // namespace

@@ -1,6 +1,7 @@
 // Tile IR's MatrixProduct spelled out per thread (part of the pass lower-tile-to-kernel): the ring of
 // shared slices and its asynchronous copies, the fragments each warp loads with ldmatrix and multiplies
-// with mma.sync, and the epilogue applied to each accumulator where the fragment layout puts it.
+// with mma.sync (f16, bf16) or each lane loads with 16-byte shared loads and multiplies with FFMA (f32),
+// and the epilogue applied to each accumulator where the layout puts it.
 #pragma once
 
 #include <functional>

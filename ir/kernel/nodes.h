@@ -196,8 +196,8 @@ struct MultiplyAccumulate final : Stmt {
   const DType dtype;  // of A and B: f16 or bf16
 };
 
-// `bytes` (8 or 16) bytes of the global `buffer` from element `element` (an address aligned to them)
-// into the local array `local`, from its element `localElement` (0 when null).
+// `bytes` (8 or 16) bytes of the global or shared `buffer` from element `element` (an address aligned
+// to them) into the local array `local`, from its element `localElement` (0 when null).
 struct VectorLoad final : Stmt {
   static constexpr StmtKind kKind = StmtKind::VectorLoad;
   VectorLoad(std::string local, std::string buffer, ExprPtr element, int bytes, ExprPtr localElement = nullptr)

@@ -1,6 +1,9 @@
 // Kernel IR: barriers where shared memory needs them. Threads of a block share a shared buffer, so a
 // read of it must wait for every write before it (read after write), and a write must wait for every
-// read before it (write after read), across loop iterations too. Barriers go only where every thread of
+// read before it (write after read), across loop iterations too. An asynchronous copy writes when it
+// starts (it may land at once) and again at every wait that may complete it: a read needs a barrier
+// after the writing thread's wait, since only the wait makes the copy visible to the thread, and only a
+// barrier after it to the others. Barriers go only where every thread of
 // the block is, that is, outside any loop or condition that depends on the thread's index; such a
 // thread-dependent statement counts as one access with everything it reads and writes.
 #include "ir/kernel/place_barriers.h"
@@ -20,10 +23,13 @@ namespace {
 
 struct Accesses {
   std::set<std::string> reads, writes;
+  // The buffers whose asynchronous copies a wait may complete: written for the reads after it (the
+  // copy's start already counted against the reads before it).
+  std::set<std::string> landed;
 
   bool conflictsWith(const Accesses& later) const {
     for (const std::string& buffer : later.reads)
-      if (writes.count(buffer)) return true;
+      if (writes.count(buffer) || landed.count(buffer)) return true;
     for (const std::string& buffer : later.writes)
       if (reads.count(buffer)) return true;
     return false;
@@ -31,11 +37,27 @@ struct Accesses {
   void add(const Accesses& other) {
     reads.insert(other.reads.begin(), other.reads.end());
     writes.insert(other.writes.begin(), other.writes.end());
+    landed.insert(other.landed.begin(), other.landed.end());
   }
 };
 
+// The shared buffers `stmt` copies into asynchronously.
+void collectCopyTargets(const Stmt& stmt, std::set<std::string>& targets) {
+  dispatch(stmt, [&](const auto& node) {
+    using Node = std::decay_t<decltype(node)>;
+    if constexpr (std::is_same_v<Node, CopyAsync>) targets.insert(node.buffer);
+    if constexpr (std::is_same_v<Node, For> || std::is_same_v<Node, If>) collectCopyTargets(*node.body, targets);
+    if constexpr (std::is_same_v<Node, Block>)
+      for (const StmtPtr& inner : node.stmts) collectCopyTargets(*inner, targets);
+    if constexpr (std::is_same_v<Node, IfAligned>) collectCopyTargets(*node.aligned, targets), collectCopyTargets(*node.otherwise, targets);
+  });
+}
+
 class BarrierPlacement {
 public:
+  // `function`: the body barriers are placed in (its asynchronous copies are what its waits complete).
+  explicit BarrierPlacement(const Stmt& function) { collectCopyTargets(function, copyTargets_); }
+
   // Only the statements between the last barrier and the current point matter: `pending`.
   StmtPtr place(const StmtPtr& stmt, Accesses& pending) {
     // A loop or condition whose body is one statement may need a barrier before it too.
@@ -172,13 +194,19 @@ private:
         if (node.index) readsIn(node.index, accesses);
         readsIn(node.value, accesses);
       } else if constexpr (std::is_same_v<Node, CopyAsync>) {
-        // Counted as written when it starts: what reads it waits for the copy (WaitForCopies) first.
+        // Written when it starts, and when a wait completes it (below).
         accesses.writes.insert(node.buffer);
         readsIn(node.index, accesses), readsIn(node.sourceIndex, accesses), readsIn(node.condition, accesses);
         if (node.lanesInside) readsIn(node.lanesInside, accesses);
+      } else if constexpr (std::is_same_v<Node, WaitForCopies>) {
+        accesses.landed = copyTargets_;  // which groups it completes is not tracked: any of them
       } else if constexpr (std::is_same_v<Node, LoadMatrix>) {
         accesses.reads.insert(node.buffer);
         readsIn(node.element, accesses), readsIn(node.fragmentElement, accesses);
+      } else if constexpr (std::is_same_v<Node, VectorLoad>) {
+        if (shared_.count(node.buffer)) accesses.reads.insert(node.buffer);
+        readsIn(node.element, accesses);
+        if (node.localElement) readsIn(node.localElement, accesses);
       } else if constexpr (std::is_same_v<Node, If>) {
         readsIn(node.condition, accesses);
         collect(*node.body, accesses);
@@ -193,7 +221,7 @@ private:
 
   bool containsShared(const Stmt& stmt) {
     Accesses accesses = accessesOf(stmt);
-    return !accesses.reads.empty() || !accesses.writes.empty() || declaresShared(stmt);
+    return !accesses.reads.empty() || !accesses.writes.empty() || !accesses.landed.empty() || declaresShared(stmt);
   }
 
   bool declaresShared(const Stmt& stmt) {
@@ -211,6 +239,7 @@ private:
 
   std::set<std::string> shared_;      // shared buffers declared so far
   std::set<std::string> threadVars_;  // variables that depend on the thread's index
+  std::set<std::string> copyTargets_;  // the buffers the function copies into asynchronously
 };
 
 // Removes the barrier numbered `target`, counting barriers in the order of the generated code.
@@ -226,7 +255,7 @@ public:
       return std::make_shared<Block>(stmts);
     }
     if (const auto* loop = stmt->as<For>())
-      return std::make_shared<For>(loop->var, loop->begin, loop->end, loop->step, drop(loop->body), loop->unroll);
+      return std::make_shared<For>(loop->var, loop->begin, loop->end, loop->step, drop(loop->body), loop->unroll, loop->rolled);
     if (const auto* branch = stmt->as<If>()) return std::make_shared<If>(branch->condition, drop(branch->body));
     if (const auto* aligned = stmt->as<IfAligned>()) {
       StmtPtr vectorized = drop(aligned->aligned);  // first, as it is printed first
@@ -249,7 +278,7 @@ Program placeBarriers(const Program& program, std::optional<int> dropBarrier) {
   Program placed = program;
   for (Function& function : placed.functions) {
     Accesses pending;
-    function.body = BarrierPlacement().place(function.body, pending);
+    function.body = BarrierPlacement(*function.body).place(function.body, pending);
   }
   if (!dropBarrier) return placed;
   BarrierDropper dropper(*dropBarrier);

@@ -86,7 +86,7 @@ private:
   void checkNode(const Declare& node, bool) {
     if (node.count < 1) fail(fmt::format("buffer {} has {} elements", node.buffer, node.count));
     (node.memory == Memory::Shared ? shared_ : locals_)[node.buffer] = node.count;
-    if (node.memory == Memory::Local) localTypes_[node.buffer] = node.dtype;
+    (node.memory == Memory::Local ? localTypes_ : sharedTypes_)[node.buffer] = node.dtype;
   }
   void checkNode(const Store& node, bool) {
     checkAccess(node.buffer, node.index ? 1 : 0, "a store to " + node.buffer);
@@ -126,19 +126,22 @@ private:
     checkExpr(node.accumulatorElement), checkExpr(node.aElement), checkExpr(node.bElement);
   }
   void checkNode(const VectorLoad& node, bool) {
-    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement);
+    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement, true);
   }
   void checkNode(const VectorStore& node, bool) {
-    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement);
+    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement, false);
   }
   void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& element, int bytes,
-                   const ExprPtr& localElement) {
-    if (!globals_.count(buffer)) fail(fmt::format("a vector access to {}, which is not a global buffer", buffer));
+                   const ExprPtr& localElement, bool load) {
+    bool shared = load && sharedTypes_.count(buffer) && shared_.count(buffer);
+    if (!globals_.count(buffer) && !shared)
+      fail(fmt::format("a vector access to {}, which is not a global buffer{}", buffer, load ? " or a shared one in scope" : ""));
     if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a vector access through {}, not a local array", local));
     if (bytes != 4 && bytes != 8 && bytes != 16) fail(fmt::format("a vector access of {} bytes", bytes));
     // The access copies bits: the local array must hold the buffer's dtype, or every element is misread.
-    if (localTypes_.at(local) != globals_.at(buffer))
-      fail(fmt::format("a vector access of {} ({}) through {} ({})", buffer, dtypeName(globals_.at(buffer)), local,
+    DType dtype = shared ? sharedTypes_.at(buffer) : globals_.at(buffer);
+    if (localTypes_.at(local) != dtype)
+      fail(fmt::format("a vector access of {} ({}) through {} ({})", buffer, dtypeName(dtype), local,
                        dtypeName(localTypes_.at(local))));
     checkExpr(element);
     if (localElement) checkExpr(localElement);
@@ -159,13 +162,15 @@ private:
     auto locals = locals_;
     auto localTypes = localTypes_;
     auto shared = shared_;
+    auto sharedTypes = sharedTypes_;
     for (const StmtPtr& stmt : node.stmts) check(*stmt, divergent);
     vars_ = vars, threadDependentVars_ = dependentVars, locals_ = locals, localTypes_ = localTypes, shared_ = shared;
+    sharedTypes_ = sharedTypes;
   }
 
   const Program& program_;
   const Function& function_;
-  std::map<std::string, DType> globals_, localTypes_;
+  std::map<std::string, DType> globals_, localTypes_, sharedTypes_;
   std::map<std::string, int64_t> locals_, shared_;
   std::set<std::string> vars_, threadDependentVars_;
 };

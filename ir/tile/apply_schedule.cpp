@@ -42,8 +42,8 @@ TileNest NestScheduler::run() {
   for (size_t d = 0; d < root_->axes.size(); ++d) axisVars[root_->axes[d].name] = parts_.rootVars[d];
   for (const loop::For* loop : parts_.root.reductionLoops) axisVars[loop->axis] = loop->var;
   root_loops_ = buildStageLoops(model_.stages.at(root_->name), *root_, axisVars, [&](const std::string& n) { return uniqueVar(n); });
-  placeTensorCores();
-  if (!tensorCorePosition_) {
+  placeMatrixProduct();
+  if (!productPosition_) {
     placeMembers();
     placeCaches();
     placeAccumulator();
@@ -121,8 +121,8 @@ StmtPtr NestScheduler::generate(size_t position, Defined defined, std::vector<Ex
 }
 
 StmtPtr NestScheduler::inner(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
-  if (tensorCorePosition_ == position) return matrixProduct();
-  if (root_->reduction && position == accumulatorPosition_ && !accumulatorOpen_ && !tensorCorePosition_)
+  if (productPosition_ == position) return matrixProduct();
+  if (root_->reduction && position == accumulatorPosition_ && !accumulatorOpen_ && !productPosition_)
     return reductionRegion(position, defined, masks);
   if (position == root_loops_.loops.size()) return core(masks);
   return loop(position, defined, masks);

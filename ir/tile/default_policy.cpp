@@ -11,7 +11,7 @@
 
 #include "ir/tensor/rewrite.h"
 #include "ir/tile/nest_parts.h"
-#include "ir/tile/tensor_cores.h"
+#include "ir/tile/matrix_product.h"
 #include "support/text.h"
 
 namespace emmy::tile {
@@ -128,7 +128,7 @@ private:
     const std::string i = loops[loops.size() - 2]->axis, j = loops.back()->axis, k = found->reduction->axis;
     std::vector<std::string> batch;
     for (size_t d = 0; d + 2 < loops.size(); ++d) batch.push_back(loops[d]->axis);
-    if (tensorCores(root, *kernel_.findStage(reduction), loops.size() - 2, i, j, k, batch)) return true;
+    if (matrixProduct(root, *kernel_.findStage(reduction), loops.size() - 2, i, j, k, batch)) return true;
     std::vector<Directive> directives;
     std::swap(directives, pending_);
     std::string iTile = fresh(root, i + "_tile"), jTile = fresh(root, j + "_tile"), iIn = fresh(root, i + "_in"),
@@ -194,19 +194,22 @@ private:
     return text.substr(0, text.find('\n'));
   }
 
-  // An f16 or bf16 contraction on the tensor cores (tensor_cores.h): 128 x 128 outputs a block in four
-  // 64 x 64 warp tiles, slices of 32 along k with three in flight (48 KiB of shared memory). False,
-  // writing nothing, where the operands cannot be fed: for 16-bit operands the schedule then says why.
-  bool tensorCores(const std::string& root, const Stage& reduction, size_t rowPosition, const std::string& i,
-                   const std::string& j, const std::string& k, const std::vector<std::string>& batch) {
+  // A contraction as a block-level product (matrix_product.h), 128 x 128 outputs a block: f16 or bf16 on
+  // the tensor cores in four 64 x 64 warp tiles, slices of 32 along k with three in flight (48 KiB of
+  // shared memory); f32 on the CUDA cores in eight 32 x 64 warp tiles (8 x 8 results a thread), slices of
+  // 8 with three in flight. False, writing nothing, where the operands cannot be fed: for 16-bit operands
+  // the schedule then says why.
+  bool matrixProduct(const std::string& root, const Stage& reduction, size_t rowPosition, const std::string& i,
+                     const std::string& j, const std::string& k, const std::vector<std::string>& batch) {
     std::set<std::string> global;
     for (const TensorParam& input : kernel_.inputs) global.insert(input.name);
     for (const loop::Temporary& temporary : program_.temporaries) global.insert(temporary.name);
-    auto fed = tensorCoreContraction(reduction, reduction.axes[rowPosition].name, global);
+    auto fed = productContraction(reduction, reduction.axes[rowPosition].name, global);
     if (auto* why = std::get_if<std::string>(&fed)) {
       if (sixteenBitOperands(reduction)) notes_.push_back(fmt::format("{}: not on the tensor cores: {}", root, *why));
       return false;
     }
+    bool tensorCores = onTensorCores(std::get<ProductContraction>(fed).dtype);
     std::vector<Directive> directives;
     std::swap(directives, pending_);
     std::string iTile = fresh(root, i + "_tile"), jTile = fresh(root, j + "_tile"), iIn = fresh(root, i + "_in"),
@@ -219,17 +222,17 @@ private:
     add(bind(root, jTile, {HardwareScope::Block, 0}));
     Directive split = directive(DirectiveKind::Split, root);
     split.axes = {{k, {}}};
-    split.factors = {declare(root + "_tile_k", {32, 64}, 32)};
+    split.factors = {tensorCores ? declare(root + "_tile_k", {32, 64}, 32) : declare(root + "_tile_k", {8, 16}, 8)};
     split.results = {{slice, {}}, {inSlice, {}}};
     add(split);
     Directive mma = directive(DirectiveKind::Mma, root);
     mma.axes = {{iIn, {}}, {jIn, {}}, {inSlice, {}}};
-    mma.factors = {declare(root + "_warp_m", {32, 64}, 64), declare(root + "_warp_n", {32, 64}, 64),
-                   declare(root + "_stages", {2, 3, 4}, 3)};
+    mma.factors = {tensorCores ? declare(root + "_warp_m", {32, 64}, 64) : declare(root + "_warp_m", {16, 32}, 32),
+                   declare(root + "_warp_n", {32, 64}, 64), declare(root + "_stages", {2, 3, 4}, 3)};
     add(mma);
     std::swap(directives, pending_);
     if (std::optional<std::string> why = whyIllegal(directives)) {
-      notes_.push_back(fmt::format("{}: not on the tensor cores: {}", root, *why));
+      if (tensorCores) notes_.push_back(fmt::format("{}: not on the tensor cores: {}", root, *why));
       return false;
     }
     pending_.insert(pending_.end(), directives.begin(), directives.end());
@@ -317,7 +320,7 @@ private:
     const std::vector<ScheduledLoop>& loops = model_.stages.at(root).loops;
     if (std::any_of(loops.begin(), loops.end(), boundToGrid)) return;
     // The tensor cores take the innermost loops, and every other must be bound to blocks by the schedule.
-    if (model_.stages.at(root).tensorCores) return;
+    if (model_.stages.at(root).product) return;
     // (A reduction loop bound to blocks with `atomic` leaves the pure loops to place.) A row kernel the
     // policy shaped whose members leave no rows runs in one block.
     bool blocks = std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return !l.reduction && boundToBlocks(l); });

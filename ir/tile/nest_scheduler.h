@@ -194,7 +194,7 @@ private:
                           const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf);
 
   // ---- primitives/mma.cpp: the tensor cores ----
-  void placeTensorCores();
+  void placeMatrixProduct();
   StmtPtr matrixProduct();
 
   const loop::Program& program_;
@@ -232,7 +232,7 @@ private:
   std::set<int> threadBound_;  // thread dimensions enclosing loops of the root take
   std::set<std::string> taken_;
   const Stage* contraction_ = nullptr;           // the stage whose reduction the root computes
-  std::optional<size_t> tensorCorePosition_;    // with `mma`: where the loops it takes begin
+  std::optional<size_t> productPosition_;    // with `mma`: where the loops it takes begin
 };
 
 }  // namespace emmy::tile

@@ -176,7 +176,7 @@ struct WaitForCopies final : Stmt {
   const int pending;
 };
 
-// An operand of a MatrixProduct: `tensor`, a global f16 or bf16 tensor, read at `indices` (over the
+// An operand of a MatrixProduct: `tensor`, a global f16, bf16 or f32 tensor, read at `indices` (over the
 // product's row or column variable and its k variable).
 struct MatrixOperand {
   std::string tensor;
@@ -185,7 +185,8 @@ struct MatrixOperand {
   bool kContiguous;  // its last index is k (else the row or column)
 };
 
-// One block's tile of a contraction on the tensor cores (`mma`, tensor_cores.h): for the rows
+// One block's tile of a contraction as a block-level product (`mma`, matrix_product.h: on the tensor
+// cores for f16 and bf16 operands, on the CUDA cores for f32): for the rows
 // rowBase + [0, blockRows) and columns colBase + [0, blockCols) inside `rows` x `cols`, the sum over k in
 // [0, depth) of a(row, k) * b(k, col) in f32, each result then stored as output[outputIndices] = value
 // (which reads it as the rank-0 `accumulator`). The block's warps form a grid of blockRows / warpRows by

@@ -77,7 +77,7 @@ struct LoopDerivation {
 // its rows by WM and its columns by WN, each warp a WM x WN tile of fragments in registers, and the
 // slices of both operands each iteration of the loop over the rest of k reads are copied into shared
 // memory through a ring of N stages of asynchronous copies.
-struct TensorCoreTile {
+struct ProductTile {
   std::string rowLoop, colLoop, depthLoop;
   std::string m, n, k;  // the axes they run over
   int64_t warpRows = 0, warpCols = 0, stages = 0;
@@ -103,8 +103,8 @@ struct StageSchedule {
   // A softmax's maximum or sum that a root computes online in its reduction loops (`onlineSoftmax`):
   // the root. It has no directives of its own.
   std::string onlineIn;
-  // `mma S (a, b, c) by (WM, WN) stages N`: a, b and c run on the tensor cores (tensor_cores.h).
-  std::optional<TensorCoreTile> tensorCores;
+  // `mma S (a, b, c) by (WM, WN) stages N`: a, b and c run on the tensor cores (matrix_product.h).
+  std::optional<ProductTile> product;
   // `threads S N`: the block's size of the kernel of a root whose loop is bound to grid.x.
   std::optional<int64_t> threads;
   SourceLoc threadsAt;

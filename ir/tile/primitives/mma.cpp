@@ -1,8 +1,9 @@
-// mma (tensor_cores.h): the check of which loops of a contraction run on the tensor cores and of the
-// tiles' shapes, and the Tile IR MatrixProduct that replaces those loops.
+// mma (matrix_product.h): the check of which loops of a contraction run as a block-level product (on the
+// tensor cores for f16 and bf16, on the CUDA cores for f32) and of the tiles' shapes, and the Tile IR
+// MatrixProduct that replaces those loops.
 #include "ir/tile/nest_scheduler.h"
 #include "ir/tile/schedule_checker.h"
-#include "ir/tile/tensor_cores.h"
+#include "ir/tile/matrix_product.h"
 
 namespace emmy::tile {
 
@@ -31,8 +32,8 @@ std::set<std::string> ScheduleChecker::globalTensors() const {
 void ScheduleChecker::mma(const Directive& d) {
   StageSchedule* stage = findStage(d.stage);
   if (!stage) return;
-  if (stage->tensorCores) {
-    diagnostics_.error(d.loc, fmt::format("{} already runs on the tensor cores (at line {})", stage->name, stage->tensorCores->loc.line));
+  if (stage->product) {
+    diagnostics_.error(d.loc, fmt::format("{} already runs as a block-level product (at line {})", stage->name, stage->product->loc.line));
     return;
   }
   const ScheduledLoop* loops[3];
@@ -68,12 +69,12 @@ void ScheduleChecker::mma(const Directive& d) {
   std::string rowAxis = axes[0];
   for (size_t a = 0; a < root->axes.size() && reduction != root; ++a)
     if (root->axes[a].name == axes[0] && a < reduction->axes.size()) rowAxis = reduction->axes[a].name;
-  auto fed = tensorCoreContraction(*reduction, rowAxis, globalTensors());
+  auto fed = productContraction(*reduction, rowAxis, globalTensors());
   if (auto* why = std::get_if<std::string>(&fed)) {
-    diagnostics_.error(d.loc, fmt::format("{} cannot run on the tensor cores: {}", stage->name, *why));
+    diagnostics_.error(d.loc, fmt::format("{} cannot run as a block-level product: {}", stage->name, *why));
     return;
   }
-  const TensorCoreContraction& contraction = std::get<TensorCoreContraction>(fed);
+  const ProductContraction& contraction = std::get<ProductContraction>(fed);
   std::string colAxis = axes[1];
   for (size_t a = 0; a < root->axes.size() && reduction != root; ++a)
     if (root->axes[a].name == axes[1] && a < reduction->axes.size()) colAxis = reduction->axes[a].name;
@@ -85,27 +86,39 @@ void ScheduleChecker::mma(const Directive& d) {
   }
   int64_t blockRows = *loops[0]->extent, blockCols = *loops[1]->extent, depth = *loops[2]->extent;
   int64_t warpRows = d.factors[0].value, warpCols = d.factors[1].value, stages = d.factors[2].value;
+  // The tensor cores take fragments of 16 x 16 (A) and 16 x 16 (B, two n8 tiles) per 16 of k; the CUDA
+  // cores kLaneRows x kLaneCols lanes of 4 x 4 groups, k 8 at a time where a copy transposes.
+  bool tensorCores = onTensorCores(contraction.dtype);
+  int64_t rowUnit = tensorCores ? kMmaRows : kLaneRows * kLaneGroup;
+  int64_t colUnit = tensorCores ? 2 * kMmaCols : kLaneCols * kLaneGroup;
+  int64_t depthUnit = tensorCores ? kMmaDepth : kTransposeDepth;
+  // A transposed f32 operand's shared rows get kLaneGroup more elements (its copies' bank conflicts).
+  int64_t paddedRows = blockRows + (!tensorCores && contraction.aKContiguous ? kLaneGroup : 0);
+  int64_t paddedCols = blockCols + (!tensorCores && contraction.bKContiguous ? kLaneGroup : 0);
   std::string shapes = fmt::format(
-      "warp tiles WM x WN with WM and WN multiples of 16 that divide the block's {} x {} outputs, at most {} warps and "
-      "{} accumulators a thread; a slice of k a multiple of 16; 2 to {} stages of shared memory within {} bytes",
-      blockRows, blockCols, kMaxWarps, kMaxRegisterElements, kMaxStages, kStaticSharedMemoryBytes);
+      "for {} operands, warp tiles WM x WN with WM a multiple of {} and WN of {} that divide the block's {} x {} outputs, "
+      "at most {} warps and {} accumulators a thread; a slice of k a multiple of {}; 2 to {} stages of shared memory "
+      "within {} bytes",
+      dtypeName(contraction.dtype), rowUnit, colUnit, blockRows, blockCols, kMaxWarps, kMaxRegisterElements, depthUnit,
+      kMaxStages, kStaticSharedMemoryBytes);
   auto refuse = [&](const SourceLoc& loc, const std::string& why) {
     diagnostics_.error(loc, fmt::format("mma {}: {} (legal: {})", stage->name, why, shapes));
   };
-  if (warpRows < kMmaRows || warpRows % kMmaRows != 0 || blockRows % warpRows != 0)
+  if (warpRows < rowUnit || warpRows % rowUnit != 0 || blockRows % warpRows != 0)
     return refuse(d.factors[0].loc, fmt::format("a warp tile of {} rows does not fit the block's {}", warpRows, blockRows));
-  if (warpCols < 2 * kMmaCols || warpCols % (2 * kMmaCols) != 0 || blockCols % warpCols != 0)
+  if (warpCols < colUnit || warpCols % colUnit != 0 || blockCols % warpCols != 0)
     return refuse(d.factors[1].loc, fmt::format("a warp tile of {} columns does not fit the block's {}", warpCols, blockCols));
-  if (depth % kMmaDepth != 0)
-    return refuse(d.axes[2].loc, fmt::format("{}.{} has {} iterations, not a multiple of 16", stage->name, loops[2]->name, depth));
+  if (depth % depthUnit != 0)
+    return refuse(d.axes[2].loc, fmt::format("{}.{} has {} iterations, not a multiple of {}", stage->name, loops[2]->name,
+                                             depth, depthUnit));
   if (stages < 2 || stages > kMaxStages) return refuse(d.factors[2].loc, fmt::format("{} stages", stages));
   int64_t warps = (blockRows / warpRows) * (blockCols / warpCols);
   if (warps > kMaxWarps) return refuse(d.loc, fmt::format("{} warps", warps));
   if (warpRows * warpCols / 32 > kMaxRegisterElements)
     return refuse(d.loc, fmt::format("{} accumulators a thread", warpRows * warpCols / 32));
-  int64_t bytes = (blockRows + blockCols) * depth * dtypeBytes(contraction.dtype) * stages;
+  int64_t bytes = (paddedRows + paddedCols) * depth * dtypeBytes(contraction.dtype) * stages;
   if (bytes > kStaticSharedMemoryBytes) return refuse(d.loc, fmt::format("{} bytes of shared memory", bytes));
-  stage->tensorCores = TensorCoreTile{loops[0]->name, loops[1]->name, loops[2]->name, axes[0], axes[1], axes[2],
+  stage->product = ProductTile{loops[0]->name, loops[1]->name, loops[2]->name, axes[0], axes[1], axes[2],
                                       warpRows, warpCols, stages, d.loc};
 }
 
@@ -113,16 +126,16 @@ void ScheduleChecker::mma(const Directive& d) {
 
 // The loops `mma` takes are the root's innermost: before them only loops bound to blocks, and among
 // them at most one more, serial, over the rest of k (the slices).
-void NestScheduler::placeTensorCores() {
-  const std::optional<TensorCoreTile>& tile = model_.stages.at(root_->name).tensorCores;
+void NestScheduler::placeMatrixProduct() {
+  const std::optional<ProductTile>& tile = model_.stages.at(root_->name).product;
   if (!tile) return;
   const std::vector<FinalLoop>& loops = root_loops_.loops;
   auto refuse = [&](const std::string& why) { cannot(tile->loc, fmt::format("mma {}: {}", root_->name, why)); };
   if (!parts_.members.empty() || !parts_.wholes.empty())
-    refuse("the nest computes other stages among its loops, which the tensor cores do not");
+    refuse("the nest computes other stages among its loops, which a block-level product does not");
   for (const CacheStage& cache : model_.caches)
     if (cache.atStage == root_->name)
-      refuse(fmt::format("the tensor cores stage the operands in shared memory themselves; leave out 'cache {}'", cache.source));
+      refuse(fmt::format("a block-level product stages the operands in shared memory itself; leave out 'cache {}'", cache.source));
   std::optional<size_t> first;
   int sliceLoops = 0;
   for (size_t k = 0; k < loops.size(); ++k) {
@@ -131,7 +144,7 @@ void NestScheduler::placeTensorCores() {
     bool slices = loop.reduction && !taken;
     if (taken || slices) {
       if (loop.binding || loop.unrolled || loop.vectorized)
-        refuse(fmt::format("{}.{} runs on the tensor cores, and cannot be bound, unrolled or vectorized too", root_->name, loop.name));
+        refuse(fmt::format("{}.{} runs in the block-level product, and cannot be bound, unrolled or vectorized too", root_->name, loop.name));
       if (slices && ++sliceLoops > 1) refuse(fmt::format("{} is split into more than the slices and {}", tile->k, tile->depthLoop));
       if (slices && (loop.fused || loop.coefficients.size() != 1 || !loop.coefficients.count(tile->k)))
         refuse(fmt::format("{}.{} must be the loop over the slices of {}", root_->name, loop.name, tile->k));
@@ -139,12 +152,12 @@ void NestScheduler::placeTensorCores() {
       continue;
     }
     if (first || !boundToBlocks(loop) || boundToGrid(loop))
-      refuse(fmt::format("{}.{} must be bound to a block and outside the loops on the tensor cores ({}, {}, {})", root_->name,
+      refuse(fmt::format("{}.{} must be bound to a block and outside the loops of the product ({}, {}, {})", root_->name,
                          loop.name, tile->rowLoop, tile->colLoop, tile->depthLoop));
   }
   if (loops.back().scheduled->name != tile->depthLoop)
     refuse(fmt::format("{}.{} must be the innermost loop", root_->name, tile->depthLoop));
-  tensorCorePosition_ = *first;
+  productPosition_ = *first;
   const ScheduledLoop* rows = nullptr;
   const ScheduledLoop* cols = nullptr;
   for (const FinalLoop& loop : loops) {
@@ -155,7 +168,7 @@ void NestScheduler::placeTensorCores() {
 }
 
 StmtPtr NestScheduler::matrixProduct() {
-  const TensorCoreTile& tile = *model_.stages.at(root_->name).tensorCores;
+  const ProductTile& tile = *model_.stages.at(root_->name).product;
   std::map<std::string, const FinalLoop*> byName;
   const FinalLoop* slices = nullptr;
   for (const FinalLoop& loop : root_loops_.loops) {
@@ -176,13 +189,13 @@ StmtPtr NestScheduler::matrixProduct() {
   std::set<std::string> global;
   for (const TensorParam& input : kernel_.inputs) global.insert(input.name);
   for (const loop::Temporary& temporary : program_.temporaries) global.insert(temporary.name);
-  auto fed = tensorCoreContraction(*contraction_, rowAxis, global);
-  EMMY_INTERNAL_ASSERT(std::holds_alternative<TensorCoreContraction>(fed), "mma {} was checked", root_->name);
-  const TensorCoreContraction& contraction = std::get<TensorCoreContraction>(fed);
+  auto fed = productContraction(*contraction_, rowAxis, global);
+  EMMY_INTERNAL_ASSERT(std::holds_alternative<ProductContraction>(fed), "mma {} was checked", root_->name);
+  const ProductContraction& contraction = std::get<ProductContraction>(fed);
   const auto* tensorProduct = contraction_->body->as<Binary>();
   auto loopRead = [&](const Load* tensorRead) {
-    const ExprPtr& factor = tensorProduct->lhs->as<Cast>()->operand.get() == tensorRead ? product->lhs : product->rhs;
-    const auto* load = factor->as<Cast>()->operand->as<Load>();
+    const ExprPtr& factor = productOperand(tensorProduct->lhs) == tensorRead ? product->lhs : product->rhs;
+    const Load* load = productOperand(factor);
     EMMY_INTERNAL_ASSERT(load && load->tensor == tensorRead->tensor, "the Loop IR of {} reads other operands", root_->name);
     return load;
   };

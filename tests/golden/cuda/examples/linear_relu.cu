@@ -60,6 +60,65 @@ EMMY_INLINE double emmy_gelu(double x) { return x * 0.5 * (1.0 + erf(x * 0.70710
 EMMY_INLINE int64_t emmy_truncate(double x) {
   return x != x ? 0 : x >= 9.2233720368547758e18 ? INT64_MAX : x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x;
 }
+template <typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i, const T* global, int64_t j, bool inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                 "l"(global + j), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
+    return;
+  }
+#elif defined(EMMY_SIMULATE)
+  // Lands when a wait covers it, as on the GPU: the race checks see the wait's barriers, not the start's.
+  shared.copyLater(i, inside ? global[j] : T{});
+  return;
+#endif
+  shared[i] = inside ? global[j] : T{};
+}
+// Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
+// source is aligned (the shared side is: its rows are whole vectors), element by element otherwise.
+template <int Lanes, typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
+                                                             int64_t inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                   "l"(global + j));
+      return;
+    }
+  }
+#elif defined(EMMY_SIMULATE)
+  // The simulation takes the same 16-byte path, so that `emmy check --profile` counts what the GPU does.
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      shared.copyVector(i, global + j);
+      return;
+    }
+  }
+#endif
+  for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
+}
+// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
+// array: one 8- or 16-byte shared load.
+template <int Bytes, typename T, typename Shared>
+static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
+#if defined(EMMY_SIMULATE)
+  shared.readVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
+  else
+    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
+#endif
+}
+template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
+#elif defined(EMMY_SIMULATE)
+  ::emmy_sim::detail::scheduler.waitForCopies(Pending);
+#endif
+}
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -85,64 +144,653 @@ static int emmy_fail(const char* format, ...) {
 #ifndef EMMY_HOST_ONLY
 // Computes y__matmul, y.
 extern "C" __global__ void __launch_bounds__(256, 1) linear_relu__k0(const float* x, const float* w, const float* b, float* y, int64_t B, int64_t IN, int64_t OUT) {
-  for (int64_t i0_tile = (int64_t)blockIdx.y; i0_tile < ((B + (int64_t)63) / (int64_t)64); i0_tile += (int64_t)gridDim.y) {
-    for (int64_t i1_tile = (int64_t)blockIdx.x; i1_tile < ((OUT + (int64_t)63) / (int64_t)64); i1_tile += (int64_t)gridDim.x) {
-      const int64_t i0_thread = (int64_t)threadIdx.y;
-      const int64_t i1_thread = (int64_t)threadIdx.x;
-      alignas(16) float y__matmul__acc[16];
+  for (int64_t i0_tile = (int64_t)blockIdx.y; i0_tile < ((B + (int64_t)127) / (int64_t)128); i0_tile += (int64_t)gridDim.y) {
+    for (int64_t i1_tile = (int64_t)blockIdx.x; i1_tile < ((OUT + (int64_t)127) / (int64_t)128); i1_tile += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__a_slices_2, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_2, 1056);
+      alignas(16) float y__accumulators[64];
       #pragma unroll
-      for (int64_t i0_register = (int64_t)0; i0_register < (int64_t)4; i0_register += (int64_t)1) {
-        const int64_t i0 = ((i0_tile * (int64_t)64) + ((i0_thread * (int64_t)4) + i0_register));
-        if ((i0 < B)) {
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int64_t y__lane_row = (y__lane / (int64_t)8);
+      const int64_t y__lane_col = (y__lane % (int64_t)8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int64_t y__slices = ((IN + (int64_t)7) / (int64_t)8);
+      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
+      const int64_t y__a_slices_along_0 = ((i0_tile * (int64_t)128) + y__a_slices_column);
+      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * IN) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_1 = ((i0_tile * (int64_t)128) + (y__a_slices_column + (int64_t)32));
+      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * IN) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_2 = ((i0_tile * (int64_t)128) + (y__a_slices_column + (int64_t)64));
+      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * IN) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_3 = ((i0_tile * (int64_t)128) + (y__a_slices_column + (int64_t)96));
+      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * IN) + y__a_slices_first_row);
+      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * IN) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
+      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
+      const int64_t y__b_slices_along_0 = ((i1_tile * (int64_t)128) + y__b_slices_column);
+      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * IN) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_1 = ((i1_tile * (int64_t)128) + (y__b_slices_column + (int64_t)32));
+      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * IN) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_2 = ((i1_tile * (int64_t)128) + (y__b_slices_column + (int64_t)64));
+      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * IN) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_3 = ((i1_tile * (int64_t)128) + (y__b_slices_column + (int64_t)96));
+      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * IN) + y__b_slices_first_row);
+      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * IN) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, x, y__a_slices_source_0, ((y__a_slices_along_0 < B) && (y__a_slices_first_row < IN)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), x, y__a_slices_source_1, ((y__a_slices_along_1 < B) && (y__a_slices_first_row < IN)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), x, y__a_slices_source_2, ((y__a_slices_along_2 < B) && (y__a_slices_first_row < IN)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), x, y__a_slices_source_3, ((y__a_slices_along_3 < B) && (y__a_slices_first_row < IN)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w, y__b_slices_source_0, ((y__b_slices_along_0 < OUT) && (y__b_slices_first_row < IN)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w, y__b_slices_source_1, ((y__b_slices_along_1 < OUT) && (y__b_slices_first_row < IN)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w, y__b_slices_source_2, ((y__b_slices_along_2 < OUT) && (y__b_slices_first_row < IN)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w, y__b_slices_source_3, ((y__b_slices_along_3 < OUT) && (y__b_slices_first_row < IN)));
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < y__slices)) {
+          emmy_copy_async(y__a_slices_1, y__a_slices_first_element, x, (y__a_slices_source_0 + y__a_slices_slice_step), ((y__a_slices_along_0 < B) && (((int64_t)8 + y__a_slices_first_row) < IN)));
+          emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + y__a_slices_slice_step), ((y__a_slices_along_1 < B) && (((int64_t)8 + y__a_slices_first_row) < IN)));
+          emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + y__a_slices_slice_step), ((y__a_slices_along_2 < B) && (((int64_t)8 + y__a_slices_first_row) < IN)));
+          emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + y__a_slices_slice_step), ((y__a_slices_along_3 < B) && (((int64_t)8 + y__a_slices_first_row) < IN)));
+          emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w, (y__b_slices_source_0 + y__b_slices_slice_step), ((y__b_slices_along_0 < OUT) && (((int64_t)8 + y__b_slices_first_row) < IN)));
+          emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + y__b_slices_slice_step), ((y__b_slices_along_1 < OUT) && (((int64_t)8 + y__b_slices_first_row) < IN)));
+          emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + y__b_slices_slice_step), ((y__b_slices_along_2 < OUT) && (((int64_t)8 + y__b_slices_first_row) < IN)));
+          emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + y__b_slices_slice_step), ((y__b_slices_along_3 < OUT) && (((int64_t)8 + y__b_slices_first_row) < IN)));
+        }
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<1>();
+          __syncthreads();
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            emmy_copy_async(y__a_slices_2, y__a_slices_first_element, x, (y__a_slices_source_0 + ((y__slice + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_0 < B) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_2, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + ((y__slice + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_1 < B) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_2, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + ((y__slice + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_2 < B) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_2, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + ((y__slice + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_3 < B) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_2, y__b_slices_first_element, w, (y__b_slices_source_0 + ((y__slice + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_0 < OUT) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_2, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + ((y__slice + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_1 < OUT) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_2, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + ((y__slice + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_2 < OUT) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_2, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + ((y__slice + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && ((((y__slice + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+          }
           #pragma unroll
-          for (int64_t i1_register = (int64_t)0; i1_register < (int64_t)4; i1_register += (int64_t)1) {
-            const int64_t i1 = ((i1_tile * (int64_t)64) + ((i1_thread * (int64_t)4) + i1_register));
-            if ((i1 < OUT)) {
-              y__matmul__acc[((i0_register * (int64_t)4) + i1_register)] = 0.0f;
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
             }
           }
         }
-      }
-      for (int64_t r0_slice = (int64_t)0; r0_slice < ((IN + (int64_t)15) / (int64_t)16); r0_slice += (int64_t)1) {
-        EMMY_SHARED(float, x_shared, 1088);
-        __syncthreads();
-        for (int64_t x_shared_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_shared_element < (int64_t)1024; x_shared_element += (int64_t)256) {
-          const int64_t x_shared_0 = ((x_shared_element / (int64_t)16) % (int64_t)64);
-          const int64_t x_shared_1 = (x_shared_element % (int64_t)16);
-          x_shared[((x_shared_0 * (int64_t)17) + x_shared_1)] = (((emmy_add(emmy_mul(i0_tile, (int64_t)64), x_shared_0) < B) && (emmy_add(emmy_mul(r0_slice, (int64_t)16), x_shared_1) < IN)) ? x[((((i0_tile * (int64_t)64) + x_shared_0) * IN) + ((r0_slice * (int64_t)16) + x_shared_1))] : 0.0f);
-        }
-        EMMY_SHARED(float, w_shared, 1088);
-        for (int64_t w_shared_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_shared_element < (int64_t)1024; w_shared_element += (int64_t)256) {
-          const int64_t w_shared_0 = ((w_shared_element / (int64_t)16) % (int64_t)64);
-          const int64_t w_shared_1 = (w_shared_element % (int64_t)16);
-          w_shared[((w_shared_0 * (int64_t)17) + w_shared_1)] = (((emmy_add(emmy_mul(i1_tile, (int64_t)64), w_shared_0) < OUT) && (emmy_add(emmy_mul(r0_slice, (int64_t)16), w_shared_1) < IN)) ? w[((((i1_tile * (int64_t)64) + w_shared_0) * IN) + ((r0_slice * (int64_t)16) + w_shared_1))] : 0.0f);
-        }
-        __syncthreads();
-        #pragma unroll
-        for (int64_t r0_in = (int64_t)0; r0_in < (int64_t)16; r0_in += (int64_t)1) {
-          const int64_t r0 = ((r0_slice * (int64_t)16) + r0_in);
-          if ((r0 < IN)) {
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, x, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_0 < B) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_1 < B) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_2 < B) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_3 < B) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_0 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_1 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_2 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
             #pragma unroll
-            for (int64_t i0_register = (int64_t)0; i0_register < (int64_t)4; i0_register += (int64_t)1) {
-              const int64_t i0 = ((i0_tile * (int64_t)64) + ((i0_thread * (int64_t)4) + i0_register));
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
               #pragma unroll
-              for (int64_t i1_register = (int64_t)0; i1_register < (int64_t)4; i1_register += (int64_t)1) {
-                const int64_t i1 = ((i1_tile * (int64_t)64) + ((i1_thread * (int64_t)4) + i1_register));
-                y__matmul__acc[((i0_register * (int64_t)4) + i1_register)] = (y__matmul__acc[((i0_register * (int64_t)4) + i1_register)] + (x_shared[((((i0_thread * (int64_t)4) + i0_register) * (int64_t)17) + r0_in)] * w_shared[((((i1_thread * (int64_t)4) + i1_register) * (int64_t)17) + r0_in)]));
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)2) < y__slices)) {
+          emmy_wait_for_copies<1>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, x, (y__a_slices_source_0 + (((y__slice + (int64_t)2) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_0 < B) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + (((y__slice + (int64_t)2) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_1 < B) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + (((y__slice + (int64_t)2) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_2 < B) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + (((y__slice + (int64_t)2) + (int64_t)2) * y__a_slices_slice_step)), ((y__a_slices_along_3 < B) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w, (y__b_slices_source_0 + (((y__slice + (int64_t)2) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_0 < OUT) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + (((y__slice + (int64_t)2) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_1 < OUT) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + (((y__slice + (int64_t)2) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_2 < OUT) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + (((y__slice + (int64_t)2) + (int64_t)2) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__b_slices_first_row) < IN)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t i0_register = (int64_t)0; i0_register < (int64_t)4; i0_register += (int64_t)1) {
-        const int64_t i0 = ((i0_tile * (int64_t)64) + ((i0_thread * (int64_t)4) + i0_register));
-        if ((i0 < B)) {
-          #pragma unroll
-          for (int64_t i1_register = (int64_t)0; i1_register < (int64_t)4; i1_register += (int64_t)1) {
-            const int64_t i1 = ((i1_tile * (int64_t)64) + ((i1_thread * (int64_t)4) + i1_register));
-            if ((i1 < OUT)) {
-              y[((i0 * OUT) + i1)] = emmy_relu((y__matmul__acc[((i0_register * (int64_t)4) + i1_register)] + b[i1]));
+      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+          const int64_t i0 = ((((i0_tile * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+          if ((i0 < B)) {
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              const int64_t i1 = ((((i1_tile * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y[((i0 * OUT) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < OUT)) {
+                alignas(16) float y__vector[4];
+                y__vector[(int64_t)0] = emmy_relu((y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[i1]));
+                y__vector[(int64_t)1] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[(i1 + (int64_t)1)]));
+                y__vector[(int64_t)2] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[(i1 + (int64_t)2)]));
+                y__vector[(int64_t)3] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[(i1 + (int64_t)3)]));
+                *reinterpret_cast<uint4*>(&y[((i0 * OUT) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((i1 < OUT)) {
+                  y[((i0 * OUT) + i1)] = emmy_relu((y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[i1]));
+                }
+                if (((i1 + (int64_t)1) < OUT)) {
+                  y[(((i0 * OUT) + i1) + (int64_t)1)] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[(i1 + (int64_t)1)]));
+                }
+                if (((i1 + (int64_t)2) < OUT)) {
+                  y[(((i0 * OUT) + i1) + (int64_t)2)] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[(i1 + (int64_t)2)]));
+                }
+                if (((i1 + (int64_t)3) < OUT)) {
+                  y[(((i0 * OUT) + i1) + (int64_t)3)] = emmy_relu((y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[(i1 + (int64_t)3)]));
+                }
+              }
             }
           }
         }
@@ -158,7 +806,7 @@ extern "C" int linear_relu(const float* x, const float* w, const float* b, float
   if (IN < 0) return emmy_fail("linear_relu: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_relu: size OUT is negative (%lld)", (long long)OUT);
   if (B == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(linear_relu__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((B + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, B, IN, OUT);
+  EMMY_LAUNCH(linear_relu__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((B + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, w, b, y, B, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_relu: kernel linear_relu__k0 failed: %s", cudaGetErrorString(error));
   return 0;

@@ -68,6 +68,10 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
                  "l"(global + j), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
     return;
   }
+#elif defined(EMMY_SIMULATE)
+  // Lands when a wait covers it, as on the GPU: the race checks see the wait's barriers, not the start's.
+  shared.copyLater(i, inside ? global[j] : T{});
+  return;
 #endif
   shared[i] = inside ? global[j] : T{};
 }
@@ -95,9 +99,24 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
 #endif
   for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
+// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
+// array: one 8- or 16-byte shared load.
+template <int Bytes, typename T, typename Shared>
+static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
+#if defined(EMMY_SIMULATE)
+  shared.readVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
+  else
+    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
+#endif
+}
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
+#elif defined(EMMY_SIMULATE)
+  ::emmy_sim::detail::scheduler.waitForCopies(Pending);
 #endif
 }
 #ifndef __CUDACC_RTC__
@@ -269,90 +288,457 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
 
 // Computes y__h__acc, y__h.
 extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(float, y__w1_tile, 2176);
-      EMMY_SHARED(float, y__x_tile, 2560);
-      __syncthreads();
-      for (int64_t y__x_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); y__x_tile_vector_1 < (int64_t)256; y__x_tile_vector_1 += (int64_t)256) {
-        const int64_t y__x_tile_element_1 = (y__x_tile_vector_1 * (int64_t)4);
-        const int64_t y__x_tile_0_1 = ((y__x_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t y__x_tile_1_1 = (y__x_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(y__x_tile, ((y__x_tile_0_1 * (int64_t)20) + y__x_tile_1_1), h, ((((no * (int64_t)64) + y__x_tile_0_1) * D) + y__x_tile_1_1), (((no * (int64_t)64) + y__x_tile_0_1) < N) ? (D - y__x_tile_1_1) : (int64_t)0);
-      }
-      for (int64_t y__w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); y__w1_tile_element_1 < (int64_t)1024; y__w1_tile_element_1 += (int64_t)256) {
-        const int64_t y__w1_tile_0_1 = ((y__w1_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t y__w1_tile_1_1 = (y__w1_tile_element_1 % (int64_t)16);
-        emmy_copy_async(y__w1_tile, ((y__w1_tile_0_1 * (int64_t)17) + y__w1_tile_1_1), w1, ((((oo * (int64_t)64) + y__w1_tile_0_1) * D) + y__w1_tile_1_1), ((((oo * (int64_t)64) + y__w1_tile_0_1) < H) && (y__w1_tile_1_1 < D)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float y__h__acc__acc[16];
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__h__lane = (int64_t)threadIdx.x;
+      const int64_t y__h__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__h__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__h__a_slices_0, 1056);
+      EMMY_SHARED(float, y__h__a_slices_1, 1056);
+      EMMY_SHARED(float, y__h__b_slices_0, 1056);
+      EMMY_SHARED(float, y__h__b_slices_1, 1056);
+      alignas(16) float y__h__accumulators[64];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
+      for (int64_t y__h__element = (int64_t)0; y__h__element < (int64_t)64; y__h__element += (int64_t)1) {
+        y__h__accumulators[y__h__element] = 0.0f;
+      }
+      const int64_t y__h__lane_row = (y__h__lane / (int64_t)8);
+      const int64_t y__h__lane_col = (y__h__lane % (int64_t)8);
+      alignas(16) float y__h__a_fragments[16];
+      alignas(16) float y__h__b_fragments[16];
+      const int64_t y__h__slices = ((D + (int64_t)7) / (int64_t)8);
+      const int64_t y__h__a_slices_first_row = (y__h__thread % (int64_t)8);
+      const int64_t y__h__a_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * (int64_t)132) + y__h__a_slices_column);
+      const int64_t y__h__a_slices_along_0 = ((no * (int64_t)128) + y__h__a_slices_column);
+      const int64_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_1 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)32));
+      const int64_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_2 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)64));
+      const int64_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_3 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)96));
+      const int64_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + (int64_t)8)) - y__h__a_slices_source_0);
+      const int64_t y__h__b_slices_first_row = (y__h__thread % (int64_t)8);
+      const int64_t y__h__b_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * (int64_t)132) + y__h__b_slices_column);
+      const int64_t y__h__b_slices_along_0 = ((oo * (int64_t)128) + y__h__b_slices_column);
+      const int64_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_1 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)32));
+      const int64_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_2 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)64));
+      const int64_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_3 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)96));
+      const int64_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + (int64_t)8)) - y__h__b_slices_source_0);
+      if (((int64_t)0 < y__h__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
+      }
+      for (int64_t y__h__slice = (int64_t)0; y__h__slice < y__h__slices; y__h__slice += (int64_t)2) {
+        if ((y__h__slice < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__h__slice + (int64_t)1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+          }
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((i1 < H)) {
-              y__h__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((D + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t y__x_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); y__x_tile_vector < (int64_t)256; y__x_tile_vector += (int64_t)256) {
-          const int64_t y__x_tile_element = (y__x_tile_vector * (int64_t)4);
-          const int64_t y__x_tile_0 = ((y__x_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t y__x_tile_1 = (y__x_tile_element % (int64_t)16);
-          emmy_copy_async_lanes<4>(y__x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + y__x_tile_0) * (int64_t)20) + y__x_tile_1), h, ((((no * (int64_t)64) + y__x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + y__x_tile_1)), (((no * (int64_t)64) + y__x_tile_0) < N) ? (D - (((io + (int64_t)1) * (int64_t)16) + y__x_tile_1)) : (int64_t)0);
-        }
-        for (int64_t y__w1_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); y__w1_tile_element < (int64_t)1024; y__w1_tile_element += (int64_t)256) {
-          const int64_t y__w1_tile_0 = ((y__w1_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t y__w1_tile_1 = (y__w1_tile_element % (int64_t)16);
-          emmy_copy_async(y__w1_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + y__w1_tile_0) * (int64_t)17) + y__w1_tile_1), w1, ((((oo * (int64_t)64) + y__w1_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + y__w1_tile_1)), ((((oo * (int64_t)64) + y__w1_tile_0) < H) && ((((io + (int64_t)1) * (int64_t)16) + y__w1_tile_1) < D)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < D)) {
+        if (((y__h__slice + (int64_t)1) < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__h__slice + (int64_t)1) + (int64_t)1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__h__acc__acc[((nr * (int64_t)4) + orr)] = (y__h__acc__acc[((nr * (int64_t)4) + orr)] + (y__x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * y__w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
-          if ((((unsigned long long)(const void*)&y__h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b1[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 15) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < H)) {
-            alignas(16) float b1__lanes[4];
-            *reinterpret_cast<uint4*>(b1__lanes) = *reinterpret_cast<const uint4*>(&b1[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) float y__h__lanes[4];
+      for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+          const int64_t i0 = ((((no * (int64_t)128) + (y__h__warp_row * (int64_t)32)) + (y__h__row_group * (int64_t)16)) + ((y__h__lane_row * (int64_t)4) + y__h__row_in_group));
+          if ((i0 < N)) {
             #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__h__lanes[orr] = emmy_gelu((y__h__acc__acc[((nr * (int64_t)4) + orr)] + b1__lanes[orr]));
-            }
-            *reinterpret_cast<uint4*>(&y__h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(y__h__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((i1 < H)) {
-                y__h[((i0 * H) + i1)] = emmy_gelu((y__h__acc__acc[((nr * (int64_t)4) + orr)] + b1[i1]));
+            for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (y__h__warp_col * (int64_t)64)) + (y__h__col_group * (int64_t)32)) + (y__h__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < H)) {
+                alignas(16) float y__h__vector[4];
+                y__h__vector[(int64_t)0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
+                y__h__vector[(int64_t)1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
+                y__h__vector[(int64_t)2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
+                y__h__vector[(int64_t)3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
+                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
+              } else {
+                if ((i1 < H)) {
+                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
+                }
+                if (((i1 + (int64_t)1) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
+                }
+                if (((i1 + (int64_t)2) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
+                }
+                if (((i1 + (int64_t)3) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
+                }
               }
             }
           }
@@ -364,92 +750,457 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k1(const floa
 
 // Computes y__y__acc, y.
 extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(float, y__w2_tile, 2176);
-      EMMY_SHARED(float, y__h_tile, 2560);
-      __syncthreads();
-      for (int64_t y__h_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); y__h_tile_vector_1 < (int64_t)256; y__h_tile_vector_1 += (int64_t)256) {
-        const int64_t y__h_tile_element_1 = (y__h_tile_vector_1 * (int64_t)4);
-        const int64_t y__h_tile_0_1 = ((y__h_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t y__h_tile_1_1 = (y__h_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(y__h_tile, ((y__h_tile_0_1 * (int64_t)20) + y__h_tile_1_1), y__h, ((((no * (int64_t)64) + y__h_tile_0_1) * H) + y__h_tile_1_1), (((no * (int64_t)64) + y__h_tile_0_1) < N) ? (H - y__h_tile_1_1) : (int64_t)0);
-      }
-      for (int64_t y__w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); y__w2_tile_element_1 < (int64_t)1024; y__w2_tile_element_1 += (int64_t)256) {
-        const int64_t y__w2_tile_0_1 = ((y__w2_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t y__w2_tile_1_1 = (y__w2_tile_element_1 % (int64_t)16);
-        emmy_copy_async(y__w2_tile, ((y__w2_tile_0_1 * (int64_t)17) + y__w2_tile_1_1), w2, ((((oo * (int64_t)64) + y__w2_tile_0_1) * H) + y__w2_tile_1_1), ((((oo * (int64_t)64) + y__w2_tile_0_1) < D) && (y__w2_tile_1_1 < H)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float y__y__acc__acc[16];
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      alignas(16) float y__accumulators[64];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int64_t y__lane_row = (y__lane / (int64_t)8);
+      const int64_t y__lane_col = (y__lane % (int64_t)8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int64_t y__slices = ((H + (int64_t)7) / (int64_t)8);
+      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
+      const int64_t y__a_slices_along_0 = ((no * (int64_t)128) + y__a_slices_column);
+      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_1 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)32));
+      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_2 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)64));
+      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_3 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)96));
+      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
+      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
+      const int64_t y__b_slices_along_0 = ((oo * (int64_t)128) + y__b_slices_column);
+      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_1 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)32));
+      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_2 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)64));
+      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_3 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)96));
+      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)2) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+          }
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((i1 < D)) {
-              y__y__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((H + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t y__h_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); y__h_tile_vector < (int64_t)256; y__h_tile_vector += (int64_t)256) {
-          const int64_t y__h_tile_element = (y__h_tile_vector * (int64_t)4);
-          const int64_t y__h_tile_0 = ((y__h_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t y__h_tile_1 = (y__h_tile_element % (int64_t)16);
-          emmy_copy_async_lanes<4>(y__h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + y__h_tile_0) * (int64_t)20) + y__h_tile_1), y__h, ((((no * (int64_t)64) + y__h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + y__h_tile_1)), (((no * (int64_t)64) + y__h_tile_0) < N) ? (H - (((io + (int64_t)1) * (int64_t)16) + y__h_tile_1)) : (int64_t)0);
-        }
-        for (int64_t y__w2_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); y__w2_tile_element < (int64_t)1024; y__w2_tile_element += (int64_t)256) {
-          const int64_t y__w2_tile_0 = ((y__w2_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t y__w2_tile_1 = (y__w2_tile_element % (int64_t)16);
-          emmy_copy_async(y__w2_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + y__w2_tile_0) * (int64_t)17) + y__w2_tile_1), w2, ((((oo * (int64_t)64) + y__w2_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + y__w2_tile_1)), ((((oo * (int64_t)64) + y__w2_tile_0) < D) && ((((io + (int64_t)1) * (int64_t)16) + y__w2_tile_1) < H)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < H)) {
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)1) + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__y__acc__acc[((nr * (int64_t)4) + orr)] = (y__y__acc__acc[((nr * (int64_t)4) + orr)] + (y__h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * y__w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
-          if ((((unsigned long long)(const void*)&y[((i0 * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b2[((oo * (int64_t)64) + (ot * (int64_t)4))] | (unsigned long long)(const void*)&x[((i0 * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) & 15) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < D)) {
-            alignas(16) float b2__lanes[4];
-            *reinterpret_cast<uint4*>(b2__lanes) = *reinterpret_cast<const uint4*>(&b2[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((i0 * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]);
-            alignas(16) float y__lanes[4];
+      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+          const int64_t i0 = ((((no * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+          if ((i0 < N)) {
             #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = (x__lanes[orr] + (y__y__acc__acc[((nr * (int64_t)4) + orr)] + b2__lanes[orr]));
-            }
-            *reinterpret_cast<uint4*>(&y[((i0 * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((i1 < D)) {
-                y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__y__acc__acc[((nr * (int64_t)4) + orr)] + b2[i1]));
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < D)) {
+                alignas(16) float y__vector[4];
+                y__vector[(int64_t)0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
+                y__vector[(int64_t)1] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
+                y__vector[(int64_t)2] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
+                y__vector[(int64_t)3] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
+                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((i1 < D)) {
+                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
+                }
+                if (((i1 + (int64_t)1) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)1)] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
+                }
+                if (((i1 + (int64_t)2) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)2)] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
+                }
+                if (((i1 + (int64_t)3) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)3)] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
+                }
               }
             }
           }
@@ -476,11 +1227,11 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("residual_mlp: kernel residual_mlp__k0 failed: %s", cudaGetErrorString(error));
   if (!(H == 0 || N == 0)) {
-    EMMY_LAUNCH(residual_mlp__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+    EMMY_LAUNCH(residual_mlp__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("residual_mlp: kernel residual_mlp__k1 failed: %s", cudaGetErrorString(error));
   }
-  EMMY_LAUNCH(residual_mlp__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+  EMMY_LAUNCH(residual_mlp__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("residual_mlp: kernel residual_mlp__k2 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);

@@ -68,6 +68,10 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
                  "l"(global + j), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
     return;
   }
+#elif defined(EMMY_SIMULATE)
+  // Lands when a wait covers it, as on the GPU: the race checks see the wait's barriers, not the start's.
+  shared.copyLater(i, inside ? global[j] : T{});
+  return;
 #endif
   shared[i] = inside ? global[j] : T{};
 }
@@ -95,9 +99,24 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
 #endif
   for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
+// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
+// array: one 8- or 16-byte shared load.
+template <int Bytes, typename T, typename Shared>
+static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
+#if defined(EMMY_SIMULATE)
+  shared.readVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
+  else
+    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
+#endif
+}
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
+#elif defined(EMMY_SIMULATE)
+  ::emmy_sim::detail::scheduler.waitForCopies(Pending);
 #endif
 }
 #if !defined(EMMY_SIMULATE)
@@ -201,30 +220,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           const int64_t k = c__b_slices_row;
           emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
         }
-      }
-      emmy_wait_for_copies<2>();
-      if (((int64_t)1 < c__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
-          const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-          const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
-          const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-          const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-          const int64_t k = ((int64_t)32 + c__b_slices_row);
-          emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < c__slices)) {
+          #pragma unroll 1
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+            const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+            const int64_t k = ((int64_t)32 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          }
         }
       }
       for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
         if ((c__slice < c__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if (((c__slice + (int64_t)2) < c__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -240,7 +258,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
               emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
             #pragma unroll
@@ -262,8 +279,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
         }
         if (((c__slice + (int64_t)1) < c__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -279,7 +296,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
               emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
             #pragma unroll
@@ -301,8 +317,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
         }
         if (((c__slice + (int64_t)2) < c__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -349,10 +365,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
             if ((m < M)) {
               const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
-                alignas(16) __half c__pair[2];
-                c__pair[(int64_t)0] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                c__pair[(int64_t)1] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                *reinterpret_cast<unsigned int*>(&c[((m * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__pair);
+                alignas(16) __half c__vector[2];
+                c__vector[(int64_t)0] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
+                c__vector[(int64_t)1] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
+                *reinterpret_cast<unsigned int*>(&c[((m * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__vector);
               } else {
                 if ((n < N)) {
                   c[((m * N) + n)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
@@ -428,30 +444,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           const int64_t k = c__b_slices_row;
           emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
         }
-      }
-      emmy_wait_for_copies<2>();
-      if (((int64_t)1 < c__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
-          const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-          const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
-          const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-          const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-          const int64_t k = ((int64_t)32 + c__b_slices_row);
-          emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < c__slices)) {
+          #pragma unroll 1
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+            const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+            const int64_t k = ((int64_t)32 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          }
         }
       }
       for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
         if ((c__slice < c__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if (((c__slice + (int64_t)2) < c__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -467,7 +482,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
               emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
             #pragma unroll
@@ -489,8 +503,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
         }
         if (((c__slice + (int64_t)1) < c__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -506,7 +520,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
               emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
             #pragma unroll
@@ -528,8 +541,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
         }
         if (((c__slice + (int64_t)2) < c__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
               const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -576,10 +589,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
             if ((m < M)) {
               const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
-                alignas(16) __nv_bfloat16 c__pair[2];
-                c__pair[(int64_t)0] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                c__pair[(int64_t)1] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                *reinterpret_cast<unsigned int*>(&c[((m * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__pair);
+                alignas(16) __nv_bfloat16 c__vector[2];
+                c__vector[(int64_t)0] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
+                c__vector[(int64_t)1] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
+                *reinterpret_cast<unsigned int*>(&c[((m * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__vector);
               } else {
                 if ((n < N)) {
                   c[((m * N) + n)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
@@ -613,90 +626,442 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
-  for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
-    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
-      const int64_t mt = (int64_t)threadIdx.y;
-      const int64_t nt = (int64_t)threadIdx.x;
-      EMMY_SHARED(float, b_tile, 2048);
-      EMMY_SHARED(float, a_tile, 2560);
-      __syncthreads();
-      for (int64_t a_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector_1 < (int64_t)256; a_tile_vector_1 += (int64_t)256) {
-        const int64_t a_tile_element_1 = (a_tile_vector_1 * (int64_t)4);
-        const int64_t a_tile_0_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t a_tile_1_1 = (a_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(a_tile, ((a_tile_0_1 * (int64_t)20) + a_tile_1_1), a, ((((mo * (int64_t)64) + a_tile_0_1) * K) + a_tile_1_1), (((mo * (int64_t)64) + a_tile_0_1) < M) ? (K - a_tile_1_1) : (int64_t)0);
-      }
-      for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)256; b_tile_vector_1 += (int64_t)256) {
-        const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)4);
-        const int64_t b_tile_0_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
-        const int64_t b_tile_1_1 = (b_tile_element_1 % (int64_t)64);
-        emmy_copy_async_lanes<4>(b_tile, ((b_tile_0_1 * (int64_t)64) + b_tile_1_1), b, ((b_tile_0_1 * N) + ((no * (int64_t)64) + b_tile_1_1)), (b_tile_0_1 < K) ? (N - ((no * (int64_t)64) + b_tile_1_1)) : (int64_t)0);
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float acc__acc[16];
+  for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
+    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
+      const int64_t c__lane = (int64_t)threadIdx.x;
+      const int64_t c__warp_col = (int64_t)threadIdx.y;
+      const int64_t c__warp_row = (int64_t)threadIdx.z;
+      const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, c__a_slices_0, 1056);
+      EMMY_SHARED(float, c__a_slices_1, 1056);
+      EMMY_SHARED(float, c__b_slices_0, 1024);
+      EMMY_SHARED(float, c__b_slices_1, 1024);
+      alignas(16) float c__accumulators[64];
       #pragma unroll
-      for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
-        const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
-        if ((m < M)) {
+      for (int64_t c__element = (int64_t)0; c__element < (int64_t)64; c__element += (int64_t)1) {
+        c__accumulators[c__element] = 0.0f;
+      }
+      const int64_t c__lane_row = (c__lane / (int64_t)8);
+      const int64_t c__lane_col = (c__lane % (int64_t)8);
+      alignas(16) float c__a_fragments[16];
+      alignas(16) float c__b_fragments[16];
+      const int64_t c__slices = ((K + (int64_t)7) / (int64_t)8);
+      const int64_t c__a_slices_first_row = (c__thread % (int64_t)8);
+      const int64_t c__a_slices_column = (((c__thread / (int64_t)32) * (int64_t)4) + ((c__thread / (int64_t)8) % (int64_t)4));
+      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)132) + c__a_slices_column);
+      const int64_t c__a_slices_along_0 = ((mo * (int64_t)128) + c__a_slices_column);
+      const int64_t c__a_slices_source_0 = ((c__a_slices_along_0 * K) + c__a_slices_first_row);
+      const int64_t c__a_slices_along_1 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)32));
+      const int64_t c__a_slices_source_1 = ((c__a_slices_along_1 * K) + c__a_slices_first_row);
+      const int64_t c__a_slices_along_2 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)64));
+      const int64_t c__a_slices_source_2 = ((c__a_slices_along_2 * K) + c__a_slices_first_row);
+      const int64_t c__a_slices_along_3 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)96));
+      const int64_t c__a_slices_source_3 = ((c__a_slices_along_3 * K) + c__a_slices_first_row);
+      const int64_t c__a_slices_slice_step = (((c__a_slices_along_0 * K) + (c__a_slices_first_row + (int64_t)8)) - c__a_slices_source_0);
+      const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
+      const int64_t c__b_slices_column = (c__thread % (int64_t)32);
+      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (c__b_slices_column * (int64_t)4));
+      const int64_t c__b_slices_along_0 = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)4));
+      const int64_t c__b_slices_source_0 = ((c__b_slices_first_row * N) + c__b_slices_along_0);
+      const int64_t c__b_slices_slice_step = ((((c__b_slices_first_row + (int64_t)8) * N) + c__b_slices_along_0) - c__b_slices_source_0);
+      if (((int64_t)0 < c__slices)) {
+        __syncthreads();
+        emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, c__a_slices_source_0, ((c__a_slices_along_0 < M) && (c__a_slices_first_row < K)));
+        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)32), a, c__a_slices_source_1, ((c__a_slices_along_1 < M) && (c__a_slices_first_row < K)));
+        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)64), a, c__a_slices_source_2, ((c__a_slices_along_2 < M) && (c__a_slices_first_row < K)));
+        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)96), a, c__a_slices_source_3, ((c__a_slices_along_3 < M) && (c__a_slices_first_row < K)));
+        emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
+      }
+      for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)2) {
+        if ((c__slice < c__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((c__slice + (int64_t)1) < c__slices)) {
+            emmy_copy_async(c__a_slices_1, c__a_slices_first_element, a, (c__a_slices_source_0 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)32), a, (c__a_slices_source_1 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)64), a, (c__a_slices_source_2 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)96), a, (c__a_slices_source_3 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+            emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + (int64_t)1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
+          }
           #pragma unroll
-          for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-            const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-            if ((n < N)) {
-              acc__acc[((mr * (int64_t)4) + nr)] = 0.0f;
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4)) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4)) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)132 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)128 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)264 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)256 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)396 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)384 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)528 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)512 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)660 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)640 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)792 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)768 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)924 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)896 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                }
+              }
             }
           }
         }
-      }
-      for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
-        __syncthreads();
-        for (int64_t a_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector < (int64_t)256; a_tile_vector += (int64_t)256) {
-          const int64_t a_tile_element = (a_tile_vector * (int64_t)4);
-          const int64_t a_tile_0 = ((a_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t a_tile_1 = (a_tile_element % (int64_t)16);
-          emmy_copy_async_lanes<4>(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_0) * (int64_t)20) + a_tile_1), a, ((((mo * (int64_t)64) + a_tile_0) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)), (((mo * (int64_t)64) + a_tile_0) < M) ? (K - (((ko + (int64_t)1) * (int64_t)16) + a_tile_1)) : (int64_t)0);
-        }
-        for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)256; b_tile_vector += (int64_t)256) {
-          const int64_t b_tile_element = (b_tile_vector * (int64_t)4);
-          const int64_t b_tile_0 = ((b_tile_element / (int64_t)64) % (int64_t)16);
-          const int64_t b_tile_1 = (b_tile_element % (int64_t)64);
-          emmy_copy_async_lanes<4>(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_0) * (int64_t)64) + b_tile_1), b, (((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) * N) + ((no * (int64_t)64) + b_tile_1)), ((((ko + (int64_t)1) * (int64_t)16) + b_tile_0) < K) ? (N - ((no * (int64_t)64) + b_tile_1)) : (int64_t)0);
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ki = (int64_t)0; ki < (int64_t)16; ki += (int64_t)1) {
-          const int64_t k = ((ko * (int64_t)16) + ki);
-          if ((k < K)) {
+        if (((c__slice + (int64_t)1) < c__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((c__slice + (int64_t)1) + (int64_t)1) < c__slices)) {
+            emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, (c__a_slices_source_0 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)32), a, (c__a_slices_source_1 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)64), a, (c__a_slices_source_2 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)96), a, (c__a_slices_source_3 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+            emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + (int64_t)1) + (int64_t)1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4)) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4)) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)132 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)128 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
             #pragma unroll
-            for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
-              const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
               #pragma unroll
-              for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-                const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                acc__acc[((mr * (int64_t)4) + nr)] = (acc__acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)264 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)256 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)396 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)384 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)528 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)512 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)660 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)640 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)792 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)768 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)924 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)896 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                  c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                }
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
-        const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
-        if ((m < M)) {
-          if ((((unsigned long long)(const void*)&c[((m * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) & 15) == 0 && (((no * (int64_t)64) + ((nt * (int64_t)4) + (int64_t)3)) < N)) {
-            alignas(16) float c__lanes[4];
+      for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+          const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)32)) + (c__row_group * (int64_t)16)) + ((c__lane_row * (int64_t)4) + c__row_in_group));
+          if ((m < M)) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-              c__lanes[nr] = acc__acc[((mr * (int64_t)4) + nr)];
-            }
-            *reinterpret_cast<uint4*>(&c[((m * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(c__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-              if ((n < N)) {
-                c[((m * N) + n)] = acc__acc[((mr * (int64_t)4) + nr)];
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_group * (int64_t)32)) + (c__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + (int64_t)3) < N)) {
+                alignas(16) float c__vector[4];
+                c__vector[(int64_t)0] = c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4))];
+                c__vector[(int64_t)1] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)1)];
+                c__vector[(int64_t)2] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)2)];
+                c__vector[(int64_t)3] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)3)];
+                *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__vector);
+              } else {
+                if ((n < N)) {
+                  c[((m * N) + n)] = c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4))];
+                }
+                if (((n + (int64_t)1) < N)) {
+                  c[(((m * N) + n) + (int64_t)1)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)1)];
+                }
+                if (((n + (int64_t)2) < N)) {
+                  c[(((m * N) + n) + (int64_t)2)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)2)];
+                }
+                if (((n + (int64_t)3) < N)) {
+                  c[(((m * N) + n) + (int64_t)3)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)3)];
+                }
               }
             }
           }
@@ -713,7 +1078,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
   if (K < 0) return emmy_fail("matmul_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f32: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(matmul_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_f32: kernel matmul_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -766,30 +1131,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             const int64_t k = c__b_slices_row;
             emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
-        }
-        emmy_wait_for_copies<2>();
-        if (((int64_t)1 < c__slices)) {
-          __syncthreads();
-          #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
-            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
-            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-            const int64_t k = ((int64_t)32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          emmy_wait_for_copies<2>();
+          if (((int64_t)1 < c__slices)) {
+            #pragma unroll 1
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+              const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((int64_t)32 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            }
           }
         }
         for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
           if ((c__slice < c__slices)) {
             emmy_wait_for_copies<1>();
+            __syncthreads();
             if (((c__slice + (int64_t)2) < c__slices)) {
-              __syncthreads();
               #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -805,7 +1169,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
                 emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
-            __syncthreads();
             #pragma unroll
             for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
               #pragma unroll
@@ -827,8 +1190,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
           }
           if (((c__slice + (int64_t)1) < c__slices)) {
             emmy_wait_for_copies<1>();
+            __syncthreads();
             if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
-              __syncthreads();
               #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -844,7 +1207,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
                 emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
-            __syncthreads();
             #pragma unroll
             for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
               #pragma unroll
@@ -866,8 +1228,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
           }
           if (((c__slice + (int64_t)2) < c__slices)) {
             emmy_wait_for_copies<1>();
+            __syncthreads();
             if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
-              __syncthreads();
               #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -914,10 +1276,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
               if ((m < M)) {
                 const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
                 if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
-                  alignas(16) __half c__pair[2];
-                  c__pair[(int64_t)0] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                  c__pair[(int64_t)1] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                  *reinterpret_cast<unsigned int*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__pair);
+                  alignas(16) __half c__vector[2];
+                  c__vector[(int64_t)0] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
+                  c__vector[(int64_t)1] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
+                  *reinterpret_cast<unsigned int*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__vector);
                 } else {
                   if ((n < N)) {
                     c[((((i * M) + m) * N) + n)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
@@ -996,30 +1358,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             const int64_t k = c__b_slices_row;
             emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
-        }
-        emmy_wait_for_copies<2>();
-        if (((int64_t)1 < c__slices)) {
-          __syncthreads();
-          #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
-            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
-          }
-          #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
-            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-            const int64_t k = ((int64_t)32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          emmy_wait_for_copies<2>();
+          if (((int64_t)1 < c__slices)) {
+            #pragma unroll 1
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+              const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((int64_t)32 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            }
           }
         }
         for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
           if ((c__slice < c__slices)) {
             emmy_wait_for_copies<1>();
+            __syncthreads();
             if (((c__slice + (int64_t)2) < c__slices)) {
-              __syncthreads();
               #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -1035,7 +1396,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
                 emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
-            __syncthreads();
             #pragma unroll
             for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
               #pragma unroll
@@ -1057,8 +1417,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
           }
           if (((c__slice + (int64_t)1) < c__slices)) {
             emmy_wait_for_copies<1>();
+            __syncthreads();
             if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
-              __syncthreads();
               #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -1074,7 +1434,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
                 emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
-            __syncthreads();
             #pragma unroll
             for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
               #pragma unroll
@@ -1096,8 +1455,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
           }
           if (((c__slice + (int64_t)2) < c__slices)) {
             emmy_wait_for_copies<1>();
+            __syncthreads();
             if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
-              __syncthreads();
               #pragma unroll 1
               for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
                 const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
@@ -1144,10 +1503,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
               if ((m < M)) {
                 const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
                 if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
-                  alignas(16) __nv_bfloat16 c__pair[2];
-                  c__pair[(int64_t)0] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                  c__pair[(int64_t)1] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                  *reinterpret_cast<unsigned int*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__pair);
+                  alignas(16) __nv_bfloat16 c__vector[2];
+                  c__vector[(int64_t)0] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
+                  c__vector[(int64_t)1] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
+                  *reinterpret_cast<unsigned int*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__vector);
                 } else {
                   if ((n < N)) {
                     c[((((i * M) + m) * N) + n)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
@@ -1184,90 +1543,442 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
 // Computes acc, c.
 extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
-    for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.y) {
-      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.x) {
-        const int64_t mt = (int64_t)threadIdx.y;
-        const int64_t nt = (int64_t)threadIdx.x;
-        EMMY_SHARED(float, b_tile, 2048);
-        EMMY_SHARED(float, a_tile, 2560);
-        __syncthreads();
-        for (int64_t a_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector_1 < (int64_t)256; a_tile_vector_1 += (int64_t)256) {
-          const int64_t a_tile_element_1 = (a_tile_vector_1 * (int64_t)4);
-          const int64_t a_tile_1_1 = ((a_tile_element_1 / (int64_t)16) % (int64_t)64);
-          const int64_t a_tile_2_1 = (a_tile_element_1 % (int64_t)16);
-          emmy_copy_async_lanes<4>(a_tile, ((a_tile_1_1 * (int64_t)20) + a_tile_2_1), a, ((((i * M) + ((mo * (int64_t)64) + a_tile_1_1)) * K) + a_tile_2_1), ((i < B) && (((mo * (int64_t)64) + a_tile_1_1) < M)) ? (K - a_tile_2_1) : (int64_t)0);
-        }
-        for (int64_t b_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector_1 < (int64_t)256; b_tile_vector_1 += (int64_t)256) {
-          const int64_t b_tile_element_1 = (b_tile_vector_1 * (int64_t)4);
-          const int64_t b_tile_1_1 = ((b_tile_element_1 / (int64_t)64) % (int64_t)16);
-          const int64_t b_tile_2_1 = (b_tile_element_1 % (int64_t)64);
-          emmy_copy_async_lanes<4>(b_tile, ((b_tile_1_1 * (int64_t)64) + b_tile_2_1), b, ((((i * K) + b_tile_1_1) * N) + ((no * (int64_t)64) + b_tile_2_1)), ((i < B) && (b_tile_1_1 < K)) ? (N - ((no * (int64_t)64) + b_tile_2_1)) : (int64_t)0);
-        }
-        emmy_wait_for_copies<1>();
-        alignas(16) float acc__acc[16];
+    for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
+      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
+        const int64_t c__lane = (int64_t)threadIdx.x;
+        const int64_t c__warp_col = (int64_t)threadIdx.y;
+        const int64_t c__warp_row = (int64_t)threadIdx.z;
+        const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(float, c__a_slices_0, 1056);
+        EMMY_SHARED(float, c__a_slices_1, 1056);
+        EMMY_SHARED(float, c__b_slices_0, 1024);
+        EMMY_SHARED(float, c__b_slices_1, 1024);
+        alignas(16) float c__accumulators[64];
         #pragma unroll
-        for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
-          const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
-          if ((m < M)) {
+        for (int64_t c__element = (int64_t)0; c__element < (int64_t)64; c__element += (int64_t)1) {
+          c__accumulators[c__element] = 0.0f;
+        }
+        const int64_t c__lane_row = (c__lane / (int64_t)8);
+        const int64_t c__lane_col = (c__lane % (int64_t)8);
+        alignas(16) float c__a_fragments[16];
+        alignas(16) float c__b_fragments[16];
+        const int64_t c__slices = ((K + (int64_t)7) / (int64_t)8);
+        const int64_t c__a_slices_first_row = (c__thread % (int64_t)8);
+        const int64_t c__a_slices_column = (((c__thread / (int64_t)32) * (int64_t)4) + ((c__thread / (int64_t)8) % (int64_t)4));
+        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)132) + c__a_slices_column);
+        const int64_t c__a_slices_along_0 = ((mo * (int64_t)128) + c__a_slices_column);
+        const int64_t c__a_slices_source_0 = ((((i * M) + c__a_slices_along_0) * K) + c__a_slices_first_row);
+        const int64_t c__a_slices_along_1 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)32));
+        const int64_t c__a_slices_source_1 = ((((i * M) + c__a_slices_along_1) * K) + c__a_slices_first_row);
+        const int64_t c__a_slices_along_2 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)64));
+        const int64_t c__a_slices_source_2 = ((((i * M) + c__a_slices_along_2) * K) + c__a_slices_first_row);
+        const int64_t c__a_slices_along_3 = ((mo * (int64_t)128) + (c__a_slices_column + (int64_t)96));
+        const int64_t c__a_slices_source_3 = ((((i * M) + c__a_slices_along_3) * K) + c__a_slices_first_row);
+        const int64_t c__a_slices_slice_step = (((((i * M) + c__a_slices_along_0) * K) + (c__a_slices_first_row + (int64_t)8)) - c__a_slices_source_0);
+        const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
+        const int64_t c__b_slices_column = (c__thread % (int64_t)32);
+        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (c__b_slices_column * (int64_t)4));
+        const int64_t c__b_slices_along_0 = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)4));
+        const int64_t c__b_slices_source_0 = ((((i * K) + c__b_slices_first_row) * N) + c__b_slices_along_0);
+        const int64_t c__b_slices_slice_step = (((((i * K) + (c__b_slices_first_row + (int64_t)8)) * N) + c__b_slices_along_0) - c__b_slices_source_0);
+        if (((int64_t)0 < c__slices)) {
+          __syncthreads();
+          emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, c__a_slices_source_0, ((c__a_slices_along_0 < M) && (c__a_slices_first_row < K)));
+          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)32), a, c__a_slices_source_1, ((c__a_slices_along_1 < M) && (c__a_slices_first_row < K)));
+          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)64), a, c__a_slices_source_2, ((c__a_slices_along_2 < M) && (c__a_slices_first_row < K)));
+          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)96), a, c__a_slices_source_3, ((c__a_slices_along_3 < M) && (c__a_slices_first_row < K)));
+          emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
+        }
+        for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)2) {
+          if ((c__slice < c__slices)) {
+            emmy_wait_for_copies<0>();
+            __syncthreads();
+            if (((c__slice + (int64_t)1) < c__slices)) {
+              emmy_copy_async(c__a_slices_1, c__a_slices_first_element, a, (c__a_slices_source_0 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)32), a, (c__a_slices_source_1 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)64), a, (c__a_slices_source_2 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + (int64_t)96), a, (c__a_slices_source_3 + ((c__slice + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+              emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + (int64_t)1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + (int64_t)1) * (int64_t)8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
+            }
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-              if ((n < N)) {
-                acc__acc[((mr * (int64_t)4) + nr)] = 0.0f;
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4)) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4)) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)132 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)128 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)264 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)256 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)396 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)384 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)528 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)512 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)660 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)640 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_0, (((int64_t)792 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_0, (((int64_t)768 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_0, (((int64_t)924 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_0, (((int64_t)896 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                  }
+                }
               }
             }
           }
-        }
-        for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
-          __syncthreads();
-          for (int64_t a_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); a_tile_vector < (int64_t)256; a_tile_vector += (int64_t)256) {
-            const int64_t a_tile_element = (a_tile_vector * (int64_t)4);
-            const int64_t a_tile_1 = ((a_tile_element / (int64_t)16) % (int64_t)64);
-            const int64_t a_tile_2 = (a_tile_element % (int64_t)16);
-            emmy_copy_async_lanes<4>(a_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)64) + a_tile_1) * (int64_t)20) + a_tile_2), a, ((((i * M) + ((mo * (int64_t)64) + a_tile_1)) * K) + (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)), ((i < B) && (((mo * (int64_t)64) + a_tile_1) < M)) ? (K - (((ko + (int64_t)1) * (int64_t)16) + a_tile_2)) : (int64_t)0);
-          }
-          for (int64_t b_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); b_tile_vector < (int64_t)256; b_tile_vector += (int64_t)256) {
-            const int64_t b_tile_element = (b_tile_vector * (int64_t)4);
-            const int64_t b_tile_1 = ((b_tile_element / (int64_t)64) % (int64_t)16);
-            const int64_t b_tile_2 = (b_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<4>(b_tile, ((((((ko + (int64_t)1) % (int64_t)2) * (int64_t)16) + b_tile_1) * (int64_t)64) + b_tile_2), b, ((((i * K) + (((ko + (int64_t)1) * (int64_t)16) + b_tile_1)) * N) + ((no * (int64_t)64) + b_tile_2)), ((i < B) && ((((ko + (int64_t)1) * (int64_t)16) + b_tile_1) < K)) ? (N - ((no * (int64_t)64) + b_tile_2)) : (int64_t)0);
-          }
-          emmy_wait_for_copies<1>();
-          __syncthreads();
-          #pragma unroll
-          for (int64_t ki = (int64_t)0; ki < (int64_t)16; ki += (int64_t)1) {
-            const int64_t k = ((ko * (int64_t)16) + ki);
-            if ((k < K)) {
+          if (((c__slice + (int64_t)1) < c__slices)) {
+            emmy_wait_for_copies<0>();
+            __syncthreads();
+            if ((((c__slice + (int64_t)1) + (int64_t)1) < c__slices)) {
+              emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, (c__a_slices_source_0 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)32), a, (c__a_slices_source_1 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)64), a, (c__a_slices_source_2 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + (int64_t)96), a, (c__a_slices_source_3 + (((c__slice + (int64_t)1) + (int64_t)1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__a_slices_first_row) < K)));
+              emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + (int64_t)1) + (int64_t)1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int64_t)0);
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4)) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4)) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)132 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)128 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
               #pragma unroll
-              for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
-                const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
                 #pragma unroll
-                for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-                  const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                  acc__acc[((mr * (int64_t)4) + nr)] = (acc__acc[((mr * (int64_t)4) + nr)] + (a_tile[(((((ko % (int64_t)2) * (int64_t)64) + ((mt * (int64_t)4) + mr)) * (int64_t)20) + ki)] * b_tile[(((((ko % (int64_t)2) * (int64_t)16) + ki) * (int64_t)64) + ((nt * (int64_t)4) + nr))]));
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)264 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)256 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)396 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)384 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)528 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)512 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)660 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)640 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * (int64_t)4)], c__a_slices_1, (((int64_t)792 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * (int64_t)4)], c__b_slices_1, (((int64_t)768 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[((int64_t)8 + (c__row_group * (int64_t)4))], c__a_slices_1, (((int64_t)924 + ((c__warp_row * (int64_t)32) + (c__lane_row * (int64_t)4))) + (c__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[((int64_t)8 + (c__col_group * (int64_t)4))], c__b_slices_1, (((int64_t)896 + ((c__warp_col * (int64_t)64) + (c__lane_col * (int64_t)4))) + (c__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((c__row_group * (int64_t)4) + c__row_in_group)] * c__b_fragments[((c__col_group * (int64_t)4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t c__col_in_group = (int64_t)0; c__col_in_group < (int64_t)4; c__col_in_group += (int64_t)1) {
+                    c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] = (c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + ((c__col_group * (int64_t)4) + c__col_in_group))] + (c__a_fragments[((int64_t)8 + ((c__row_group * (int64_t)4) + c__row_in_group))] * c__b_fragments[((int64_t)8 + ((c__col_group * (int64_t)4) + c__col_in_group))]));
+                  }
                 }
               }
             }
           }
         }
+        emmy_wait_for_copies<0>();
         #pragma unroll
-        for (int64_t mr = (int64_t)0; mr < (int64_t)4; mr += (int64_t)1) {
-          const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)4) + mr));
-          if ((m < M)) {
-            if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) & 15) == 0 && (((no * (int64_t)64) + ((nt * (int64_t)4) + (int64_t)3)) < N)) {
-              alignas(16) float c__lanes[4];
+        for (int64_t c__row_group = (int64_t)0; c__row_group < (int64_t)2; c__row_group += (int64_t)1) {
+          #pragma unroll
+          for (int64_t c__row_in_group = (int64_t)0; c__row_in_group < (int64_t)4; c__row_in_group += (int64_t)1) {
+            const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)32)) + (c__row_group * (int64_t)16)) + ((c__lane_row * (int64_t)4) + c__row_in_group));
+            if ((m < M)) {
               #pragma unroll
-              for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-                const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                c__lanes[nr] = acc__acc[((mr * (int64_t)4) + nr)];
-              }
-              *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + ((no * (int64_t)64) + (nt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(c__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-                const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-                if ((n < N)) {
-                  c[((((i * M) + m) * N) + n)] = acc__acc[((mr * (int64_t)4) + nr)];
+              for (int64_t c__col_group = (int64_t)0; c__col_group < (int64_t)2; c__col_group += (int64_t)1) {
+                const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_group * (int64_t)32)) + (c__lane_col * (int64_t)4));
+                if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + (int64_t)3) < N)) {
+                  alignas(16) float c__vector[4];
+                  c__vector[(int64_t)0] = c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4))];
+                  c__vector[(int64_t)1] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)1)];
+                  c__vector[(int64_t)2] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)2)];
+                  c__vector[(int64_t)3] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)3)];
+                  *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__vector);
+                } else {
+                  if ((n < N)) {
+                    c[((((i * M) + m) * N) + n)] = c__accumulators[((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4))];
+                  }
+                  if (((n + (int64_t)1) < N)) {
+                    c[(((((i * M) + m) * N) + n) + (int64_t)1)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)1)];
+                  }
+                  if (((n + (int64_t)2) < N)) {
+                    c[(((((i * M) + m) * N) + n) + (int64_t)2)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)2)];
+                  }
+                  if (((n + (int64_t)3) < N)) {
+                    c[(((((i * M) + m) * N) + n) + (int64_t)3)] = c__accumulators[(((((c__row_group * (int64_t)4) + c__row_in_group) * (int64_t)8) + (c__col_group * (int64_t)4)) + (int64_t)3)];
+                  }
                 }
               }
             }
@@ -1286,7 +1997,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
   if (K < 0) return emmy_fail("bmm_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f32: size N is negative (%lld)", (long long)N);
   if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(bmm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(16, 16, 1), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 2, 4), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_f32: kernel bmm_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;

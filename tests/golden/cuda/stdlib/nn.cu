@@ -68,6 +68,10 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
                  "l"(global + j), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
     return;
   }
+#elif defined(EMMY_SIMULATE)
+  // Lands when a wait covers it, as on the GPU: the race checks see the wait's barriers, not the start's.
+  shared.copyLater(i, inside ? global[j] : T{});
+  return;
 #endif
   shared[i] = inside ? global[j] : T{};
 }
@@ -95,9 +99,24 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
 #endif
   for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
+// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
+// array: one 8- or 16-byte shared load.
+template <int Bytes, typename T, typename Shared>
+static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
+#if defined(EMMY_SIMULATE)
+  shared.readVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
+  else
+    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
+#endif
+}
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
+#elif defined(EMMY_SIMULATE)
+  ::emmy_sim::detail::scheduler.waitForCopies(Pending);
 #endif
 }
 #if !defined(EMMY_SIMULATE)
@@ -2742,30 +2761,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           const int64_t i = (y__b_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
-      }
-      emmy_wait_for_copies<2>();
-      if (((int64_t)1 < y__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
-          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-          const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-          const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < y__slices)) {
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
+            const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+            const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          }
         }
       }
       for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
         if ((y__slice < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if (((y__slice + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -2781,7 +2799,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
               emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
@@ -2803,8 +2820,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
         }
         if (((y__slice + (int64_t)1) < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -2820,7 +2837,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
               emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
@@ -2842,8 +2858,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
         }
         if (((y__slice + (int64_t)2) < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -2890,10 +2906,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
             if ((n < N)) {
               const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 3) == 0 && ((o + (int64_t)1) < OUT)) {
-                alignas(16) __half y__pair[2];
-                y__pair[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
-                y__pair[(int64_t)1] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
-                *reinterpret_cast<unsigned int*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const unsigned int*>(y__pair);
+                alignas(16) __half y__vector[2];
+                y__vector[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
+                y__vector[(int64_t)1] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
+                *reinterpret_cast<unsigned int*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const unsigned int*>(y__vector);
               } else {
                 if ((o < OUT)) {
                   y[((n * OUT) + o)] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
@@ -2969,30 +2985,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           const int64_t i = (y__b_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
-      }
-      emmy_wait_for_copies<2>();
-      if (((int64_t)1 < y__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
-          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-          const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-          const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < y__slices)) {
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
+            const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+            const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          }
         }
       }
       for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
         if ((y__slice < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if (((y__slice + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -3008,7 +3023,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
               emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
@@ -3030,8 +3044,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
         }
         if (((y__slice + (int64_t)1) < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -3047,7 +3061,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
               emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
@@ -3069,8 +3082,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
         }
         if (((y__slice + (int64_t)2) < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -3117,10 +3130,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
             if ((n < N)) {
               const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 3) == 0 && ((o + (int64_t)1) < OUT)) {
-                alignas(16) __nv_bfloat16 y__pair[2];
-                y__pair[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
-                y__pair[(int64_t)1] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
-                *reinterpret_cast<unsigned int*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const unsigned int*>(y__pair);
+                alignas(16) __nv_bfloat16 y__vector[2];
+                y__vector[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
+                y__vector[(int64_t)1] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
+                *reinterpret_cast<unsigned int*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const unsigned int*>(y__vector);
               } else {
                 if ((o < OUT)) {
                   y[((n * OUT) + o)] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
@@ -3154,90 +3167,457 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
 extern "C" __global__ void __launch_bounds__(256, 1) linear_f32__k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t IN, int64_t OUT) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(float, w_tile, 2176);
-      EMMY_SHARED(float, x_tile, 2560);
-      __syncthreads();
-      for (int64_t x_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_vector_1 < (int64_t)256; x_tile_vector_1 += (int64_t)256) {
-        const int64_t x_tile_element_1 = (x_tile_vector_1 * (int64_t)4);
-        const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * IN) + x_tile_1_1), (((no * (int64_t)64) + x_tile_0_1) < N) ? (IN - x_tile_1_1) : (int64_t)0);
-      }
-      for (int64_t w_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element_1 < (int64_t)1024; w_tile_element_1 += (int64_t)256) {
-        const int64_t w_tile_0_1 = ((w_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w_tile_1_1 = (w_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w_tile, ((w_tile_0_1 * (int64_t)17) + w_tile_1_1), w, ((((oo * (int64_t)64) + w_tile_0_1) * IN) + w_tile_1_1), ((((oo * (int64_t)64) + w_tile_0_1) < OUT) && (w_tile_1_1 < IN)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float acc__acc[16];
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      alignas(16) float y__accumulators[64];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int64_t y__lane_row = (y__lane / (int64_t)8);
+      const int64_t y__lane_col = (y__lane % (int64_t)8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int64_t y__slices = ((IN + (int64_t)7) / (int64_t)8);
+      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
+      const int64_t y__a_slices_along_0 = ((no * (int64_t)128) + y__a_slices_column);
+      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * IN) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_1 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)32));
+      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * IN) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_2 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)64));
+      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * IN) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_3 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)96));
+      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * IN) + y__a_slices_first_row);
+      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * IN) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
+      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
+      const int64_t y__b_slices_along_0 = ((oo * (int64_t)128) + y__b_slices_column);
+      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * IN) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_1 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)32));
+      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * IN) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_2 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)64));
+      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * IN) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_3 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)96));
+      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * IN) + y__b_slices_first_row);
+      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * IN) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, x, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < IN)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), x, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < IN)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), x, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < IN)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), x, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < IN)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w, y__b_slices_source_0, ((y__b_slices_along_0 < OUT) && (y__b_slices_first_row < IN)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w, y__b_slices_source_1, ((y__b_slices_along_1 < OUT) && (y__b_slices_first_row < IN)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w, y__b_slices_source_2, ((y__b_slices_along_2 < OUT) && (y__b_slices_first_row < IN)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w, y__b_slices_source_3, ((y__b_slices_along_3 < OUT) && (y__b_slices_first_row < IN)));
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)2) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, x, (y__a_slices_source_0 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w, (y__b_slices_source_0 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < OUT) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < OUT) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < OUT) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < IN)));
+          }
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((o < OUT)) {
-              acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((IN + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t x_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_vector < (int64_t)256; x_tile_vector += (int64_t)256) {
-          const int64_t x_tile_element = (x_tile_vector * (int64_t)4);
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async_lanes<4>(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), (((no * (int64_t)64) + x_tile_0) < N) ? (IN - (((io + (int64_t)1) * (int64_t)16) + x_tile_1)) : (int64_t)0);
-        }
-        for (int64_t w_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w_tile_element < (int64_t)1024; w_tile_element += (int64_t)256) {
-          const int64_t w_tile_0 = ((w_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w_tile_1 = (w_tile_element % (int64_t)16);
-          emmy_copy_async(w_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w_tile_0) * (int64_t)17) + w_tile_1), w, ((((oo * (int64_t)64) + w_tile_0) * IN) + (((io + (int64_t)1) * (int64_t)16) + w_tile_1)), ((((oo * (int64_t)64) + w_tile_0) < OUT) && ((((io + (int64_t)1) * (int64_t)16) + w_tile_1) < IN)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < IN)) {
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)1) + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, x, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), x, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), x, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), x, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < IN)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < OUT) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < IN)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                acc__acc[((nr * (int64_t)4) + orr)] = (acc__acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
-          if ((((unsigned long long)(const void*)&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 15) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < OUT)) {
-            alignas(16) float b__lanes[4];
-            *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) float y__lanes[4];
+      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+          const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+          if ((n < N)) {
             #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = (acc__acc[((nr * (int64_t)4) + orr)] + b__lanes[orr]);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * OUT) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((o < OUT)) {
-                y[((n * OUT) + o)] = (acc__acc[((nr * (int64_t)4) + orr)] + b[o]);
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 15) == 0 && ((o + (int64_t)3) < OUT)) {
+                alignas(16) float y__vector[4];
+                y__vector[(int64_t)0] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[o]);
+                y__vector[(int64_t)1] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[(o + (int64_t)1)]);
+                y__vector[(int64_t)2] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[(o + (int64_t)2)]);
+                y__vector[(int64_t)3] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[(o + (int64_t)3)]);
+                *reinterpret_cast<uint4*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((o < OUT)) {
+                  y[((n * OUT) + o)] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[o]);
+                }
+                if (((o + (int64_t)1) < OUT)) {
+                  y[(((n * OUT) + o) + (int64_t)1)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[(o + (int64_t)1)]);
+                }
+                if (((o + (int64_t)2) < OUT)) {
+                  y[(((n * OUT) + o) + (int64_t)2)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[(o + (int64_t)2)]);
+                }
+                if (((o + (int64_t)3) < OUT)) {
+                  y[(((n * OUT) + o) + (int64_t)3)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[(o + (int64_t)3)]);
+                }
               }
             }
           }
@@ -3254,7 +3634,7 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
   if (IN < 0) return emmy_fail("linear_f32: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f32: size OUT is negative (%lld)", (long long)OUT);
   if (N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(linear_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f32: kernel linear_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -3306,30 +3686,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           const int64_t i = (h__b_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
         }
-      }
-      emmy_wait_for_copies<2>();
-      if (((int64_t)1 < h__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
-          const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-          const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-          const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
-          const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < h__slices)) {
+          #pragma unroll 1
+          for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+            const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+            const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+            const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+            const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
+            const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+            const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          }
         }
       }
       for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)3) {
         if ((h__slice < h__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if (((h__slice + (int64_t)2) < h__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
@@ -3345,7 +3724,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
               emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
             #pragma unroll
@@ -3367,8 +3745,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
         }
         if (((h__slice + (int64_t)1) < h__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
@@ -3384,7 +3762,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
               emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
             #pragma unroll
@@ -3406,8 +3783,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
         }
         if (((h__slice + (int64_t)2) < h__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
@@ -3454,10 +3831,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
             if ((i0 < N)) {
               const int64_t i1 = ((((oo * (int64_t)128) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 3) == 0 && ((i1 + (int64_t)1) < H)) {
-                alignas(16) __half h__pair[2];
-                h__pair[(int64_t)0] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
-                h__pair[(int64_t)1] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
-                *reinterpret_cast<unsigned int*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const unsigned int*>(h__pair);
+                alignas(16) __half h__vector[2];
+                h__vector[(int64_t)0] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
+                h__vector[(int64_t)1] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
+                *reinterpret_cast<unsigned int*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const unsigned int*>(h__vector);
               } else {
                 if ((i1 < H)) {
                   h[((i0 * H) + i1)] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
@@ -3518,30 +3895,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           const int64_t i = (y__b_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
         }
-      }
-      emmy_wait_for_copies<2>();
-      if (((int64_t)1 < y__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
-          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-          const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-          const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < y__slices)) {
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
+            const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+            const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          }
         }
       }
       for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
         if ((y__slice < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if (((y__slice + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -3557,7 +3933,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
               emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
@@ -3579,8 +3954,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
         }
         if (((y__slice + (int64_t)1) < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -3596,7 +3971,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
               emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
@@ -3618,8 +3992,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
         }
         if (((y__slice + (int64_t)2) < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -3666,10 +4040,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
             if ((n < N)) {
               const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 3) == 0 && ((o + (int64_t)1) < D)) {
-                alignas(16) __half y__pair[2];
-                y__pair[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
-                y__pair[(int64_t)1] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
-                *reinterpret_cast<unsigned int*>(&y[((n * D) + o)]) = *reinterpret_cast<const unsigned int*>(y__pair);
+                alignas(16) __half y__vector[2];
+                y__vector[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
+                y__vector[(int64_t)1] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
+                *reinterpret_cast<unsigned int*>(&y[((n * D) + o)]) = *reinterpret_cast<const unsigned int*>(y__vector);
               } else {
                 if ((o < D)) {
                   y[((n * D) + o)] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
@@ -3754,30 +4128,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           const int64_t i = (h__b_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
         }
-      }
-      emmy_wait_for_copies<2>();
-      if (((int64_t)1 < h__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
-          const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-          const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-          const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
-          const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < h__slices)) {
+          #pragma unroll 1
+          for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
+            const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+            const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+            const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
+            const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
+            const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+            const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          }
         }
       }
       for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)3) {
         if ((h__slice < h__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if (((h__slice + (int64_t)2) < h__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
@@ -3793,7 +4166,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
               emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
             #pragma unroll
@@ -3815,8 +4187,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
         }
         if (((h__slice + (int64_t)1) < h__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
@@ -3832,7 +4204,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
               emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
             #pragma unroll
@@ -3854,8 +4225,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
         }
         if (((h__slice + (int64_t)2) < h__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
               const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
@@ -3902,10 +4273,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
             if ((i0 < N)) {
               const int64_t i1 = ((((oo * (int64_t)128) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 3) == 0 && ((i1 + (int64_t)1) < H)) {
-                alignas(16) __nv_bfloat16 h__pair[2];
-                h__pair[(int64_t)0] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
-                h__pair[(int64_t)1] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
-                *reinterpret_cast<unsigned int*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const unsigned int*>(h__pair);
+                alignas(16) __nv_bfloat16 h__vector[2];
+                h__vector[(int64_t)0] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
+                h__vector[(int64_t)1] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
+                *reinterpret_cast<unsigned int*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const unsigned int*>(h__vector);
               } else {
                 if ((i1 < H)) {
                   h[((i0 * H) + i1)] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
@@ -3966,30 +4337,29 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           const int64_t i = (y__b_slices_column * (int64_t)8);
           emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
         }
-      }
-      emmy_wait_for_copies<2>();
-      if (((int64_t)1 < y__slices)) {
-        __syncthreads();
-        #pragma unroll 1
-        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
-          const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-          const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
-        }
-        #pragma unroll 1
-        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-          const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-          emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+        emmy_wait_for_copies<2>();
+        if (((int64_t)1 < y__slices)) {
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
+            const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+            const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          }
         }
       }
       for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
         if ((y__slice < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if (((y__slice + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -4005,7 +4375,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
               emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
@@ -4027,8 +4396,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
         }
         if (((y__slice + (int64_t)1) < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -4044,7 +4413,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
               emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
-          __syncthreads();
           #pragma unroll
           for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
             #pragma unroll
@@ -4066,8 +4434,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
         }
         if (((y__slice + (int64_t)2) < y__slices)) {
           emmy_wait_for_copies<1>();
+          __syncthreads();
           if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
-            __syncthreads();
             #pragma unroll 1
             for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
               const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
@@ -4114,10 +4482,10 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
             if ((n < N)) {
               const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 3) == 0 && ((o + (int64_t)1) < D)) {
-                alignas(16) __nv_bfloat16 y__pair[2];
-                y__pair[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
-                y__pair[(int64_t)1] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
-                *reinterpret_cast<unsigned int*>(&y[((n * D) + o)]) = *reinterpret_cast<const unsigned int*>(y__pair);
+                alignas(16) __nv_bfloat16 y__vector[2];
+                y__vector[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
+                y__vector[(int64_t)1] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
+                *reinterpret_cast<unsigned int*>(&y[((n * D) + o)]) = *reinterpret_cast<const unsigned int*>(y__vector);
               } else {
                 if ((o < D)) {
                   y[((n * D) + o)] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
@@ -4160,90 +4528,457 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
 extern "C" __global__ void __launch_bounds__(256, 1) mlp_f32__k0(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(float, w1_tile, 2176);
-      EMMY_SHARED(float, x_tile, 2560);
-      __syncthreads();
-      for (int64_t x_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_vector_1 < (int64_t)256; x_tile_vector_1 += (int64_t)256) {
-        const int64_t x_tile_element_1 = (x_tile_vector_1 * (int64_t)4);
-        const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(x_tile, ((x_tile_0_1 * (int64_t)20) + x_tile_1_1), x, ((((no * (int64_t)64) + x_tile_0_1) * D) + x_tile_1_1), (((no * (int64_t)64) + x_tile_0_1) < N) ? (D - x_tile_1_1) : (int64_t)0);
-      }
-      for (int64_t w1_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element_1 < (int64_t)1024; w1_tile_element_1 += (int64_t)256) {
-        const int64_t w1_tile_0_1 = ((w1_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w1_tile_1_1 = (w1_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w1_tile, ((w1_tile_0_1 * (int64_t)17) + w1_tile_1_1), w1, ((((oo * (int64_t)64) + w1_tile_0_1) * D) + w1_tile_1_1), ((((oo * (int64_t)64) + w1_tile_0_1) < H) && (w1_tile_1_1 < D)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float h__acc__acc[16];
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t h__lane = (int64_t)threadIdx.x;
+      const int64_t h__warp_col = (int64_t)threadIdx.y;
+      const int64_t h__warp_row = (int64_t)threadIdx.z;
+      const int64_t h__thread = (h__lane + ((h__warp_col + (h__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, h__a_slices_0, 1056);
+      EMMY_SHARED(float, h__a_slices_1, 1056);
+      EMMY_SHARED(float, h__b_slices_0, 1056);
+      EMMY_SHARED(float, h__b_slices_1, 1056);
+      alignas(16) float h__accumulators[64];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
+      for (int64_t h__element = (int64_t)0; h__element < (int64_t)64; h__element += (int64_t)1) {
+        h__accumulators[h__element] = 0.0f;
+      }
+      const int64_t h__lane_row = (h__lane / (int64_t)8);
+      const int64_t h__lane_col = (h__lane % (int64_t)8);
+      alignas(16) float h__a_fragments[16];
+      alignas(16) float h__b_fragments[16];
+      const int64_t h__slices = ((D + (int64_t)7) / (int64_t)8);
+      const int64_t h__a_slices_first_row = (h__thread % (int64_t)8);
+      const int64_t h__a_slices_column = (((h__thread / (int64_t)32) * (int64_t)4) + ((h__thread / (int64_t)8) % (int64_t)4));
+      const int64_t h__a_slices_first_element = ((h__a_slices_first_row * (int64_t)132) + h__a_slices_column);
+      const int64_t h__a_slices_along_0 = ((no * (int64_t)128) + h__a_slices_column);
+      const int64_t h__a_slices_source_0 = ((h__a_slices_along_0 * D) + h__a_slices_first_row);
+      const int64_t h__a_slices_along_1 = ((no * (int64_t)128) + (h__a_slices_column + (int64_t)32));
+      const int64_t h__a_slices_source_1 = ((h__a_slices_along_1 * D) + h__a_slices_first_row);
+      const int64_t h__a_slices_along_2 = ((no * (int64_t)128) + (h__a_slices_column + (int64_t)64));
+      const int64_t h__a_slices_source_2 = ((h__a_slices_along_2 * D) + h__a_slices_first_row);
+      const int64_t h__a_slices_along_3 = ((no * (int64_t)128) + (h__a_slices_column + (int64_t)96));
+      const int64_t h__a_slices_source_3 = ((h__a_slices_along_3 * D) + h__a_slices_first_row);
+      const int64_t h__a_slices_slice_step = (((h__a_slices_along_0 * D) + (h__a_slices_first_row + (int64_t)8)) - h__a_slices_source_0);
+      const int64_t h__b_slices_first_row = (h__thread % (int64_t)8);
+      const int64_t h__b_slices_column = (((h__thread / (int64_t)32) * (int64_t)4) + ((h__thread / (int64_t)8) % (int64_t)4));
+      const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)132) + h__b_slices_column);
+      const int64_t h__b_slices_along_0 = ((oo * (int64_t)128) + h__b_slices_column);
+      const int64_t h__b_slices_source_0 = ((h__b_slices_along_0 * D) + h__b_slices_first_row);
+      const int64_t h__b_slices_along_1 = ((oo * (int64_t)128) + (h__b_slices_column + (int64_t)32));
+      const int64_t h__b_slices_source_1 = ((h__b_slices_along_1 * D) + h__b_slices_first_row);
+      const int64_t h__b_slices_along_2 = ((oo * (int64_t)128) + (h__b_slices_column + (int64_t)64));
+      const int64_t h__b_slices_source_2 = ((h__b_slices_along_2 * D) + h__b_slices_first_row);
+      const int64_t h__b_slices_along_3 = ((oo * (int64_t)128) + (h__b_slices_column + (int64_t)96));
+      const int64_t h__b_slices_source_3 = ((h__b_slices_along_3 * D) + h__b_slices_first_row);
+      const int64_t h__b_slices_slice_step = (((h__b_slices_along_0 * D) + (h__b_slices_first_row + (int64_t)8)) - h__b_slices_source_0);
+      if (((int64_t)0 < h__slices)) {
+        __syncthreads();
+        emmy_copy_async(h__a_slices_0, h__a_slices_first_element, x, h__a_slices_source_0, ((h__a_slices_along_0 < N) && (h__a_slices_first_row < D)));
+        emmy_copy_async(h__a_slices_0, (h__a_slices_first_element + (int64_t)32), x, h__a_slices_source_1, ((h__a_slices_along_1 < N) && (h__a_slices_first_row < D)));
+        emmy_copy_async(h__a_slices_0, (h__a_slices_first_element + (int64_t)64), x, h__a_slices_source_2, ((h__a_slices_along_2 < N) && (h__a_slices_first_row < D)));
+        emmy_copy_async(h__a_slices_0, (h__a_slices_first_element + (int64_t)96), x, h__a_slices_source_3, ((h__a_slices_along_3 < N) && (h__a_slices_first_row < D)));
+        emmy_copy_async(h__b_slices_0, h__b_slices_first_element, w1, h__b_slices_source_0, ((h__b_slices_along_0 < H) && (h__b_slices_first_row < D)));
+        emmy_copy_async(h__b_slices_0, (h__b_slices_first_element + (int64_t)32), w1, h__b_slices_source_1, ((h__b_slices_along_1 < H) && (h__b_slices_first_row < D)));
+        emmy_copy_async(h__b_slices_0, (h__b_slices_first_element + (int64_t)64), w1, h__b_slices_source_2, ((h__b_slices_along_2 < H) && (h__b_slices_first_row < D)));
+        emmy_copy_async(h__b_slices_0, (h__b_slices_first_element + (int64_t)96), w1, h__b_slices_source_3, ((h__b_slices_along_3 < H) && (h__b_slices_first_row < D)));
+      }
+      for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)2) {
+        if ((h__slice < h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((h__slice + (int64_t)1) < h__slices)) {
+            emmy_copy_async(h__a_slices_1, h__a_slices_first_element, x, (h__a_slices_source_0 + ((h__slice + (int64_t)1) * h__a_slices_slice_step)), ((h__a_slices_along_0 < N) && ((((h__slice + (int64_t)1) * (int64_t)8) + h__a_slices_first_row) < D)));
+            emmy_copy_async(h__a_slices_1, (h__a_slices_first_element + (int64_t)32), x, (h__a_slices_source_1 + ((h__slice + (int64_t)1) * h__a_slices_slice_step)), ((h__a_slices_along_1 < N) && ((((h__slice + (int64_t)1) * (int64_t)8) + h__a_slices_first_row) < D)));
+            emmy_copy_async(h__a_slices_1, (h__a_slices_first_element + (int64_t)64), x, (h__a_slices_source_2 + ((h__slice + (int64_t)1) * h__a_slices_slice_step)), ((h__a_slices_along_2 < N) && ((((h__slice + (int64_t)1) * (int64_t)8) + h__a_slices_first_row) < D)));
+            emmy_copy_async(h__a_slices_1, (h__a_slices_first_element + (int64_t)96), x, (h__a_slices_source_3 + ((h__slice + (int64_t)1) * h__a_slices_slice_step)), ((h__a_slices_along_3 < N) && ((((h__slice + (int64_t)1) * (int64_t)8) + h__a_slices_first_row) < D)));
+            emmy_copy_async(h__b_slices_1, h__b_slices_first_element, w1, (h__b_slices_source_0 + ((h__slice + (int64_t)1) * h__b_slices_slice_step)), ((h__b_slices_along_0 < H) && ((((h__slice + (int64_t)1) * (int64_t)8) + h__b_slices_first_row) < D)));
+            emmy_copy_async(h__b_slices_1, (h__b_slices_first_element + (int64_t)32), w1, (h__b_slices_source_1 + ((h__slice + (int64_t)1) * h__b_slices_slice_step)), ((h__b_slices_along_1 < H) && ((((h__slice + (int64_t)1) * (int64_t)8) + h__b_slices_first_row) < D)));
+            emmy_copy_async(h__b_slices_1, (h__b_slices_first_element + (int64_t)64), w1, (h__b_slices_source_2 + ((h__slice + (int64_t)1) * h__b_slices_slice_step)), ((h__b_slices_along_2 < H) && ((((h__slice + (int64_t)1) * (int64_t)8) + h__b_slices_first_row) < D)));
+            emmy_copy_async(h__b_slices_1, (h__b_slices_first_element + (int64_t)96), w1, (h__b_slices_source_3 + ((h__slice + (int64_t)1) * h__b_slices_slice_step)), ((h__b_slices_along_3 < H) && ((((h__slice + (int64_t)1) * (int64_t)8) + h__b_slices_first_row) < D)));
+          }
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((i1 < H)) {
-              h__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[(h__row_group * (int64_t)4)], h__a_slices_0, (((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4)) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[(h__col_group * (int64_t)4)], h__b_slices_0, (((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4)) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[((int64_t)8 + (h__row_group * (int64_t)4))], h__a_slices_0, (((int64_t)132 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[((int64_t)8 + (h__col_group * (int64_t)4))], h__b_slices_0, (((int64_t)132 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((h__row_group * (int64_t)4) + h__row_in_group)] * h__b_fragments[((h__col_group * (int64_t)4) + h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[(h__row_group * (int64_t)4)], h__a_slices_0, (((int64_t)264 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[(h__col_group * (int64_t)4)], h__b_slices_0, (((int64_t)264 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((int64_t)8 + ((h__row_group * (int64_t)4) + h__row_in_group))] * h__b_fragments[((int64_t)8 + ((h__col_group * (int64_t)4) + h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[((int64_t)8 + (h__row_group * (int64_t)4))], h__a_slices_0, (((int64_t)396 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[((int64_t)8 + (h__col_group * (int64_t)4))], h__b_slices_0, (((int64_t)396 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((h__row_group * (int64_t)4) + h__row_in_group)] * h__b_fragments[((h__col_group * (int64_t)4) + h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[(h__row_group * (int64_t)4)], h__a_slices_0, (((int64_t)528 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[(h__col_group * (int64_t)4)], h__b_slices_0, (((int64_t)528 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((int64_t)8 + ((h__row_group * (int64_t)4) + h__row_in_group))] * h__b_fragments[((int64_t)8 + ((h__col_group * (int64_t)4) + h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[((int64_t)8 + (h__row_group * (int64_t)4))], h__a_slices_0, (((int64_t)660 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[((int64_t)8 + (h__col_group * (int64_t)4))], h__b_slices_0, (((int64_t)660 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((h__row_group * (int64_t)4) + h__row_in_group)] * h__b_fragments[((h__col_group * (int64_t)4) + h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[(h__row_group * (int64_t)4)], h__a_slices_0, (((int64_t)792 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[(h__col_group * (int64_t)4)], h__b_slices_0, (((int64_t)792 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((int64_t)8 + ((h__row_group * (int64_t)4) + h__row_in_group))] * h__b_fragments[((int64_t)8 + ((h__col_group * (int64_t)4) + h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[((int64_t)8 + (h__row_group * (int64_t)4))], h__a_slices_0, (((int64_t)924 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[((int64_t)8 + (h__col_group * (int64_t)4))], h__b_slices_0, (((int64_t)924 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((h__row_group * (int64_t)4) + h__row_in_group)] * h__b_fragments[((h__col_group * (int64_t)4) + h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((int64_t)8 + ((h__row_group * (int64_t)4) + h__row_in_group))] * h__b_fragments[((int64_t)8 + ((h__col_group * (int64_t)4) + h__col_in_group))]));
+                }
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((D + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t x_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); x_tile_vector < (int64_t)256; x_tile_vector += (int64_t)256) {
-          const int64_t x_tile_element = (x_tile_vector * (int64_t)4);
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)16);
-          emmy_copy_async_lanes<4>(x_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + x_tile_0) * (int64_t)20) + x_tile_1), x, ((((no * (int64_t)64) + x_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + x_tile_1)), (((no * (int64_t)64) + x_tile_0) < N) ? (D - (((io + (int64_t)1) * (int64_t)16) + x_tile_1)) : (int64_t)0);
-        }
-        for (int64_t w1_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w1_tile_element < (int64_t)1024; w1_tile_element += (int64_t)256) {
-          const int64_t w1_tile_0 = ((w1_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w1_tile_1 = (w1_tile_element % (int64_t)16);
-          emmy_copy_async(w1_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w1_tile_0) * (int64_t)17) + w1_tile_1), w1, ((((oo * (int64_t)64) + w1_tile_0) * D) + (((io + (int64_t)1) * (int64_t)16) + w1_tile_1)), ((((oo * (int64_t)64) + w1_tile_0) < H) && ((((io + (int64_t)1) * (int64_t)16) + w1_tile_1) < D)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < D)) {
+        if (((h__slice + (int64_t)1) < h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((h__slice + (int64_t)1) + (int64_t)1) < h__slices)) {
+            emmy_copy_async(h__a_slices_0, h__a_slices_first_element, x, (h__a_slices_source_0 + (((h__slice + (int64_t)1) + (int64_t)1) * h__a_slices_slice_step)), ((h__a_slices_along_0 < N) && (((((h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + h__a_slices_first_row) < D)));
+            emmy_copy_async(h__a_slices_0, (h__a_slices_first_element + (int64_t)32), x, (h__a_slices_source_1 + (((h__slice + (int64_t)1) + (int64_t)1) * h__a_slices_slice_step)), ((h__a_slices_along_1 < N) && (((((h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + h__a_slices_first_row) < D)));
+            emmy_copy_async(h__a_slices_0, (h__a_slices_first_element + (int64_t)64), x, (h__a_slices_source_2 + (((h__slice + (int64_t)1) + (int64_t)1) * h__a_slices_slice_step)), ((h__a_slices_along_2 < N) && (((((h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + h__a_slices_first_row) < D)));
+            emmy_copy_async(h__a_slices_0, (h__a_slices_first_element + (int64_t)96), x, (h__a_slices_source_3 + (((h__slice + (int64_t)1) + (int64_t)1) * h__a_slices_slice_step)), ((h__a_slices_along_3 < N) && (((((h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + h__a_slices_first_row) < D)));
+            emmy_copy_async(h__b_slices_0, h__b_slices_first_element, w1, (h__b_slices_source_0 + (((h__slice + (int64_t)1) + (int64_t)1) * h__b_slices_slice_step)), ((h__b_slices_along_0 < H) && (((((h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + h__b_slices_first_row) < D)));
+            emmy_copy_async(h__b_slices_0, (h__b_slices_first_element + (int64_t)32), w1, (h__b_slices_source_1 + (((h__slice + (int64_t)1) + (int64_t)1) * h__b_slices_slice_step)), ((h__b_slices_along_1 < H) && (((((h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + h__b_slices_first_row) < D)));
+            emmy_copy_async(h__b_slices_0, (h__b_slices_first_element + (int64_t)64), w1, (h__b_slices_source_2 + (((h__slice + (int64_t)1) + (int64_t)1) * h__b_slices_slice_step)), ((h__b_slices_along_2 < H) && (((((h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + h__b_slices_first_row) < D)));
+            emmy_copy_async(h__b_slices_0, (h__b_slices_first_element + (int64_t)96), w1, (h__b_slices_source_3 + (((h__slice + (int64_t)1) + (int64_t)1) * h__b_slices_slice_step)), ((h__b_slices_along_3 < H) && (((((h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[(h__row_group * (int64_t)4)], h__a_slices_1, (((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4)) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[(h__col_group * (int64_t)4)], h__b_slices_1, (((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4)) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[((int64_t)8 + (h__row_group * (int64_t)4))], h__a_slices_1, (((int64_t)132 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[((int64_t)8 + (h__col_group * (int64_t)4))], h__b_slices_1, (((int64_t)132 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                h__acc__acc[((nr * (int64_t)4) + orr)] = (h__acc__acc[((nr * (int64_t)4) + orr)] + (x_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w1_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((h__row_group * (int64_t)4) + h__row_in_group)] * h__b_fragments[((h__col_group * (int64_t)4) + h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[(h__row_group * (int64_t)4)], h__a_slices_1, (((int64_t)264 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[(h__col_group * (int64_t)4)], h__b_slices_1, (((int64_t)264 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((int64_t)8 + ((h__row_group * (int64_t)4) + h__row_in_group))] * h__b_fragments[((int64_t)8 + ((h__col_group * (int64_t)4) + h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[((int64_t)8 + (h__row_group * (int64_t)4))], h__a_slices_1, (((int64_t)396 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[((int64_t)8 + (h__col_group * (int64_t)4))], h__b_slices_1, (((int64_t)396 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((h__row_group * (int64_t)4) + h__row_in_group)] * h__b_fragments[((h__col_group * (int64_t)4) + h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[(h__row_group * (int64_t)4)], h__a_slices_1, (((int64_t)528 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[(h__col_group * (int64_t)4)], h__b_slices_1, (((int64_t)528 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((int64_t)8 + ((h__row_group * (int64_t)4) + h__row_in_group))] * h__b_fragments[((int64_t)8 + ((h__col_group * (int64_t)4) + h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[((int64_t)8 + (h__row_group * (int64_t)4))], h__a_slices_1, (((int64_t)660 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[((int64_t)8 + (h__col_group * (int64_t)4))], h__b_slices_1, (((int64_t)660 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((h__row_group * (int64_t)4) + h__row_in_group)] * h__b_fragments[((h__col_group * (int64_t)4) + h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[(h__row_group * (int64_t)4)], h__a_slices_1, (((int64_t)792 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[(h__col_group * (int64_t)4)], h__b_slices_1, (((int64_t)792 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((int64_t)8 + ((h__row_group * (int64_t)4) + h__row_in_group))] * h__b_fragments[((int64_t)8 + ((h__col_group * (int64_t)4) + h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__a_fragments[((int64_t)8 + (h__row_group * (int64_t)4))], h__a_slices_1, (((int64_t)924 + ((h__warp_row * (int64_t)32) + (h__lane_row * (int64_t)4))) + (h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&h__b_fragments[((int64_t)8 + (h__col_group * (int64_t)4))], h__b_slices_1, (((int64_t)924 + ((h__warp_col * (int64_t)64) + (h__lane_col * (int64_t)4))) + (h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((h__row_group * (int64_t)4) + h__row_in_group)] * h__b_fragments[((h__col_group * (int64_t)4) + h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t h__col_in_group = (int64_t)0; h__col_in_group < (int64_t)4; h__col_in_group += (int64_t)1) {
+                  h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] = (h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + ((h__col_group * (int64_t)4) + h__col_in_group))] + (h__a_fragments[((int64_t)8 + ((h__row_group * (int64_t)4) + h__row_in_group))] * h__b_fragments[((int64_t)8 + ((h__col_group * (int64_t)4) + h__col_in_group))]));
+                }
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t i0 = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((i0 < N)) {
-          if ((((unsigned long long)(const void*)&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b1[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 15) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < H)) {
-            alignas(16) float b1__lanes[4];
-            *reinterpret_cast<uint4*>(b1__lanes) = *reinterpret_cast<const uint4*>(&b1[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) float h__lanes[4];
+      for (int64_t h__row_group = (int64_t)0; h__row_group < (int64_t)2; h__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t h__row_in_group = (int64_t)0; h__row_in_group < (int64_t)4; h__row_in_group += (int64_t)1) {
+          const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)32)) + (h__row_group * (int64_t)16)) + ((h__lane_row * (int64_t)4) + h__row_in_group));
+          if ((i0 < N)) {
             #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              h__lanes[orr] = emmy_gelu((h__acc__acc[((nr * (int64_t)4) + orr)] + b1__lanes[orr]));
-            }
-            *reinterpret_cast<uint4*>(&h[((i0 * H) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(h__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t i1 = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((i1 < H)) {
-                h[((i0 * H) + i1)] = emmy_gelu((h__acc__acc[((nr * (int64_t)4) + orr)] + b1[i1]));
+            for (int64_t h__col_group = (int64_t)0; h__col_group < (int64_t)2; h__col_group += (int64_t)1) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (h__warp_col * (int64_t)64)) + (h__col_group * (int64_t)32)) + (h__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < H)) {
+                alignas(16) float h__vector[4];
+                h__vector[(int64_t)0] = emmy_gelu((h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + (h__col_group * (int64_t)4))] + b1[i1]));
+                h__vector[(int64_t)1] = emmy_gelu((h__accumulators[(((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + (h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
+                h__vector[(int64_t)2] = emmy_gelu((h__accumulators[(((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + (h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
+                h__vector[(int64_t)3] = emmy_gelu((h__accumulators[(((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + (h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
+                *reinterpret_cast<uint4*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(h__vector);
+              } else {
+                if ((i1 < H)) {
+                  h[((i0 * H) + i1)] = emmy_gelu((h__accumulators[((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + (h__col_group * (int64_t)4))] + b1[i1]));
+                }
+                if (((i1 + (int64_t)1) < H)) {
+                  h[(((i0 * H) + i1) + (int64_t)1)] = emmy_gelu((h__accumulators[(((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + (h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
+                }
+                if (((i1 + (int64_t)2) < H)) {
+                  h[(((i0 * H) + i1) + (int64_t)2)] = emmy_gelu((h__accumulators[(((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + (h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
+                }
+                if (((i1 + (int64_t)3) < H)) {
+                  h[(((i0 * H) + i1) + (int64_t)3)] = emmy_gelu((h__accumulators[(((((h__row_group * (int64_t)4) + h__row_in_group) * (int64_t)8) + (h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
+                }
               }
             }
           }
@@ -4255,90 +4990,457 @@ extern "C" __global__ void __launch_bounds__(256, 1) mlp_f32__k0(const float* x,
 
 // Computes y__acc, y.
 extern "C" __global__ void __launch_bounds__(256, 1) mlp_f32__k1(const float* x, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, int64_t N, int64_t D, int64_t H) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)63) / (int64_t)64); oo += (int64_t)gridDim.x) {
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t ot = (int64_t)threadIdx.x;
-      EMMY_SHARED(float, w2_tile, 2176);
-      EMMY_SHARED(float, h_tile, 2560);
-      __syncthreads();
-      for (int64_t h_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_vector_1 < (int64_t)256; h_tile_vector_1 += (int64_t)256) {
-        const int64_t h_tile_element_1 = (h_tile_vector_1 * (int64_t)4);
-        const int64_t h_tile_0_1 = ((h_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t h_tile_1_1 = (h_tile_element_1 % (int64_t)16);
-        emmy_copy_async_lanes<4>(h_tile, ((h_tile_0_1 * (int64_t)20) + h_tile_1_1), h, ((((no * (int64_t)64) + h_tile_0_1) * H) + h_tile_1_1), (((no * (int64_t)64) + h_tile_0_1) < N) ? (H - h_tile_1_1) : (int64_t)0);
-      }
-      for (int64_t w2_tile_element_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element_1 < (int64_t)1024; w2_tile_element_1 += (int64_t)256) {
-        const int64_t w2_tile_0_1 = ((w2_tile_element_1 / (int64_t)16) % (int64_t)64);
-        const int64_t w2_tile_1_1 = (w2_tile_element_1 % (int64_t)16);
-        emmy_copy_async(w2_tile, ((w2_tile_0_1 * (int64_t)17) + w2_tile_1_1), w2, ((((oo * (int64_t)64) + w2_tile_0_1) * H) + w2_tile_1_1), ((((oo * (int64_t)64) + w2_tile_0_1) < D) && (w2_tile_1_1 < H)));
-      }
-      emmy_wait_for_copies<1>();
-      alignas(16) float y__acc__acc[16];
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      alignas(16) float y__accumulators[64];
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int64_t y__lane_row = (y__lane / (int64_t)8);
+      const int64_t y__lane_col = (y__lane % (int64_t)8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int64_t y__slices = ((H + (int64_t)7) / (int64_t)8);
+      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
+      const int64_t y__a_slices_along_0 = ((no * (int64_t)128) + y__a_slices_column);
+      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_1 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)32));
+      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_2 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)64));
+      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_3 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)96));
+      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
+      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
+      const int64_t y__b_slices_along_0 = ((oo * (int64_t)128) + y__b_slices_column);
+      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_1 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)32));
+      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_2 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)64));
+      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_3 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)96));
+      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)2) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, h, (y__a_slices_source_0 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), h, (y__a_slices_source_1 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), h, (y__a_slices_source_2 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), h, (y__a_slices_source_3 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+          }
           #pragma unroll
-          for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-            const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-            if ((o < D)) {
-              y__acc__acc[((nr * (int64_t)4) + orr)] = 0.0f;
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
             }
           }
         }
-      }
-      for (int64_t io = (int64_t)0; io < ((H + (int64_t)15) / (int64_t)16); io += (int64_t)1) {
-        __syncthreads();
-        for (int64_t h_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); h_tile_vector < (int64_t)256; h_tile_vector += (int64_t)256) {
-          const int64_t h_tile_element = (h_tile_vector * (int64_t)4);
-          const int64_t h_tile_0 = ((h_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t h_tile_1 = (h_tile_element % (int64_t)16);
-          emmy_copy_async_lanes<4>(h_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + h_tile_0) * (int64_t)20) + h_tile_1), h, ((((no * (int64_t)64) + h_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + h_tile_1)), (((no * (int64_t)64) + h_tile_0) < N) ? (H - (((io + (int64_t)1) * (int64_t)16) + h_tile_1)) : (int64_t)0);
-        }
-        for (int64_t w2_tile_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); w2_tile_element < (int64_t)1024; w2_tile_element += (int64_t)256) {
-          const int64_t w2_tile_0 = ((w2_tile_element / (int64_t)16) % (int64_t)64);
-          const int64_t w2_tile_1 = (w2_tile_element % (int64_t)16);
-          emmy_copy_async(w2_tile, ((((((io + (int64_t)1) % (int64_t)2) * (int64_t)64) + w2_tile_0) * (int64_t)17) + w2_tile_1), w2, ((((oo * (int64_t)64) + w2_tile_0) * H) + (((io + (int64_t)1) * (int64_t)16) + w2_tile_1)), ((((oo * (int64_t)64) + w2_tile_0) < D) && ((((io + (int64_t)1) * (int64_t)16) + w2_tile_1) < H)));
-        }
-        emmy_wait_for_copies<1>();
-        __syncthreads();
-        #pragma unroll
-        for (int64_t ii = (int64_t)0; ii < (int64_t)16; ii += (int64_t)1) {
-          const int64_t i = ((io * (int64_t)16) + ii);
-          if ((i < H)) {
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)1) + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, h, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), h, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), h, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), h, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
             #pragma unroll
-            for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-              const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
               #pragma unroll
-              for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-                const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-                y__acc__acc[((nr * (int64_t)4) + orr)] = (y__acc__acc[((nr * (int64_t)4) + orr)] + (h_tile[(((((io % (int64_t)2) * (int64_t)64) + ((nt * (int64_t)4) + nr)) * (int64_t)20) + ii)] * w2_tile[(((((io % (int64_t)2) * (int64_t)64) + ((ot * (int64_t)4) + orr)) * (int64_t)17) + ii)]));
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
               }
             }
           }
         }
       }
+      emmy_wait_for_copies<0>();
       #pragma unroll
-      for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-        const int64_t n = ((no * (int64_t)64) + ((nt * (int64_t)4) + nr));
-        if ((n < N)) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))] | (unsigned long long)(const void*)&b2[((oo * (int64_t)64) + (ot * (int64_t)4))]) & 15) == 0 && (((oo * (int64_t)64) + ((ot * (int64_t)4) + (int64_t)3)) < D)) {
-            alignas(16) float b2__lanes[4];
-            *reinterpret_cast<uint4*>(b2__lanes) = *reinterpret_cast<const uint4*>(&b2[((oo * (int64_t)64) + (ot * (int64_t)4))]);
-            alignas(16) float y__lanes[4];
+      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+          const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+          if ((n < N)) {
             #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              y__lanes[orr] = (y__acc__acc[((nr * (int64_t)4) + orr)] + b2__lanes[orr]);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + ((oo * (int64_t)64) + (ot * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t orr = (int64_t)0; orr < (int64_t)4; orr += (int64_t)1) {
-              const int64_t o = ((oo * (int64_t)64) + ((ot * (int64_t)4) + orr));
-              if ((o < D)) {
-                y[((n * D) + o)] = (y__acc__acc[((nr * (int64_t)4) + orr)] + b2[o]);
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 15) == 0 && ((o + (int64_t)3) < D)) {
+                alignas(16) float y__vector[4];
+                y__vector[(int64_t)0] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[o]);
+                y__vector[(int64_t)1] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(o + (int64_t)1)]);
+                y__vector[(int64_t)2] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(o + (int64_t)2)]);
+                y__vector[(int64_t)3] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(o + (int64_t)3)]);
+                *reinterpret_cast<uint4*>(&y[((n * D) + o)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((o < D)) {
+                  y[((n * D) + o)] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[o]);
+                }
+                if (((o + (int64_t)1) < D)) {
+                  y[(((n * D) + o) + (int64_t)1)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(o + (int64_t)1)]);
+                }
+                if (((o + (int64_t)2) < D)) {
+                  y[(((n * D) + o) + (int64_t)2)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(o + (int64_t)2)]);
+                }
+                if (((o + (int64_t)3) < D)) {
+                  y[(((n * D) + o) + (int64_t)3)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(o + (int64_t)3)]);
+                }
               }
             }
           }
@@ -4359,11 +5461,11 @@ extern "C" int mlp_f32(const float* x, const float* w1, const float* b1, const f
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("mlp_f32: cannot allocate the temporary h");
   if (!(H == 0 || N == 0)) {
-    EMMY_LAUNCH(mlp_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    EMMY_LAUNCH(mlp_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, w1, b1, w2, b2, y, h, N, D, H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("mlp_f32: kernel mlp_f32__k0 failed: %s", cudaGetErrorString(error));
   }
-  EMMY_LAUNCH(mlp_f32__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+  EMMY_LAUNCH(mlp_f32__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f32: kernel mlp_f32__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);

@@ -1,4 +1,4 @@
-#include "ir/tile/tensor_cores.h"
+#include "ir/tile/matrix_product.h"
 
 #include <fmt/format.h>
 
@@ -20,14 +20,23 @@ bool mentions(const Expr& index, const std::string& axis) {
 
 const AxisVar* asAxis(const ExprPtr& index) { return index->as<AxisVar>(); }
 
-// The operand `f32(X[...])`, or why it is not one.
-std::variant<const Load*, std::string> operand(const ExprPtr& factor) {
+}  // namespace
+
+const Load* productOperand(const ExprPtr& factor) {
   const auto* cast = factor->as<Cast>();
-  const Load* load = cast ? cast->operand->as<Load>() : nullptr;
-  if (!cast || cast->dtype != DType::F32 || !load)
-    return std::string("a factor of the product is not an f16 or bf16 tensor read as f32");
-  if (load->dtype != DType::F16 && load->dtype != DType::BF16)
-    return fmt::format("{} is {}, and the tensor cores multiply f16 or bf16", load->tensor, dtypeName(load->dtype));
+  if (cast && cast->dtype != DType::F32) return nullptr;
+  return (cast ? cast->operand : factor)->as<Load>();
+}
+
+namespace {
+
+// The operand `f32(X[...])` (or `X[...]` of f32), or why it is not one.
+std::variant<const Load*, std::string> operand(const ExprPtr& factor) {
+  const Load* load = productOperand(factor);
+  if (!load || factor->dtype != DType::F32)
+    return std::string("a factor of the product is not a tensor read as f32");
+  if (load->dtype != DType::F16 && load->dtype != DType::BF16 && load->dtype != DType::F32)
+    return fmt::format("{} is {}, and a block-level product multiplies f16, bf16 or f32", load->tensor, dtypeName(load->dtype));
   if (load->padValue) return fmt::format("the read of {} is padded", load->tensor);
   if (load->indices.size() < 2) return fmt::format("{} has fewer than two dimensions", load->tensor);
   return load;
@@ -35,14 +44,14 @@ std::variant<const Load*, std::string> operand(const ExprPtr& factor) {
 
 }  // namespace
 
-std::variant<TensorCoreContraction, std::string> tensorCoreContraction(const Stage& stage, const std::string& rowAxis,
+std::variant<ProductContraction, std::string> productContraction(const Stage& stage, const std::string& rowAxis,
                                                                        const std::set<std::string>& global) {
   if (!stage.reduction || stage.reduction->op != ReduceOp::Sum || stage.reduction->accumulator != DType::F32)
     return fmt::format("{} is not a sum accumulated in f32", stage.name);
   if (stage.reduction->axes.size() != 1) return fmt::format("{} sums over more than one axis", stage.name);
   const auto* product = stage.body->as<Binary>();
   if (!product || product->op != BinaryOp::Mul) return fmt::format("{} does not sum a product of two factors", stage.name);
-  TensorCoreContraction contraction;
+  ProductContraction contraction;
   contraction.k = stage.reduction->axes[0].name;
   contraction.m = rowAxis;
   std::vector<const Load*> loads;
@@ -54,7 +63,7 @@ std::variant<TensorCoreContraction, std::string> tensorCoreContraction(const Sta
     loads.push_back(load);
   }
   if (loads[0]->dtype != loads[1]->dtype)
-    return fmt::format("{} is {} and {} is {}: the tensor cores take one type", loads[0]->tensor, dtypeName(loads[0]->dtype),
+    return fmt::format("{} is {} and {} is {}: a block-level product takes one type", loads[0]->tensor, dtypeName(loads[0]->dtype),
                        loads[1]->tensor, dtypeName(loads[1]->dtype));
   contraction.dtype = loads[0]->dtype;
   // Each operand: its last two subscripts are k and one output axis, its others use neither.
