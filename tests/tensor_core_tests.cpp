@@ -172,9 +172,9 @@ TEST_CASE("block-level products: --profile counts no bank conflicts at the ldmat
       CHECK(site.counters.requests > 0);
       CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
     }
-    // Tensor cores: A and B in each of the 3 steps of the unrolled ring. CUDA cores: A and B for each of
-    // the 8 k of a slice, in each of the 2 steps.
-    CHECK(readSites == (tensorCores ? 6 : 32));
+    // Tensor cores: A and B in each of the 4 steps of the unrolled ring (a slice of 16: one ldmatrix.x4
+    // of each a step). CUDA cores: A and B for each of the 8 k of a slice, in each of the 2 steps.
+    CHECK(readSites == (tensorCores ? 8 : 32));
     CHECK(copySites >= (tensorCores ? 6 : 4));
   }
 }

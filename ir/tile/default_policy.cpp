@@ -194,11 +194,11 @@ private:
     return text.substr(0, text.find('\n'));
   }
 
-  // A contraction as a block-level product (matrix_product.h), 128 x 128 outputs a block: f16 or bf16 on
-  // the tensor cores in four 64 x 64 warp tiles, slices of 32 along k with three in flight (48 KiB of
-  // shared memory); f32 on the CUDA cores in eight 32 x 64 warp tiles (8 x 8 results a thread), slices of
-  // 8 with three in flight. False, writing nothing, where the operands cannot be fed: for 16-bit operands
-  // the schedule then says why.
+  // A contraction as a block-level product (matrix_product.h): f16 or bf16 on the tensor cores, 128 x 256
+  // outputs a block in eight 64 x 64 warp tiles, slices of 16 along k in a ring of four (48 KiB of shared
+  // memory); f32 on the CUDA cores, 128 x 128 outputs a block in eight 32 x 64 warp tiles (8 x 8 results a
+  // thread), slices of 8 in a ring of three. False, writing nothing, where the operands cannot be fed:
+  // for 16-bit operands the schedule then says why.
   bool matrixProduct(const std::string& root, const Stage& reduction, size_t rowPosition, const std::string& i,
                      const std::string& j, const std::string& k, const std::vector<std::string>& batch) {
     std::set<std::string> global;
@@ -215,20 +215,21 @@ private:
     std::string iTile = fresh(root, i + "_tile"), jTile = fresh(root, j + "_tile"), iIn = fresh(root, i + "_in"),
                 jIn = fresh(root, j + "_in"), slice = fresh(root, k + "_slice"), inSlice = fresh(root, k + "_in");
     Directive tiles = tile(root, {i, j}, 0, {iTile, jTile, iIn, jIn});
-    tiles.factors = {declare(root + "_tile_m", {64, 128}, 128), declare(root + "_tile_n", {64, 128, 256}, 128)};
+    tiles.factors = {declare(root + "_tile_m", {64, 128}, 128),
+                     declare(root + "_tile_n", {64, 128, 256}, tensorCores ? 256 : 128)};
     add(tiles);
     if (!batch.empty()) add(bind(root, fuse(root, batch), {HardwareScope::Block, 2}));
     add(bind(root, iTile, {HardwareScope::Block, 1}));
     add(bind(root, jTile, {HardwareScope::Block, 0}));
     Directive split = directive(DirectiveKind::Split, root);
     split.axes = {{k, {}}};
-    split.factors = {tensorCores ? declare(root + "_tile_k", {32, 64}, 32) : declare(root + "_tile_k", {8, 16}, 8)};
+    split.factors = {tensorCores ? declare(root + "_tile_k", {16, 32}, 16) : declare(root + "_tile_k", {8, 16}, 8)};
     split.results = {{slice, {}}, {inSlice, {}}};
     add(split);
     Directive mma = directive(DirectiveKind::Mma, root);
     mma.axes = {{iIn, {}}, {jIn, {}}, {inSlice, {}}};
     mma.factors = {tensorCores ? declare(root + "_warp_m", {32, 64}, 64) : declare(root + "_warp_m", {16, 32}, 32),
-                   declare(root + "_warp_n", {32, 64}, 64), declare(root + "_stages", {2, 3, 4}, 3)};
+                   declare(root + "_warp_n", {32, 64}, 64), declare(root + "_stages", {2, 3, 4}, tensorCores ? 4 : 3)};
     add(mma);
     std::swap(directives, pending_);
     if (std::optional<std::string> why = whyIllegal(directives)) {

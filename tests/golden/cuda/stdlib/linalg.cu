@@ -177,19 +177,21 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
+    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
       const int64_t c__lane = (int64_t)threadIdx.x;
       const int64_t c__warp_col = (int64_t)threadIdx.y;
       const int64_t c__warp_row = (int64_t)threadIdx.z;
-      const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(__half, c__a_slices_0, 4096);
-      EMMY_SHARED(__half, c__a_slices_1, 4096);
-      EMMY_SHARED(__half, c__a_slices_2, 4096);
+      const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)4)) * (int64_t)32));
+      EMMY_SHARED(__half, c__a_slices_0, 2048);
+      EMMY_SHARED(__half, c__a_slices_1, 2048);
+      EMMY_SHARED(__half, c__a_slices_2, 2048);
+      EMMY_SHARED(__half, c__a_slices_3, 2048);
       EMMY_SHARED(__half, c__b_slices_0, 4096);
       EMMY_SHARED(__half, c__b_slices_1, 4096);
       EMMY_SHARED(__half, c__b_slices_2, 4096);
+      EMMY_SHARED(__half, c__b_slices_3, 4096);
       alignas(16) float c__accumulators[128];
       #pragma unroll
       for (int64_t c__element = (int64_t)0; c__element < (int64_t)128; c__element += (int64_t)1) {
@@ -197,76 +199,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
       }
       alignas(16) int32_t c__a_fragments[16];
       alignas(16) int32_t c__b_fragments[16];
-      const int64_t c__slices = ((K + (int64_t)31) / (int64_t)32);
-      const int64_t c__a_slices_first_row = (c__thread / (int64_t)4);
-      const int64_t c__a_slices_column = (c__thread % (int64_t)4);
-      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-      const int64_t c__b_slices_first_row = (c__thread / (int64_t)16);
-      const int64_t c__b_slices_column = (c__thread % (int64_t)16);
-      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+      const int64_t c__slices = ((K + (int64_t)15) / (int64_t)16);
+      const int64_t c__a_slices_first_row = (c__thread / (int64_t)2);
+      const int64_t c__a_slices_column = (c__thread % (int64_t)2);
+      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)16) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+      const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
+      const int64_t c__b_slices_column = (c__thread % (int64_t)32);
+      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)256) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)32) * (int64_t)8));
       if (((int64_t)0 < c__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = (c__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
         #pragma unroll 1
-        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
           const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-          const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+          const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
           const int64_t k = c__b_slices_row;
-          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
         }
-        emmy_wait_for_copies<2>();
+        emmy_wait_for_copies<3>();
         if (((int64_t)1 < c__slices)) {
           #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            const int64_t k = ((int64_t)16 + (c__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
             const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+            const int64_t k = ((int64_t)16 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if (((int64_t)2 < c__slices)) {
+          #pragma unroll 1
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
+            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
+            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
             const int64_t k = ((int64_t)32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
         }
       }
-      for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
+      for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)4) {
         if ((c__slice < c__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if (((c__slice + (int64_t)2) < c__slices)) {
+          if (((c__slice + (int64_t)3) < c__slices)) {
             #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -278,33 +297,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           }
         }
         if (((c__slice + (int64_t)1) < c__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
+          if ((((c__slice + (int64_t)1) + (int64_t)3) < c__slices)) {
             #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -316,33 +335,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           }
         }
         if (((c__slice + (int64_t)2) < c__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
+          if ((((c__slice + (int64_t)2) + (int64_t)3) < c__slices)) {
             #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((c__slice + (int64_t)3) < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((c__slice + (int64_t)3) + (int64_t)3) < c__slices)) {
+            #pragma unroll 1
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
+              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+              const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_3, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_3, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -363,7 +420,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_f16__k0(const __half
           for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
             const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
             if ((m < M)) {
-              const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
+              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
                 alignas(16) __half c__vector[2];
                 c__vector[(int64_t)0] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
@@ -392,7 +449,7 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
   if (K < 0) return emmy_fail("matmul_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f16: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(matmul_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_f16: kernel matmul_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -401,19 +458,21 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
+    for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
       const int64_t c__lane = (int64_t)threadIdx.x;
       const int64_t c__warp_col = (int64_t)threadIdx.y;
       const int64_t c__warp_row = (int64_t)threadIdx.z;
-      const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 4096);
-      EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 4096);
-      EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 4096);
+      const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)4)) * (int64_t)32));
+      EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 2048);
+      EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 2048);
+      EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 2048);
+      EMMY_SHARED(__nv_bfloat16, c__a_slices_3, 2048);
       EMMY_SHARED(__nv_bfloat16, c__b_slices_0, 4096);
       EMMY_SHARED(__nv_bfloat16, c__b_slices_1, 4096);
       EMMY_SHARED(__nv_bfloat16, c__b_slices_2, 4096);
+      EMMY_SHARED(__nv_bfloat16, c__b_slices_3, 4096);
       alignas(16) float c__accumulators[128];
       #pragma unroll
       for (int64_t c__element = (int64_t)0; c__element < (int64_t)128; c__element += (int64_t)1) {
@@ -421,76 +480,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
       }
       alignas(16) int32_t c__a_fragments[16];
       alignas(16) int32_t c__b_fragments[16];
-      const int64_t c__slices = ((K + (int64_t)31) / (int64_t)32);
-      const int64_t c__a_slices_first_row = (c__thread / (int64_t)4);
-      const int64_t c__a_slices_column = (c__thread % (int64_t)4);
-      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-      const int64_t c__b_slices_first_row = (c__thread / (int64_t)16);
-      const int64_t c__b_slices_column = (c__thread % (int64_t)16);
-      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+      const int64_t c__slices = ((K + (int64_t)15) / (int64_t)16);
+      const int64_t c__a_slices_first_row = (c__thread / (int64_t)2);
+      const int64_t c__a_slices_column = (c__thread % (int64_t)2);
+      const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)16) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+      const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
+      const int64_t c__b_slices_column = (c__thread % (int64_t)32);
+      const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)256) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)32) * (int64_t)8));
       if (((int64_t)0 < c__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+        for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+          const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
           const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
           const int64_t k = (c__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
         }
         #pragma unroll 1
-        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+        for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
           const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-          const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+          const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
           const int64_t k = c__b_slices_row;
-          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
         }
-        emmy_wait_for_copies<2>();
+        emmy_wait_for_copies<3>();
         if (((int64_t)1 < c__slices)) {
           #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            const int64_t k = ((int64_t)16 + (c__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
             const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+            const int64_t k = ((int64_t)16 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if (((int64_t)2 < c__slices)) {
+          #pragma unroll 1
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
+            const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+            const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
+            const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
             const int64_t k = ((int64_t)32 + c__b_slices_row);
-            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
         }
       }
-      for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
+      for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)4) {
         if ((c__slice < c__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if (((c__slice + (int64_t)2) < c__slices)) {
+          if (((c__slice + (int64_t)3) < c__slices)) {
             #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -502,33 +578,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           }
         }
         if (((c__slice + (int64_t)1) < c__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
+          if ((((c__slice + (int64_t)1) + (int64_t)3) < c__slices)) {
             #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -540,33 +616,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           }
         }
         if (((c__slice + (int64_t)2) < c__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
+          if ((((c__slice + (int64_t)2) + (int64_t)3) < c__slices)) {
             #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((c__slice + (int64_t)3) < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((c__slice + (int64_t)3) + (int64_t)3) < c__slices)) {
+            #pragma unroll 1
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
+              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+              const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_3, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_3, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -587,7 +701,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) matmul_bf16__k0(const __nv_
           for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
             const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
             if ((m < M)) {
-              const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
+              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
                 alignas(16) __nv_bfloat16 c__vector[2];
                 c__vector[(int64_t)0] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
@@ -616,7 +730,7 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
   if (K < 0) return emmy_fail("matmul_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_bf16: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(matmul_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, a, b, c, M, K, N);
+  EMMY_LAUNCH(matmul_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, a, b, c, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("matmul_bf16: kernel matmul_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -1087,20 +1201,22 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
+      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
         const int64_t c__lane = (int64_t)threadIdx.x;
         const int64_t c__warp_col = (int64_t)threadIdx.y;
         const int64_t c__warp_row = (int64_t)threadIdx.z;
-        const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)2)) * (int64_t)32));
-        EMMY_SHARED(__half, c__a_slices_0, 4096);
-        EMMY_SHARED(__half, c__a_slices_1, 4096);
-        EMMY_SHARED(__half, c__a_slices_2, 4096);
+        const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)4)) * (int64_t)32));
+        EMMY_SHARED(__half, c__a_slices_0, 2048);
+        EMMY_SHARED(__half, c__a_slices_1, 2048);
+        EMMY_SHARED(__half, c__a_slices_2, 2048);
+        EMMY_SHARED(__half, c__a_slices_3, 2048);
         EMMY_SHARED(__half, c__b_slices_0, 4096);
         EMMY_SHARED(__half, c__b_slices_1, 4096);
         EMMY_SHARED(__half, c__b_slices_2, 4096);
+        EMMY_SHARED(__half, c__b_slices_3, 4096);
         alignas(16) float c__accumulators[128];
         #pragma unroll
         for (int64_t c__element = (int64_t)0; c__element < (int64_t)128; c__element += (int64_t)1) {
@@ -1108,76 +1224,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
         }
         alignas(16) int32_t c__a_fragments[16];
         alignas(16) int32_t c__b_fragments[16];
-        const int64_t c__slices = ((K + (int64_t)31) / (int64_t)32);
-        const int64_t c__a_slices_first_row = (c__thread / (int64_t)4);
-        const int64_t c__a_slices_column = (c__thread % (int64_t)4);
-        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-        const int64_t c__b_slices_first_row = (c__thread / (int64_t)16);
-        const int64_t c__b_slices_column = (c__thread % (int64_t)16);
-        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+        const int64_t c__slices = ((K + (int64_t)15) / (int64_t)16);
+        const int64_t c__a_slices_first_row = (c__thread / (int64_t)2);
+        const int64_t c__a_slices_column = (c__thread % (int64_t)2);
+        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)16) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+        const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
+        const int64_t c__b_slices_column = (c__thread % (int64_t)32);
+        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)256) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)32) * (int64_t)8));
         if (((int64_t)0 < c__slices)) {
           __syncthreads();
           #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = (c__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
             const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
             const int64_t k = c__b_slices_row;
-            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
-          emmy_wait_for_copies<2>();
+          emmy_wait_for_copies<3>();
           if (((int64_t)1 < c__slices)) {
             #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              const int64_t k = ((int64_t)16 + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((int64_t)16 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            }
+          }
+          emmy_wait_for_copies<3>();
+          if (((int64_t)2 < c__slices)) {
+            #pragma unroll 1
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
+              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+              const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
               const int64_t k = ((int64_t)32 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
         }
-        for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
+        for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)4) {
           if ((c__slice < c__slices)) {
-            emmy_wait_for_copies<1>();
+            emmy_wait_for_copies<2>();
             __syncthreads();
-            if (((c__slice + (int64_t)2) < c__slices)) {
+            if (((c__slice + (int64_t)3) < c__slices)) {
               #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
               #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+                const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -1189,33 +1322,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             }
           }
           if (((c__slice + (int64_t)1) < c__slices)) {
-            emmy_wait_for_copies<1>();
+            emmy_wait_for_copies<2>();
             __syncthreads();
-            if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
+            if ((((c__slice + (int64_t)1) + (int64_t)3) < c__slices)) {
               #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
               #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -1227,33 +1360,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             }
           }
           if (((c__slice + (int64_t)2) < c__slices)) {
-            emmy_wait_for_copies<1>();
+            emmy_wait_for_copies<2>();
             __syncthreads();
-            if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
+            if ((((c__slice + (int64_t)2) + (int64_t)3) < c__slices)) {
               #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
               #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+          }
+          if (((c__slice + (int64_t)3) < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if ((((c__slice + (int64_t)3) + (int64_t)3) < c__slices)) {
+              #pragma unroll 1
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
+                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+                const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              }
+              #pragma unroll 1
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
+                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+                const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              }
+            }
+            #pragma unroll
+            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_3, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_3, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -1274,7 +1445,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_f16__k0(const __half* a
             for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
               const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
               if ((m < M)) {
-                const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
+                const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
                 if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
                   alignas(16) __half c__vector[2];
                   c__vector[(int64_t)0] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
@@ -1305,7 +1476,7 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
   if (K < 0) return emmy_fail("bmm_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f16: size N is negative (%lld)", (long long)N);
   if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(bmm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 4, 2), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_f16: kernel bmm_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -1314,20 +1485,22 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
-      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
+      for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
         const int64_t c__lane = (int64_t)threadIdx.x;
         const int64_t c__warp_col = (int64_t)threadIdx.y;
         const int64_t c__warp_row = (int64_t)threadIdx.z;
-        const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)2)) * (int64_t)32));
-        EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 4096);
-        EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 4096);
-        EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 4096);
+        const int64_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * (int64_t)4)) * (int64_t)32));
+        EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 2048);
+        EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 2048);
+        EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 2048);
+        EMMY_SHARED(__nv_bfloat16, c__a_slices_3, 2048);
         EMMY_SHARED(__nv_bfloat16, c__b_slices_0, 4096);
         EMMY_SHARED(__nv_bfloat16, c__b_slices_1, 4096);
         EMMY_SHARED(__nv_bfloat16, c__b_slices_2, 4096);
+        EMMY_SHARED(__nv_bfloat16, c__b_slices_3, 4096);
         alignas(16) float c__accumulators[128];
         #pragma unroll
         for (int64_t c__element = (int64_t)0; c__element < (int64_t)128; c__element += (int64_t)1) {
@@ -1335,76 +1508,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
         }
         alignas(16) int32_t c__a_fragments[16];
         alignas(16) int32_t c__b_fragments[16];
-        const int64_t c__slices = ((K + (int64_t)31) / (int64_t)32);
-        const int64_t c__a_slices_first_row = (c__thread / (int64_t)4);
-        const int64_t c__a_slices_column = (c__thread % (int64_t)4);
-        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)32) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-        const int64_t c__b_slices_first_row = (c__thread / (int64_t)16);
-        const int64_t c__b_slices_column = (c__thread % (int64_t)16);
-        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)128) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+        const int64_t c__slices = ((K + (int64_t)15) / (int64_t)16);
+        const int64_t c__a_slices_first_row = (c__thread / (int64_t)2);
+        const int64_t c__a_slices_column = (c__thread % (int64_t)2);
+        const int64_t c__a_slices_first_element = ((c__a_slices_first_row * (int64_t)16) + (((c__a_slices_column + ((c__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+        const int64_t c__b_slices_first_row = (c__thread / (int64_t)32);
+        const int64_t c__b_slices_column = (c__thread % (int64_t)32);
+        const int64_t c__b_slices_first_element = ((c__b_slices_first_row * (int64_t)256) + (((c__b_slices_column + (c__b_slices_first_row % (int64_t)8)) % (int64_t)32) * (int64_t)8));
         if (((int64_t)0 < c__slices)) {
           __syncthreads();
           #pragma unroll 1
-          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+          for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+            const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
             const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
             const int64_t k = (c__a_slices_column * (int64_t)8);
-            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+          for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
             const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-            const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+            const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
             const int64_t k = c__b_slices_row;
-            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
           }
-          emmy_wait_for_copies<2>();
+          emmy_wait_for_copies<3>();
           if (((int64_t)1 < c__slices)) {
             #pragma unroll 1
-            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
               const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-              const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              const int64_t k = ((int64_t)16 + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
               const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-              const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+              const int64_t k = ((int64_t)16 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+            }
+          }
+          emmy_wait_for_copies<3>();
+          if (((int64_t)2 < c__slices)) {
+            #pragma unroll 1
+            for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+              const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
+              const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+              const int64_t k = ((int64_t)32 + (c__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
+              const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+              const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
               const int64_t k = ((int64_t)32 + c__b_slices_row);
-              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
             }
           }
         }
-        for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)3) {
+        for (int64_t c__slice = (int64_t)0; c__slice < c__slices; c__slice += (int64_t)4) {
           if ((c__slice < c__slices)) {
-            emmy_wait_for_copies<1>();
+            emmy_wait_for_copies<2>();
             __syncthreads();
-            if (((c__slice + (int64_t)2) < c__slices)) {
+            if (((c__slice + (int64_t)3) < c__slices)) {
               #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
               #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = (((c__slice + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+                const int64_t k = (((c__slice + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_0, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_0, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -1416,33 +1606,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             }
           }
           if (((c__slice + (int64_t)1) < c__slices)) {
-            emmy_wait_for_copies<1>();
+            emmy_wait_for_copies<2>();
             __syncthreads();
-            if ((((c__slice + (int64_t)1) + (int64_t)2) < c__slices)) {
+            if ((((c__slice + (int64_t)1) + (int64_t)3) < c__slices)) {
               #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
               #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+                const int64_t k = ((((c__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_1, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_1, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -1454,33 +1644,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             }
           }
           if (((c__slice + (int64_t)2) < c__slices)) {
-            emmy_wait_for_copies<1>();
+            emmy_wait_for_copies<2>();
             __syncthreads();
-            if ((((c__slice + (int64_t)2) + (int64_t)2) < c__slices)) {
+            if ((((c__slice + (int64_t)2) + (int64_t)3) < c__slices)) {
               #pragma unroll 1
-              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)4; c__a_slices_chunk += (int64_t)1) {
-                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)32));
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
                 const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
-                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (c__a_slices_column * (int64_t)8));
-                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)1024)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
               }
               #pragma unroll 1
-              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)4; c__b_slices_chunk += (int64_t)1) {
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
                 const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
-                const int64_t n = ((no * (int64_t)128) + (c__b_slices_column * (int64_t)8));
-                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + c__b_slices_row);
-                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)1024)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+                const int64_t k = ((((c__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
               }
             }
             #pragma unroll
-            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)2; c__k_step += (int64_t)1) {
+            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
-                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)32) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_2, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
-                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)128) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_2, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4)], (const uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / (int64_t)2) * (int64_t)4) + ((c__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+          }
+          if (((c__slice + (int64_t)3) < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if ((((c__slice + (int64_t)3) + (int64_t)3) < c__slices)) {
+              #pragma unroll 1
+              for (int64_t c__a_slices_chunk = (int64_t)0; c__a_slices_chunk < (int64_t)1; c__a_slices_chunk += (int64_t)1) {
+                const int64_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * (int64_t)128));
+                const int64_t m = ((mo * (int64_t)128) + c__a_slices_row);
+                const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (c__a_slices_column * (int64_t)8));
+                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * (int64_t)2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int64_t)0);
+              }
+              #pragma unroll 1
+              for (int64_t c__b_slices_chunk = (int64_t)0; c__b_slices_chunk < (int64_t)2; c__b_slices_chunk += (int64_t)1) {
+                const int64_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * (int64_t)8));
+                const int64_t n = ((no * (int64_t)256) + (c__b_slices_column * (int64_t)8));
+                const int64_t k = ((((c__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * (int64_t)2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int64_t)0);
+              }
+            }
+            #pragma unroll
+            for (int64_t c__k_step = (int64_t)0; c__k_step < (int64_t)1; c__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * (int64_t)4)], c__a_slices_3, ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)16) + ((((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((c__warp_row * (int64_t)64) + (c__row_tile * (int64_t)16)) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)4; c__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * (int64_t)4)], c__b_slices_3, (((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) * (int64_t)256) + (((((((c__warp_col * (int64_t)64) + (c__col_tile * (int64_t)16)) + (((c__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((c__k_step * (int64_t)16) + (((c__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (c__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)32) * (int64_t)8)));
               }
               #pragma unroll
               for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
@@ -1501,7 +1729,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) bmm_bf16__k0(const __nv_bfl
             for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
               const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
               if ((m < M)) {
-                const int64_t n = ((((no * (int64_t)128) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
+                const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
                 if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
                   alignas(16) __nv_bfloat16 c__vector[2];
                   c__vector[(int64_t)0] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
@@ -1532,7 +1760,7 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
   if (K < 0) return emmy_fail("bmm_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_bf16: size N is negative (%lld)", (long long)N);
   if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(bmm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, a, b, c, B, M, K, N);
+  EMMY_LAUNCH(bmm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 4, 2), stream, a, b, c, B, M, K, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bmm_bf16: kernel bmm_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;

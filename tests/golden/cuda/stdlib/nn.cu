@@ -2718,19 +2718,21 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 1) linear_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)255) / (int64_t)256); oo += (int64_t)gridDim.x) {
       const int64_t y__lane = (int64_t)threadIdx.x;
       const int64_t y__warp_col = (int64_t)threadIdx.y;
       const int64_t y__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(__half, y__a_slices_0, 4096);
-      EMMY_SHARED(__half, y__a_slices_1, 4096);
-      EMMY_SHARED(__half, y__a_slices_2, 4096);
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)4)) * (int64_t)32));
+      EMMY_SHARED(__half, y__a_slices_0, 2048);
+      EMMY_SHARED(__half, y__a_slices_1, 2048);
+      EMMY_SHARED(__half, y__a_slices_2, 2048);
+      EMMY_SHARED(__half, y__a_slices_3, 2048);
       EMMY_SHARED(__half, y__b_slices_0, 4096);
       EMMY_SHARED(__half, y__b_slices_1, 4096);
       EMMY_SHARED(__half, y__b_slices_2, 4096);
+      EMMY_SHARED(__half, y__b_slices_3, 4096);
       alignas(16) float y__accumulators[128];
       #pragma unroll
       for (int64_t y__element = (int64_t)0; y__element < (int64_t)128; y__element += (int64_t)1) {
@@ -2738,76 +2740,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
       }
       alignas(16) int32_t y__a_fragments[16];
       alignas(16) int32_t y__b_fragments[16];
-      const int64_t y__slices = ((IN + (int64_t)31) / (int64_t)32);
-      const int64_t y__a_slices_first_row = (y__thread / (int64_t)4);
-      const int64_t y__a_slices_column = (y__thread % (int64_t)4);
-      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-      const int64_t y__b_slices_first_row = (y__thread / (int64_t)4);
-      const int64_t y__b_slices_column = (y__thread % (int64_t)4);
-      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t y__slices = ((IN + (int64_t)15) / (int64_t)16);
+      const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+      const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+      const int64_t y__b_slices_first_row = (y__thread / (int64_t)2);
+      const int64_t y__b_slices_column = (y__thread % (int64_t)2);
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)16) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
         #pragma unroll 1
-        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+          const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
           const int64_t i = (y__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
-        emmy_wait_for_copies<2>();
+        emmy_wait_for_copies<3>();
         if (((int64_t)1 < y__slices)) {
           #pragma unroll 1
-          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
             const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            const int64_t i = ((int64_t)16 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-            const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+            const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+            const int64_t i = ((int64_t)16 + (y__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if (((int64_t)2 < y__slices)) {
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
+            const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+            const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
             const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
           }
         }
       }
-      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)4) {
         if ((y__slice < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if (((y__slice + (int64_t)2) < y__slices)) {
+          if (((y__slice + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              const int64_t i = (((y__slice + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_3, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = (((y__slice + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_3, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -2819,33 +2838,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           }
         }
         if (((y__slice + (int64_t)1) < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+          if ((((y__slice + (int64_t)1) + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -2857,33 +2876,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           }
         }
         if (((y__slice + (int64_t)2) < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+          if ((((y__slice + (int64_t)2) + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)3) < y__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)3) + (int64_t)3) < y__slices)) {
+            #pragma unroll 1
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_3, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_3, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -2904,7 +2961,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_f16__k0(const __half
           for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
             const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
             if ((n < N)) {
-              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 3) == 0 && ((o + (int64_t)1) < OUT)) {
                 alignas(16) __half y__vector[2];
                 y__vector[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
@@ -2933,7 +2990,7 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
   if (IN < 0) return emmy_fail("linear_f16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_f16: size OUT is negative (%lld)", (long long)OUT);
   if (N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(linear_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_f16: kernel linear_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -2942,19 +2999,21 @@ extern "C" int linear_f16(const __half* x, const __half* w, const __half* b, __h
 
 #ifndef EMMY_HOST_ONLY
 // Computes acc, y.
-extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
+extern "C" __global__ void __launch_bounds__(256, 1) linear_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t IN, int64_t OUT) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((OUT + (int64_t)255) / (int64_t)256); oo += (int64_t)gridDim.x) {
       const int64_t y__lane = (int64_t)threadIdx.x;
       const int64_t y__warp_col = (int64_t)threadIdx.y;
       const int64_t y__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 4096);
-      EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 4096);
-      EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 4096);
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)4)) * (int64_t)32));
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 2048);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 2048);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 2048);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_3, 2048);
       EMMY_SHARED(__nv_bfloat16, y__b_slices_0, 4096);
       EMMY_SHARED(__nv_bfloat16, y__b_slices_1, 4096);
       EMMY_SHARED(__nv_bfloat16, y__b_slices_2, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__b_slices_3, 4096);
       alignas(16) float y__accumulators[128];
       #pragma unroll
       for (int64_t y__element = (int64_t)0; y__element < (int64_t)128; y__element += (int64_t)1) {
@@ -2962,76 +3021,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
       }
       alignas(16) int32_t y__a_fragments[16];
       alignas(16) int32_t y__b_fragments[16];
-      const int64_t y__slices = ((IN + (int64_t)31) / (int64_t)32);
-      const int64_t y__a_slices_first_row = (y__thread / (int64_t)4);
-      const int64_t y__a_slices_column = (y__thread % (int64_t)4);
-      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-      const int64_t y__b_slices_first_row = (y__thread / (int64_t)4);
-      const int64_t y__b_slices_column = (y__thread % (int64_t)4);
-      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t y__slices = ((IN + (int64_t)15) / (int64_t)16);
+      const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+      const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+      const int64_t y__b_slices_first_row = (y__thread / (int64_t)2);
+      const int64_t y__b_slices_column = (y__thread % (int64_t)2);
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)16) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
         #pragma unroll 1
-        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+          const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
           const int64_t i = (y__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
         }
-        emmy_wait_for_copies<2>();
+        emmy_wait_for_copies<3>();
         if (((int64_t)1 < y__slices)) {
           #pragma unroll 1
-          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
             const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            const int64_t i = ((int64_t)16 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-            const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+            const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+            const int64_t i = ((int64_t)16 + (y__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if (((int64_t)2 < y__slices)) {
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
+            const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+            const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
             const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
           }
         }
       }
-      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)4) {
         if ((y__slice < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if (((y__slice + (int64_t)2) < y__slices)) {
+          if (((y__slice + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              const int64_t i = (((y__slice + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_3, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = (((y__slice + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_3, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -3043,33 +3119,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           }
         }
         if (((y__slice + (int64_t)1) < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+          if ((((y__slice + (int64_t)1) + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -3081,33 +3157,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           }
         }
         if (((y__slice + (int64_t)2) < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+          if ((((y__slice + (int64_t)2) + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)3) < y__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)3) + (int64_t)3) < y__slices)) {
+            #pragma unroll 1
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), x, ((n * IN) + i), ((n < N) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w, ((o * IN) + i), ((o < OUT) && (i < IN)) ? (IN - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_3, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_3, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -3128,7 +3242,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) linear_bf16__k0(const __nv_
           for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
             const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
             if ((n < N)) {
-              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 3) == 0 && ((o + (int64_t)1) < OUT)) {
                 alignas(16) __nv_bfloat16 y__vector[2];
                 y__vector[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
@@ -3157,7 +3271,7 @@ extern "C" int linear_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, const
   if (IN < 0) return emmy_fail("linear_bf16: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_bf16: size OUT is negative (%lld)", (long long)OUT);
   if (N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(linear_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w, b, y, N, IN, OUT);
+  EMMY_LAUNCH(linear_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, x, w, b, y, N, IN, OUT);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("linear_bf16: kernel linear_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -3643,19 +3757,21 @@ extern "C" int linear_f32(const float* x, const float* w, const float* b, float*
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k0(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)255) / (int64_t)256); oo += (int64_t)gridDim.x) {
       const int64_t h__lane = (int64_t)threadIdx.x;
       const int64_t h__warp_col = (int64_t)threadIdx.y;
       const int64_t h__warp_row = (int64_t)threadIdx.z;
-      const int64_t h__thread = (h__lane + ((h__warp_col + (h__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(__half, h__a_slices_0, 4096);
-      EMMY_SHARED(__half, h__a_slices_1, 4096);
-      EMMY_SHARED(__half, h__a_slices_2, 4096);
+      const int64_t h__thread = (h__lane + ((h__warp_col + (h__warp_row * (int64_t)4)) * (int64_t)32));
+      EMMY_SHARED(__half, h__a_slices_0, 2048);
+      EMMY_SHARED(__half, h__a_slices_1, 2048);
+      EMMY_SHARED(__half, h__a_slices_2, 2048);
+      EMMY_SHARED(__half, h__a_slices_3, 2048);
       EMMY_SHARED(__half, h__b_slices_0, 4096);
       EMMY_SHARED(__half, h__b_slices_1, 4096);
       EMMY_SHARED(__half, h__b_slices_2, 4096);
+      EMMY_SHARED(__half, h__b_slices_3, 4096);
       alignas(16) float h__accumulators[128];
       #pragma unroll
       for (int64_t h__element = (int64_t)0; h__element < (int64_t)128; h__element += (int64_t)1) {
@@ -3663,76 +3779,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
       }
       alignas(16) int32_t h__a_fragments[16];
       alignas(16) int32_t h__b_fragments[16];
-      const int64_t h__slices = ((D + (int64_t)31) / (int64_t)32);
-      const int64_t h__a_slices_first_row = (h__thread / (int64_t)4);
-      const int64_t h__a_slices_column = (h__thread % (int64_t)4);
-      const int64_t h__a_slices_first_element = ((h__a_slices_first_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-      const int64_t h__b_slices_first_row = (h__thread / (int64_t)4);
-      const int64_t h__b_slices_column = (h__thread % (int64_t)4);
-      const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t h__slices = ((D + (int64_t)15) / (int64_t)16);
+      const int64_t h__a_slices_first_row = (h__thread / (int64_t)2);
+      const int64_t h__a_slices_column = (h__thread % (int64_t)2);
+      const int64_t h__a_slices_first_element = ((h__a_slices_first_row * (int64_t)16) + (((h__a_slices_column + ((h__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+      const int64_t h__b_slices_first_row = (h__thread / (int64_t)2);
+      const int64_t h__b_slices_column = (h__thread % (int64_t)2);
+      const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)16) + (((h__b_slices_column + ((h__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
       if (((int64_t)0 < h__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = (h__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
         #pragma unroll 1
-        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-          const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+          const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
           const int64_t i = (h__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
         }
-        emmy_wait_for_copies<2>();
+        emmy_wait_for_copies<3>();
         if (((int64_t)1 < h__slices)) {
           #pragma unroll 1
-          for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-            const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+          for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+            const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
             const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-            const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            const int64_t i = ((int64_t)16 + (h__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-            const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-            const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+          for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+            const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+            const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+            const int64_t i = ((int64_t)16 + (h__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if (((int64_t)2 < h__slices)) {
+          #pragma unroll 1
+          for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+            const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
+            const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+            const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+            const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+            const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
             const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
           }
         }
       }
-      for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)3) {
+      for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)4) {
         if ((h__slice < h__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if (((h__slice + (int64_t)2) < h__slices)) {
+          if (((h__slice + (int64_t)3) < h__slices)) {
             #pragma unroll 1
-            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-              const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              const int64_t i = (((h__slice + (int64_t)3) * (int64_t)16) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_3, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
-              const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+              const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+              const int64_t i = (((h__slice + (int64_t)3) * (int64_t)16) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_3, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)1; h__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_0, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_0, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_0, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_0, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
@@ -3744,33 +3877,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           }
         }
         if (((h__slice + (int64_t)1) < h__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
+          if ((((h__slice + (int64_t)1) + (int64_t)3) < h__slices)) {
             #pragma unroll 1
-            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
-              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+              const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)1; h__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_1, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_1, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_1, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_1, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
@@ -3782,33 +3915,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           }
         }
         if (((h__slice + (int64_t)2) < h__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
+          if ((((h__slice + (int64_t)2) + (int64_t)3) < h__slices)) {
             #pragma unroll 1
-            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
-              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+              const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)1; h__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_2, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_2, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_2, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_2, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&h__accumulators[(((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4)], (const uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], (const uint32_t*)&h__b_fragments[(((h__col_tile / (int64_t)2) * (int64_t)4) + ((h__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((h__slice + (int64_t)3) < h__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((h__slice + (int64_t)3) + (int64_t)3) < h__slices)) {
+            #pragma unroll 1
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
+              const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+              const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)1; h__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_3, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_3, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
@@ -3829,7 +4000,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
           for (int64_t h__half = (int64_t)0; h__half < (int64_t)2; h__half += (int64_t)1) {
             const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (h__half * (int64_t)8))) + (h__lane / (int64_t)4));
             if ((i0 < N)) {
-              const int64_t i1 = ((((oo * (int64_t)128) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
+              const int64_t i1 = ((((oo * (int64_t)256) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 3) == 0 && ((i1 + (int64_t)1) < H)) {
                 alignas(16) __half h__vector[2];
                 h__vector[(int64_t)0] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
@@ -3852,19 +4023,21 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k0(const __half* x
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k1(const __half* x, const __half* w1, const __half* b1, const __half* w2, const __half* b2, __half* y, __half* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)255) / (int64_t)256); oo += (int64_t)gridDim.x) {
       const int64_t y__lane = (int64_t)threadIdx.x;
       const int64_t y__warp_col = (int64_t)threadIdx.y;
       const int64_t y__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(__half, y__a_slices_0, 4096);
-      EMMY_SHARED(__half, y__a_slices_1, 4096);
-      EMMY_SHARED(__half, y__a_slices_2, 4096);
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)4)) * (int64_t)32));
+      EMMY_SHARED(__half, y__a_slices_0, 2048);
+      EMMY_SHARED(__half, y__a_slices_1, 2048);
+      EMMY_SHARED(__half, y__a_slices_2, 2048);
+      EMMY_SHARED(__half, y__a_slices_3, 2048);
       EMMY_SHARED(__half, y__b_slices_0, 4096);
       EMMY_SHARED(__half, y__b_slices_1, 4096);
       EMMY_SHARED(__half, y__b_slices_2, 4096);
+      EMMY_SHARED(__half, y__b_slices_3, 4096);
       alignas(16) float y__accumulators[128];
       #pragma unroll
       for (int64_t y__element = (int64_t)0; y__element < (int64_t)128; y__element += (int64_t)1) {
@@ -3872,76 +4045,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
       }
       alignas(16) int32_t y__a_fragments[16];
       alignas(16) int32_t y__b_fragments[16];
-      const int64_t y__slices = ((H + (int64_t)31) / (int64_t)32);
-      const int64_t y__a_slices_first_row = (y__thread / (int64_t)4);
-      const int64_t y__a_slices_column = (y__thread % (int64_t)4);
-      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-      const int64_t y__b_slices_first_row = (y__thread / (int64_t)4);
-      const int64_t y__b_slices_column = (y__thread % (int64_t)4);
-      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t y__slices = ((H + (int64_t)15) / (int64_t)16);
+      const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+      const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+      const int64_t y__b_slices_first_row = (y__thread / (int64_t)2);
+      const int64_t y__b_slices_column = (y__thread % (int64_t)2);
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)16) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
         #pragma unroll 1
-        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+          const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
           const int64_t i = (y__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
         }
-        emmy_wait_for_copies<2>();
+        emmy_wait_for_copies<3>();
         if (((int64_t)1 < y__slices)) {
           #pragma unroll 1
-          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
             const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            const int64_t i = ((int64_t)16 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-            const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+            const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+            const int64_t i = ((int64_t)16 + (y__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if (((int64_t)2 < y__slices)) {
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
+            const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+            const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
             const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
           }
         }
       }
-      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)4) {
         if ((y__slice < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if (((y__slice + (int64_t)2) < y__slices)) {
+          if (((y__slice + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              const int64_t i = (((y__slice + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_3, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = (((y__slice + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_3, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -3953,33 +4143,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           }
         }
         if (((y__slice + (int64_t)1) < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+          if ((((y__slice + (int64_t)1) + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -3991,33 +4181,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           }
         }
         if (((y__slice + (int64_t)2) < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+          if ((((y__slice + (int64_t)2) + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)3) < y__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)3) + (int64_t)3) < y__slices)) {
+            #pragma unroll 1
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_3, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_3, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -4038,7 +4266,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_f16__k1(const __half* x
           for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
             const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
             if ((n < N)) {
-              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 3) == 0 && ((o + (int64_t)1) < D)) {
                 alignas(16) __half y__vector[2];
                 y__vector[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
@@ -4071,11 +4299,11 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__half), stream) != cudaSuccess)
     return emmy_fail("mlp_f16: cannot allocate the temporary h");
   if (!(H == 0 || N == 0)) {
-    EMMY_LAUNCH(mlp_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    EMMY_LAUNCH(mlp_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("mlp_f16: kernel mlp_f16__k0 failed: %s", cudaGetErrorString(error));
   }
-  EMMY_LAUNCH(mlp_f16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+  EMMY_LAUNCH(mlp_f16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_f16: kernel mlp_f16__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);
@@ -4085,19 +4313,21 @@ extern "C" int mlp_f16(const __half* x, const __half* w1, const __half* b1, cons
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__acc, h.
-extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)255) / (int64_t)256); oo += (int64_t)gridDim.x) {
       const int64_t h__lane = (int64_t)threadIdx.x;
       const int64_t h__warp_col = (int64_t)threadIdx.y;
       const int64_t h__warp_row = (int64_t)threadIdx.z;
-      const int64_t h__thread = (h__lane + ((h__warp_col + (h__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(__nv_bfloat16, h__a_slices_0, 4096);
-      EMMY_SHARED(__nv_bfloat16, h__a_slices_1, 4096);
-      EMMY_SHARED(__nv_bfloat16, h__a_slices_2, 4096);
+      const int64_t h__thread = (h__lane + ((h__warp_col + (h__warp_row * (int64_t)4)) * (int64_t)32));
+      EMMY_SHARED(__nv_bfloat16, h__a_slices_0, 2048);
+      EMMY_SHARED(__nv_bfloat16, h__a_slices_1, 2048);
+      EMMY_SHARED(__nv_bfloat16, h__a_slices_2, 2048);
+      EMMY_SHARED(__nv_bfloat16, h__a_slices_3, 2048);
       EMMY_SHARED(__nv_bfloat16, h__b_slices_0, 4096);
       EMMY_SHARED(__nv_bfloat16, h__b_slices_1, 4096);
       EMMY_SHARED(__nv_bfloat16, h__b_slices_2, 4096);
+      EMMY_SHARED(__nv_bfloat16, h__b_slices_3, 4096);
       alignas(16) float h__accumulators[128];
       #pragma unroll
       for (int64_t h__element = (int64_t)0; h__element < (int64_t)128; h__element += (int64_t)1) {
@@ -4105,76 +4335,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
       }
       alignas(16) int32_t h__a_fragments[16];
       alignas(16) int32_t h__b_fragments[16];
-      const int64_t h__slices = ((D + (int64_t)31) / (int64_t)32);
-      const int64_t h__a_slices_first_row = (h__thread / (int64_t)4);
-      const int64_t h__a_slices_column = (h__thread % (int64_t)4);
-      const int64_t h__a_slices_first_element = ((h__a_slices_first_row * (int64_t)32) + (((h__a_slices_column + ((h__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-      const int64_t h__b_slices_first_row = (h__thread / (int64_t)4);
-      const int64_t h__b_slices_column = (h__thread % (int64_t)4);
-      const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)32) + (((h__b_slices_column + ((h__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t h__slices = ((D + (int64_t)15) / (int64_t)16);
+      const int64_t h__a_slices_first_row = (h__thread / (int64_t)2);
+      const int64_t h__a_slices_column = (h__thread % (int64_t)2);
+      const int64_t h__a_slices_first_element = ((h__a_slices_first_row * (int64_t)16) + (((h__a_slices_column + ((h__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+      const int64_t h__b_slices_first_row = (h__thread / (int64_t)2);
+      const int64_t h__b_slices_column = (h__thread % (int64_t)2);
+      const int64_t h__b_slices_first_element = ((h__b_slices_first_row * (int64_t)16) + (((h__b_slices_column + ((h__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
       if (((int64_t)0 < h__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+        for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+          const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
           const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
           const int64_t i = (h__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
         }
         #pragma unroll 1
-        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-          const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+        for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+          const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+          const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
           const int64_t i = (h__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
         }
-        emmy_wait_for_copies<2>();
+        emmy_wait_for_copies<3>();
         if (((int64_t)1 < h__slices)) {
           #pragma unroll 1
-          for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-            const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+          for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+            const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
             const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-            const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            const int64_t i = ((int64_t)16 + (h__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-            const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-            const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
+          for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+            const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+            const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+            const int64_t i = ((int64_t)16 + (h__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if (((int64_t)2 < h__slices)) {
+          #pragma unroll 1
+          for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+            const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
+            const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+            const int64_t i = ((int64_t)32 + (h__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+            const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+            const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
             const int64_t i = ((int64_t)32 + (h__b_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
           }
         }
       }
-      for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)3) {
+      for (int64_t h__slice = (int64_t)0; h__slice < h__slices; h__slice += (int64_t)4) {
         if ((h__slice < h__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if (((h__slice + (int64_t)2) < h__slices)) {
+          if (((h__slice + (int64_t)3) < h__slices)) {
             #pragma unroll 1
-            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-              const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              const int64_t i = (((h__slice + (int64_t)3) * (int64_t)16) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_3, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
-              const int64_t i = (((h__slice + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+              const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+              const int64_t i = (((h__slice + (int64_t)3) * (int64_t)16) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_3, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)1; h__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_0, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_0, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_0, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_0, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
@@ -4186,33 +4433,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           }
         }
         if (((h__slice + (int64_t)1) < h__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((h__slice + (int64_t)1) + (int64_t)2) < h__slices)) {
+          if ((((h__slice + (int64_t)1) + (int64_t)3) < h__slices)) {
             #pragma unroll 1
-            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_0, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
-              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+              const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_0, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)1; h__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_1, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_1, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_1, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_1, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
@@ -4224,33 +4471,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           }
         }
         if (((h__slice + (int64_t)2) < h__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((h__slice + (int64_t)2) + (int64_t)2) < h__slices)) {
+          if ((((h__slice + (int64_t)2) + (int64_t)3) < h__slices)) {
             #pragma unroll 1
-            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)4; h__a_slices_chunk += (int64_t)1) {
-              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)32));
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
               const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
-              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)1024)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_1, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)4; h__b_slices_chunk += (int64_t)1) {
-              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)32));
-              const int64_t i1 = ((oo * (int64_t)128) + h__b_slices_row);
-              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (h__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)1024)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+              const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_1, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)2; h__k_step += (int64_t)1) {
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)1; h__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_2, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_2, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_2, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)32) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_2, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&h__accumulators[(((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4)], (const uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], (const uint32_t*)&h__b_fragments[(((h__col_tile / (int64_t)2) * (int64_t)4) + ((h__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((h__slice + (int64_t)3) < h__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((h__slice + (int64_t)3) + (int64_t)3) < h__slices)) {
+            #pragma unroll 1
+            for (int64_t h__a_slices_chunk = (int64_t)0; h__a_slices_chunk < (int64_t)1; h__a_slices_chunk += (int64_t)1) {
+              const int64_t h__a_slices_row = (h__a_slices_first_row + (h__a_slices_chunk * (int64_t)128));
+              const int64_t i0 = ((no * (int64_t)128) + h__a_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (h__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__a_slices_2, (h__a_slices_first_element + (h__a_slices_chunk * (int64_t)2048)), x, ((i0 * D) + i), ((i0 < N) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t h__b_slices_chunk = (int64_t)0; h__b_slices_chunk < (int64_t)2; h__b_slices_chunk += (int64_t)1) {
+              const int64_t h__b_slices_row = (h__b_slices_first_row + (h__b_slices_chunk * (int64_t)128));
+              const int64_t i1 = ((oo * (int64_t)256) + h__b_slices_row);
+              const int64_t i = ((((h__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (h__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(h__b_slices_2, (h__b_slices_first_element + (h__b_slices_chunk * (int64_t)2048)), w1, ((i1 * D) + i), ((i1 < H) && (i < D)) ? (D - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t h__k_step = (int64_t)0; h__k_step < (int64_t)1; h__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__a_fragments[(h__row_tile * (int64_t)4)], h__a_slices_3, ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_row * (int64_t)64) + (h__row_tile * (int64_t)16)) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)4; h__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&h__b_fragments[(h__col_tile * (int64_t)4)], h__b_slices_3, ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) * (int64_t)16) + ((((((h__k_step * (int64_t)16) + (((h__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((h__warp_col * (int64_t)64) + (h__col_tile * (int64_t)16)) + (((h__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (h__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
@@ -4271,7 +4556,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
           for (int64_t h__half = (int64_t)0; h__half < (int64_t)2; h__half += (int64_t)1) {
             const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (h__half * (int64_t)8))) + (h__lane / (int64_t)4));
             if ((i0 < N)) {
-              const int64_t i1 = ((((oo * (int64_t)128) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
+              const int64_t i1 = ((((oo * (int64_t)256) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 3) == 0 && ((i1 + (int64_t)1) < H)) {
                 alignas(16) __nv_bfloat16 h__vector[2];
                 h__vector[(int64_t)0] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
@@ -4294,19 +4579,21 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k0(const __nv_bfl
 }
 
 // Computes y__acc, y.
-extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k1(const __nv_bfloat16* x, const __nv_bfloat16* w1, const __nv_bfloat16* b1, const __nv_bfloat16* w2, const __nv_bfloat16* b2, __nv_bfloat16* y, __nv_bfloat16* h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
-    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)255) / (int64_t)256); oo += (int64_t)gridDim.x) {
       const int64_t y__lane = (int64_t)threadIdx.x;
       const int64_t y__warp_col = (int64_t)threadIdx.y;
       const int64_t y__warp_row = (int64_t)threadIdx.z;
-      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
-      EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 4096);
-      EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 4096);
-      EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 4096);
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)4)) * (int64_t)32));
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 2048);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 2048);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 2048);
+      EMMY_SHARED(__nv_bfloat16, y__a_slices_3, 2048);
       EMMY_SHARED(__nv_bfloat16, y__b_slices_0, 4096);
       EMMY_SHARED(__nv_bfloat16, y__b_slices_1, 4096);
       EMMY_SHARED(__nv_bfloat16, y__b_slices_2, 4096);
+      EMMY_SHARED(__nv_bfloat16, y__b_slices_3, 4096);
       alignas(16) float y__accumulators[128];
       #pragma unroll
       for (int64_t y__element = (int64_t)0; y__element < (int64_t)128; y__element += (int64_t)1) {
@@ -4314,76 +4601,93 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
       }
       alignas(16) int32_t y__a_fragments[16];
       alignas(16) int32_t y__b_fragments[16];
-      const int64_t y__slices = ((H + (int64_t)31) / (int64_t)32);
-      const int64_t y__a_slices_first_row = (y__thread / (int64_t)4);
-      const int64_t y__a_slices_column = (y__thread % (int64_t)4);
-      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)32) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
-      const int64_t y__b_slices_first_row = (y__thread / (int64_t)4);
-      const int64_t y__b_slices_column = (y__thread % (int64_t)4);
-      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)32) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8));
+      const int64_t y__slices = ((H + (int64_t)15) / (int64_t)16);
+      const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+      const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+      const int64_t y__b_slices_first_row = (y__thread / (int64_t)2);
+      const int64_t y__b_slices_column = (y__thread % (int64_t)2);
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)16) + (((y__b_slices_column + ((y__b_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
       if (((int64_t)0 < y__slices)) {
         __syncthreads();
         #pragma unroll 1
-        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+        for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+          const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
           const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
           const int64_t i = (y__a_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
         }
         #pragma unroll 1
-        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-          const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+        for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+          const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+          const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
           const int64_t i = (y__b_slices_column * (int64_t)8);
-          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
         }
-        emmy_wait_for_copies<2>();
+        emmy_wait_for_copies<3>();
         if (((int64_t)1 < y__slices)) {
           #pragma unroll 1
-          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
             const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            const int64_t i = ((int64_t)16 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
           }
           #pragma unroll 1
-          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-            const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+            const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+            const int64_t i = ((int64_t)16 + (y__b_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if (((int64_t)2 < y__slices)) {
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+            const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
+            const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+            const int64_t i = ((int64_t)32 + (y__a_slices_column * (int64_t)8));
+            emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+          }
+          #pragma unroll 1
+          for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+            const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+            const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
             const int64_t i = ((int64_t)32 + (y__b_slices_column * (int64_t)8));
-            emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
           }
         }
       }
-      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)4) {
         if ((y__slice < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if (((y__slice + (int64_t)2) < y__slices)) {
+          if (((y__slice + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              const int64_t i = (((y__slice + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_3, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = (((y__slice + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = (((y__slice + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_3, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -4395,33 +4699,33 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           }
         }
         if (((y__slice + (int64_t)1) < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+          if ((((y__slice + (int64_t)1) + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)1) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -4433,33 +4737,71 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           }
         }
         if (((y__slice + (int64_t)2) < y__slices)) {
-          emmy_wait_for_copies<1>();
+          emmy_wait_for_copies<2>();
           __syncthreads();
-          if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+          if ((((y__slice + (int64_t)2) + (int64_t)3) < y__slices)) {
             #pragma unroll 1
-            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)4; y__a_slices_chunk += (int64_t)1) {
-              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)32));
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
               const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__a_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)1024)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
             }
             #pragma unroll 1
-            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)4; y__b_slices_chunk += (int64_t)1) {
-              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)32));
-              const int64_t o = ((oo * (int64_t)128) + y__b_slices_row);
-              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)32) + (y__b_slices_column * (int64_t)8));
-              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)1024)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)2) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
             }
           }
           #pragma unroll
-          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)2; y__k_step += (int64_t)1) {
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
-              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)32) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)2) % (int64_t)4)) % (int64_t)4) * (int64_t)8)));
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)3) < y__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)3) + (int64_t)3) < y__slices)) {
+            #pragma unroll 1
+            for (int64_t y__a_slices_chunk = (int64_t)0; y__a_slices_chunk < (int64_t)1; y__a_slices_chunk += (int64_t)1) {
+              const int64_t y__a_slices_row = (y__a_slices_first_row + (y__a_slices_chunk * (int64_t)128));
+              const int64_t n = ((no * (int64_t)128) + y__a_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (y__a_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_chunk * (int64_t)2048)), h, ((n * H) + i), ((n < N) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+            #pragma unroll 1
+            for (int64_t y__b_slices_chunk = (int64_t)0; y__b_slices_chunk < (int64_t)2; y__b_slices_chunk += (int64_t)1) {
+              const int64_t y__b_slices_row = (y__b_slices_first_row + (y__b_slices_chunk * (int64_t)128));
+              const int64_t o = ((oo * (int64_t)256) + y__b_slices_row);
+              const int64_t i = ((((y__slice + (int64_t)3) + (int64_t)3) * (int64_t)16) + (y__b_slices_column * (int64_t)8));
+              emmy_copy_async_lanes<8>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_chunk * (int64_t)2048)), w2, ((o * H) + i), ((o < D) && (i < H)) ? (H - i) : (int64_t)0);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_3, ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)64) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+            }
+            #pragma unroll
+            for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_3, ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
             }
             #pragma unroll
             for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
@@ -4480,7 +4822,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) mlp_bf16__k1(const __nv_bfl
           for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
             const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
             if ((n < N)) {
-              const int64_t o = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
               if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 3) == 0 && ((o + (int64_t)1) < D)) {
                 alignas(16) __nv_bfloat16 y__vector[2];
                 y__vector[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
@@ -4513,11 +4855,11 @@ extern "C" int mlp_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w1, const _
   if (cudaMallocAsync((void**)&h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(__nv_bfloat16), stream) != cudaSuccess)
     return emmy_fail("mlp_bf16: cannot allocate the temporary h");
   if (!(H == 0 || N == 0)) {
-    EMMY_LAUNCH(mlp_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+    EMMY_LAUNCH(mlp_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("mlp_bf16: kernel mlp_bf16__k0 failed: %s", cudaGetErrorString(error));
   }
-  EMMY_LAUNCH(mlp_bf16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
+  EMMY_LAUNCH(mlp_bf16__k1, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, x, w1, b1, w2, b2, y, h, N, D, H);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("mlp_bf16: kernel mlp_bf16__k1 failed: %s", cudaGetErrorString(error));
   cudaFreeAsync(h, stream);
