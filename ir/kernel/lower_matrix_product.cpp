@@ -291,21 +291,14 @@ private:
       ExprPtr shared, along, k;
       int lanes = static_cast<int>(t->chunkElements());
       if (t->transposed) {
-        // row: the slice's k; column: the operand's row (or column).
-        ExprPtr columnAt = var(column);
-        if (t->rounds) {
-          columnAt = add(var(t->column), mul(var(chunk), t->rowsPerRound));
-          shared = add(var(t->firstElement), mul(var(chunk), t->rowsPerRound));
-          k = add(first, var(t->firstRow));
-        } else {
-          ExprPtr group = div(var(chunk), kWarp);
-          body.push_back(let(row, add(mul(mod(group, transposeGroups()), tile::kTransposeDepth), mod(var(chunk), tile::kTransposeDepth))));
-          body.push_back(let(column, add(mul(div(group, transposeGroups()), tile::kLaneRows),
-                                         mod(div(var(chunk), tile::kTransposeDepth), tile::kLaneRows))));
-          shared = add(mul(var(row), t->stride), var(column));
-          k = add(first, var(row));
-        }
-        along = add(t->base, columnAt);
+        // Without rounds (with them, hoistedCopies): row, the slice's k; column, the operand's row (or column).
+        ExprPtr group = div(var(chunk), kWarp);
+        body.push_back(let(row, add(mul(mod(group, transposeGroups()), tile::kTransposeDepth), mod(var(chunk), tile::kTransposeDepth))));
+        body.push_back(let(column, add(mul(div(group, transposeGroups()), tile::kLaneRows),
+                                       mod(div(var(chunk), tile::kTransposeDepth), tile::kLaneRows))));
+        shared = add(mul(var(row), t->stride), var(column));
+        k = add(first, var(row));
+        along = add(t->base, var(column));
         lanes = 1;
       } else {
         bool kContiguous = t->operand->kContiguous;
