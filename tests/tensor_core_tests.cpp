@@ -34,6 +34,18 @@ std::string productSource(const std::string& dtype, bool aRows, bool bRows, bool
   return source;
 }
 
+// The `--profile` counters of one run of a stdlib linalg kernel in the simulation.
+sim::KernelProfile profiledRun(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes, uint64_t seed) {
+  sim::SimulationOptions options;
+  options.profile = true;
+  sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy"), options);
+  KernelRun run = program.run(testing::randomInputs(kernel, sizes, seed));
+  INFO(run.failure.value_or(""));
+  REQUIRE(run.profile.has_value());
+  REQUIRE(run.profile->kernels.size() == 1);
+  return run.profile->kernels[0];
+}
+
 }  // namespace
 
 TEST_CASE("block-level products: every operand layout, f16, bf16 and f32, agrees with the reference at ragged sizes",
@@ -154,15 +166,8 @@ TEST_CASE("block-level products: --profile counts no bank conflicts at the ldmat
     bool tensorCores = kernel.instanceName() == "matmul_f16";
     if (!tensorCores && kernel.instanceName() != "matmul_f32") continue;
     INFO(kernel.instanceName());
-    sim::SimulationOptions options;
-    options.profile = true;
-    sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy"), options);
-    KernelRun run = program.run(testing::randomInputs(kernel, {{"M", 128}, {"N", 256}, {"K", 96}}, 3));
-    INFO(run.failure.value_or(""));
-    REQUIRE(run.profile.has_value());
-    REQUIRE(run.profile->kernels.size() == 1);
     int readSites = 0, copySites = 0;
-    for (const sim::AccessSite& site : run.profile->kernels[0].sites) {
+    for (const sim::AccessSite& site : profiledRun(kernel, {{"M", 128}, {"N", 256}, {"K", 96}}, 3).sites) {
       if (site.global) continue;
       INFO(site.line << ": " << site.code);
       bool read = site.code.find(tensorCores ? "emmy_ldmatrix" : "emmy_load_shared_vector") != std::string::npos;
@@ -176,5 +181,24 @@ TEST_CASE("block-level products: --profile counts no bank conflicts at the ldmat
     // of each a step). CUDA cores: A and B for each of the 8 k of a slice, in each of the 2 steps.
     CHECK(readSites == (tensorCores ? 8 : 32));
     CHECK(copySites >= (tensorCores ? 6 : 4));
+  }
+}
+
+TEST_CASE("block-level products: the results are stored 16 bytes a lane, in whole sectors, in every dtype", "[tensorcores][profile]") {
+  const std::filesystem::path stdlib = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib";
+  for (const tensor::Kernel& kernel : testing::kernelsOf(stdlib / "linalg.emmy")) {
+    if (kernel.name != "matmul") continue;
+    INFO(kernel.instanceName());
+    uint64_t stored = 0;
+    for (const sim::AccessSite& site : profiledRun(kernel, {{"M", 128}, {"N", 256}, {"K", 32}}, 5).sites) {
+      if (!site.global || !site.store) continue;
+      INFO(site.line << ": " << site.code);
+      CHECK(site.bytes == 16);
+      CHECK(site.counters.sectors == site.counters.idealSectors);
+      CHECK(site.counters.divergent == 0);
+      stored += site.counters.executions * 32 * site.bytes;
+    }
+    // Every result once: M x N elements.
+    CHECK(stored == 128 * 256 * static_cast<uint64_t>(dtypeBytes(kernel.outputs[0].dtype)));
   }
 }

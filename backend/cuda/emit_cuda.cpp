@@ -166,6 +166,7 @@ public:
   // Whether the kernels copy to shared memory asynchronously (and need kAsyncCopyPrelude).
   bool copiesAsynchronously() const { return copiesAsynchronously_; }
   bool usesTensorCores() const { return usesTensorCores_; }
+  bool transposesQuads() const { return transposesQuads_; }
 
 private:
   // ---- expressions ----
@@ -351,6 +352,10 @@ private:
     line(indent, fmt::format("emmy_mma_m16n8k16<{}>(&{}[{}], (const uint32_t*)&{}[{}], (const uint32_t*)&{}[{}]);",
                              cudaTypeName(node.dtype), spelled(node.accumulator), expr(*node.accumulatorElement),
                              spelled(node.a), expr(*node.aElement), spelled(node.b), expr(*node.bElement)));
+  }
+  void stmtNode(const kernel::TransposeQuad& node, int indent) {
+    transposesQuads_ = true;
+    line(indent, fmt::format("emmy_transpose_quad((uint32_t*){}, {});", spelled(node.local), expr(*node.lane)));
   }
   std::string localAddress(const std::string& local, const ExprPtr& element) const {
     return element ? fmt::format("&{}[{}]", spelled(local), expr(*element)) : spelled(local);
@@ -571,6 +576,7 @@ private:
   std::set<std::string> sharedBuffers_;        // the shared arrays it declares
   bool copiesAsynchronously_ = false;
   bool usesTensorCores_ = false;
+  bool transposesQuads_ = false;
 };
 
 // Helpers every generated file defines for itself (static, so that several files link together).
@@ -737,6 +743,26 @@ EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
 #endif
 )";
 
+// The 4 x 4 transpose of 32-bit words across each quad of lanes: in round r each lane reads, from the
+// lane r below it in its quad, the word meant for it (the sender picks it by selects, which keeps the
+// words in registers where an index by lane would put them in local memory).
+const char* kQuadTransposePrelude = R"(static __device__ __forceinline__ void emmy_transpose_quad(uint32_t* words, int64_t lane) {
+#if defined(__CUDA_ARCH__) || defined(EMMY_SIMULATE)
+  const unsigned quadLane = (unsigned)lane & 3u;
+  const uint32_t own[4] = {words[0], words[1], words[2], words[3]};
+#pragma unroll
+  for (unsigned round = 1; round < 4; ++round) {
+    const unsigned sent = (quadLane + round) & 3u, from = (quadLane - round) & 3u;
+    const uint32_t word = sent == 0 ? own[0] : sent == 1 ? own[1] : sent == 2 ? own[2] : own[3];
+    const uint32_t received = __shfl_sync(0xffffffffu, word, (int)from, 4);
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j)
+      if (j == from) words[j] = received;
+  }
+#endif
+}
+)";
+
 const char* kHostPrelude = R"(#ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -766,13 +792,14 @@ GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::
                        const std::string& sourceFile) {
   std::string kernels, declarations;
   std::vector<std::string> names;
-  bool copiesAsynchronously = false, usesTensorCores = false;
+  bool copiesAsynchronously = false, usesTensorCores = false, transposesQuads = false;
   for (const kernel::Program& program : programs) {
     Emitter emitter(program);
     kernels += emitter.emit() + "\n";
     declarations += emitter.declaration();
     copiesAsynchronously = copiesAsynchronously || emitter.copiesAsynchronously();
     usesTensorCores = usesTensorCores || emitter.usesTensorCores();
+    transposesQuads = transposesQuads || emitter.transposesQuads();
     names.push_back(program.source.instanceName());
   }
   // (Whether a schedule was written or the default policy's is not said: the same schedule either way
@@ -797,7 +824,7 @@ extern "C" {
 )";
   generated.source = banner + "#ifndef __CUDACC_RTC__\n#include \"" + baseName + ".h\"\n#endif\n" + kPrelude +
                      (copiesAsynchronously ? kAsyncCopyPrelude : "") +
-                     (usesTensorCores ? kTensorCorePrelude : "") + kHostPrelude + "\n" + kernels;
+                     (usesTensorCores ? kTensorCorePrelude : "") + (transposesQuads ? kQuadTransposePrelude : "") + kHostPrelude + "\n" + kernels;
   return generated;
 }
 

@@ -25,8 +25,11 @@
 // fragments (one per 16 columns, two n8 tiles), and issues one mma.sync per 16 x 8 accumulator tile.
 #include "ir/kernel/lower_matrix_product.h"
 
+#include <functional>
+
 #include <fmt/format.h>
 
+#include "ir/tensor/build.h"
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/simplify.h"
 #include "ir/tile/matrix_product.h"
@@ -419,42 +422,92 @@ private:
     });
   }
 
-  // The stores of `count` results of one row at columns col, col + 1, ... (the accumulators from `first`):
-  // one 4-, 8- or 16-byte store where the output's last index is the column, the address is aligned and
-  // all are inside; each inside one alone otherwise.
+  // The stores of `count` results of one row at columns col, col + 1, ... (the accumulators from `first`).
   StmtPtr storeRun(const ExprPtr& first, int64_t count) const {
     const std::string vector = node_.name + "__vector";
+    std::vector<StmtPtr> fill{std::make_shared<Declare>(vector, node_.value->dtype, count, Memory::Local)};
+    for (int64_t e = 0; e < count; ++e) fill.push_back(std::make_shared<Store>(vector, i64(e), result(add(first, i64(e)), e)));
+    return storeColumns(count, vector, std::move(fill), [&](int64_t e) { return result(add(first, i64(e)), e); });
+  }
+
+  // The stores of `count` values of one row at columns col, col + 1, ... (value(e) the one at col + e):
+  // one 4-, 8- or 16-byte store of the local array `vector` (after the statements `fill`, which put them
+  // there) where the output's last index is the column, the address is aligned and all are inside; each
+  // inside one alone otherwise.
+  StmtPtr storeColumns(int64_t count, const std::string& vector, std::vector<StmtPtr> fill,
+                       const std::function<ExprPtr(int64_t)>& value) const {
     ExprPtr address = indexing_.flatIndex(node_.output, node_.outputIndices);
     auto inside = [&](int64_t e) { return less(add(var(node_.col), i64(e)), node_.cols); };
-    std::vector<StmtPtr> each, together;
-    DType dtype = node_.value->dtype;
-    together.push_back(std::make_shared<Declare>(vector, dtype, count, Memory::Local));
-    for (int64_t e = 0; e < count; ++e) {
-      ExprPtr value = result(add(first, i64(e)), e);
-      each.push_back(std::make_shared<If>(inside(e), std::make_shared<Store>(node_.output, add(address, i64(e)), value)));
-      together.push_back(std::make_shared<Store>(vector, i64(e), value));
-    }
-    int bytes = static_cast<int>(count * dtypeBytes(dtype));
+    std::vector<StmtPtr> each;
+    for (int64_t e = 0; e < count; ++e)
+      each.push_back(std::make_shared<If>(inside(e), std::make_shared<Store>(node_.output, add(address, i64(e)), value(e))));
+    int bytes = static_cast<int>(count * dtypeBytes(node_.value->dtype));
     if (!columnsAreAdjacent() || (bytes != 4 && bytes != 8 && bytes != 16)) return block(each);
-    together.push_back(std::make_shared<VectorStore>(node_.output, address, vector, bytes));
-    return std::make_shared<IfAligned>(std::vector<Address>{{node_.output, address}}, bytes, inside(count - 1), block(together),
+    fill.push_back(std::make_shared<VectorStore>(node_.output, address, vector, bytes));
+    return std::make_shared<IfAligned>(std::vector<Address>{{node_.output, address}}, bytes, inside(count - 1), block(fill),
                                        block(each));
   }
 
   // Each accumulator where mma's C fragment puts it: c0, c1 at row lane / 4 and columns 2 (lane % 4) + 0, 1
-  // of its 16 x 8 tile, c2, c3 eight rows below, stored in pairs.
+  // of its 16 x 8 tile, c2, c3 eight rows below; stored a pair at a time, or 16 bytes at a time
+  // (quadEpilogue) for 16-bit results.
   StmtPtr epilogue() {
+    if (dtypeBytes(node_.value->dtype) == 2 && columnsAreAdjacent()) return quadEpilogue();
     const std::string p = node_.name + "__";
     std::string rowTile = p + "row_tile", colTile = p + "col_tile", half = p + "half";
-    ExprPtr row = add(add(add(node_.rowBase, mul(var(warpRow_), node_.warpRows)),
-                          add(mul(var(rowTile), tile::kMmaRows), mul(var(half), 8))),
-                      div(var(lane_), 4));
-    ExprPtr col = add(add(add(node_.colBase, mul(var(warpCol_), node_.warpCols)), mul(var(colTile), tile::kMmaCols)),
-                      mul(mod(var(lane_), 4), 2));
     ExprPtr first = add(mul(add(mul(var(rowTile), colTiles_), var(colTile)), 4), mul(var(half), 2));
-    StmtPtr perPair = block({let(node_.row, row), std::make_shared<If>(less(var(node_.row), node_.rows),
-                                                                       block({let(node_.col, col), storeRun(first, 2)}))});
+    StmtPtr perPair = block({let(node_.row, fragmentRow(var(rowTile), var(half))), std::make_shared<If>(less(var(node_.row), node_.rows),
+        block({let(node_.col, fragmentCol(var(colTile))), storeRun(first, 2)}))});
     return unrolled(rowTile, rowTiles_, unrolled(colTile, colTiles_, unrolled(half, 2, perPair)));
+  }
+
+  // The output row of the C fragment's half `half` of row tile `rowTile`, and the column of its first
+  // result in column tile `colTile`, for this lane.
+  ExprPtr fragmentRow(const ExprPtr& rowTile, const ExprPtr& half) const {
+    return add(add(add(node_.rowBase, mul(var(warpRow_), node_.warpRows)), add(mul(rowTile, tile::kMmaRows), mul(half, 8))),
+               div(var(lane_), 4));
+  }
+  ExprPtr fragmentCol(const ExprPtr& colTile) const {
+    return add(add(add(node_.colBase, mul(var(warpCol_), node_.warpCols)), mul(colTile, tile::kMmaCols)),
+               mul(mod(var(lane_), 4), 2));
+  }
+
+  // 16-bit results, 16 bytes a lane: a quad's 4 lanes hold 2 rows x 16 columns of a row tile's halves and
+  // a pair of column tiles, a pair of results of each (row, tile) a lane. They exchange them (TransposeQuad)
+  // so that lane i holds 8 columns of one row: of half i / 2 and tile i % 2, lanes 2r and 2r + 1 of a
+  // quad writing 32 adjacent bytes. The results are computed before the exchange, which every lane must
+  // reach: where that reads a tensor other than the accumulators, only inside the output.
+  StmtPtr quadEpilogue() {
+    const std::string p = node_.name + "__";
+    std::string rowTile = p + "row_tile", colPair = p + "col_pair", half = p + "half", parity = p + "parity";
+    std::string words = p + "quad";
+    ExprPtr colTile = add(mul(var(colPair), 2), var(parity));
+    ExprPtr first = add(mul(add(mul(var(rowTile), colTiles_), colTile), 4), mul(var(half), 2));
+    ExprPtr word = add(mul(var(half), 2), var(parity));
+    bool readsTensors = false;
+    forEachNode(*node_.value, [&](const Expr& e) {
+      if (const auto* load = e.as<Load>(); load && load->tensor != node_.accumulator) readsTensors = true;
+    });
+    std::vector<StmtPtr> pair{let(node_.row, fragmentRow(var(rowTile), var(half))), let(node_.col, fragmentCol(colTile))};
+    for (int64_t e = 0; e < 2; ++e) {
+      ExprPtr value = result(add(first, i64(e)), e);
+      if (readsTensors)
+        value = std::make_shared<Select>(both(less(var(node_.row), node_.rows), less(add(var(node_.col), i64(e)), node_.cols)),
+                                         value, immediate(value->dtype, 0.0));
+      pair.push_back(std::make_shared<Store>(words, add(mul(word, 2), i64(e)), value));
+    }
+    ExprPtr laneInQuad = mod(var(lane_), 4);
+    ExprPtr row = fragmentRow(var(rowTile), div(laneInQuad, 2));
+    ExprPtr col = add(add(add(node_.colBase, mul(var(warpCol_), node_.warpCols)), mul(var(colPair), 2 * tile::kMmaCols)),
+                      mul(mod(var(lane_), 2), tile::kMmaCols));
+    StmtPtr store = block({let(node_.row, row), std::make_shared<If>(less(var(node_.row), node_.rows),
+                                                                     block({let(node_.col, col), storeColumns(tile::kMmaCols, words, {}, [&](int64_t e) {
+      return std::make_shared<Load>(node_.value->dtype, words, std::vector<ExprPtr>{i64(e)});
+    })}))});
+    StmtPtr perTiles = block({std::make_shared<Declare>(words, node_.value->dtype, tile::kMmaCols, Memory::Local),
+                              unrolled(half, 2, unrolled(parity, 2, block(std::move(pair)))),
+                              std::make_shared<TransposeQuad>(words, var(lane_)), store});
+    return unrolled(rowTile, rowTiles_, unrolled(colPair, colTiles_ / 2, perTiles));
   }
 
   // Each lane's results, a row of 4 of each group at a time (multiplyOnCudaCores' layout).

@@ -42,6 +42,7 @@ ExprPtr gridSize(int dimension = 0);
   X(WaitForCopies)                \
   X(LoadMatrix)                   \
   X(MultiplyAccumulate)           \
+  X(TransposeQuad)                \
   X(Block)
 
 enum class StmtKind {
@@ -194,6 +195,16 @@ struct MultiplyAccumulate final : Stmt {
   const std::string b;
   const ExprPtr bElement;
   const DType dtype;  // of A and B: f16 or bf16
+};
+
+// In every lane of the warp together: the local array `local`, as 4 words of 32 bits, is transposed across
+// each quad (the 4 lanes from a multiple of 4): word j of the quad's lane i becomes word i of its lane j.
+// `lane` is the thread's lane in its warp.
+struct TransposeQuad final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::TransposeQuad;
+  TransposeQuad(std::string local, ExprPtr lane) : Stmt(kKind), local(std::move(local)), lane(std::move(lane)) {}
+  const std::string local;
+  const ExprPtr lane;
 };
 
 // `bytes` (8 or 16) bytes of the global or shared `buffer` from element `element` (an address aligned

@@ -65,6 +65,9 @@ struct Printer {
                              e(node.accumulatorElement), dtypeName(node.dtype), node.a, e(node.aElement), node.b,
                              e(node.bElement)));
   }
+  void printNode(const TransposeQuad& node, int indent) {
+    line(indent, fmt::format("transpose {} across each quad of lanes (lane {})", node.local, e(node.lane)));
+  }
   static std::string localPart(const std::string& local, const ExprPtr& element) {
     return element ? fmt::format("{} from {}", local, e(element)) : local;
   }

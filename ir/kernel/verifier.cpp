@@ -125,6 +125,12 @@ private:
     for (const std::string* local : {&node.accumulator, &node.a, &node.b}) checkAccess(*local, 1, "an mma");
     checkExpr(node.accumulatorElement), checkExpr(node.aElement), checkExpr(node.bElement);
   }
+  void checkNode(const TransposeQuad& node, bool divergent) {
+    if (divergent) fail(fmt::format("a quad transpose of {} that only some lanes reach", node.local));
+    if (!locals_.count(node.local) || locals_.at(node.local) * dtypeBytes(localTypes_.at(node.local)) != 16)
+      fail(fmt::format("a quad transpose of {}, which is not a local array of 16 bytes", node.local));
+    checkExpr(node.lane);
+  }
   void checkNode(const VectorLoad& node, bool) {
     checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement, true);
   }

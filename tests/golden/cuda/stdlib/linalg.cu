@@ -153,6 +153,21 @@ EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
 #undef EMMY_MMA_M16N8K16
 #endif
 #endif
+static __device__ __forceinline__ void emmy_transpose_quad(uint32_t* words, int64_t lane) {
+#if defined(__CUDA_ARCH__) || defined(EMMY_SIMULATE)
+  const unsigned quadLane = (unsigned)lane & 3u;
+  const uint32_t own[4] = {words[0], words[1], words[2], words[3]};
+#pragma unroll
+  for (unsigned round = 1; round < 4; ++round) {
+    const unsigned sent = (quadLane + round) & 3u, from = (quadLane - round) & 3u;
+    const uint32_t word = sent == 0 ? own[0] : sent == 1 ? own[1] : sent == 2 ? own[2] : own[3];
+    const uint32_t received = __shfl_sync(0xffffffffu, word, (int)from, 4);
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j)
+      if (j == from) words[j] = received;
+  }
+#endif
+}
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -415,24 +430,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half
       #pragma unroll
       for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
         #pragma unroll
-        for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
+        for (int64_t c__col_pair = (int64_t)0; c__col_pair < (int64_t)4; c__col_pair += (int64_t)1) {
+          alignas(16) __half c__quad[8];
           #pragma unroll
           for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
-            const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
-            if ((m < M)) {
-              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
-              if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
-                alignas(16) __half c__vector[2];
-                c__vector[(int64_t)0] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                c__vector[(int64_t)1] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                *reinterpret_cast<unsigned int*>(&c[((m * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__vector);
-              } else {
-                if ((n < N)) {
-                  c[((m * N) + n)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                }
-                if (((n + (int64_t)1) < N)) {
-                  c[(((m * N) + n) + (int64_t)1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                }
+            #pragma unroll
+            for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
+              const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
+              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (((c__col_pair * (int64_t)2) + c__parity) * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
+              c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
+              c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
+            }
+          }
+          emmy_transpose_quad((uint32_t*)c__quad, c__lane);
+          const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (((c__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (c__lane / (int64_t)4));
+          if ((m < M)) {
+            const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_pair * (int64_t)16)) + ((c__lane % (int64_t)2) * (int64_t)8));
+            if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + (int64_t)7) < N)) {
+              *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
+            } else {
+              if ((n < N)) {
+                c[((m * N) + n)] = c__quad[(int64_t)0];
+              }
+              if (((n + (int64_t)1) < N)) {
+                c[(((m * N) + n) + (int64_t)1)] = c__quad[(int64_t)1];
+              }
+              if (((n + (int64_t)2) < N)) {
+                c[(((m * N) + n) + (int64_t)2)] = c__quad[(int64_t)2];
+              }
+              if (((n + (int64_t)3) < N)) {
+                c[(((m * N) + n) + (int64_t)3)] = c__quad[(int64_t)3];
+              }
+              if (((n + (int64_t)4) < N)) {
+                c[(((m * N) + n) + (int64_t)4)] = c__quad[(int64_t)4];
+              }
+              if (((n + (int64_t)5) < N)) {
+                c[(((m * N) + n) + (int64_t)5)] = c__quad[(int64_t)5];
+              }
+              if (((n + (int64_t)6) < N)) {
+                c[(((m * N) + n) + (int64_t)6)] = c__quad[(int64_t)6];
+              }
+              if (((n + (int64_t)7) < N)) {
+                c[(((m * N) + n) + (int64_t)7)] = c__quad[(int64_t)7];
               }
             }
           }
@@ -696,24 +735,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_
       #pragma unroll
       for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
         #pragma unroll
-        for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
+        for (int64_t c__col_pair = (int64_t)0; c__col_pair < (int64_t)4; c__col_pair += (int64_t)1) {
+          alignas(16) __nv_bfloat16 c__quad[8];
           #pragma unroll
           for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
-            const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
-            if ((m < M)) {
-              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
-              if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
-                alignas(16) __nv_bfloat16 c__vector[2];
-                c__vector[(int64_t)0] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                c__vector[(int64_t)1] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                *reinterpret_cast<unsigned int*>(&c[((m * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__vector);
-              } else {
-                if ((n < N)) {
-                  c[((m * N) + n)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                }
-                if (((n + (int64_t)1) < N)) {
-                  c[(((m * N) + n) + (int64_t)1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                }
+            #pragma unroll
+            for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
+              const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
+              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (((c__col_pair * (int64_t)2) + c__parity) * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
+              c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
+              c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
+            }
+          }
+          emmy_transpose_quad((uint32_t*)c__quad, c__lane);
+          const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (((c__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (c__lane / (int64_t)4));
+          if ((m < M)) {
+            const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_pair * (int64_t)16)) + ((c__lane % (int64_t)2) * (int64_t)8));
+            if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + (int64_t)7) < N)) {
+              *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
+            } else {
+              if ((n < N)) {
+                c[((m * N) + n)] = c__quad[(int64_t)0];
+              }
+              if (((n + (int64_t)1) < N)) {
+                c[(((m * N) + n) + (int64_t)1)] = c__quad[(int64_t)1];
+              }
+              if (((n + (int64_t)2) < N)) {
+                c[(((m * N) + n) + (int64_t)2)] = c__quad[(int64_t)2];
+              }
+              if (((n + (int64_t)3) < N)) {
+                c[(((m * N) + n) + (int64_t)3)] = c__quad[(int64_t)3];
+              }
+              if (((n + (int64_t)4) < N)) {
+                c[(((m * N) + n) + (int64_t)4)] = c__quad[(int64_t)4];
+              }
+              if (((n + (int64_t)5) < N)) {
+                c[(((m * N) + n) + (int64_t)5)] = c__quad[(int64_t)5];
+              }
+              if (((n + (int64_t)6) < N)) {
+                c[(((m * N) + n) + (int64_t)6)] = c__quad[(int64_t)6];
+              }
+              if (((n + (int64_t)7) < N)) {
+                c[(((m * N) + n) + (int64_t)7)] = c__quad[(int64_t)7];
               }
             }
           }
@@ -1440,24 +1503,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a
         #pragma unroll
         for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
           #pragma unroll
-          for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
+          for (int64_t c__col_pair = (int64_t)0; c__col_pair < (int64_t)4; c__col_pair += (int64_t)1) {
+            alignas(16) __half c__quad[8];
             #pragma unroll
             for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
-              const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
-              if ((m < M)) {
-                const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
-                if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
-                  alignas(16) __half c__vector[2];
-                  c__vector[(int64_t)0] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                  c__vector[(int64_t)1] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                  *reinterpret_cast<unsigned int*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__vector);
-                } else {
-                  if ((n < N)) {
-                    c[((((i * M) + m) * N) + n)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                  }
-                  if (((n + (int64_t)1) < N)) {
-                    c[(((((i * M) + m) * N) + n) + (int64_t)1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                  }
+              #pragma unroll
+              for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
+                const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
+                const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (((c__col_pair * (int64_t)2) + c__parity) * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
+                c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
+                c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
+              }
+            }
+            emmy_transpose_quad((uint32_t*)c__quad, c__lane);
+            const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (((c__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (c__lane / (int64_t)4));
+            if ((m < M)) {
+              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_pair * (int64_t)16)) + ((c__lane % (int64_t)2) * (int64_t)8));
+              if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + (int64_t)7) < N)) {
+                *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
+              } else {
+                if ((n < N)) {
+                  c[((((i * M) + m) * N) + n)] = c__quad[(int64_t)0];
+                }
+                if (((n + (int64_t)1) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)1)] = c__quad[(int64_t)1];
+                }
+                if (((n + (int64_t)2) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)2)] = c__quad[(int64_t)2];
+                }
+                if (((n + (int64_t)3) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)3)] = c__quad[(int64_t)3];
+                }
+                if (((n + (int64_t)4) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)4)] = c__quad[(int64_t)4];
+                }
+                if (((n + (int64_t)5) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)5)] = c__quad[(int64_t)5];
+                }
+                if (((n + (int64_t)6) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)6)] = c__quad[(int64_t)6];
+                }
+                if (((n + (int64_t)7) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)7)] = c__quad[(int64_t)7];
                 }
               }
             }
@@ -1724,24 +1811,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfl
         #pragma unroll
         for (int64_t c__row_tile = (int64_t)0; c__row_tile < (int64_t)4; c__row_tile += (int64_t)1) {
           #pragma unroll
-          for (int64_t c__col_tile = (int64_t)0; c__col_tile < (int64_t)8; c__col_tile += (int64_t)1) {
+          for (int64_t c__col_pair = (int64_t)0; c__col_pair < (int64_t)4; c__col_pair += (int64_t)1) {
+            alignas(16) __nv_bfloat16 c__quad[8];
             #pragma unroll
             for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
-              const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
-              if ((m < M)) {
-                const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_tile * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
-                if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 3) == 0 && ((n + (int64_t)1) < N)) {
-                  alignas(16) __nv_bfloat16 c__vector[2];
-                  c__vector[(int64_t)0] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                  c__vector[(int64_t)1] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                  *reinterpret_cast<unsigned int*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const unsigned int*>(c__vector);
-                } else {
-                  if ((n < N)) {
-                    c[((((i * M) + m) * N) + n)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2))]);
-                  }
-                  if (((n + (int64_t)1) < N)) {
-                    c[(((((i * M) + m) * N) + n) + (int64_t)1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + c__col_tile) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
-                  }
+              #pragma unroll
+              for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
+                const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
+                const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (((c__col_pair * (int64_t)2) + c__parity) * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
+                c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
+                c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
+              }
+            }
+            emmy_transpose_quad((uint32_t*)c__quad, c__lane);
+            const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (((c__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (c__lane / (int64_t)4));
+            if ((m < M)) {
+              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (c__col_pair * (int64_t)16)) + ((c__lane % (int64_t)2) * (int64_t)8));
+              if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + (int64_t)7) < N)) {
+                *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
+              } else {
+                if ((n < N)) {
+                  c[((((i * M) + m) * N) + n)] = c__quad[(int64_t)0];
+                }
+                if (((n + (int64_t)1) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)1)] = c__quad[(int64_t)1];
+                }
+                if (((n + (int64_t)2) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)2)] = c__quad[(int64_t)2];
+                }
+                if (((n + (int64_t)3) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)3)] = c__quad[(int64_t)3];
+                }
+                if (((n + (int64_t)4) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)4)] = c__quad[(int64_t)4];
+                }
+                if (((n + (int64_t)5) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)5)] = c__quad[(int64_t)5];
+                }
+                if (((n + (int64_t)6) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)6)] = c__quad[(int64_t)6];
+                }
+                if (((n + (int64_t)7) < N)) {
+                  c[(((((i * M) + m) * N) + n) + (int64_t)7)] = c__quad[(int64_t)7];
                 }
               }
             }

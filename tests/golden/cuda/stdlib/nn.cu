@@ -153,6 +153,21 @@ EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
 #undef EMMY_MMA_M16N8K16
 #endif
 #endif
+static __device__ __forceinline__ void emmy_transpose_quad(uint32_t* words, int64_t lane) {
+#if defined(__CUDA_ARCH__) || defined(EMMY_SIMULATE)
+  const unsigned quadLane = (unsigned)lane & 3u;
+  const uint32_t own[4] = {words[0], words[1], words[2], words[3]};
+#pragma unroll
+  for (unsigned round = 1; round < 4; ++round) {
+    const unsigned sent = (quadLane + round) & 3u, from = (quadLane - round) & 3u;
+    const uint32_t word = sent == 0 ? own[0] : sent == 1 ? own[1] : sent == 2 ? own[2] : own[3];
+    const uint32_t received = __shfl_sync(0xffffffffu, word, (int)from, 4);
+#pragma unroll
+    for (unsigned j = 0; j < 4; ++j)
+      if (j == from) words[j] = received;
+  }
+#endif
+}
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -2956,24 +2971,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_f16__k0(const __half
       #pragma unroll
       for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
         #pragma unroll
-        for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+        for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+          alignas(16) __half y__quad[8];
           #pragma unroll
           for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
-            const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
-            if ((n < N)) {
-              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
-              if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 3) == 0 && ((o + (int64_t)1) < OUT)) {
-                alignas(16) __half y__vector[2];
-                y__vector[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
-                y__vector[(int64_t)1] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
-                *reinterpret_cast<unsigned int*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const unsigned int*>(y__vector);
-              } else {
-                if ((o < OUT)) {
-                  y[((n * OUT) + o)] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
-                }
-                if (((o + (int64_t)1) < OUT)) {
-                  y[(((n * OUT) + o) + (int64_t)1)] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
-                }
+            #pragma unroll
+            for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+              const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((n < N) && (o < OUT)) ? emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o]))) : emmy_f16(0.0f));
+              y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((n < N) && (emmy_add(o, (int64_t)1) < OUT)) ? emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)]))) : emmy_f16(0.0f));
+            }
+          }
+          emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+          const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+          if ((n < N)) {
+            const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+            if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 15) == 0 && ((o + (int64_t)7) < OUT)) {
+              *reinterpret_cast<uint4*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const uint4*>(y__quad);
+            } else {
+              if ((o < OUT)) {
+                y[((n * OUT) + o)] = y__quad[(int64_t)0];
+              }
+              if (((o + (int64_t)1) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)1)] = y__quad[(int64_t)1];
+              }
+              if (((o + (int64_t)2) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)2)] = y__quad[(int64_t)2];
+              }
+              if (((o + (int64_t)3) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)3)] = y__quad[(int64_t)3];
+              }
+              if (((o + (int64_t)4) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)4)] = y__quad[(int64_t)4];
+              }
+              if (((o + (int64_t)5) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)5)] = y__quad[(int64_t)5];
+              }
+              if (((o + (int64_t)6) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)6)] = y__quad[(int64_t)6];
+              }
+              if (((o + (int64_t)7) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)7)] = y__quad[(int64_t)7];
               }
             }
           }
@@ -3237,24 +3276,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) linear_bf16__k0(const __nv_
       #pragma unroll
       for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
         #pragma unroll
-        for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+        for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+          alignas(16) __nv_bfloat16 y__quad[8];
           #pragma unroll
           for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
-            const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
-            if ((n < N)) {
-              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
-              if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 3) == 0 && ((o + (int64_t)1) < OUT)) {
-                alignas(16) __nv_bfloat16 y__vector[2];
-                y__vector[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
-                y__vector[(int64_t)1] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
-                *reinterpret_cast<unsigned int*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const unsigned int*>(y__vector);
-              } else {
-                if ((o < OUT)) {
-                  y[((n * OUT) + o)] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o])));
-                }
-                if (((o + (int64_t)1) < OUT)) {
-                  y[(((n * OUT) + o) + (int64_t)1)] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)])));
-                }
+            #pragma unroll
+            for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+              const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((n < N) && (o < OUT)) ? emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o]))) : emmy_bf16(0.0f));
+              y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((n < N) && (emmy_add(o, (int64_t)1) < OUT)) ? emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[(o + (int64_t)1)]))) : emmy_bf16(0.0f));
+            }
+          }
+          emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+          const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+          if ((n < N)) {
+            const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+            if ((((unsigned long long)(const void*)&y[((n * OUT) + o)]) & 15) == 0 && ((o + (int64_t)7) < OUT)) {
+              *reinterpret_cast<uint4*>(&y[((n * OUT) + o)]) = *reinterpret_cast<const uint4*>(y__quad);
+            } else {
+              if ((o < OUT)) {
+                y[((n * OUT) + o)] = y__quad[(int64_t)0];
+              }
+              if (((o + (int64_t)1) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)1)] = y__quad[(int64_t)1];
+              }
+              if (((o + (int64_t)2) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)2)] = y__quad[(int64_t)2];
+              }
+              if (((o + (int64_t)3) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)3)] = y__quad[(int64_t)3];
+              }
+              if (((o + (int64_t)4) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)4)] = y__quad[(int64_t)4];
+              }
+              if (((o + (int64_t)5) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)5)] = y__quad[(int64_t)5];
+              }
+              if (((o + (int64_t)6) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)6)] = y__quad[(int64_t)6];
+              }
+              if (((o + (int64_t)7) < OUT)) {
+                y[(((n * OUT) + o) + (int64_t)7)] = y__quad[(int64_t)7];
               }
             }
           }
@@ -3995,24 +4058,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k0(const __half* x
       #pragma unroll
       for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
         #pragma unroll
-        for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+        for (int64_t h__col_pair = (int64_t)0; h__col_pair < (int64_t)4; h__col_pair += (int64_t)1) {
+          alignas(16) __half h__quad[8];
           #pragma unroll
           for (int64_t h__half = (int64_t)0; h__half < (int64_t)2; h__half += (int64_t)1) {
-            const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (h__half * (int64_t)8))) + (h__lane / (int64_t)4));
-            if ((i0 < N)) {
-              const int64_t i1 = ((((oo * (int64_t)256) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
-              if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 3) == 0 && ((i1 + (int64_t)1) < H)) {
-                alignas(16) __half h__vector[2];
-                h__vector[(int64_t)0] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
-                h__vector[(int64_t)1] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
-                *reinterpret_cast<unsigned int*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const unsigned int*>(h__vector);
-              } else {
-                if ((i1 < H)) {
-                  h[((i0 * H) + i1)] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
-                }
-                if (((i1 + (int64_t)1) < H)) {
-                  h[(((i0 * H) + i1) + (int64_t)1)] = emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
-                }
+            #pragma unroll
+            for (int64_t h__parity = (int64_t)0; h__parity < (int64_t)2; h__parity += (int64_t)1) {
+              const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (h__half * (int64_t)8))) + (h__lane / (int64_t)4));
+              const int64_t i1 = ((((oo * (int64_t)256) + (h__warp_col * (int64_t)64)) + (((h__col_pair * (int64_t)2) + h__parity) * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
+              h__quad[(((h__half * (int64_t)2) + h__parity) * (int64_t)2)] = (((i0 < N) && (i1 < H)) ? emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + ((h__col_pair * (int64_t)2) + h__parity)) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1])))))) : emmy_f16(0.0f));
+              h__quad[((((h__half * (int64_t)2) + h__parity) * (int64_t)2) + (int64_t)1)] = (((i0 < N) && (emmy_add(i1, (int64_t)1) < H)) ? emmy_f16(emmy_gelu(emmy_f32(emmy_f16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + ((h__col_pair * (int64_t)2) + h__parity)) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)])))))) : emmy_f16(0.0f));
+            }
+          }
+          emmy_transpose_quad((uint32_t*)h__quad, h__lane);
+          const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (((h__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (h__lane / (int64_t)4));
+          if ((i0 < N)) {
+            const int64_t i1 = ((((oo * (int64_t)256) + (h__warp_col * (int64_t)64)) + (h__col_pair * (int64_t)16)) + ((h__lane % (int64_t)2) * (int64_t)8));
+            if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)7) < H)) {
+              *reinterpret_cast<uint4*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(h__quad);
+            } else {
+              if ((i1 < H)) {
+                h[((i0 * H) + i1)] = h__quad[(int64_t)0];
+              }
+              if (((i1 + (int64_t)1) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)1)] = h__quad[(int64_t)1];
+              }
+              if (((i1 + (int64_t)2) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)2)] = h__quad[(int64_t)2];
+              }
+              if (((i1 + (int64_t)3) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)3)] = h__quad[(int64_t)3];
+              }
+              if (((i1 + (int64_t)4) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)4)] = h__quad[(int64_t)4];
+              }
+              if (((i1 + (int64_t)5) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)5)] = h__quad[(int64_t)5];
+              }
+              if (((i1 + (int64_t)6) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)6)] = h__quad[(int64_t)6];
+              }
+              if (((i1 + (int64_t)7) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)7)] = h__quad[(int64_t)7];
               }
             }
           }
@@ -4261,24 +4348,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) mlp_f16__k1(const __half* x
       #pragma unroll
       for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
         #pragma unroll
-        for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+        for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+          alignas(16) __half y__quad[8];
           #pragma unroll
           for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
-            const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
-            if ((n < N)) {
-              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
-              if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 3) == 0 && ((o + (int64_t)1) < D)) {
-                alignas(16) __half y__vector[2];
-                y__vector[(int64_t)0] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
-                y__vector[(int64_t)1] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
-                *reinterpret_cast<unsigned int*>(&y[((n * D) + o)]) = *reinterpret_cast<const unsigned int*>(y__vector);
-              } else {
-                if ((o < D)) {
-                  y[((n * D) + o)] = emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
-                }
-                if (((o + (int64_t)1) < D)) {
-                  y[(((n * D) + o) + (int64_t)1)] = emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
-                }
+            #pragma unroll
+            for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+              const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((n < N) && (o < D)) ? emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o]))) : emmy_f16(0.0f));
+              y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((n < N) && (emmy_add(o, (int64_t)1) < D)) ? emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)]))) : emmy_f16(0.0f));
+            }
+          }
+          emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+          const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+          if ((n < N)) {
+            const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+            if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 15) == 0 && ((o + (int64_t)7) < D)) {
+              *reinterpret_cast<uint4*>(&y[((n * D) + o)]) = *reinterpret_cast<const uint4*>(y__quad);
+            } else {
+              if ((o < D)) {
+                y[((n * D) + o)] = y__quad[(int64_t)0];
+              }
+              if (((o + (int64_t)1) < D)) {
+                y[(((n * D) + o) + (int64_t)1)] = y__quad[(int64_t)1];
+              }
+              if (((o + (int64_t)2) < D)) {
+                y[(((n * D) + o) + (int64_t)2)] = y__quad[(int64_t)2];
+              }
+              if (((o + (int64_t)3) < D)) {
+                y[(((n * D) + o) + (int64_t)3)] = y__quad[(int64_t)3];
+              }
+              if (((o + (int64_t)4) < D)) {
+                y[(((n * D) + o) + (int64_t)4)] = y__quad[(int64_t)4];
+              }
+              if (((o + (int64_t)5) < D)) {
+                y[(((n * D) + o) + (int64_t)5)] = y__quad[(int64_t)5];
+              }
+              if (((o + (int64_t)6) < D)) {
+                y[(((n * D) + o) + (int64_t)6)] = y__quad[(int64_t)6];
+              }
+              if (((o + (int64_t)7) < D)) {
+                y[(((n * D) + o) + (int64_t)7)] = y__quad[(int64_t)7];
               }
             }
           }
@@ -4551,24 +4662,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k0(const __nv_bfl
       #pragma unroll
       for (int64_t h__row_tile = (int64_t)0; h__row_tile < (int64_t)4; h__row_tile += (int64_t)1) {
         #pragma unroll
-        for (int64_t h__col_tile = (int64_t)0; h__col_tile < (int64_t)8; h__col_tile += (int64_t)1) {
+        for (int64_t h__col_pair = (int64_t)0; h__col_pair < (int64_t)4; h__col_pair += (int64_t)1) {
+          alignas(16) __nv_bfloat16 h__quad[8];
           #pragma unroll
           for (int64_t h__half = (int64_t)0; h__half < (int64_t)2; h__half += (int64_t)1) {
-            const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (h__half * (int64_t)8))) + (h__lane / (int64_t)4));
-            if ((i0 < N)) {
-              const int64_t i1 = ((((oo * (int64_t)256) + (h__warp_col * (int64_t)64)) + (h__col_tile * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
-              if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 3) == 0 && ((i1 + (int64_t)1) < H)) {
-                alignas(16) __nv_bfloat16 h__vector[2];
-                h__vector[(int64_t)0] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
-                h__vector[(int64_t)1] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
-                *reinterpret_cast<unsigned int*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const unsigned int*>(h__vector);
-              } else {
-                if ((i1 < H)) {
-                  h[((i0 * H) + i1)] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1]))))));
-                }
-                if (((i1 + (int64_t)1) < H)) {
-                  h[(((i0 * H) + i1) + (int64_t)1)] = emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + h__col_tile) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)]))))));
-                }
+            #pragma unroll
+            for (int64_t h__parity = (int64_t)0; h__parity < (int64_t)2; h__parity += (int64_t)1) {
+              const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (h__half * (int64_t)8))) + (h__lane / (int64_t)4));
+              const int64_t i1 = ((((oo * (int64_t)256) + (h__warp_col * (int64_t)64)) + (((h__col_pair * (int64_t)2) + h__parity) * (int64_t)8)) + ((h__lane % (int64_t)4) * (int64_t)2));
+              h__quad[(((h__half * (int64_t)2) + h__parity) * (int64_t)2)] = (((i0 < N) && (i1 < H)) ? emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[((((h__row_tile * (int64_t)8) + ((h__col_pair * (int64_t)2) + h__parity)) * (int64_t)4) + (h__half * (int64_t)2))] + (float)emmy_f32(b1[i1])))))) : emmy_bf16(0.0f));
+              h__quad[((((h__half * (int64_t)2) + h__parity) * (int64_t)2) + (int64_t)1)] = (((i0 < N) && (emmy_add(i1, (int64_t)1) < H)) ? emmy_bf16(emmy_gelu(emmy_f32(emmy_bf16((float)(h__accumulators[(((((h__row_tile * (int64_t)8) + ((h__col_pair * (int64_t)2) + h__parity)) * (int64_t)4) + (h__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b1[(i1 + (int64_t)1)])))))) : emmy_bf16(0.0f));
+            }
+          }
+          emmy_transpose_quad((uint32_t*)h__quad, h__lane);
+          const int64_t i0 = ((((no * (int64_t)128) + (h__warp_row * (int64_t)64)) + ((h__row_tile * (int64_t)16) + (((h__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (h__lane / (int64_t)4));
+          if ((i0 < N)) {
+            const int64_t i1 = ((((oo * (int64_t)256) + (h__warp_col * (int64_t)64)) + (h__col_pair * (int64_t)16)) + ((h__lane % (int64_t)2) * (int64_t)8));
+            if ((((unsigned long long)(const void*)&h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)7) < H)) {
+              *reinterpret_cast<uint4*>(&h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(h__quad);
+            } else {
+              if ((i1 < H)) {
+                h[((i0 * H) + i1)] = h__quad[(int64_t)0];
+              }
+              if (((i1 + (int64_t)1) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)1)] = h__quad[(int64_t)1];
+              }
+              if (((i1 + (int64_t)2) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)2)] = h__quad[(int64_t)2];
+              }
+              if (((i1 + (int64_t)3) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)3)] = h__quad[(int64_t)3];
+              }
+              if (((i1 + (int64_t)4) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)4)] = h__quad[(int64_t)4];
+              }
+              if (((i1 + (int64_t)5) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)5)] = h__quad[(int64_t)5];
+              }
+              if (((i1 + (int64_t)6) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)6)] = h__quad[(int64_t)6];
+              }
+              if (((i1 + (int64_t)7) < H)) {
+                h[(((i0 * H) + i1) + (int64_t)7)] = h__quad[(int64_t)7];
               }
             }
           }
@@ -4817,24 +4952,48 @@ extern "C" __global__ void __launch_bounds__(256, 1) mlp_bf16__k1(const __nv_bfl
       #pragma unroll
       for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)4; y__row_tile += (int64_t)1) {
         #pragma unroll
-        for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+        for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+          alignas(16) __nv_bfloat16 y__quad[8];
           #pragma unroll
           for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
-            const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
-            if ((n < N)) {
-              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_tile * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
-              if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 3) == 0 && ((o + (int64_t)1) < D)) {
-                alignas(16) __nv_bfloat16 y__vector[2];
-                y__vector[(int64_t)0] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
-                y__vector[(int64_t)1] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
-                *reinterpret_cast<unsigned int*>(&y[((n * D) + o)]) = *reinterpret_cast<const unsigned int*>(y__vector);
-              } else {
-                if ((o < D)) {
-                  y[((n * D) + o)] = emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o])));
-                }
-                if (((o + (int64_t)1) < D)) {
-                  y[(((n * D) + o) + (int64_t)1)] = emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)])));
-                }
+            #pragma unroll
+            for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+              const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+              const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+              y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((n < N) && (o < D)) ? emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b2[o]))) : emmy_bf16(0.0f));
+              y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((n < N) && (emmy_add(o, (int64_t)1) < D)) ? emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b2[(o + (int64_t)1)]))) : emmy_bf16(0.0f));
+            }
+          }
+          emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+          const int64_t n = ((((no * (int64_t)128) + (y__warp_row * (int64_t)64)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+          if ((n < N)) {
+            const int64_t o = ((((oo * (int64_t)256) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+            if ((((unsigned long long)(const void*)&y[((n * D) + o)]) & 15) == 0 && ((o + (int64_t)7) < D)) {
+              *reinterpret_cast<uint4*>(&y[((n * D) + o)]) = *reinterpret_cast<const uint4*>(y__quad);
+            } else {
+              if ((o < D)) {
+                y[((n * D) + o)] = y__quad[(int64_t)0];
+              }
+              if (((o + (int64_t)1) < D)) {
+                y[(((n * D) + o) + (int64_t)1)] = y__quad[(int64_t)1];
+              }
+              if (((o + (int64_t)2) < D)) {
+                y[(((n * D) + o) + (int64_t)2)] = y__quad[(int64_t)2];
+              }
+              if (((o + (int64_t)3) < D)) {
+                y[(((n * D) + o) + (int64_t)3)] = y__quad[(int64_t)3];
+              }
+              if (((o + (int64_t)4) < D)) {
+                y[(((n * D) + o) + (int64_t)4)] = y__quad[(int64_t)4];
+              }
+              if (((o + (int64_t)5) < D)) {
+                y[(((n * D) + o) + (int64_t)5)] = y__quad[(int64_t)5];
+              }
+              if (((o + (int64_t)6) < D)) {
+                y[(((n * D) + o) + (int64_t)6)] = y__quad[(int64_t)6];
+              }
+              if (((o + (int64_t)7) < D)) {
+                y[(((n * D) + o) + (int64_t)7)] = y__quad[(int64_t)7];
               }
             }
           }
