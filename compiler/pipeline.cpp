@@ -2,6 +2,7 @@
 
 #include <filesystem>
 
+#include "ir/kernel/hoist_row_values.h"
 #include "ir/kernel/lower_tile_to_kernel.h"
 #include "ir/kernel/place_barriers.h"
 #include "ir/kernel/printer.h"
@@ -19,7 +20,7 @@
 namespace emmy {
 
 const std::vector<std::string>& passNames() {
-  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule", "lower-tile-to-kernel", "place-barriers"};
+  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule", "lower-tile-to-kernel", "place-barriers", "hoist-row-values"};
   return names;
 }
 
@@ -73,6 +74,10 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   lowered.kernel = kernel::placeBarriers(lowered.kernel, options.dropBarrier);
   kernel::verifyProgram(lowered.kernel);
   dumpAfter(options, "place-barriers", [&] { return kernel::printProgram(lowered.kernel); });
+
+  lowered.kernel = kernel::hoistRowValues(lowered.kernel);
+  kernel::verifyProgram(lowered.kernel);
+  dumpAfter(options, "hoist-row-values", [&] { return kernel::printProgram(lowered.kernel); });
   return lowered;
 }
 

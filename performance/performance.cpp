@@ -263,13 +263,8 @@ public:
         reads(*node.element);
         access(node.buffer, node.element.get(), 16);  // each lane's row of 8 16-bit elements
       } else if constexpr (std::is_same_v<Node, kernel::VectorLoad> || std::is_same_v<Node, kernel::VectorStore>) {
-        if (shared_.count(node.buffer)) {
-          reads(*node.element);
-          access(node.buffer, node.element.get(), node.bytes);
-        } else {
-          globalBytes += times(node.element.get()) * node.bytes;
-          memoryInstructions += times(node.element.get());
-        }
+        reads(*node.element);
+        access(node.buffer, node.element.get(), node.bytes);
       } else if constexpr (std::is_same_v<Node, kernel::IfAligned>) {
         count(*node.aligned);
       } else if constexpr (std::is_same_v<Node, kernel::Barrier>) {

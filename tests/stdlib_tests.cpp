@@ -166,3 +166,34 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
     }
   }
 }
+
+TEST_CASE("the stdlib row kernels read their cached row by vectors, without bank conflicts, in every dtype",
+          "[stdlib][profile]") {
+  for (const char* name : {"softmax", "log_softmax", "layernorm", "rmsnorm"}) {
+    for (const char* dtype : {"f32", "f16", "bf16"}) {
+      std::string selector = std::string(name) + "<" + dtype + ">";
+      for (const tensor::Kernel& kernel : instances(kStdlib / "nn.emmy", selector, {})) {
+        INFO(selector);
+        sim::SimulationOptions options;
+        options.profile = true;
+        sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "nn.emmy"), options);
+        // Rows of whole vectors, each starting on a 16-byte boundary: every access takes the vector path.
+        KernelRun run = program.run(testing::randomInputs(kernel, {{"N", 2}, {"D", 2048}}, 4));
+        INFO(run.failure.value_or(""));
+        REQUIRE(run.profile.has_value());
+        int vectorReads = 0;
+        for (const sim::KernelProfile& profile : run.profile->kernels)
+          for (const sim::AccessSite& site : profile.sites) {
+            if (site.global || site.store || site.code.find("x_row") == std::string::npos) continue;
+            INFO(site.line << ": " << site.code);
+            CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
+            // VEC = 4 lanes: 16 bytes of f32, 8 of f16 and bf16.
+            CHECK(site.bytes == (std::string(dtype) == "f32" ? 16 : 8));
+            vectorReads += 1;
+          }
+        // Every pass over the cached row reads vectors (softmax: the max, the sum, the output).
+        CHECK(vectorReads >= 2);
+      }
+    }
+  }
+}

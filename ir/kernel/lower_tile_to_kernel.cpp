@@ -10,6 +10,7 @@
 #include <functional>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -235,6 +236,16 @@ private:
     return std::nullopt;
   }
 
+  // Is `e` a multiple of `n` for every value of its variables?
+  static bool multipleOf(const Expr& e, int64_t n) {
+    if (const auto* constant = e.as<IntImm>()) return constant->value % n == 0;
+    const auto* binary = e.as<Binary>();
+    if (!binary || binary->dtype != DType::I64) return false;
+    if (binary->op == BinaryOp::Mul) return multipleOf(*binary->lhs, n) || multipleOf(*binary->rhs, n);
+    if (binary->op == BinaryOp::Add || binary->op == BinaryOp::Sub) return multipleOf(*binary->lhs, n) && multipleOf(*binary->rhs, n);
+    return false;
+  }
+
   static ExprPtr replaceVars(const ExprPtr& e, const std::map<std::string, ExprPtr>& values) {
     return simplifyIndex(rewrite(e, [&](const Expr& node) -> ExprPtr {
       const auto* axis = node.as<AxisVar>();
@@ -269,8 +280,13 @@ private:
     for (const tile::Let* let : lets) defined[let->var] = replaceVars(expr(let->value), defined);
     auto resolved = [&](const ExprPtr& e) { return replaceVars(e, defined); };
     auto at = [&](const ExprPtr& e, int64_t value) { return replaceVars(e, {{lane, i64(value)}}); };
+    // A read of consecutive elements, of global memory or of a shared buffer at whole vectors (whose
+    // alignment is then known: it needs no test).
     auto consecutive = [&](const Load& load) {
-      return !load.padValue && isGlobal(load.tensor) && coefficientOf(*resolved(flatIndex(load.tensor, load.indices)), lane) == 1;
+      bool shared = shared_.count(load.tensor) > 0;
+      if (load.padValue || (!isGlobal(load.tensor) && !shared)) return false;
+      ExprPtr index = resolved(flatIndex(load.tensor, load.indices));
+      return coefficientOf(*index, lane) == 1 && (!shared || multipleOf(*at(index, 0), width));
     };
     // The element the vectors hold: the stored one, or for an accumulator, the first one read.
     std::optional<DType> elementType;
@@ -327,7 +343,7 @@ private:
     if (globalStore) addresses.push_back({store->buffer, at(storeIndex, 0)});
     std::vector<StmtPtr> vectorPath;
     for (const auto& [tensor, read] : vectorReads) {
-      addresses.push_back({tensor, read.first});
+      if (!shared_.count(tensor)) addresses.push_back({tensor, read.first});
       vectorPath.push_back(std::make_shared<Declare>(local(tensor), read.dtype, width, Memory::Local));
       for (int k = 0; k < pieces; ++k)
         vectorPath.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, arithmetic(BinaryOp::Add, read.first, i64(k * piece)),
@@ -347,6 +363,7 @@ private:
       for (int k = 0; k < pieces; ++k)
         vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, arithmetic(BinaryOp::Add, at(storeIndex, 0), i64(k * piece)),
                                                            local(store->buffer), access, k ? i64(k * piece) : nullptr));
+    if (addresses.empty() && inBounds.empty()) return std::make_shared<Block>(vectorPath);
     StmtPtr lanes = std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(*node.body), true);
     return std::make_shared<IfAligned>(addresses, access, inBounds.empty() ? nullptr : conjunction(inBounds),
                                        std::make_shared<Block>(vectorPath), lanes);
@@ -370,6 +387,7 @@ private:
       count *= dim.factor;
     }
     if (!node.shape.empty()) shapes_[node.buffer] = node.shape;
+    if (node.scope == tile::MemoryScope::Shared) shared_.insert(node.buffer);
     StmtPtr declare = std::make_shared<Declare>(
         node.buffer, node.dtype, count, node.scope == tile::MemoryScope::Shared ? Memory::Shared : Memory::Local);
     return std::make_shared<Block>(std::vector<StmtPtr>{declare, lowerStmt(*node.body)});
@@ -524,6 +542,7 @@ private:
   const tile::Program& program_;
   const tile::TileNest& nest_;
   std::map<std::string, Shape> shapes_;  // of global buffers (and shaped locals)
+  std::set<std::string> shared_;         // shared buffers (each starts on a 16-byte boundary)
 };
 
 }  // namespace

@@ -240,8 +240,8 @@ struct Address {
   ExprPtr element;
 };
 
-// `aligned` when every one of `addresses` is a multiple of `bytes` and `condition` (if any) holds,
-// `otherwise` else.
+// `aligned` when every one of `addresses` (there may be none) is a multiple of `bytes` and `condition`
+// (if any) holds, `otherwise` else.
 struct IfAligned final : Stmt {
   static constexpr StmtKind kKind = StmtKind::IfAligned;
   IfAligned(std::vector<Address> addresses, int bytes, ExprPtr condition, StmtPtr aligned, StmtPtr otherwise)

@@ -83,8 +83,9 @@ struct Printer {
     std::vector<std::string> addresses;
     for (const Address& address : node.addresses)
       addresses.push_back(address.element ? fmt::format("&{}[{}]", address.buffer, e(address.element)) : address.buffer);
-    line(indent, fmt::format("if {} start on {}-byte boundaries{}:", join(addresses, ", "), node.bytes,
-                             node.condition ? " and " + e(node.condition) : ""));
+    std::string aligned = addresses.empty() ? "" : fmt::format("{} start on {}-byte boundaries", join(addresses, ", "), node.bytes);
+    std::string condition = node.condition ? e(node.condition) : "";
+    line(indent, fmt::format("if {}{}{}:", aligned, !aligned.empty() && !condition.empty() ? " and " : "", condition));
     print(*node.aligned, indent + 1);
     line(indent, "else:");
     print(*node.otherwise, indent + 1);

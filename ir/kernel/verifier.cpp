@@ -139,7 +139,7 @@ private:
   }
   void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& element, int bytes,
                    const ExprPtr& localElement, bool load) {
-    bool shared = load && sharedTypes_.count(buffer) && shared_.count(buffer);
+    bool shared = load && shared_.count(buffer);
     if (!globals_.count(buffer) && !shared)
       fail(fmt::format("a vector access to {}, which is not a global buffer{}", buffer, load ? " or a shared one in scope" : ""));
     if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a vector access through {}, not a local array", local));

@@ -41,9 +41,39 @@ template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
     if (exponent & 1) result = emmy_mul(result, base);
   return result;
 }
-// Float min and max propagate NaN (fminf and fmaxf would drop it).
-EMMY_INLINE float emmy_min(float a, float b) { return a != a || b != b ? a + b : (b < a ? b : a); }
-EMMY_INLINE float emmy_max(float a, float b) { return a != a || b != b ? a + b : (a < b ? b : a); }
+// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
+// array: one 8- or 16-byte shared load.
+template <int Bytes, typename T, typename Shared>
+static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
+#if defined(EMMY_SIMULATE)
+  shared.readVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
+  else
+    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
+#endif
+}
+// Float min and max propagate NaN (fminf and fmaxf would drop it): one min.NaN or max.NaN on sm_80 and
+// later, where the tests and selects take 5 instructions.
+EMMY_INLINE float emmy_min(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a != a || b != b ? a + b : (b < a ? b : a);
+#endif
+}
+EMMY_INLINE float emmy_max(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a != a || b != b ? a + b : (a < b ? b : a);
+#endif
+}
 EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + b : (b < a ? b : a); }
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
@@ -99,19 +129,6 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
 #endif
   for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
 }
-// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
-// array: one 8- or 16-byte shared load.
-template <int Bytes, typename T, typename Shared>
-static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
-#if defined(EMMY_SIMULATE)
-  shared.readVector(i, local, Bytes);
-#elif defined(__CUDA_ARCH__)
-  if constexpr (Bytes == 16)
-    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
-  else
-    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
-#endif
-}
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
@@ -161,11 +178,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
       __syncthreads();
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float h__x_row__lanes[4];
+            emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
+              }
             }
           }
         }
@@ -188,16 +215,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
       h__ms = (h__ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float g__lanes[4];
             *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float h__x_row__lanes[4];
+            emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) float h__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              h__lanes[d_element] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * rsqrtf((h__ms + 1e-06f))) * g__lanes[d_element]);
+              h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
           } else {
@@ -205,7 +236,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * rsqrtf((h__ms + 1e-06f))) * g[d]);
+                h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
               }
             }
           }
@@ -257,6 +288,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
       h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
       h__ms = (h__ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -268,7 +301,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              h__lanes[d_element] = ((x__lanes[d_element] * rsqrtf((h__ms + 1e-06f))) * g__lanes[d_element]);
+              h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
           } else {
@@ -276,7 +309,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                h[((n * D) + d)] = ((x[((n * D) + d)] * rsqrtf((h__ms + 1e-06f))) * g[d]);
+                h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
               }
             }
           }

@@ -41,9 +41,39 @@ template <typename T> EMMY_INLINE T emmy_ipow(T base, T exponent) {
     if (exponent & 1) result = emmy_mul(result, base);
   return result;
 }
-// Float min and max propagate NaN (fminf and fmaxf would drop it).
-EMMY_INLINE float emmy_min(float a, float b) { return a != a || b != b ? a + b : (b < a ? b : a); }
-EMMY_INLINE float emmy_max(float a, float b) { return a != a || b != b ? a + b : (a < b ? b : a); }
+// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
+// array: one 8- or 16-byte shared load.
+template <int Bytes, typename T, typename Shared>
+static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
+#if defined(EMMY_SIMULATE)
+  shared.readVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
+  else
+    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
+#endif
+}
+// Float min and max propagate NaN (fminf and fmaxf would drop it): one min.NaN or max.NaN on sm_80 and
+// later, where the tests and selects take 5 instructions.
+EMMY_INLINE float emmy_min(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("min.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a != a || b != b ? a + b : (b < a ? b : a);
+#endif
+}
+EMMY_INLINE float emmy_max(float a, float b) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  float r;
+  asm("max.NaN.f32 %0, %1, %2;" : "=f"(r) : "f"(a), "f"(b));
+  return r;
+#else
+  return a != a || b != b ? a + b : (a < b ? b : a);
+#endif
+}
 EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + b : (b < a ? b : a); }
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
@@ -98,19 +128,6 @@ static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int
   }
 #endif
   for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
-}
-// Bytes / sizeof(T) elements of a shared array from element i (aligned to Bytes) into a thread's local
-// array: one 8- or 16-byte shared load.
-template <int Bytes, typename T, typename Shared>
-static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared& shared, int64_t i) {
-#if defined(EMMY_SIMULATE)
-  shared.readVector(i, local, Bytes);
-#elif defined(__CUDA_ARCH__)
-  if constexpr (Bytes == 16)
-    *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
-  else
-    *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
-#endif
 }
 template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
@@ -210,11 +227,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+              }
             }
           }
         }
@@ -242,11 +269,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+              }
             }
           }
         }
@@ -269,22 +306,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) __half x_row__lanes[4];
+              emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+              alignas(16) __half y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              }
+              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                }
+              }
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) __half x_row__lanes[4];
+              emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+              alignas(16) __half y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+              }
+              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+                }
               }
             }
           }
@@ -377,24 +444,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) __half x__lanes[4];
+              *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+              alignas(16) __half y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              }
+              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                }
+              }
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) __half x__lanes[4];
+              *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+              alignas(16) __half y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+              }
+              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+                }
               }
             }
           }
@@ -437,11 +532,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+              }
             }
           }
         }
@@ -469,11 +574,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+              }
             }
           }
         }
@@ -496,22 +611,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) __nv_bfloat16 x_row__lanes[4];
+              emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+              alignas(16) __nv_bfloat16 y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              }
+              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                }
+              }
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) __nv_bfloat16 x_row__lanes[4];
+              emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+              alignas(16) __nv_bfloat16 y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+              }
+              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+                }
               }
             }
           }
@@ -604,24 +749,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) __nv_bfloat16 x__lanes[4];
+              *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+              alignas(16) __nv_bfloat16 y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              }
+              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                }
+              }
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) __nv_bfloat16 x__lanes[4];
+              *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+              alignas(16) __nv_bfloat16 y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+              }
+              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+                }
               }
             }
           }
@@ -664,11 +837,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, x_row[d_1]);
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                m__acc = emmy_max(m__acc, x_row[d_1]);
+              }
             }
           }
         }
@@ -696,11 +879,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf((x_row[d_1] - m)));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                s__acc = (s__acc + expf((x_row[d_1] - m)));
+              }
             }
           }
         }
@@ -723,22 +916,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) float x_row__lanes[4];
+              emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+              alignas(16) float y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
+              }
+              *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+                }
+              }
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) float x_row__lanes[4];
+              emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+              alignas(16) float y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
+              }
+              *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+                }
               }
             }
           }
@@ -831,24 +1054,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) float x__lanes[4];
+              *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+              alignas(16) float y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
+              }
+              *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
+                }
+              }
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
+          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
+            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+              alignas(16) float x__lanes[4];
+              *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+              alignas(16) float y__lanes[4];
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
+              }
+              *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            } else {
+              #pragma unroll
+              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+                if ((d < D)) {
+                  y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
+                }
               }
             }
           }
@@ -891,11 +1142,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+              }
             }
           }
         }
@@ -923,11 +1184,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+              }
             }
           }
         }
@@ -950,14 +1221,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = logf(s);
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - logf(s)));
+              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -965,7 +1240,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - logf(s)));
+                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
               }
             }
           }
@@ -1058,6 +1333,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = logf(s);
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -1067,7 +1344,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - logf(s)));
+              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -1075,7 +1352,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - logf(s)));
+                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
               }
             }
           }
@@ -1118,11 +1395,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+              }
             }
           }
         }
@@ -1150,11 +1437,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+              }
             }
           }
         }
@@ -1177,14 +1474,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = logf(s);
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - logf(s)));
+              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -1192,7 +1493,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - logf(s)));
+                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
               }
             }
           }
@@ -1285,6 +1586,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = logf(s);
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -1294,7 +1597,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - logf(s)));
+              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -1302,7 +1605,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - logf(s)));
+                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
               }
             }
           }
@@ -1345,11 +1648,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, x_row[d_1]);
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                m__acc = emmy_max(m__acc, x_row[d_1]);
+              }
             }
           }
         }
@@ -1377,11 +1690,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf((x_row[d_1] - m)));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                s__acc = (s__acc + expf((x_row[d_1] - m)));
+              }
             }
           }
         }
@@ -1404,14 +1727,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = logf(s);
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - logf(s));
+              y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -1419,7 +1746,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - logf(s));
+                y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
               }
             }
           }
@@ -1512,6 +1839,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = logf(s);
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -1521,7 +1850,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = ((x__lanes[d_element] - m) - logf(s));
+              y__lanes[d_element] = ((x__lanes[d_element] - m) - d_step__invariant_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -1529,7 +1858,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = ((x[((n * D) + d)] - m) - logf(s));
+                y[((n * D) + d)] = ((x[((n * D) + d)] - m) - d_step__invariant_0);
               }
             }
           }
@@ -1572,11 +1901,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
+              }
             }
           }
         }
@@ -1604,11 +1943,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+              }
             }
           }
         }
@@ -1631,6 +1980,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -1638,11 +1989,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
             alignas(16) __half w__lanes[4];
             *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+              y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -1650,7 +2003,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+                y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
               }
             }
           }
@@ -1743,6 +2096,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -1756,7 +2111,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+              y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -1764,7 +2119,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+                y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
               }
             }
           }
@@ -1807,11 +2162,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
+              }
             }
           }
         }
@@ -1839,11 +2204,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+              }
             }
           }
         }
@@ -1866,6 +2241,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -1873,11 +2250,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
             alignas(16) __nv_bfloat16 w__lanes[4];
             *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+              y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -1885,7 +2264,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+                y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
               }
             }
           }
@@ -1978,6 +2357,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -1991,7 +2372,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+              y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -1999,7 +2380,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * rsqrtf((var + eps))) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+                y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
               }
             }
           }
@@ -2042,11 +2423,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       __syncthreads();
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
         if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              mu__acc = (mu__acc + x_row[d_1]);
+          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              mu__acc = (mu__acc + x_row__lanes[d_element_2]);
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+              if ((d_1 < D)) {
+                mu__acc = (mu__acc + x_row[d_1]);
+              }
             }
           }
         }
@@ -2074,11 +2465,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              var__acc = (var__acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              var__acc = (var__acc + ((x_row__lanes[d_element_1] - mu) * (x_row__lanes[d_element_1] - mu)));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                var__acc = (var__acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
+              }
             }
           }
         }
@@ -2101,6 +2502,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -2108,11 +2511,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
             alignas(16) float w__lanes[4];
             *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * rsqrtf((var + eps))) * w__lanes[d_element]) + b__lanes[d_element]);
+              y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -2120,7 +2525,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * rsqrtf((var + eps))) * w[d]) + b[d]);
+                y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
               }
             }
           }
@@ -2213,6 +2618,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
       var = (var__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -2226,7 +2633,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = ((((x__lanes[d_element] - mu) * rsqrtf((var + eps))) * w__lanes[d_element]) + b__lanes[d_element]);
+              y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -2234,7 +2641,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * rsqrtf((var + eps))) * w[d]) + b[d]);
+                y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
               }
             }
           }
@@ -2277,11 +2684,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       __syncthreads();
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+              }
             }
           }
         }
@@ -2304,16 +2721,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
       ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((ms + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __half g__lanes[4];
             *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -2321,7 +2742,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
               }
             }
           }
@@ -2373,6 +2794,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
       ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((ms + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -2384,7 +2807,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -2392,7 +2815,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
               }
             }
           }
@@ -2435,11 +2858,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       __syncthreads();
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+              }
             }
           }
         }
@@ -2462,16 +2895,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
       ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((ms + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __nv_bfloat16 g__lanes[4];
             *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -2479,7 +2916,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
               }
             }
           }
@@ -2531,6 +2968,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
       ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((ms + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -2542,7 +2981,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * rsqrtf((ms + eps))) * (float)emmy_f32(g__lanes[d_element])));
+              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
           } else {
@@ -2550,7 +2989,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * rsqrtf((ms + eps))) * (float)emmy_f32(g[d])));
+                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
               }
             }
           }
@@ -2593,11 +3032,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
       __syncthreads();
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
         if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          #pragma unroll
-          for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-            if ((d_1 < D)) {
-              ms__acc = (ms__acc + (x_row[d_1] * x_row[d_1]));
+          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              ms__acc = (ms__acc + (x_row__lanes[d_element_1] * x_row__lanes[d_element_1]));
+            }
+          } else {
+            #pragma unroll
+            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+              if ((d_1 < D)) {
+                ms__acc = (ms__acc + (x_row[d_1] * x_row[d_1]));
+              }
             }
           }
         }
@@ -2620,16 +3069,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
       ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
       ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((ms + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float g__lanes[4];
             *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * rsqrtf((ms + eps))) * g__lanes[d_element]);
+              y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -2637,7 +3090,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * rsqrtf((ms + eps))) * g[d]);
+                y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
               }
             }
           }
@@ -2689,6 +3142,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
       ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
       ms = (ms__acc / (float)D);
       const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((ms + eps));
       for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
         if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
@@ -2700,7 +3155,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              y__lanes[d_element] = ((x__lanes[d_element] * rsqrtf((ms + eps))) * g__lanes[d_element]);
+              y__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -2708,7 +3163,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = ((x[((n * D) + d)] * rsqrtf((ms + eps))) * g[d]);
+                y[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
               }
             }
           }
@@ -6063,11 +6518,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / o__den__acc);
+              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] * er__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
+                  }
                 }
               }
             }
@@ -6183,11 +6650,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / o__den__acc);
+              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] * er__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
+                  }
                 }
               }
             }
@@ -6303,11 +6782,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / o__den__acc);
+              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] * er__reciprocal_0);
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
+                  }
                 }
               }
             }
@@ -6423,11 +6914,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / o__den__acc);
+              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] * er__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
+                  }
                 }
               }
             }
@@ -6542,11 +7045,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / o__den__acc);
+              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] * er__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
+                  }
                 }
               }
             }
@@ -6661,11 +7176,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / o__den__acc);
+              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] * er__reciprocal_0);
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
+                  }
                 }
               }
             }
@@ -6776,11 +7303,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / den__acc);
+              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] * er__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
+                  }
                 }
               }
             }
@@ -6892,11 +7431,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / den__acc);
+              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] * er__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
+                  }
                 }
               }
             }
@@ -7008,11 +7559,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              #pragma unroll
-              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
+              float er__reciprocal_0;
+              er__reciprocal_0 = (1.0f / den__acc);
+              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
+                  }
                 }
               }
             }
