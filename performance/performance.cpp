@@ -212,8 +212,8 @@ std::string rooflineLine(const kernel::Function& function, const Lowered& lowere
 
 // The bytes one thread moves to and from global and shared memory, counted on thread 0 of block 0 as a
 // stand-in for every thread: each access times the trips of the loops around it (their bounds evaluated
-// with that thread's indices; a bound that cannot be evaluated counts once), every branch taken; and the
-// barriers it passes. An
+// with that thread's indices; a bound that cannot be evaluated counts once), every branch taken but those
+// the sizes rule out for every thread; and the barriers it passes. An
 // access in a fully unrolled loop whose index does not depend on that loop's variable counts once for
 // it: the CUDA compiler keeps such a value in a register (the point of register blocking).
 class AccessCounter {
@@ -255,7 +255,7 @@ public:
         access(node.buffer, node.index.get());
       } else if constexpr (std::is_same_v<Node, kernel::If>) {
         reads(*node.condition);
-        count(*node.body);
+        if (!ruledOut(*node.condition)) count(*node.body);
       } else if constexpr (std::is_same_v<Node, kernel::CopyAsync>) {
         access(node.source, node.sourceIndex.get());
         access(node.buffer, node.index.get());
@@ -296,6 +296,17 @@ private:
             loops.insert(found->second.begin(), found->second.end());
       });
     return loops;
+  }
+
+  // Does `condition` fail for every thread at these sizes: it reads sizes and constants only (a path the
+  // sizes choose, as a row kernel's shared-memory path), and is false?
+  bool ruledOut(const Expr& condition) const {
+    bool uniform = true;
+    tensor::forEachNode(condition, [&](const Expr& e) {
+      uniform = uniform && !e.as<tensor::AxisVar>() && !e.as<tensor::Load>() && !e.as<tensor::ScalarParam>();
+    });
+    std::optional<int64_t> value = uniform ? evaluate(condition) : std::nullopt;
+    return value && *value == 0;
   }
 
   // How often an access at `index` runs (null: an access without an index, as a scalar's).
@@ -376,7 +387,16 @@ private:
       if (!condition) return std::nullopt;
       return evaluate(*condition ? *select->ifTrue : *select->ifFalse, thread);
     }
+    if (const auto* unary = e.as<tensor::Unary>(); unary && unary->op == tensor::UnaryOp::Not) {
+      std::optional<int64_t> operand = evaluate(*unary->operand, thread);
+      return operand ? std::optional<int64_t>(*operand == 0) : std::nullopt;
+    }
     const auto* binary = e.as<tensor::Binary>();
+    if (binary && (binary->op == tensor::BinaryOp::And || binary->op == tensor::BinaryOp::Or)) {
+      std::optional<int64_t> lhs = evaluate(*binary->lhs, thread), rhs = evaluate(*binary->rhs, thread);
+      if (!lhs || !rhs) return std::nullopt;
+      return binary->op == tensor::BinaryOp::And ? (*lhs != 0 && *rhs != 0) : (*lhs != 0 || *rhs != 0);
+    }
     if (!binary || !isInteger(binary->lhs->dtype)) return std::nullopt;
     std::optional<int64_t> lhs = evaluate(*binary->lhs, thread), rhs = evaluate(*binary->rhs, thread);
     if (!lhs || !rhs) return std::nullopt;

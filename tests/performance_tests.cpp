@@ -15,16 +15,30 @@ namespace {
 
 using namespace emmy;
 
-std::vector<std::string> reportOf(const std::string& example, const std::map<std::string, int64_t>& sizes) {
+// The --stats report of every kernel of `file` whose instance name is `instance` (all when empty).
+std::vector<std::string> reportOfFile(const std::filesystem::path& file, const std::map<std::string, int64_t>& sizes,
+                                  const std::string& instance = "") {
   std::vector<Lowered> lowered;
-  for (const tensor::Kernel& kernel : testing::kernelsOf(std::filesystem::path(EMMY_SOURCE_DIR) / "examples" / (example + ".emmy")))
-    lowered.push_back(lower(kernel, PipelineOptions{}));
+  for (const tensor::Kernel& kernel : testing::kernelsOf(file))
+    if (instance.empty() || kernel.instanceName() == instance) lowered.push_back(lower(kernel, PipelineOptions{}));
+  std::string example = file.stem().string();
   cuda::GeneratedCuda files = emitCudaFiles(lowered, example + ".emmy");
   std::string whyNot;
   REQUIRE(nvrtcAvailable(&whyNot));
   CudaCompileResult compiled = compileCuda(files.source, example + ".cu", "sm_90", true);
   REQUIRE(compiled.ok);
   return performanceReport(lowered, resourceUsage(compiled), compiled.ptx, "sm_90", sizes);
+}
+
+std::vector<std::string> reportOf(const std::string& example, const std::map<std::string, int64_t>& sizes) {
+  return reportOfFile(std::filesystem::path(EMMY_SOURCE_DIR) / "examples" / (example + ".emmy"), sizes);
+}
+
+// The microseconds of the report's shared-memory wavefronts term.
+double sharedMicroseconds(const std::string& report) {
+  std::smatch match;
+  REQUIRE(std::regex_search(report, match, std::regex(R"(shared-memory wavefronts ([0-9.]+) (us|ms))")));
+  return std::stod(match[1]) * (match[2] == "ms" ? 1000 : 1);
 }
 
 }  // namespace
@@ -115,4 +129,15 @@ $L__BB0_2:
   CHECK(describeLoop(inner).find("0.016 per 4-byte word") != std::string::npos);
   // Issue cycles per memory access over the loops: (outer + inner) / 2 accesses.
   CHECK(mix.cyclesPerMemoryInstruction() == Approx((outer.issueCycles + inner.issueCycles) / 2));
+}
+
+TEST_CASE("the static model counts the path the sizes choose: a row kernel's shared-memory path or its other", "[stats]") {
+  const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
+  // The same bytes: rows of 4096 take the shared-memory path (a shared read of each element per pass),
+  // rows of 32768 the path that reads x again from global memory (only the block's partial sums shared).
+  std::string cached = reportOfFile(nn, {{"N", 65536}, {"D", 4096}}, "softmax_f32").at(0);
+  std::string reread = reportOfFile(nn, {{"N", 8192}, {"D", 32768}}, "softmax_f32").at(0);
+  INFO(cached << "\n" << reread);
+  CHECK(sharedMicroseconds(cached) > 100);
+  CHECK(sharedMicroseconds(reread) < 10);
 }
