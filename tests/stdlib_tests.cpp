@@ -1,7 +1,7 @@
 // The standard library's schedules: every kernel is built by its own schedule, every `param` candidate
 // gives code that passes the simulated check, the contractions' code is register-blocked with vector
-// accesses, the row kernels read a row once where it fits, and the attentions are one kernel with an
-// online softmax.
+// accesses, the row kernels read a row once where it fits (by vectors, without bank conflicts), and the
+// attentions are one kernel with an online softmax.
 #include <catch2/catch.hpp>
 
 #include <set>
@@ -146,7 +146,8 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
   }
 }
 
-TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory", "[stdlib]") {
+TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory, by vectors without bank conflicts",
+          "[stdlib][profile]") {
   for (const char* selector : {"softmax<f32>", "log_softmax<f16>", "layernorm<bf16>", "rmsnorm<f32>"}) {
     for (const tensor::Kernel& kernel : instances(kStdlib / "nn.emmy", selector, {})) {
       INFO(selector);
@@ -159,41 +160,28 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
       CHECK(cuda.find(half ? "if ((D <= (int64_t)16384)) {" : "if ((D <= (int64_t)8192)) {") != std::string::npos);
       CHECK(cuda.find(half ? "emmy_copy_async_lanes<8>(x_row, " : "emmy_copy_async_lanes<4>(x_row, ") != std::string::npos);
       // Both paths give the reference's values: rows that fit, and rows one vector longer than the bound.
-      sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "nn.emmy"));
+      sim::SimulationOptions options;
+      options.profile = true;
+      sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "nn.emmy"), options);
       int64_t bound = half ? 16384 : 8192;
       testing::checkAgainstEvaluator(kernel, program, {{"N", 3}, {"D", 1001}}, 1);
       testing::checkAgainstEvaluator(kernel, program, {{"N", 2}, {"D", bound + 9}}, 2);
+      // Every pass reads the cached row by vectors (VEC = 4 lanes: 16 bytes of f32, 8 of f16 and bf16)
+      // without bank conflicts, at rows of whole vectors that each start on a 16-byte boundary.
+      KernelRun run = program.run(testing::randomInputs(kernel, {{"N", 2}, {"D", 2048}}, 4));
+      INFO(run.failure.value_or(""));
+      REQUIRE(run.profile.has_value());
+      int vectorReads = 0;
+      for (const sim::KernelProfile& profile : run.profile->kernels)
+        for (const sim::AccessSite& site : profile.sites) {
+          if (site.global || site.store || site.code.find("x_row") == std::string::npos) continue;
+          INFO(site.line << ": " << site.code);
+          CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
+          CHECK(site.bytes == (half ? 8u : 16u));
+          vectorReads += 1;
+        }
+      CHECK(vectorReads >= 2);  // softmax: the max, the sum and the output
     }
   }
 }
 
-TEST_CASE("the stdlib row kernels read their cached row by vectors, without bank conflicts, in every dtype",
-          "[stdlib][profile]") {
-  for (const char* name : {"softmax", "log_softmax", "layernorm", "rmsnorm"}) {
-    for (const char* dtype : {"f32", "f16", "bf16"}) {
-      std::string selector = std::string(name) + "<" + dtype + ">";
-      for (const tensor::Kernel& kernel : instances(kStdlib / "nn.emmy", selector, {})) {
-        INFO(selector);
-        sim::SimulationOptions options;
-        options.profile = true;
-        sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "nn.emmy"), options);
-        // Rows of whole vectors, each starting on a 16-byte boundary: every access takes the vector path.
-        KernelRun run = program.run(testing::randomInputs(kernel, {{"N", 2}, {"D", 2048}}, 4));
-        INFO(run.failure.value_or(""));
-        REQUIRE(run.profile.has_value());
-        int vectorReads = 0;
-        for (const sim::KernelProfile& profile : run.profile->kernels)
-          for (const sim::AccessSite& site : profile.sites) {
-            if (site.global || site.store || site.code.find("x_row") == std::string::npos) continue;
-            INFO(site.line << ": " << site.code);
-            CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
-            // VEC = 4 lanes: 16 bytes of f32, 8 of f16 and bf16.
-            CHECK(site.bytes == (std::string(dtype) == "f32" ? 16 : 8));
-            vectorReads += 1;
-          }
-        // Every pass over the cached row reads vectors (softmax: the max, the sum, the output).
-        CHECK(vectorReads >= 2);
-      }
-    }
-  }
-}
