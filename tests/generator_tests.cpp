@@ -52,15 +52,17 @@ fs::path nvccPath() {
   return "/usr/local/cuda/bin/nvcc";
 }
 
-// `nvcc -c -arch=sm_90` of the generated files, host and device code: "" when it compiled, else why not.
+// `nvcc -c -arch=sm_90` of the generated files, host and device code: "" when it compiled without a
+// warning (a user's build shows them), else what nvcc said.
 std::string compileWithNvcc(const cuda::GeneratedCuda& cuda) {
   TemporaryFolder folder;
   std::ofstream(folder.path() / (cuda.baseName + ".cu")) << cuda.source;
   std::ofstream(folder.path() / (cuda.baseName + ".h")) << cuda.header;
   ProcessOutcome outcome = runProcess({nvccPath().string(), "-c", "-arch=sm_90", cuda.baseName + ".cu", "-o", "out.o"},
                                       folder.path(), folder.path() / "nvcc.log", std::chrono::minutes(5));
-  if (outcome.kind == ProcessOutcome::Kind::Exited && outcome.code == 0) return "";
-  return "nvcc failed:\n" + outcome.output;
+  if (outcome.kind != ProcessOutcome::Kind::Exited || outcome.code != 0) return "nvcc failed:\n" + outcome.output;
+  if (outcome.output.find("warning") != std::string::npos) return "nvcc warned:\n" + outcome.output;
+  return "";
 }
 
 }  // namespace

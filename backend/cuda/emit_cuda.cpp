@@ -593,7 +593,7 @@ const char* kPrelude = R"(#include <stdint.h>
 #define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
-#define EMMY_INLINE static __host__ __device__ __forceinline__
+#define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -743,9 +743,9 @@ static __device__ __forceinline__ void emmy_ldmatrix(uint32_t* fragment, T* shar
     static_assert(Count == 4, "ldmatrix x4 only");
 #endif
 }
+#if defined(__CUDA_ARCH__)
 template <typename T>
 static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b);
-#if defined(__CUDA_ARCH__)
 #define EMMY_MMA_M16N8K16(T, ptx_type)                                                                             \
   template <>                                                                                                      \
   __device__ __forceinline__ void emmy_mma_m16n8k16<T>(float* d, const uint32_t* a, const uint32_t* b) {          \
@@ -757,6 +757,10 @@ static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_
 EMMY_MMA_M16N8K16(__half, "f16")
 EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
 #undef EMMY_MMA_M16N8K16
+#else
+// The host pass compiles the device code too, but never runs it.
+template <typename T>
+static __device__ __forceinline__ void emmy_mma_m16n8k16(float*, const uint32_t*, const uint32_t*) {}
 #endif
 #endif
 )";

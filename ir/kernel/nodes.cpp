@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <cstring>
+#include <set>
 
 #include <fmt/format.h>
+
+#include "ir/tensor/rewrite.h"
 
 namespace emmy::kernel {
 
@@ -40,5 +43,79 @@ ExprPtr threadIndex(int dimension) { return hardwareIndex(kIndexNames[0], dimens
 ExprPtr blockIndex(int dimension) { return hardwareIndex(kIndexNames[1], dimension); }
 ExprPtr blockSize(int dimension) { return hardwareIndex(kIndexNames[2], dimension); }
 ExprPtr gridSize(int dimension) { return hardwareIndex(kIndexNames[3], dimension); }
+
+void forEachExpr(const Stmt& stmt, const std::function<void(const ExprPtr&)>& visit) {
+  auto e = [&](const ExprPtr& expr) {
+    if (expr) visit(expr);
+  };
+  dispatch(stmt, [&](const auto& node) {
+    using Node = std::decay_t<decltype(node)>;
+    if constexpr (std::is_same_v<Node, For>) {
+      e(node.begin), e(node.end), e(node.step);
+      forEachExpr(*node.body, visit);
+    } else if constexpr (std::is_same_v<Node, Let>) {
+      e(node.value);
+    } else if constexpr (std::is_same_v<Node, Store>) {
+      e(node.index), e(node.value);
+    } else if constexpr (std::is_same_v<Node, If>) {
+      e(node.condition);
+      forEachExpr(*node.body, visit);
+    } else if constexpr (std::is_same_v<Node, CopyAsync>) {
+      e(node.index), e(node.sourceIndex), e(node.condition), e(node.lanesInside);
+    } else if constexpr (std::is_same_v<Node, LoadMatrix>) {
+      e(node.fragmentElement), e(node.element);
+    } else if constexpr (std::is_same_v<Node, MultiplyAccumulate>) {
+      e(node.accumulatorElement), e(node.aElement), e(node.bElement);
+    } else if constexpr (std::is_same_v<Node, TransposeQuad>) {
+      e(node.lane);
+    } else if constexpr (std::is_same_v<Node, VectorLoad> || std::is_same_v<Node, VectorStore>) {
+      e(node.element), e(node.localElement);
+    } else if constexpr (std::is_same_v<Node, IfAligned>) {
+      for (const Address& address : node.addresses) e(address.element);
+      e(node.condition);
+      forEachExpr(*node.aligned, visit), forEachExpr(*node.otherwise, visit);
+    } else if constexpr (std::is_same_v<Node, Block>) {
+      for (const StmtPtr& inner : node.stmts) forEachExpr(*inner, visit);
+    } else {
+      static_assert(std::is_same_v<Node, Declare> || std::is_same_v<Node, Barrier> ||
+                        std::is_same_v<Node, ShuffleCombine> || std::is_same_v<Node, WaitForCopies>,
+                    "a statement with expressions that forEachExpr does not visit");
+    }
+  });
+}
+
+StmtPtr withoutUnusedLets(const StmtPtr& stmt) {
+  return dispatch(*stmt, [&](const auto& node) -> StmtPtr {
+    using Node = std::decay_t<decltype(node)>;
+    if constexpr (std::is_same_v<Node, For>) {
+      return std::make_shared<For>(node.var, node.begin, node.end, node.step, withoutUnusedLets(node.body), node.unroll,
+                                   node.rolled);
+    } else if constexpr (std::is_same_v<Node, If>) {
+      return std::make_shared<If>(node.condition, withoutUnusedLets(node.body));
+    } else if constexpr (std::is_same_v<Node, IfAligned>) {
+      return std::make_shared<IfAligned>(node.addresses, node.bytes, node.condition, withoutUnusedLets(node.aligned),
+                                         withoutUnusedLets(node.otherwise));
+    } else if constexpr (std::is_same_v<Node, Block>) {
+      // From the end: a Let is kept when a statement after it reads its variable (a read inside a scope
+      // that binds the name again counts too, which only keeps more).
+      std::set<std::string> read;
+      std::vector<StmtPtr> kept;
+      for (auto inner = node.stmts.rbegin(); inner != node.stmts.rend(); ++inner) {
+        if (const auto* let = (*inner)->template as<Let>(); let && !read.count(let->var)) continue;
+        StmtPtr cleaned = withoutUnusedLets(*inner);
+        forEachExpr(*cleaned, [&](const ExprPtr& expr) {
+          tensor::forEachNode(*expr, [&](const tensor::Expr& e) {
+            if (const auto* var = e.as<tensor::AxisVar>()) read.insert(var->name);
+          });
+        });
+        kept.push_back(cleaned);
+      }
+      std::reverse(kept.begin(), kept.end());
+      return std::make_shared<Block>(kept);
+    } else {
+      return stmt;
+    }
+  });
+}
 
 }  // namespace emmy::kernel

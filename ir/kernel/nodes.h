@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -269,6 +270,13 @@ decltype(auto) dispatch(const Stmt& stmt, Visitor&& visitor) {
   }
   __builtin_unreachable();
 }
+
+// Calls `visit` on every expression of `stmt` and of the statements inside it.
+void forEachExpr(const Stmt& stmt, const std::function<void(const ExprPtr&)>& visit);
+
+// `stmt` without the Lets whose variable nothing after them reads. The lowering binds every index of an
+// iteration, and code that never needs one would make nvcc warn that it is never referenced.
+StmtPtr withoutUnusedLets(const StmtPtr& stmt);
 
 // One CUDA kernel: launched with a grid of `gridBlocks` blocks along x, y and z (i64 expressions of
 // the sizes) of `blockThreads` threads along x, y and z; it receives every input, output, temporary,

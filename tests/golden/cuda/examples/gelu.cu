@@ -14,7 +14,7 @@
 #define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
-#define EMMY_INLINE static __host__ __device__ __forceinline__
+#define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -133,7 +133,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* 
           #pragma unroll
           for (int64_t n_d__lane = (int64_t)0; n_d__lane < (int64_t)4; n_d__lane += (int64_t)1) {
             const int64_t n_d = ((n_d__group * (int64_t)4) + n_d__lane);
-            const int64_t n = (n_d / D);
             const int64_t d = (n_d % D);
             exact__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d]));
           }
@@ -175,7 +174,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k1(const float* 
           #pragma unroll
           for (int64_t n_d__lane = (int64_t)0; n_d__lane < (int64_t)4; n_d__lane += (int64_t)1) {
             const int64_t n_d = ((n_d__group * (int64_t)4) + n_d__lane);
-            const int64_t n = (n_d / D);
             const int64_t d = (n_d % D);
             approx__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d]) + (((0.044715f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])))))));
           }

@@ -14,7 +14,7 @@
 #define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
-#define EMMY_INLINE static __host__ __device__ __forceinline__
+#define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -154,12 +154,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, 
           if ((k < K)) {
             #pragma unroll
             for (int64_t ir = (int64_t)0; ir < (int64_t)4; ir += (int64_t)1) {
-              const int64_t i = ((io * (int64_t)64) + ((it * (int64_t)4) + ir));
               alignas(16) float Bs__lanes[4];
               emmy_load_shared_vector<16>(Bs__lanes, Bs, ((ki * (int64_t)64) + (jt * (int64_t)4)));
               #pragma unroll
               for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
-                const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
                 C__acc[((ir * (int64_t)4) + jr)] = (C__acc[((ir * (int64_t)4) + jr)] + (As[((((it * (int64_t)4) + ir) * (int64_t)17) + ki)] * Bs__lanes[jr]));
               }
             }
@@ -174,7 +172,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, 
             alignas(16) float C__lanes[4];
             #pragma unroll
             for (int64_t jr = (int64_t)0; jr < (int64_t)4; jr += (int64_t)1) {
-              const int64_t j = ((jo * (int64_t)64) + ((jt * (int64_t)4) + jr));
               C__lanes[jr] = C__acc[((ir * (int64_t)4) + jr)];
             }
             *reinterpret_cast<uint4*>(&C[((i * N) + ((jo * (int64_t)64) + (jt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(C__lanes);

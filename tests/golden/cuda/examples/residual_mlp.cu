@@ -14,7 +14,7 @@
 #define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
-#define EMMY_INLINE static __host__ __device__ __forceinline__
+#define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -183,7 +183,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
             emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
             }
           } else {
@@ -227,7 +226,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
             alignas(16) float h__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
@@ -255,7 +253,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
             }
           } else {
@@ -300,7 +297,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
             alignas(16) float h__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);

@@ -14,7 +14,7 @@
 #define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
-#define EMMY_INLINE static __host__ __device__ __forceinline__
+#define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -211,7 +211,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2(const float
             const int64_t i0_i1_i2 = ((i0_i1_i2__group * (int64_t)4) + i0_i1_i2__lane);
             const int64_t i0 = ((i0_i1_i2 / D) / S);
             const int64_t i1 = ((i0_i1_i2 / D) % S);
-            const int64_t i2 = (i0_i1_i2 % D);
             y__vector[((i0_i1_i2__slot * (int64_t)4) + i0_i1_i2__lane)] = ((x__vector[((i0_i1_i2__slot * (int64_t)4) + i0_i1_i2__lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
           }
           *reinterpret_cast<uint4*>(&y[(i0_i1_i2__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(i0_i1_i2__slot * (int64_t)4)]);

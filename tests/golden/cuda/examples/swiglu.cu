@@ -14,7 +14,7 @@
 #define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
-#define EMMY_INLINE static __host__ __device__ __forceinline__
+#define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -134,9 +134,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0(const __half
         if ((n_h__group < ((N * H) / (int64_t)8))) {
           #pragma unroll
           for (int64_t n_h__lane = (int64_t)0; n_h__lane < (int64_t)8; n_h__lane += (int64_t)1) {
-            const int64_t n_h = ((n_h__group * (int64_t)8) + n_h__lane);
-            const int64_t n = (n_h / H);
-            const int64_t h = (n_h % H);
             y__vector[((n_h__slot * (int64_t)8) + n_h__lane)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate__vector[((n_h__slot * (int64_t)8) + n_h__lane)])) * (float)emmy_f32(up__vector[((n_h__slot * (int64_t)8) + n_h__lane)])));
           }
           *reinterpret_cast<uint4*>(&y[(n_h__group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&y__vector[(n_h__slot * (int64_t)8)]);
@@ -192,9 +189,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0(const __nv_
         if ((n_h__group < ((N * H) / (int64_t)8))) {
           #pragma unroll
           for (int64_t n_h__lane = (int64_t)0; n_h__lane < (int64_t)8; n_h__lane += (int64_t)1) {
-            const int64_t n_h = ((n_h__group * (int64_t)8) + n_h__lane);
-            const int64_t n = (n_h / H);
-            const int64_t h = (n_h % H);
             y__vector[((n_h__slot * (int64_t)8) + n_h__lane)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate__vector[((n_h__slot * (int64_t)8) + n_h__lane)])) * (float)emmy_f32(up__vector[((n_h__slot * (int64_t)8) + n_h__lane)])));
           }
           *reinterpret_cast<uint4*>(&y[(n_h__group * (int64_t)8)]) = *reinterpret_cast<const uint4*>(&y__vector[(n_h__slot * (int64_t)8)]);
@@ -250,9 +244,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0(const float*
         if ((n_h__group < ((N * H) / (int64_t)4))) {
           #pragma unroll
           for (int64_t n_h__lane = (int64_t)0; n_h__lane < (int64_t)4; n_h__lane += (int64_t)1) {
-            const int64_t n_h = ((n_h__group * (int64_t)4) + n_h__lane);
-            const int64_t n = (n_h / H);
-            const int64_t h = (n_h % H);
             y__vector[((n_h__slot * (int64_t)4) + n_h__lane)] = (emmy_silu(gate__vector[((n_h__slot * (int64_t)4) + n_h__lane)]) * up__vector[((n_h__slot * (int64_t)4) + n_h__lane)]);
           }
           *reinterpret_cast<uint4*>(&y[(n_h__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(n_h__slot * (int64_t)4)]);

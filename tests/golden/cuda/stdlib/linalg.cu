@@ -14,7 +14,7 @@
 #define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
-#define EMMY_INLINE static __host__ __device__ __forceinline__
+#define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -154,9 +154,9 @@ static __device__ __forceinline__ void emmy_ldmatrix(uint32_t* fragment, T* shar
     static_assert(Count == 4, "ldmatrix x4 only");
 #endif
 }
+#if defined(__CUDA_ARCH__)
 template <typename T>
 static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b);
-#if defined(__CUDA_ARCH__)
 #define EMMY_MMA_M16N8K16(T, ptx_type)                                                                             \
   template <>                                                                                                      \
   __device__ __forceinline__ void emmy_mma_m16n8k16<T>(float* d, const uint32_t* a, const uint32_t* b) {          \
@@ -168,6 +168,10 @@ static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_
 EMMY_MMA_M16N8K16(__half, "f16")
 EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
 #undef EMMY_MMA_M16N8K16
+#else
+// The host pass compiles the device code too, but never runs it.
+template <typename T>
+static __device__ __forceinline__ void emmy_mma_m16n8k16(float*, const uint32_t*, const uint32_t*) {}
 #endif
 #endif
 static __device__ __forceinline__ void emmy_transpose_quad(uint32_t* words, int64_t lane) {
@@ -453,8 +457,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half
           for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
             #pragma unroll
             for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
-              const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
-              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (((c__col_pair * (int64_t)2) + c__parity) * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
               c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
               c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
             }
@@ -758,8 +760,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_
           for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
             #pragma unroll
             for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
-              const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
-              const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (((c__col_pair * (int64_t)2) + c__parity) * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
               c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
               c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
             }
@@ -1526,8 +1526,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a
             for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
               #pragma unroll
               for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
-                const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
-                const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (((c__col_pair * (int64_t)2) + c__parity) * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
                 c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_f16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
                 c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
               }
@@ -1834,8 +1832,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfl
             for (int64_t c__half = (int64_t)0; c__half < (int64_t)2; c__half += (int64_t)1) {
               #pragma unroll
               for (int64_t c__parity = (int64_t)0; c__parity < (int64_t)2; c__parity += (int64_t)1) {
-                const int64_t m = ((((mo * (int64_t)128) + (c__warp_row * (int64_t)64)) + ((c__row_tile * (int64_t)16) + (c__half * (int64_t)8))) + (c__lane / (int64_t)4));
-                const int64_t n = ((((no * (int64_t)256) + (c__warp_col * (int64_t)64)) + (((c__col_pair * (int64_t)2) + c__parity) * (int64_t)8)) + ((c__lane % (int64_t)4) * (int64_t)2));
                 c__quad[(((c__half * (int64_t)2) + c__parity) * (int64_t)2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2))]);
                 c__quad[((((c__half * (int64_t)2) + c__parity) * (int64_t)2) + (int64_t)1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * (int64_t)8) + ((c__col_pair * (int64_t)2) + c__parity)) * (int64_t)4) + (c__half * (int64_t)2)) + (int64_t)1)]);
               }

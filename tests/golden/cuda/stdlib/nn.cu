@@ -14,7 +14,7 @@
 #define EMMY_SHARED(type, name, count) __shared__ __align__(16) type name[count]
 #endif
 
-#define EMMY_INLINE static __host__ __device__ __forceinline__
+#define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -154,9 +154,9 @@ static __device__ __forceinline__ void emmy_ldmatrix(uint32_t* fragment, T* shar
     static_assert(Count == 4, "ldmatrix x4 only");
 #endif
 }
+#if defined(__CUDA_ARCH__)
 template <typename T>
 static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b);
-#if defined(__CUDA_ARCH__)
 #define EMMY_MMA_M16N8K16(T, ptx_type)                                                                             \
   template <>                                                                                                      \
   __device__ __forceinline__ void emmy_mma_m16n8k16<T>(float* d, const uint32_t* a, const uint32_t* b) {          \
@@ -168,6 +168,10 @@ static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_
 EMMY_MMA_M16N8K16(__half, "f16")
 EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
 #undef EMMY_MMA_M16N8K16
+#else
+// The host pass compiles the device code too, but never runs it.
+template <typename T>
+static __device__ __forceinline__ void emmy_mma_m16n8k16(float*, const uint32_t*, const uint32_t*) {}
 #endif
 #endif
 static __device__ __forceinline__ void emmy_transpose_quad(uint32_t* words, int64_t lane) {
@@ -232,7 +236,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
             }
           } else {
@@ -274,7 +277,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
             }
           } else {
@@ -317,7 +319,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
               alignas(16) __half y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
               *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -341,7 +342,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
               alignas(16) __half y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
               }
               *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -370,7 +370,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
@@ -412,7 +411,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
             }
           } else {
@@ -455,7 +453,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
               alignas(16) __half y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
               *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -479,7 +476,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
               alignas(16) __half y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
               }
               *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -537,7 +533,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
             }
           } else {
@@ -579,7 +574,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
             }
           } else {
@@ -622,7 +616,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
               alignas(16) __nv_bfloat16 y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
               *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -646,7 +639,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
               alignas(16) __nv_bfloat16 y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
               }
               *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -675,7 +667,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
@@ -717,7 +708,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
             }
           } else {
@@ -760,7 +750,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
               alignas(16) __nv_bfloat16 y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
               *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -784,7 +773,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
               alignas(16) __nv_bfloat16 y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
               }
               *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -842,7 +830,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
             }
           } else {
@@ -884,7 +871,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
             }
           } else {
@@ -927,7 +913,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
               alignas(16) float y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
               }
               *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -951,7 +936,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
               alignas(16) float y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
               }
               *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -980,7 +964,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
             }
           } else {
@@ -1022,7 +1005,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
             }
           } else {
@@ -1065,7 +1047,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
               alignas(16) float y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
               }
               *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -1089,7 +1070,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
               alignas(16) float y__lanes[4];
               #pragma unroll
               for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
                 y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
               }
               *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -1147,7 +1127,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
             }
           } else {
@@ -1189,7 +1168,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
             }
           } else {
@@ -1231,7 +1209,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -1259,7 +1236,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
@@ -1301,7 +1277,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
             }
           } else {
@@ -1343,7 +1318,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -1400,7 +1374,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
             }
           } else {
@@ -1442,7 +1415,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
             }
           } else {
@@ -1484,7 +1456,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -1512,7 +1483,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
@@ -1554,7 +1524,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
             }
           } else {
@@ -1596,7 +1565,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -1653,7 +1621,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
             }
           } else {
@@ -1695,7 +1662,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
             }
           } else {
@@ -1737,7 +1703,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -1765,7 +1730,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
             }
           } else {
@@ -1807,7 +1771,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
             }
           } else {
@@ -1849,7 +1812,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = ((x__lanes[d_element] - m) - d_step__invariant_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -1906,7 +1868,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
             }
           } else {
@@ -1948,7 +1909,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
             }
           } else {
@@ -1994,7 +1954,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -2022,7 +1981,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
@@ -2064,7 +2022,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
             }
           } else {
@@ -2110,7 +2067,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -2167,7 +2123,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
             }
           } else {
@@ -2209,7 +2164,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
             }
           } else {
@@ -2255,7 +2209,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -2283,7 +2236,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
             }
           } else {
@@ -2325,7 +2277,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
             }
           } else {
@@ -2371,7 +2322,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -2428,7 +2378,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               mu__acc = (mu__acc + x_row__lanes[d_element_2]);
             }
           } else {
@@ -2470,7 +2419,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               var__acc = (var__acc + ((x_row__lanes[d_element_1] - mu) * (x_row__lanes[d_element_1] - mu)));
             }
           } else {
@@ -2516,7 +2464,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -2544,7 +2491,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
               mu__acc = (mu__acc + x__lanes[d_element_4]);
             }
           } else {
@@ -2586,7 +2532,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
               var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
             }
           } else {
@@ -2632,7 +2577,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -2689,7 +2633,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
             }
           } else {
@@ -2733,7 +2676,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -2761,7 +2703,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
             }
           } else {
@@ -2806,7 +2747,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
             alignas(16) __half y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -2863,7 +2803,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
             }
           } else {
@@ -2907,7 +2846,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -2935,7 +2873,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
             }
           } else {
@@ -2980,7 +2917,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
             alignas(16) __nv_bfloat16 y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
             }
             *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
@@ -3037,7 +2973,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
             #pragma unroll
             for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
               ms__acc = (ms__acc + (x_row__lanes[d_element_1] * x_row__lanes[d_element_1]));
             }
           } else {
@@ -3081,7 +3016,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
@@ -3109,7 +3043,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
             #pragma unroll
             for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
               ms__acc = (ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
             }
           } else {
@@ -3154,7 +3087,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               y__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
