@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
@@ -73,6 +74,41 @@ TEST_CASE("elementwise loops move 16-byte groups, four of them in flight per thr
     // Two blocks of 256 threads for 4109 elements: groups one, two and three grid strides on, a tail.
     sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), file));
     testing::checkAgainstEvaluator(kernel, program, {{"N", 1}, {"D", 4109}}, 5);
+  }
+}
+
+TEST_CASE("an elementwise loop divides its flat index by a size once a group, not once an element", "[lowering]") {
+  // Broadcasts along each axis, in f32 (groups of 4) and f16 (groups of 8), at extents below, at and
+  // above the group, dividing it or not: a group then spans one row, two, or many (the scalar path).
+  const std::string source = R"(
+kernel rows(x: f32[N, D], b: f32[D], c: f32[N]) -> (y: f32[N, D]) {
+    y[n, d] = x[n, d] * b[d] + c[n]
+}
+kernel cube(x: f16[A, B, C], w: f16[B], v: f16[C]) -> (y: f16[A, B, C]) {
+    y[a, i, j] = x[a, i, j] + w[i] * v[j]
+}
+)";
+  std::vector<tensor::Kernel> kernels = testing::kernelsOfText(source);
+  REQUIRE(kernels.size() == 2);
+  for (const tensor::Kernel& kernel : kernels) {
+    sim::CudaSource cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "broadcast.emmy");
+    INFO(cuda.source);
+    bool rows = kernel.name == "rows";
+    int width = rows ? 4 : 8;
+    std::string flat = rows ? "n_d" : "a_i_j";
+    // One remainder a group; its lanes carry into the next row at most once, so the vector path needs
+    // groups no longer than a row.
+    CHECK(cuda.source.find("const int64_t " + flat + "__remainder0 = ((" + flat + "__group * (int64_t)" +
+                           std::to_string(width) + ") % ") != std::string::npos);
+    CHECK(cuda.source.find(fmt::format("& 15) == 0 && ({} >= (int64_t){})) {{", rows ? "D" : "C", width)) != std::string::npos);
+    sim::SimulatedKernel program(kernel, cuda);
+    int seed = 0;
+    for (int64_t inner : {1, 2, 3, 4, 5, 7, 8, 9, 16, 37})
+      for (int64_t outer : {1, 3, 70}) {
+        std::map<std::string, int64_t> sizes = rows ? std::map<std::string, int64_t>{{"N", outer}, {"D", inner}}
+                                                    : std::map<std::string, int64_t>{{"A", outer}, {"B", 3}, {"C", inner}};
+        testing::checkAgainstEvaluator(kernel, program, sizes, ++seed);
+      }
   }
 }
 

@@ -173,6 +173,7 @@ private:
     });
     std::vector<tile::StmtPtr> laneStmts = body ? std::vector<tile::StmtPtr>(body->stmts.begin(), body->stmts.end() - 1)
                                                 : std::vector<tile::StmtPtr>{};
+    DivisionsByLane divisions = divideOnceAGroup(laneStmts, node.var, lane, width);
     laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
 
     ExprPtr gridBegin = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, blockIndex(), blockSize()), threadIndex());
@@ -200,8 +201,11 @@ private:
         lane, i64(0), i64(width), i64(1),
         std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element), lowerStmt(tile::Block(laneStmts))}),
         true);
-    reads.push_back(eachSlot(std::make_shared<Block>(std::vector<StmtPtr>{
-        lanes, std::make_shared<VectorStore>(store->buffer, groupStart, local(store->buffer), 16, slotStart)})));
+    std::vector<StmtPtr> computeSlot;
+    for (const auto& [name, value] : divisions.ofGroup) computeSlot.push_back(std::make_shared<Let>(name, value(groupStart)));
+    computeSlot.push_back(lanes);
+    computeSlot.push_back(std::make_shared<VectorStore>(store->buffer, groupStart, local(store->buffer), 16, slotStart));
+    reads.push_back(eachSlot(std::make_shared<Block>(computeSlot)));
     StmtPtr vectorLoop = std::make_shared<For>(first, gridBegin, groups, arithmetic(BinaryOp::Mul, gridStep, i64(kGroupsInFlight)),
                                                std::make_shared<Block>(reads));
     StmtPtr tail = std::make_shared<For>(node.var, arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, groups, i64(width)), gridBegin),
@@ -209,8 +213,58 @@ private:
     StmtPtr scalar = std::make_shared<For>(node.var, gridBegin, total, gridStep, lowerStmt(*node.body));
     std::vector<Address> addresses;
     for (const std::string& buffer : aligned) addresses.push_back({buffer, nullptr});
-    return std::make_shared<IfAligned>(addresses, 16, nullptr, std::make_shared<Block>(std::vector<StmtPtr>{vectorLoop, tail}),
-                                       scalar);
+    return std::make_shared<IfAligned>(addresses, 16, conjunction(divisions.conditions),
+                                       std::make_shared<Block>(std::vector<StmtPtr>{vectorLoop, tail}), scalar);
+  }
+
+  // The quotients and remainders of a flat index by sizes, which a fused axis's Lets compute for every
+  // element (i = ij / D, j = ij % D: two 64-bit divisions, some 70 instructions), divided once a group of
+  // `width` consecutive elements instead: an element's are the group's first element's, its lane added
+  // to the remainder and carried into the quotient once. One carry suffices when the divisor is at least
+  // the width, which `conditions` require of the vector path.
+  struct DivisionsByLane {
+    std::vector<std::pair<std::string, std::function<ExprPtr(const ExprPtr&)>>> ofGroup;  // a Let's name, its value from the group's first element
+    std::vector<ExprPtr> conditions;
+  };
+  // `flat` is the element's index, `lane` its index in its group.
+  DivisionsByLane divideOnceAGroup(std::vector<tile::StmtPtr>& laneStmts, const std::string& flat, const std::string& lane,
+                                   int width) {
+    DivisionsByLane divisions;
+    std::vector<ExprPtr> divisors;
+    auto var = [](const std::string& name) { return std::make_shared<AxisVar>(name); };
+    auto divisorIndex = [&](const ExprPtr& divisor) {
+      for (size_t k = 0; k < divisors.size(); ++k)
+        if (sameIndex(*divisors[k], *divisor)) return k;
+      size_t k = divisors.size();
+      divisors.push_back(divisor);
+      std::string quotient = fmt::format("{}__quotient{}", flat, k), remainder = fmt::format("{}__remainder{}", flat, k);
+      divisions.ofGroup.push_back({quotient, [divisor](const ExprPtr& first) { return arithmetic(BinaryOp::Div, first, divisor); }});
+      divisions.ofGroup.push_back({remainder, [divisor](const ExprPtr& first) { return arithmetic(BinaryOp::Mod, first, divisor); }});
+      divisions.conditions.push_back(compare(BinaryOp::Ge, divisor, i64(width)));
+      return k;
+    };
+    for (tile::StmtPtr& stmt : laneStmts) {
+      const auto* let = stmt->as<tile::Let>();
+      if (!let) continue;
+      ExprPtr value = rewrite(let->value, [&](const Expr& e) -> ExprPtr {
+        const auto* binary = e.as<Binary>();
+        const auto* dividend = binary ? binary->lhs->as<AxisVar>() : nullptr;
+        if (!dividend || dividend->name != flat || binary->dtype != DType::I64 ||
+            (binary->op != BinaryOp::Div && binary->op != BinaryOp::Mod) || binary->rhs->as<IntImm>())
+          return nullptr;
+        bool sizesOnly = true;
+        forEachNode(*binary->rhs, [&](const Expr& node) { sizesOnly = sizesOnly && (node.as<SizeVar>() || node.as<IntImm>() || node.as<Binary>()); });
+        if (!sizesOnly) return nullptr;
+        size_t k = divisorIndex(binary->rhs);
+        ExprPtr sum = arithmetic(BinaryOp::Add, var(fmt::format("{}__remainder{}", flat, k)), var(lane));
+        ExprPtr carried = compare(BinaryOp::Ge, sum, binary->rhs);
+        if (binary->op == BinaryOp::Div)
+          return arithmetic(BinaryOp::Add, var(fmt::format("{}__quotient{}", flat, k)), std::make_shared<Select>(carried, i64(1), i64(0)));
+        return arithmetic(BinaryOp::Sub, sum, std::make_shared<Select>(carried, binary->rhs, i64(0)));
+      });
+      if (value != let->value) stmt = std::make_shared<tile::Let>(let->var, value);
+    }
+    return divisions;
   }
 
   // The coefficient of `var` in `e` when `e` is affine in it (0 when it does not use it).

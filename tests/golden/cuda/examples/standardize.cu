@@ -191,7 +191,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float
 
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
-  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0) {
+  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0 && (D >= (int64_t)4)) {
     for (int64_t i0_i1_i2__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i0_i1_i2__first < (((B * S) * D) / (int64_t)4); i0_i1_i2__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];
       #pragma unroll
@@ -206,11 +206,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2(const float
       for (int64_t i0_i1_i2__slot = (int64_t)0; i0_i1_i2__slot < (int64_t)4; i0_i1_i2__slot += (int64_t)1) {
         const int64_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
         if ((i0_i1_i2__group < (((B * S) * D) / (int64_t)4))) {
+          const int64_t i0_i1_i2__quotient0 = ((i0_i1_i2__group * (int64_t)4) / D);
+          const int64_t i0_i1_i2__remainder0 = ((i0_i1_i2__group * (int64_t)4) % D);
           #pragma unroll
           for (int64_t i0_i1_i2__lane = (int64_t)0; i0_i1_i2__lane < (int64_t)4; i0_i1_i2__lane += (int64_t)1) {
-            const int64_t i0_i1_i2 = ((i0_i1_i2__group * (int64_t)4) + i0_i1_i2__lane);
-            const int64_t i0 = ((i0_i1_i2 / D) / S);
-            const int64_t i1 = ((i0_i1_i2 / D) % S);
+            const int64_t i0 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? (int64_t)1 : (int64_t)0)) / S);
+            const int64_t i1 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? (int64_t)1 : (int64_t)0)) % S);
             y__vector[((i0_i1_i2__slot * (int64_t)4) + i0_i1_i2__lane)] = ((x__vector[((i0_i1_i2__slot * (int64_t)4) + i0_i1_i2__lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
           }
           *reinterpret_cast<uint4*>(&y[(i0_i1_i2__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&y__vector[(i0_i1_i2__slot * (int64_t)4)]);

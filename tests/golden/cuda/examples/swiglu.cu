@@ -115,7 +115,7 @@ static int emmy_fail(const char* format, ...) {
 #ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
-  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
+  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)8)) {
     for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)8); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) __half gate__vector[32];
       alignas(16) __half up__vector[32];
@@ -170,7 +170,7 @@ extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64
 #ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
-  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
+  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)8)) {
     for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)8); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) __nv_bfloat16 gate__vector[32];
       alignas(16) __nv_bfloat16 up__vector[32];
@@ -225,7 +225,7 @@ extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, _
 #ifndef EMMY_HOST_ONLY
 // Computes y.
 extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
-  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0) {
+  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)4)) {
     for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)4); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float gate__vector[16];
       alignas(16) float up__vector[16];
