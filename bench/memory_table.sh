@@ -34,7 +34,7 @@ stats() {
              if ($i == "time" && $(i - 1) == "memory") { v = $(i + 1); u = $(i + 2); memory += (u == "ms" ? v * 1000 : u == "s" ? v * 1e6 : v) }
            }
          }
-         END { printf "%.1f %.1f", issue, memory }'
+         END { printf "%.1f %.1f\n", issue, memory }'
 }
 
 # profile FILE KERNEL SIZES...: "requested/least sectors/request ideal conflicts" over the instance's kernels.
@@ -51,7 +51,7 @@ profile() {
          }
          /^      shared:/ && !baseline { for (i = 1; i <= NF; ++i) if ($i == "from") conflicts += $(i - 1) }
          /^  baseline/ { baseline = 1 }
-         END { printf "%.2f %.2f %.2f %d", requested, sectors / (requests ? requests : 1), ideal / (requests ? requests : 1), conflicts }'
+         END { printf "%.2f %.2f %.2f %d\n", requested, sectors / (requests ? requests : 1), ideal / (requests ? requests : 1), conflicts }'
 }
 
 row() {  # row LABEL DTYPE D N FILE KERNEL STATS-SIZES -- PROFILE-SIZES

@@ -4,6 +4,7 @@
 
 #include "ir/kernel/hoist_row_values.h"
 #include "ir/kernel/lower_tile_to_kernel.h"
+#include "ir/kernel/narrow_guarded_loops.h"
 #include "ir/kernel/place_barriers.h"
 #include "ir/kernel/printer.h"
 #include "ir/kernel/verifier.h"
@@ -20,7 +21,8 @@
 namespace emmy {
 
 const std::vector<std::string>& passNames() {
-  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule", "lower-tile-to-kernel", "place-barriers", "hoist-row-values"};
+  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule", "lower-tile-to-kernel", "place-barriers", "hoist-row-values",
+                                                 "narrow-guarded-loops"};
   return names;
 }
 
@@ -78,6 +80,10 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   lowered.kernel = kernel::hoistRowValues(lowered.kernel);
   kernel::verifyProgram(lowered.kernel);
   dumpAfter(options, "hoist-row-values", [&] { return kernel::printProgram(lowered.kernel); });
+
+  lowered.kernel = kernel::narrowGuardedLoops(lowered.kernel);
+  kernel::verifyProgram(lowered.kernel);
+  dumpAfter(options, "narrow-guarded-loops", [&] { return kernel::printProgram(lowered.kernel); });
   return lowered;
 }
 

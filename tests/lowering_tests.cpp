@@ -77,9 +77,10 @@ TEST_CASE("elementwise loops move 16-byte groups, four of them in flight per thr
   }
 }
 
-TEST_CASE("an elementwise loop divides its flat index by a size once a group, not once an element", "[lowering]") {
+TEST_CASE("an elementwise loop divides its flat index by a size once a group, not once an element, and reads a row vector by groups", "[lowering]") {
   // Broadcasts along each axis, in f32 (groups of 4) and f16 (groups of 8), at extents below, at and
-  // above the group, dividing it or not: a group then spans one row, two, or many (the scalar path).
+  // above the group, multiples of it or not: a group then lies in one row, spans two, or many (the
+  // scalar path).
   const std::string source = R"(
 kernel rows(x: f32[N, D], b: f32[D], c: f32[N]) -> (y: f32[N, D]) {
     y[n, d] = x[n, d] * b[d] + c[n]
@@ -96,11 +97,15 @@ kernel cube(x: f16[A, B, C], w: f16[B], v: f16[C]) -> (y: f16[A, B, C]) {
     bool rows = kernel.name == "rows";
     int width = rows ? 4 : 8;
     std::string flat = rows ? "n_d" : "a_i_j";
-    // One remainder a group; its lanes carry into the next row at most once, so the vector path needs
-    // groups no longer than a row.
+    // One remainder a group. Where the rows are whole groups, the row vector is read a group at a time;
+    // otherwise the lanes carry into the next row at most once, so groups must be no longer than a row.
+    std::string inner = rows ? "D" : "C", rowVector = rows ? "b" : "v";
     CHECK(cuda.source.find("const int64_t " + flat + "__remainder0 = ((" + flat + "__group * (int64_t)" +
-                           std::to_string(width) + ") % ") != std::string::npos);
-    CHECK(cuda.source.find(fmt::format("& 15) == 0 && ({} >= (int64_t){})) {{", rows ? "D" : "C", width)) != std::string::npos);
+                           std::to_string(width) + ") % " + inner + ");") != std::string::npos);
+    CHECK(cuda.source.find(fmt::format("& 15) == 0 && (({} % (int64_t){}) == (int64_t)0)) {{", inner, width)) != std::string::npos);
+    CHECK(cuda.source.find(fmt::format("*reinterpret_cast<const uint4*>(&{}[{}__remainder0]);", rowVector, flat)) !=
+          std::string::npos);
+    CHECK(cuda.source.find(fmt::format("& 15) == 0 && ({} >= (int64_t){})) {{", inner, width)) != std::string::npos);
     sim::SimulatedKernel program(kernel, cuda);
     int seed = 0;
     for (int64_t inner : {1, 2, 3, 4, 5, 7, 8, 9, 16, 37})
@@ -109,6 +114,27 @@ kernel cube(x: f16[A, B, C], w: f16[B], v: f16[C]) -> (y: f16[A, B, C]) {
                                                     : std::map<std::string, int64_t>{{"A", outer}, {"B", 3}, {"C", inner}};
         testing::checkAgainstEvaluator(kernel, program, sizes, ++seed);
       }
+  }
+}
+
+TEST_CASE("a loop guarded by its own variable ends where the guard fails, whole vectors apart from the tail",
+          "[lowering]") {
+  // The row kernels' passes: a thread's vectors of the row, up to its end. Rows shorter than a lane's
+  // first vector (the bound is negative for most threads), around one vector per thread, and not a
+  // multiple of the vector.
+  const fs::path file = fs::path(EMMY_SOURCE_DIR) / "stdlib/nn.emmy";
+  for (const char* instance : {"softmax_f32", "layernorm_f16"}) {
+    for (const tensor::Kernel& kernel : testing::kernelsOf(file)) {
+      if (kernel.instanceName() != instance) continue;
+      sim::CudaSource cuda = cudaOf(lower(kernel, PipelineOptions{}), file);
+      INFO(cuda.source);
+      CHECK(cuda.source.find("d_step_2__whole") != std::string::npos);
+      CHECK(cuda.source.find("if ((((d_step_2 * (int64_t)256) + d_lane_2)") == std::string::npos);
+      sim::SimulatedKernel program(kernel, cuda);
+      int seed = 0;
+      for (int64_t d : {1, 2, 3, 5, 1023, 1024, 1025, 4099})
+        testing::checkAgainstEvaluator(kernel, program, {{"N", 2}, {"D", d}}, ++seed);
+    }
   }
 }
 

@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "ir/tensor/printer.h"
+#include "ir/tensor/rewrite.h"
+#include "ir/tensor/simplify.h"
 #include "ir/tensor/verifier.h"
 #include "support/diagnostics.h"
 #include "tests/tensor_ir_builder.h"
@@ -328,4 +330,25 @@ TEST_CASE("verifyKernel rejects a signature that does not fit the stages", "[ten
     kernel.inputs[0].shape[0] = Dim{1, {"N", "D"}};
     requireRejected(kernel, "input x has a dimension whose size names are not sorted: N*D");
   }
+}
+
+TEST_CASE("simplifyIndex keeps the value of remainders of remainders, and drops the outer divisor's multiple",
+          "[tensor-ir]") {
+  using namespace emmy::tensor;
+  auto integer = [](int64_t v) { return std::make_shared<IntImm>(DType::I64, v); };
+  auto mod = [](ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::I64, BinaryOp::Mod, a, b); };
+  auto value = [&](const ExprPtr& e, int64_t x) {
+    ExprPtr bound = rewrite(e, [&](const Expr& node) -> ExprPtr { return node.as<AxisVar>() ? integer(x) : nullptr; });
+    return simplifyIndex(bound)->as<IntImm>()->value;
+  };
+  ExprPtr x = std::make_shared<AxisVar>("x");
+  CHECK(printExpr(*simplifyIndex(mod(mod(x, integer(8)), integer(4)))) == "x % 4");
+  CHECK(printExpr(*simplifyIndex(mod(mod(x, integer(6)), integer(4)))) == "x % 6 % 4");
+  for (int64_t a : {1, 2, 4, 6, 8})
+    for (int64_t b : {1, 2, 3, 4})
+      for (int64_t v = -20; v <= 20; ++v) {
+        ExprPtr e = mod(mod(x, integer(a)), integer(b));
+        INFO(a << " " << b << " " << v);
+        CHECK(value(simplifyIndex(e), v) == value(e, v));
+      }
 }

@@ -162,25 +162,14 @@ private:
 
     ExprPtr slotStart = arithmetic(BinaryOp::Mul, var(slot), i64(width));
     std::vector<ExprPtr> laneIndex{arithmetic(BinaryOp::Add, slotStart, var(lane))};
-    ExprPtr value = rewrite(store->value, [&](const Expr& e) -> ExprPtr {
-      const auto* load = e.as<Load>();
-      if (!load || !vectorReads.count(load->tensor) || load->indices.size() != store->indices.size()) return nullptr;
-      for (size_t d = 0; d < load->indices.size(); ++d) {
-        const auto* a = load->indices[d]->as<AxisVar>();
-        if (!a || a->name != store->indices[d]->as<AxisVar>()->name) return nullptr;
-      }
-      return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
-    });
-    std::vector<tile::StmtPtr> laneStmts = body ? std::vector<tile::StmtPtr>(body->stmts.begin(), body->stmts.end() - 1)
-                                                : std::vector<tile::StmtPtr>{};
-    DivisionsByLane divisions = divideOnceAGroup(laneStmts, node.var, lane, width);
-    laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
-
+    const std::vector<tile::StmtPtr> axisLets = body ? std::vector<tile::StmtPtr>(body->stmts.begin(), body->stmts.end() - 1)
+                                                     : std::vector<tile::StmtPtr>{};
     ExprPtr gridBegin = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, blockIndex(), blockSize()), threadIndex());
     ExprPtr gridStep = arithmetic(BinaryOp::Mul, gridSize(), blockSize());
     ExprPtr total = expr(node.extent);
     ExprPtr groups = arithmetic(BinaryOp::Div, total, i64(width));
     ExprPtr groupStart = arithmetic(BinaryOp::Mul, var(group), i64(width));
+    ExprPtr element = arithmetic(BinaryOp::Add, groupStart, var(lane));
     // Each slot: its group (a grid's stride after the previous slot's), and `body` where it exists.
     auto eachSlot = [&](StmtPtr inside) -> StmtPtr {
       ExprPtr groupOfSlot = arithmetic(BinaryOp::Add, var(first), arithmetic(BinaryOp::Mul, var(slot), gridStep));
@@ -189,46 +178,103 @@ private:
           std::make_shared<If>(std::make_shared<Binary>(DType::Bool, BinaryOp::Lt, var(group), groups), inside)});
       return std::make_shared<For>(slot, i64(0), i64(kGroupsInFlight), i64(1), slotBody, true);
     };
-    std::vector<StmtPtr> reads, compute;
-    for (const auto& [tensor, dtype] : vectorReads) {
-      reads.push_back(std::make_shared<Declare>(local(tensor), dtype, slots, Memory::Local));
-      compute.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, groupStart, 16, slotStart));
-    }
-    if (!compute.empty()) reads.push_back(eachSlot(std::make_shared<Block>(compute)));
-    reads.push_back(std::make_shared<Declare>(local(store->buffer), outType, slots, Memory::Local));
-    ExprPtr element = arithmetic(BinaryOp::Add, groupStart, var(lane));
-    StmtPtr lanes = std::make_shared<For>(
-        lane, i64(0), i64(width), i64(1),
-        std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element), lowerStmt(tile::Block(laneStmts))}),
-        true);
-    std::vector<StmtPtr> computeSlot;
-    for (const auto& [name, value] : divisions.ofGroup) computeSlot.push_back(std::make_shared<Let>(name, value(groupStart)));
-    computeSlot.push_back(lanes);
-    computeSlot.push_back(std::make_shared<VectorStore>(store->buffer, groupStart, local(store->buffer), 16, slotStart));
-    reads.push_back(eachSlot(std::make_shared<Block>(computeSlot)));
-    StmtPtr vectorLoop = std::make_shared<For>(first, gridBegin, groups, arithmetic(BinaryOp::Mul, gridStep, i64(kGroupsInFlight)),
-                                               std::make_shared<Block>(reads));
+    // The loop over groups, where every group lies in one row of each divisor (`inRows`: the divisors
+    // are multiples of the width) or may end in the next one. In rows, a tensor read at the element's
+    // remainder (a row vector b[d] beside x[n, d]) is read 16 bytes a group too.
+    auto groupLoop = [&](bool inRows, std::vector<ExprPtr>& conditions, std::vector<std::string>& alignedBuffers) -> StmtPtr {
+      std::vector<tile::StmtPtr> laneStmts = axisLets;
+      DivisionsByLane divisions = divideOnceAGroup(laneStmts, node.var, lane, width, inRows);
+      conditions = divisions.conditions;
+      alignedBuffers = aligned;
+      std::map<std::string, ExprPtr> defined{{node.var, element}};
+      for (const tile::StmtPtr& stmt : laneStmts)
+        if (const auto* let = stmt->as<tile::Let>()) defined[let->var] = replaceVars(expr(let->value), defined);
+      // The group's first element of a tensor read a row at a time, by tensor.
+      std::map<std::string, std::pair<ExprPtr, DType>> rowReads;
+      auto rowRead = [&](const Load& load) -> ExprPtr {
+        if (!inRows || load.padValue || vectorReads.count(load.tensor) || !isGlobal(load.tensor) ||
+            dtypeBytes(load.dtype) * width != 16)
+          return nullptr;
+        ExprPtr index = replaceVars(flatIndex(load.tensor, load.indices), defined);
+        if (coefficientOf(*index, lane) != 1) return nullptr;
+        ExprPtr start = replaceVars(index, {{lane, i64(0)}});
+        return std::find(divisions.remainders.begin(), divisions.remainders.end(), printExpr(*start)) != divisions.remainders.end()
+                   ? start
+                   : nullptr;
+      };
+      ExprPtr value = rewrite(store->value, [&](const Expr& e) -> ExprPtr {
+        const auto* load = e.as<Load>();
+        if (!load) return nullptr;
+        if (ExprPtr start = rowRead(*load)) {
+          rowReads.emplace(load->tensor, std::make_pair(start, load->dtype));
+          return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
+        }
+        if (!vectorReads.count(load->tensor) || load->indices.size() != store->indices.size()) return nullptr;
+        for (size_t d = 0; d < load->indices.size(); ++d) {
+          const auto* a = load->indices[d]->as<AxisVar>();
+          if (!a || a->name != store->indices[d]->as<AxisVar>()->name) return nullptr;
+        }
+        return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
+      });
+      if (inRows && rowReads.empty()) return nullptr;  // the carrying loop does as well
+      laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
+      std::vector<StmtPtr> reads, compute;
+      for (const auto& [tensor, dtype] : vectorReads) {
+        reads.push_back(std::make_shared<Declare>(local(tensor), dtype, slots, Memory::Local));
+        compute.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, groupStart, 16, slotStart));
+      }
+      if (!compute.empty()) reads.push_back(eachSlot(std::make_shared<Block>(compute)));
+      reads.push_back(std::make_shared<Declare>(local(store->buffer), outType, slots, Memory::Local));
+      std::vector<StmtPtr> computeSlot;
+      for (const auto& [name, value] : divisions.ofGroup) computeSlot.push_back(std::make_shared<Let>(name, value(groupStart)));
+      for (const auto& [tensor, read] : rowReads) {
+        shapes_[local(tensor)] = {Dim::constant(slots)};
+        reads.push_back(std::make_shared<Declare>(local(tensor), read.second, slots, Memory::Local));
+        computeSlot.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, read.first, 16, slotStart));
+        alignedBuffers.push_back(tensor);
+      }
+      computeSlot.push_back(std::make_shared<For>(
+          lane, i64(0), i64(width), i64(1),
+          std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element), lowerStmt(tile::Block(laneStmts))}),
+          true));
+      computeSlot.push_back(std::make_shared<VectorStore>(store->buffer, groupStart, local(store->buffer), 16, slotStart));
+      reads.push_back(eachSlot(std::make_shared<Block>(computeSlot)));
+      return std::make_shared<For>(first, gridBegin, groups, arithmetic(BinaryOp::Mul, gridStep, i64(kGroupsInFlight)),
+                                   std::make_shared<Block>(reads));
+    };
     StmtPtr tail = std::make_shared<For>(node.var, arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, groups, i64(width)), gridBegin),
                                          total, gridStep, lowerStmt(*node.body));
-    StmtPtr scalar = std::make_shared<For>(node.var, gridBegin, total, gridStep, lowerStmt(*node.body));
-    std::vector<Address> addresses;
-    for (const std::string& buffer : aligned) addresses.push_back({buffer, nullptr});
-    return std::make_shared<IfAligned>(addresses, 16, conjunction(divisions.conditions),
-                                       std::make_shared<Block>(std::vector<StmtPtr>{vectorLoop, tail}), scalar);
+    auto addressesOf = [](const std::vector<std::string>& buffers) {
+      std::vector<Address> addresses;
+      for (const std::string& buffer : buffers) addresses.push_back({buffer, nullptr});
+      return addresses;
+    };
+    std::vector<ExprPtr> conditions;
+    std::vector<std::string> alignedBuffers;
+    StmtPtr carrying = groupLoop(false, conditions, alignedBuffers);
+    StmtPtr result = std::make_shared<IfAligned>(addressesOf(alignedBuffers), 16, conjunction(conditions),
+                                                 std::make_shared<Block>(std::vector<StmtPtr>{carrying, tail}),
+                                                 std::make_shared<For>(node.var, gridBegin, total, gridStep, lowerStmt(*node.body)));
+    if (StmtPtr inRows = groupLoop(true, conditions, alignedBuffers))
+      result = std::make_shared<IfAligned>(addressesOf(alignedBuffers), 16, conjunction(conditions),
+                                           std::make_shared<Block>(std::vector<StmtPtr>{inRows, tail}), result);
+    return result;
   }
 
   // The quotients and remainders of a flat index by sizes, which a fused axis's Lets compute for every
   // element (i = ij / D, j = ij % D: two 64-bit divisions, some 70 instructions), divided once a group of
   // `width` consecutive elements instead: an element's are the group's first element's, its lane added
-  // to the remainder and carried into the quotient once. One carry suffices when the divisor is at least
-  // the width, which `conditions` require of the vector path.
+  // to the remainder. Where the divisors are multiples of the width (`inRows`), a group lies in one row
+  // and that is all; otherwise the lane is carried into the quotient once, which suffices when the
+  // divisor is at least the width. `conditions` say which the vector path requires.
   struct DivisionsByLane {
     std::vector<std::pair<std::string, std::function<ExprPtr(const ExprPtr&)>>> ofGroup;  // a Let's name, its value from the group's first element
+    std::vector<std::string> remainders;  // the remainders' names
     std::vector<ExprPtr> conditions;
   };
   // `flat` is the element's index, `lane` its index in its group.
   DivisionsByLane divideOnceAGroup(std::vector<tile::StmtPtr>& laneStmts, const std::string& flat, const std::string& lane,
-                                   int width) {
+                                   int width, bool inRows) {
     DivisionsByLane divisions;
     std::vector<ExprPtr> divisors;
     auto var = [](const std::string& name) { return std::make_shared<AxisVar>(name); };
@@ -240,7 +286,9 @@ private:
       std::string quotient = fmt::format("{}__quotient{}", flat, k), remainder = fmt::format("{}__remainder{}", flat, k);
       divisions.ofGroup.push_back({quotient, [divisor](const ExprPtr& first) { return arithmetic(BinaryOp::Div, first, divisor); }});
       divisions.ofGroup.push_back({remainder, [divisor](const ExprPtr& first) { return arithmetic(BinaryOp::Mod, first, divisor); }});
-      divisions.conditions.push_back(compare(BinaryOp::Ge, divisor, i64(width)));
+      divisions.remainders.push_back(remainder);
+      divisions.conditions.push_back(inRows ? compare(BinaryOp::Eq, arithmetic(BinaryOp::Mod, divisor, i64(width)), i64(0))
+                                            : compare(BinaryOp::Ge, divisor, i64(width)));
       return k;
     };
     for (tile::StmtPtr& stmt : laneStmts) {
@@ -256,38 +304,16 @@ private:
         forEachNode(*binary->rhs, [&](const Expr& node) { sizesOnly = sizesOnly && (node.as<SizeVar>() || node.as<IntImm>() || node.as<Binary>()); });
         if (!sizesOnly) return nullptr;
         size_t k = divisorIndex(binary->rhs);
-        ExprPtr sum = arithmetic(BinaryOp::Add, var(fmt::format("{}__remainder{}", flat, k)), var(lane));
+        ExprPtr quotient = var(fmt::format("{}__quotient{}", flat, k));
+        ExprPtr sum = arithmetic(BinaryOp::Add, var(divisions.remainders[k]), var(lane));
+        if (inRows) return binary->op == BinaryOp::Div ? quotient : sum;
         ExprPtr carried = compare(BinaryOp::Ge, sum, binary->rhs);
-        if (binary->op == BinaryOp::Div)
-          return arithmetic(BinaryOp::Add, var(fmt::format("{}__quotient{}", flat, k)), std::make_shared<Select>(carried, i64(1), i64(0)));
+        if (binary->op == BinaryOp::Div) return arithmetic(BinaryOp::Add, quotient, std::make_shared<Select>(carried, i64(1), i64(0)));
         return arithmetic(BinaryOp::Sub, sum, std::make_shared<Select>(carried, binary->rhs, i64(0)));
       });
       if (value != let->value) stmt = std::make_shared<tile::Let>(let->var, value);
     }
     return divisions;
-  }
-
-  // The coefficient of `var` in `e` when `e` is affine in it (0 when it does not use it).
-  static std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var) {
-    if (const auto* axis = e.as<AxisVar>()) return axis->name == var ? 1 : 0;
-    bool uses = false;
-    forEachNode(e, [&](const Expr& node) {
-      if (const auto* axis = node.as<AxisVar>(); axis && axis->name == var) uses = true;
-    });
-    if (!uses) return 0;
-    const auto* binary = e.as<Binary>();
-    if (!binary || binary->dtype != DType::I64) return std::nullopt;
-    std::optional<int64_t> lhs = coefficientOf(*binary->lhs, var), rhs = coefficientOf(*binary->rhs, var);
-    if (!lhs || !rhs) return std::nullopt;
-    if (binary->op == BinaryOp::Add) return *lhs + *rhs;
-    if (binary->op == BinaryOp::Sub) return *lhs - *rhs;
-    if (binary->op == BinaryOp::Mul) {
-      const auto* constant = (*lhs == 0 ? binary->lhs : binary->rhs)->as<IntImm>();
-      if (*lhs != 0 && *rhs != 0) return std::nullopt;
-      if (!constant) return std::nullopt;
-      return constant->value * (*lhs == 0 ? *rhs : *lhs);
-    }
-    return std::nullopt;
   }
 
   // Is `e` a multiple of `n` for every value of its variables?

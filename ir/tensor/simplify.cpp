@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "ir/tensor/rewrite.h"
 #include "ir/tensor/scalar_ops.h"
 
 namespace emmy::tensor {
@@ -31,9 +32,35 @@ ExprPtr simplifyIndex(const ExprPtr& expr) {
               ((op == BinaryOp::Div || op == BinaryOp::Mod) && a == 0);  // x / 0 is 0 too
   if (zero) return std::make_shared<IntImm>(DType::I64, 0);
   if ((op == BinaryOp::Mul || op == BinaryOp::Div) && b == 1) return lhs;
+  // x % a % b is x % b when b divides a (remainders take the dividend's sign, so for negative x too).
+  if (const auto* inner = lhs->as<Binary>(); op == BinaryOp::Mod && b && *b != 0 && inner && inner->op == BinaryOp::Mod)
+    if (std::optional<int64_t> a = constantOf(*inner->rhs); a && *a % *b == 0)
+      return simplifyIndex(std::make_shared<Binary>(DType::I64, BinaryOp::Mod, inner->lhs, rhs));
   if (op == BinaryOp::Mul && a == 1) return rhs;
   if (lhs == binary->lhs && rhs == binary->rhs) return expr;
   return std::make_shared<Binary>(DType::I64, op, lhs, rhs);
+}
+
+std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var) {
+  if (const auto* axis = e.as<AxisVar>()) return axis->name == var ? 1 : 0;
+  bool uses = false;
+  forEachNode(e, [&](const Expr& node) {
+    if (const auto* axis = node.as<AxisVar>(); axis && axis->name == var) uses = true;
+  });
+  if (!uses) return 0;
+  const auto* binary = e.as<Binary>();
+  if (!binary || binary->dtype != DType::I64) return std::nullopt;
+  std::optional<int64_t> lhs = coefficientOf(*binary->lhs, var), rhs = coefficientOf(*binary->rhs, var);
+  if (!lhs || !rhs) return std::nullopt;
+  if (binary->op == BinaryOp::Add) return *lhs + *rhs;
+  if (binary->op == BinaryOp::Sub) return *lhs - *rhs;
+  if (binary->op == BinaryOp::Mul) {
+    const auto* constant = (*lhs == 0 ? binary->lhs : binary->rhs)->as<IntImm>();
+    if (*lhs != 0 && *rhs != 0) return std::nullopt;
+    if (!constant) return std::nullopt;
+    return constant->value * (*lhs == 0 ? *rhs : *lhs);
+  }
+  return std::nullopt;
 }
 
 }  // namespace emmy::tensor

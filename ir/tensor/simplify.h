@@ -1,12 +1,20 @@
 // Index arithmetic made readable: i64 additions, subtractions, products, quotients, remainders and
-// minima of constants folded, and the identities x + 0, x - 0, x * 1, x * 0, x / 1, x % 1, 0 / x, 0 % x
-// applied, so that the index expressions passes build from schedules print as a person would write them.
+// minima of constants folded, the identities x + 0, x - 0, x * 1, x * 0, x / 1, x % 1, 0 / x, 0 % x
+// applied, and x % a % b written x % b where b divides a, so that the index expressions passes build
+// from schedules print as a person would write them.
 #pragma once
+
+#include <optional>
+#include <string>
 
 #include "ir/tensor/nodes.h"
 
 namespace emmy::tensor {
 
 ExprPtr simplifyIndex(const ExprPtr& expr);
+
+// The coefficient of `var` in the i64 expression `e` when `e` is affine in it (0 when it does not use
+// it), else nothing.
+std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var);
 
 }  // namespace emmy::tensor

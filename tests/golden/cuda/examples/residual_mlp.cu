@@ -176,23 +176,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
       h__ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float h__x_row__lanes[4];
-            emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) float h__x_row__lanes[4];
+        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
           }
         }
       }
@@ -216,26 +215,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float g__lanes[4];
-            *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) float h__x_row__lanes[4];
-            emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) float h__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-            }
-            *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float g__lanes[4];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float h__x_row__lanes[4];
+          emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) float h__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
             }
           }
         }
@@ -246,22 +244,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
       float h__ms__acc;
       h__ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                h__ms__acc = (h__ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
-              }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+            if ((d_1 < D)) {
+              h__ms__acc = (h__ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
             }
           }
         }
@@ -287,26 +284,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float g__lanes[4];
-            *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) float h__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-            }
-            *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float g__lanes[4];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) float h__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
             }
           }
         }

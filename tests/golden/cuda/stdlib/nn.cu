@@ -229,23 +229,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) __half x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
           }
         }
       }
@@ -270,23 +269,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) __half x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
           }
         }
       }
@@ -311,47 +309,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) __half x_row__lanes[4];
-              emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-              alignas(16) __half y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
-              }
-              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
-                }
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
             }
           }
         }
       } else {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) __half x_row__lanes[4];
-              emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-              alignas(16) __half y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
-              }
-              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
-                }
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
               }
             }
           }
@@ -363,22 +359,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
             }
           }
         }
@@ -404,22 +399,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
             }
           }
         }
@@ -445,47 +439,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) __half x__lanes[4];
-              *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-              alignas(16) __half y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
-              }
-              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
-                }
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
             }
           }
         }
       } else {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) __half x__lanes[4];
-              *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-              alignas(16) __half y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
-              }
-              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
-                }
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __half x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __half y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
               }
             }
           }
@@ -526,23 +518,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) __nv_bfloat16 x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
           }
         }
       }
@@ -567,23 +558,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) __nv_bfloat16 x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
           }
         }
       }
@@ -608,47 +598,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) __nv_bfloat16 x_row__lanes[4];
-              emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-              alignas(16) __nv_bfloat16 y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
-              }
-              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
-                }
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
             }
           }
         }
       } else {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) __nv_bfloat16 x_row__lanes[4];
-              emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-              alignas(16) __nv_bfloat16 y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
-              }
-              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
-                }
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[4];
+            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
               }
             }
           }
@@ -660,22 +648,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
             }
           }
         }
@@ -701,22 +688,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
             }
           }
         }
@@ -742,47 +728,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) __nv_bfloat16 x__lanes[4];
-              *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-              alignas(16) __nv_bfloat16 y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
-              }
-              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
-                }
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
             }
           }
         }
       } else {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) __nv_bfloat16 x__lanes[4];
-              *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-              alignas(16) __nv_bfloat16 y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
-              }
-              *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
-                }
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[4];
+            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) __nv_bfloat16 y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            }
+            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
               }
             }
           }
@@ -823,23 +807,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, x_row[d_1]);
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            m__acc = emmy_max(m__acc, x_row[d_1]);
           }
         }
       }
@@ -864,23 +847,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf((x_row[d_1] - m)));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf((x_row[d_1] - m)));
           }
         }
       }
@@ -905,47 +887,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) float x_row__lanes[4];
-              emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-              alignas(16) float y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
-              }
-              *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
-                }
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
               }
             }
           }
         }
       } else {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) float x_row__lanes[4];
-              emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-              alignas(16) float y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
-              }
-              *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
-                }
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_row__lanes[4];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
               }
             }
           }
@@ -957,22 +937,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
             }
           }
         }
@@ -998,22 +977,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
             }
           }
         }
@@ -1039,47 +1017,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) float x__lanes[4];
-              *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-              alignas(16) float y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
-              }
-              *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
-                }
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
               }
             }
           }
         }
       } else {
-        for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-          if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-            if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-              alignas(16) float x__lanes[4];
-              *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-              alignas(16) float y__lanes[4];
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
-              }
-              *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-            } else {
-              #pragma unroll
-              for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-                const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-                if ((d < D)) {
-                  y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
-                }
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
               }
             }
           }
@@ -1120,23 +1096,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) __half x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
           }
         }
       }
@@ -1161,23 +1136,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) __half x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
           }
         }
       }
@@ -1201,24 +1175,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x_row__lanes[4];
+          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) __half y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
           }
         }
@@ -1229,22 +1202,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
             }
           }
         }
@@ -1270,22 +1242,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
             }
           }
         }
@@ -1310,24 +1281,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) __half y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
           }
         }
@@ -1367,23 +1337,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) __nv_bfloat16 x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
           }
         }
       }
@@ -1408,23 +1377,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) __nv_bfloat16 x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
           }
         }
       }
@@ -1448,24 +1416,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x_row__lanes[4];
+          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) __nv_bfloat16 y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
           }
         }
@@ -1476,22 +1443,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
             }
           }
         }
@@ -1517,22 +1483,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
             }
           }
         }
@@ -1557,24 +1522,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) __nv_bfloat16 y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
           }
         }
@@ -1614,23 +1578,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, x_row[d_1]);
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            m__acc = emmy_max(m__acc, x_row[d_1]);
           }
         }
       }
@@ -1655,23 +1618,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf((x_row[d_1] - m)));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf((x_row[d_1] - m)));
           }
         }
       }
@@ -1695,24 +1657,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x_row__lanes[4];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
             }
           }
         }
@@ -1723,22 +1684,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
             }
           }
         }
@@ -1764,22 +1724,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
             }
           }
         }
@@ -1804,24 +1763,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const f
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = ((x__lanes[d_element] - m) - d_step__invariant_0);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = ((x[((n * D) + d)] - m) - d_step__invariant_0);
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = ((x__lanes[d_element] - m) - d_step__invariant_0);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((x[((n * D) + d)] - m) - d_step__invariant_0);
             }
           }
         }
@@ -1861,23 +1819,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) __half x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
           }
         }
       }
@@ -1902,23 +1859,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) __half x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
           }
         }
       }
@@ -1942,28 +1898,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half b__lanes[4];
-            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __half w__lanes[4];
-            *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half b__lanes[4];
+          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __half w__lanes[4];
+          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __half x_row__lanes[4];
+          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) __half y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
             }
           }
         }
@@ -1974,22 +1929,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       float mu__acc;
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
             }
           }
         }
@@ -2015,22 +1969,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
             }
           }
         }
@@ -2055,28 +2008,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half b__lanes[4];
-            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __half w__lanes[4];
-            *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half b__lanes[4];
+          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __half w__lanes[4];
+          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) __half y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
             }
           }
         }
@@ -2116,23 +2068,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) __nv_bfloat16 x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
           }
         }
       }
@@ -2157,23 +2108,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) __nv_bfloat16 x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
           }
         }
       }
@@ -2197,28 +2147,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 b__lanes[4];
-            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __nv_bfloat16 w__lanes[4];
-            *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 b__lanes[4];
+          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __nv_bfloat16 w__lanes[4];
+          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __nv_bfloat16 x_row__lanes[4];
+          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) __nv_bfloat16 y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
             }
           }
         }
@@ -2229,22 +2178,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       float mu__acc;
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
             }
           }
         }
@@ -2270,22 +2218,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
             }
           }
         }
@@ -2310,28 +2257,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 b__lanes[4];
-            *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __nv_bfloat16 w__lanes[4];
-            *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 b__lanes[4];
+          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __nv_bfloat16 w__lanes[4];
+          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) __nv_bfloat16 y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
             }
           }
         }
@@ -2371,23 +2317,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              mu__acc = (mu__acc + x_row__lanes[d_element_2]);
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                mu__acc = (mu__acc + x_row[d_1]);
-              }
-            }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          mu__acc = (mu__acc + x_row__lanes[d_element_2]);
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            mu__acc = (mu__acc + x_row[d_1]);
           }
         }
       }
@@ -2412,23 +2357,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              var__acc = (var__acc + ((x_row__lanes[d_element_1] - mu) * (x_row__lanes[d_element_1] - mu)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                var__acc = (var__acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          var__acc = (var__acc + ((x_row__lanes[d_element_1] - mu) * (x_row__lanes[d_element_1] - mu)));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            var__acc = (var__acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
           }
         }
       }
@@ -2452,28 +2396,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float b__lanes[4];
-            *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) float w__lanes[4];
-            *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float b__lanes[4];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float w__lanes[4];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float x_row__lanes[4];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
             }
           }
         }
@@ -2484,22 +2427,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       float mu__acc;
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_4 += (int64_t)1) {
-        if ((((d_step_4 * (int64_t)256) + d_lane_4) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              mu__acc = (mu__acc + x__lanes[d_element_4]);
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-              if ((d_1 < D)) {
-                mu__acc = (mu__acc + x[((n * D) + d_1)]);
-              }
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            mu__acc = (mu__acc + x__lanes[d_element_4]);
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              mu__acc = (mu__acc + x[((n * D) + d_1)]);
             }
           }
         }
@@ -2525,22 +2467,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_3 += (int64_t)1) {
-        if ((((d_step_3 * (int64_t)256) + d_lane_3) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-              if ((d_1 < D)) {
-                var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
-              }
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
             }
           }
         }
@@ -2565,28 +2506,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const flo
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float b__lanes[4];
-            *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) float w__lanes[4];
-            *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float b__lanes[4];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float w__lanes[4];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
             }
           }
         }
@@ -2626,23 +2566,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) __half x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
           }
         }
       }
@@ -2666,26 +2605,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half g__lanes[4];
-            *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half g__lanes[4];
+          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __half x_row__lanes[4];
+          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) __half y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
             }
           }
         }
@@ -2696,22 +2634,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       float ms__acc;
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
-              }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+            if ((d_1 < D)) {
+              ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
             }
           }
         }
@@ -2737,26 +2674,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half g__lanes[4];
-            *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __half y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __half g__lanes[4];
+          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __half x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) __half y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
             }
           }
         }
@@ -2796,23 +2732,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) __nv_bfloat16 x_row__lanes[4];
+        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
           }
         }
       }
@@ -2836,26 +2771,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 g__lanes[4];
-            *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 g__lanes[4];
+          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __nv_bfloat16 x_row__lanes[4];
+          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) __nv_bfloat16 y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
             }
           }
         }
@@ -2866,22 +2800,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       float ms__acc;
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
-              }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+            if ((d_1 < D)) {
+              ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
             }
           }
         }
@@ -2907,26 +2840,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 g__lanes[4];
-            *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
-            }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) __nv_bfloat16 g__lanes[4];
+          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) __nv_bfloat16 x__lanes[4];
+          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) __nv_bfloat16 y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+          }
+          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
             }
           }
         }
@@ -2966,23 +2898,22 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
       ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-        if ((((d_step_1 * (int64_t)256) + d_lane_1) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              ms__acc = (ms__acc + (x_row__lanes[d_element_1] * x_row__lanes[d_element_1]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-              if ((d_1 < D)) {
-                ms__acc = (ms__acc + (x_row[d_1] * x_row[d_1]));
-              }
-            }
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          ms__acc = (ms__acc + (x_row__lanes[d_element_1] * x_row__lanes[d_element_1]));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            ms__acc = (ms__acc + (x_row[d_1] * x_row[d_1]));
           }
         }
       }
@@ -3006,26 +2937,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float g__lanes[4];
-            *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) float x_row__lanes[4];
-            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-              }
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float g__lanes[4];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float x_row__lanes[4];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
             }
           }
         }
@@ -3036,22 +2966,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
       float ms__acc;
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-        if ((((d_step_2 * (int64_t)256) + d_lane_2) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              ms__acc = (ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
-            }
-          } else {
-            #pragma unroll
-            for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-              const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-              if ((d_1 < D)) {
-                ms__acc = (ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
-              }
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            ms__acc = (ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+            if ((d_1 < D)) {
+              ms__acc = (ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
             }
           }
         }
@@ -3077,26 +3006,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      for (int64_t d_step = (int64_t)0; d_step < ((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        if ((((d_step * (int64_t)256) + d_lane) < ((D + (int64_t)3) / (int64_t)4))) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) float g__lanes[4];
-            *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-            alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) float y__lanes[4];
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-            }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
-              }
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float g__lanes[4];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
             }
           }
         }
