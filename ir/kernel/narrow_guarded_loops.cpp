@@ -141,7 +141,10 @@ StmtPtr narrow(const StmtPtr& stmt, Names& names) {
     } else if constexpr (std::is_same_v<Node, If>) {
       return std::make_shared<If>(node.condition, inner(node.body));
     } else if constexpr (std::is_same_v<Node, IfAligned>) {
-      return std::make_shared<IfAligned>(node.addresses, node.bytes, node.condition, inner(node.aligned), inner(node.otherwise));
+      // One after the other: the names they take depend on the order (not a function's arguments').
+      StmtPtr aligned = inner(node.aligned);
+      StmtPtr otherwise = inner(node.otherwise);
+      return std::make_shared<IfAligned>(node.addresses, node.bytes, node.condition, aligned, otherwise);
     } else if constexpr (std::is_same_v<Node, Block>) {
       std::vector<StmtPtr> stmts;
       for (const StmtPtr& s : node.stmts) stmts.push_back(inner(s));

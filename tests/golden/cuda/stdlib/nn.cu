@@ -309,8 +309,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __half x_row__lanes[4];
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -331,8 +331,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
           }
         }
       } else {
-        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __half x_row__lanes[4];
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -439,8 +439,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __half x__lanes[4];
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
@@ -461,8 +461,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
           }
         }
       } else {
-        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __half x__lanes[4];
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
@@ -598,8 +598,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __nv_bfloat16 x_row__lanes[4];
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -620,8 +620,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
           }
         }
       } else {
-        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __nv_bfloat16 x_row__lanes[4];
             emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -728,8 +728,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __nv_bfloat16 x__lanes[4];
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
@@ -750,8 +750,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
           }
         }
       } else {
-        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) __nv_bfloat16 x__lanes[4];
             *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
@@ -887,8 +887,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float x_row__lanes[4];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -909,8 +909,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
           }
         }
       } else {
-        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float x_row__lanes[4];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -1017,8 +1017,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
@@ -1039,8 +1039,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float
           }
         }
       } else {
-        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
