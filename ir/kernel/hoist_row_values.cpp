@@ -143,7 +143,7 @@ bool costly(UnaryOp op) {
 StmtPtr hoistAtLoop(const For& loop, const StmtPtr& original) {
   Effects effects;
   collectEffects(loop, effects);
-  if (effects.collective) return std::make_shared<For>(loop.var, loop.begin, loop.end, loop.step, hoist(loop.body), loop.unroll, loop.rolled);
+  if (effects.collective) return withChildren(original, hoist);
   // Each hoisted value, once by its printed form: its local, and what it is.
   struct Hoisted {
     std::string local;
@@ -175,7 +175,7 @@ StmtPtr hoistAtLoop(const For& loop, const StmtPtr& original) {
   StmtPtr multiplying = rewriteStmt(original, replacer(true));
   bool divides = std::any_of(hoisted.begin(), hoisted.end(), [](const auto& entry) { return entry.second.reciprocal; });
   StmtPtr dividing = divides ? rewriteStmt(original, replacer(false)) : nullptr;
-  if (hoisted.empty()) return std::make_shared<For>(loop.var, loop.begin, loop.end, loop.step, hoist(loop.body), loop.unroll, loop.rolled);
+  if (hoisted.empty()) return withChildren(original, hoist);
   std::vector<StmtPtr> stmts;
   ExprPtr normal;
   for (const std::string& key : order) {
@@ -194,21 +194,8 @@ StmtPtr hoistAtLoop(const For& loop, const StmtPtr& original) {
 }
 
 StmtPtr hoist(const StmtPtr& stmt) {
-  return dispatch(*stmt, [&](const auto& node) -> StmtPtr {
-    using Node = std::decay_t<decltype(node)>;
-    if constexpr (std::is_same_v<Node, For>)
-      return hoistAtLoop(node, stmt);
-    else if constexpr (std::is_same_v<Node, If>)
-      return std::make_shared<If>(node.condition, hoist(node.body));
-    else if constexpr (std::is_same_v<Node, IfAligned>)
-      return std::make_shared<IfAligned>(node.addresses, node.bytes, node.condition, hoist(node.aligned), hoist(node.otherwise));
-    else if constexpr (std::is_same_v<Node, Block>) {
-      std::vector<StmtPtr> stmts;
-      for (const StmtPtr& inner : node.stmts) stmts.push_back(hoist(inner));
-      return std::make_shared<Block>(stmts);
-    } else
-      return stmt;
-  });
+  if (const auto* loop = stmt->as<For>()) return hoistAtLoop(*loop, stmt);
+  return withChildren(stmt, hoist);
 }
 
 }  // namespace

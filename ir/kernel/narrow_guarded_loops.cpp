@@ -26,10 +26,8 @@ using namespace tensor;
 
 namespace {
 
-ExprPtr integer(int64_t value) { return std::make_shared<IntImm>(DType::I64, value); }
-ExprPtr index(BinaryOp op, ExprPtr a, ExprPtr b) {
-  return simplifyIndex(std::make_shared<Binary>(DType::I64, op, std::move(a), std::move(b)));
-}
+using tile::arithmetic;
+using tile::i64;
 
 // The terms of a conjunction.
 void termsOf(const ExprPtr& condition, std::vector<ExprPtr>& terms) {
@@ -54,13 +52,13 @@ std::optional<ExprPtr> failsFrom(const Expr& term, const std::string& var) {
   if (readsBuffers) return std::nullopt;
   ExprPtr b = simplifyIndex(rewrite(less->lhs, [&](const Expr& node) -> ExprPtr {
     const auto* axis = node.as<AxisVar>();
-    return axis && axis->name == var ? integer(0) : nullptr;
+    return axis && axis->name == var ? i64(0) : nullptr;
   }));
-  ExprPtr span = index(BinaryOp::Sub, less->rhs, b);
+  ExprPtr span = arithmetic(BinaryOp::Sub, less->rhs, b);
   if (*a == 1) return span;
-  ExprPtr up = index(BinaryOp::Div, index(BinaryOp::Add, span, integer(*a - 1)), integer(*a));
-  ExprPtr down = index(BinaryOp::Div, span, integer(*a));
-  return ExprPtr(std::make_shared<Select>(std::make_shared<Binary>(DType::Bool, BinaryOp::Ge, span, integer(0)), up, down));
+  ExprPtr up = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, span, i64(*a - 1)), i64(*a));
+  ExprPtr down = arithmetic(BinaryOp::Div, span, i64(*a));
+  return ExprPtr(std::make_shared<Select>(std::make_shared<Binary>(DType::Bool, BinaryOp::Ge, span, i64(0)), up, down));
 }
 
 // The names of the Lets the pass adds to a function: `v__end`, `v__whole`, numbered where a loop over v
@@ -91,7 +89,7 @@ StmtPtr narrowLoop(const For& loop, Names& names) {
   ExprPtr end = loop.end;
   for (const ExprPtr& term : terms) {
     if (std::optional<ExprPtr> bound = failsFrom(*term, loop.var))
-      end = index(BinaryOp::Min, end, *bound);
+      end = arithmetic(BinaryOp::Min, end, *bound);
     else
       kept.push_back(term);
   }
@@ -115,7 +113,7 @@ StmtPtr narrowLoop(const For& loop, Names& names) {
         whole.reset();
         break;
       }
-      whole = index(BinaryOp::Min, *whole, *bound);
+      whole = arithmetic(BinaryOp::Min, *whole, *bound);
     }
   }
   if (!whole) {
@@ -126,33 +124,16 @@ StmtPtr narrowLoop(const For& loop, Names& names) {
   ExprPtr splitVar = std::make_shared<AxisVar>(split);
   stmts.push_back(std::make_shared<Let>(split, *whole));
   stmts.push_back(std::make_shared<For>(loop.var, loop.begin, splitVar, loop.step, choice->aligned, false, loop.rolled));
-  stmts.push_back(std::make_shared<For>(loop.var, index(BinaryOp::Max, loop.begin, splitVar), endVar, loop.step,
+  stmts.push_back(std::make_shared<For>(loop.var, arithmetic(BinaryOp::Max, loop.begin, splitVar), endVar, loop.step,
                                         choice->otherwise, false, loop.rolled));
   return std::make_shared<Block>(stmts);
 }
 
 StmtPtr narrow(const StmtPtr& stmt, Names& names) {
   auto inner = [&](const StmtPtr& s) { return narrow(s, names); };
-  return dispatch(*stmt, [&](const auto& node) -> StmtPtr {
-    using Node = std::decay_t<decltype(node)>;
-    if constexpr (std::is_same_v<Node, For>) {
-      if (StmtPtr narrowed = narrowLoop(node, names)) return narrowed;
-      return std::make_shared<For>(node.var, node.begin, node.end, node.step, inner(node.body), node.unroll, node.rolled);
-    } else if constexpr (std::is_same_v<Node, If>) {
-      return std::make_shared<If>(node.condition, inner(node.body));
-    } else if constexpr (std::is_same_v<Node, IfAligned>) {
-      // One after the other: the names they take depend on the order (not a function's arguments').
-      StmtPtr aligned = inner(node.aligned);
-      StmtPtr otherwise = inner(node.otherwise);
-      return std::make_shared<IfAligned>(node.addresses, node.bytes, node.condition, aligned, otherwise);
-    } else if constexpr (std::is_same_v<Node, Block>) {
-      std::vector<StmtPtr> stmts;
-      for (const StmtPtr& s : node.stmts) stmts.push_back(inner(s));
-      return std::make_shared<Block>(stmts);
-    } else {
-      return stmt;
-    }
-  });
+  if (const auto* loop = stmt->as<For>())
+    if (StmtPtr narrowed = narrowLoop(*loop, names)) return narrowed;
+  return withChildren(stmt, inner);
 }
 
 }  // namespace

@@ -84,38 +84,46 @@ void forEachExpr(const Stmt& stmt, const std::function<void(const ExprPtr&)>& vi
   });
 }
 
-StmtPtr withoutUnusedLets(const StmtPtr& stmt) {
+StmtPtr withChildren(const StmtPtr& stmt, const std::function<StmtPtr(const StmtPtr&)>& replace) {
   return dispatch(*stmt, [&](const auto& node) -> StmtPtr {
     using Node = std::decay_t<decltype(node)>;
     if constexpr (std::is_same_v<Node, For>) {
-      return std::make_shared<For>(node.var, node.begin, node.end, node.step, withoutUnusedLets(node.body), node.unroll,
-                                   node.rolled);
+      return std::make_shared<For>(node.var, node.begin, node.end, node.step, replace(node.body), node.unroll, node.rolled);
     } else if constexpr (std::is_same_v<Node, If>) {
-      return std::make_shared<If>(node.condition, withoutUnusedLets(node.body));
+      return std::make_shared<If>(node.condition, replace(node.body));
     } else if constexpr (std::is_same_v<Node, IfAligned>) {
-      return std::make_shared<IfAligned>(node.addresses, node.bytes, node.condition, withoutUnusedLets(node.aligned),
-                                         withoutUnusedLets(node.otherwise));
+      StmtPtr aligned = replace(node.aligned);  // before `otherwise`: a replacement may take names in order
+      StmtPtr otherwise = replace(node.otherwise);
+      return std::make_shared<IfAligned>(node.addresses, node.bytes, node.condition, aligned, otherwise);
     } else if constexpr (std::is_same_v<Node, Block>) {
-      // From the end: a Let is kept when a statement after it reads its variable (a read inside a scope
-      // that binds the name again counts too, which only keeps more).
-      std::set<std::string> read;
-      std::vector<StmtPtr> kept;
-      for (auto inner = node.stmts.rbegin(); inner != node.stmts.rend(); ++inner) {
-        if (const auto* let = (*inner)->template as<Let>(); let && !read.count(let->var)) continue;
-        StmtPtr cleaned = withoutUnusedLets(*inner);
-        forEachExpr(*cleaned, [&](const ExprPtr& expr) {
-          tensor::forEachNode(*expr, [&](const tensor::Expr& e) {
-            if (const auto* var = e.as<tensor::AxisVar>()) read.insert(var->name);
-          });
-        });
-        kept.push_back(cleaned);
-      }
-      std::reverse(kept.begin(), kept.end());
-      return std::make_shared<Block>(kept);
+      std::vector<StmtPtr> stmts;
+      for (const StmtPtr& inner : node.stmts) stmts.push_back(replace(inner));
+      return std::make_shared<Block>(stmts);
     } else {
       return stmt;
     }
   });
+}
+
+StmtPtr withoutUnusedLets(const StmtPtr& stmt) {
+  const auto* block = stmt->as<Block>();
+  if (!block) return withChildren(stmt, withoutUnusedLets);
+  // From the end: a Let is kept when a statement after it reads its variable (a read inside a scope that
+  // binds the name again counts too, which only keeps more).
+  std::set<std::string> read;
+  std::vector<StmtPtr> kept;
+  for (auto inner = block->stmts.rbegin(); inner != block->stmts.rend(); ++inner) {
+    if (const auto* let = (*inner)->as<Let>(); let && !read.count(let->var)) continue;
+    StmtPtr cleaned = withoutUnusedLets(*inner);
+    forEachExpr(*cleaned, [&](const ExprPtr& expr) {
+      tensor::forEachNode(*expr, [&](const tensor::Expr& e) {
+        if (const auto* var = e.as<tensor::AxisVar>()) read.insert(var->name);
+      });
+    });
+    kept.push_back(cleaned);
+  }
+  std::reverse(kept.begin(), kept.end());
+  return std::make_shared<Block>(kept);
 }
 
 }  // namespace emmy::kernel

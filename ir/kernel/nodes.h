@@ -274,6 +274,11 @@ decltype(auto) dispatch(const Stmt& stmt, Visitor&& visitor) {
 // Calls `visit` on every expression of `stmt` and of the statements inside it.
 void forEachExpr(const Stmt& stmt, const std::function<void(const ExprPtr&)>& visit);
 
+// `stmt` with each statement directly inside it (a For's, If's or Block's body, an IfAligned's two
+// sides) replaced by `replace` of it, called in the order the statements stand; any other statement
+// as it is. The passes that rewrite some statements and recurse through the rest share it.
+StmtPtr withChildren(const StmtPtr& stmt, const std::function<StmtPtr(const StmtPtr&)>& replace);
+
 // `stmt` without the Lets whose variable nothing after them reads. The lowering binds every index of an
 // iteration, and code that never needs one would make nvcc warn that it is never referenced.
 StmtPtr withoutUnusedLets(const StmtPtr& stmt);
