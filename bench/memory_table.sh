@@ -9,6 +9,7 @@
 # Several CUDA kernels of one instance are summed. A benchmark: it prints, it gates nothing.
 #
 #   bench/memory_table.sh [EMMY]          # default build/bin/emmy; about ten minutes
+#   EMMY_ROW_FLAGS='-D LANES=256 -D VEC=4' bench/memory_table.sh   # the row kernels with other params
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 emmy=${1:-$root/build/bin/emmy}
@@ -75,7 +76,9 @@ for kernel in softmax log_softmax layernorm rmsnorm; do
   for dtype in f32 f16 bf16; do
     for d in 256 1024 4096 16384 65536; do
       n=$(( (256 * 1024 * 1024 + d * $(bytes_of $dtype) - 1) / (d * $(bytes_of $dtype)) ))
-      row "$kernel" "$dtype" "$d" "$n" stdlib/nn.emmy "$kernel<$dtype>" --size N=$n --size D=$d -- --size N=4 --size D=$d
+      # shellcheck disable=SC2086  # EMMY_ROW_FLAGS is words
+      row "$kernel" "$dtype" "$d" "$n" stdlib/nn.emmy "$kernel<$dtype>" ${EMMY_ROW_FLAGS:-} --size N=$n --size D=$d -- \
+        ${EMMY_ROW_FLAGS:-} --size N=4 --size D=$d
     done
   done
 done

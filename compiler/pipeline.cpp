@@ -11,6 +11,7 @@
 #include "ir/loop/lower_tensor_to_loops.h"
 #include "ir/loop/printer.h"
 #include "ir/loop/verifier.h"
+#include "ir/tensor/launch_variants.h"
 #include "ir/tensor/printer.h"
 #include "ir/tile/apply_schedule.h"
 #include "ir/tile/default_policy.h"
@@ -28,32 +29,21 @@ const std::vector<std::string>& passNames() {
 
 namespace {
 
-// Logs the IR after `pass` when asked to.
+// Logs the IR after `pass` when asked to; `variant` names the launch variant when there are several.
 template <typename Print>
-void dumpAfter(const PipelineOptions& options, const std::string& pass, Print print) {
+void dumpAfter(const PipelineOptions& options, const std::string& pass, const std::string& variant, Print print) {
   if (!options.dump || (options.dumpAfter != "all" && options.dumpAfter != pass)) return;
-  *options.dump << "# after " << pass << "\n" << print() << "\n";
+  *options.dump << "# after " << pass << (variant.empty() ? "" : " (launch variant " + variant + ")") << "\n" << print() << "\n";
 }
 
-}  // namespace
-
-cuda::GeneratedCuda emitCudaFiles(const std::vector<Lowered>& lowered, const std::string& sourceFile) {
-  std::vector<kernel::Program> programs;
-  for (const Lowered& instance : lowered) programs.push_back(instance.kernel);
-  std::string baseName = std::filesystem::path(sourceFile).stem().string();
-  return cuda::emitCuda(programs, baseName, std::filesystem::path(sourceFile).filename().string());
-}
-
-Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
+// One launch variant of a kernel (the kernel itself when it has one), down to `options.stopAfter`.
+Lowered lowerVariant(const tensor::Kernel& kernel, const PipelineOptions& options) {
+  const std::string& variant = kernel.launchVariant;
   Lowered lowered;
   lowered.tensor = kernel;
-  tensor::verifyKernel(lowered.tensor);
-  dumpAfter(options, "elaborate", [&] { return tensor::printKernel(lowered.tensor); });
-  if (options.stopAfter == Level::Tensor) return lowered;
-
   lowered.loop = loop::lowerTensorToLoops(lowered.tensor);
   loop::verifyProgram(lowered.loop);
-  dumpAfter(options, "lower-tensor-to-loops", [&] { return loop::printProgram(lowered.loop); });
+  dumpAfter(options, "lower-tensor-to-loops", variant, [&] { return loop::printProgram(lowered.loop); });
   if (options.stopAfter == Level::Loop) return lowered;
 
   // One path: the kernel's own directives, checked, then the default policy's for what they leave open.
@@ -66,24 +56,58 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   if (scheduleErrors.hasErrors()) throw CompilationFailed{scheduleErrors};
   lowered.tile.params = defaultParams;
   tile::verifyProgram(lowered.tile);
-  dumpAfter(options, "schedule", [&] { return tile::printProgram(lowered.tile); });
+  dumpAfter(options, "schedule", variant, [&] { return tile::printProgram(lowered.tile); });
   if (options.stopAfter == Level::Tile) return lowered;
 
   lowered.kernel = kernel::lowerTileToKernel(lowered.tile);
   kernel::verifyProgram(lowered.kernel);
-  dumpAfter(options, "lower-tile-to-kernel", [&] { return kernel::printProgram(lowered.kernel); });
+  dumpAfter(options, "lower-tile-to-kernel", variant, [&] { return kernel::printProgram(lowered.kernel); });
 
   lowered.kernel = kernel::placeBarriers(lowered.kernel, options.dropBarrier);
   kernel::verifyProgram(lowered.kernel);
-  dumpAfter(options, "place-barriers", [&] { return kernel::printProgram(lowered.kernel); });
+  dumpAfter(options, "place-barriers", variant, [&] { return kernel::printProgram(lowered.kernel); });
 
   lowered.kernel = kernel::hoistRowValues(lowered.kernel);
   kernel::verifyProgram(lowered.kernel);
-  dumpAfter(options, "hoist-row-values", [&] { return kernel::printProgram(lowered.kernel); });
+  dumpAfter(options, "hoist-row-values", variant, [&] { return kernel::printProgram(lowered.kernel); });
 
   lowered.kernel = kernel::narrowGuardedLoops(lowered.kernel);
   kernel::verifyProgram(lowered.kernel);
-  dumpAfter(options, "narrow-guarded-loops", [&] { return kernel::printProgram(lowered.kernel); });
+  dumpAfter(options, "narrow-guarded-loops", variant, [&] { return kernel::printProgram(lowered.kernel); });
+  return lowered;
+}
+
+}  // namespace
+
+cuda::GeneratedCuda emitCudaFiles(const std::vector<Lowered>& lowered, const std::string& sourceFile) {
+  std::vector<kernel::Program> programs;
+  for (const Lowered& instance : lowered) programs.push_back(instance.kernel);
+  std::string baseName = std::filesystem::path(sourceFile).stem().string();
+  return cuda::emitCuda(programs, baseName, std::filesystem::path(sourceFile).filename().string());
+}
+
+Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
+  tensor::verifyKernel(kernel);
+  dumpAfter(options, "elaborate", "", [&] { return tensor::printKernel(kernel); });
+  if (options.stopAfter == Level::Tensor) return Lowered{kernel, {}, {}, {}};
+
+  // Each launch variant is lowered on its own; the first one's Loop and Tile IR stand for the kernel's
+  // (they print the same schedule), and the launcher runs the kernels of the variant the sizes choose.
+  std::vector<tensor::LaunchVariant> variants = tensor::launchVariants(kernel);
+  Lowered lowered;
+  for (const tensor::LaunchVariant& variant : variants) {
+    Lowered one = lowerVariant(variant.kernel, options);
+    for (kernel::Function& function : one.kernel.functions) function.launchWhen = variant.when;
+    if (&variant == &variants.front()) {
+      lowered = std::move(one);
+      continue;
+    }
+    EMMY_INTERNAL_ASSERT(one.kernel.temporaries.size() == lowered.kernel.temporaries.size(),
+                         "the launch variants of {} have different temporaries", kernel.instanceName());
+    for (kernel::Function& function : one.kernel.functions) lowered.kernel.functions.push_back(std::move(function));
+  }
+  lowered.tensor = kernel;
+  lowered.kernel.source = kernel;
   return lowered;
 }
 

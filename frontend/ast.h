@@ -193,12 +193,23 @@ struct Factor {
   SourceLoc loc;
 };
 
-// `param P in [c, ...] = d`
+// One `V if SIZE <= B` or `V if T == f16` of a param's default: `comparison` is "<=", "<", ">=", ">", "=="
+// or "!="; `bound` a number, or a type's name.
+struct SizeCaseDecl {
+  Factor value;
+  Ident size;
+  std::string comparison;
+  Factor bound;
+  SourceLoc loc;
+};
+
+// `param P in [c, ...] = d`, or `= v if SIZE <= B else ... else d`
 struct ParamDecl {
   Ident name;
   std::vector<Factor> candidates;
-  Factor defaultValue;
+  Factor defaultValue;  // the value where no case holds
   SourceLoc loc;
+  std::vector<SizeCaseDecl> cases;  // in the order written; the first that holds gives the value
 };
 
 // What `bind S.a to ...` may name, as messages list it.

@@ -17,8 +17,33 @@ namespace emmy {
 
 using namespace tensor;
 
+namespace {
+
+// A number of the callee's schedule, in the caller: a param chosen at launch by the callee's sizes tests the
+// caller's sizes they are (D for D, or a renamed one), takes its value where they are constants, and its
+// `else` value where they are products of sizes (which a case cannot test).
+Number atCall(const Number& number, const std::map<std::string, Dim>& sizes) {
+  if (!number.atLaunch) return number;
+  auto inCaller = std::make_shared<LaunchParam>(*number.atLaunch);
+  bool constant = true, renames = true;
+  std::map<std::string, int64_t> constants;
+  for (SizeCase& sizeCase : inCaller->cases) {
+    const Dim& dim = sizes.at(sizeCase.size.text);
+    constant = constant && dim.isConstant();
+    if (dim.isConstant()) constants[sizeCase.size.text] = dim.factor;
+    renames = renames && dim.factor == 1 && dim.sizes.size() == 1;
+    if (renames) sizeCase.size.text = dim.sizes[0];
+  }
+  if (constant) return Number{number.atLaunch->valueAt(constants), number.loc, "", nullptr};
+  if (!renames) return Number{number.atLaunch->otherwise, number.loc, "", nullptr};
+  return Number{number.value, number.loc, number.param, inCaller};
+}
+
+}  // namespace
+
 std::vector<Directive> KernelElaboration::calleeDirectives(const Kernel& instance, const std::string& prefix,
-                                                           const std::map<std::string, std::string>& renamed) {
+                                                           const std::map<std::string, std::string>& renamed,
+                                                           const std::map<std::string, Dim>& sizes) {
   std::map<std::string, std::string> names = renamed;
   std::set<std::string> calleeCaches;
   std::vector<Directive> directives;
@@ -35,6 +60,7 @@ std::vector<Directive> KernelElaboration::calleeDirectives(const Kernel& instanc
     }
     for (Name* named : {&d.stage, &d.atStage})
       if (auto it = names.find(named->text); it != names.end()) named->text = it->second;
+    for (Number& factor : d.factors) factor = atCall(factor, sizes);
     d.fromCallee = true;
     directives.push_back(std::move(d));
   }

@@ -76,7 +76,7 @@ std::optional<Kernel> KernelElaboration::run() {
     }
   }
   if (failed) return std::nullopt;
-  kernel.schedule = composeSchedule(program.ownSchedule(module, def, typeArguments));
+  kernel.schedule = composeSchedule(foldTypeCases(program.ownSchedule(module, def, typeArguments), typeArguments));
   kernel.paramValues = program.paramValues();
   verifyKernel(kernel);
   return std::move(kernel);

@@ -203,8 +203,10 @@ private:
   // calls' schedules (call_schedule.cpp)
   // The directives a kernel call brings: `instance`'s schedule under the caller's names (`renamed`, by
   // the callee's), its caches named PREFIX__NAME.
+  // `sizes`: the caller's dims the callee's sizes take at this call.
   std::vector<tensor::Directive> calleeDirectives(const tensor::Kernel& instance, const std::string& prefix,
-                                                  const std::map<std::string, std::string>& renamed);
+                                                  const std::map<std::string, std::string>& renamed,
+                                                  const std::map<std::string, tensor::Dim>& sizes);
   // The kernel's schedule: the directives of its calls, each call's applied where its results are
   // computed in the caller, then `own`, which wins over them (docs/call_schedules.md).
   std::vector<tensor::Directive> composeSchedule(const std::vector<tensor::Directive>& own) const;

@@ -320,7 +320,11 @@ const std::vector<tensor::Directive>& Elaborator::ownSchedule(const LoadedModule
     if (takes && (!chosen || chosen->types.empty())) chosen = &written;
   }
   auto [it, fresh] = ownSchedules_.try_emplace(chosen);
-  if (fresh && chosen) it->second = resolveSchedule(*chosen, paramValues_, declaredParams_, diagnostics_);
+  if (fresh && chosen) {
+    std::vector<std::string> typeParams;
+    for (const ast::TypeParam& typeParam : kernel.typeParams) typeParams.push_back(typeParam.name.name);
+    it->second = resolveSchedule(*chosen, paramValues_, typeParams, declaredParams_, diagnostics_);
+  }
   return it->second;
 }
 

@@ -163,7 +163,7 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
   }
 
   std::vector<TensorValue> results;
-  CalleeSchedule schedule{{}, calleeDirectives(*instance, prefix, renamed)};
+  CalleeSchedule schedule{{}, calleeDirectives(*instance, prefix, renamed, sizes)};
   for (const TensorParam& output : instance->outputs) {
     const Stage& stage = *kernel.findStage(renamed.at(output.name));
     results.push_back(TensorValue::ofTensor(stage.name, stage.dtype, stage.shape(), c.loc));

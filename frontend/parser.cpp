@@ -634,7 +634,18 @@ private:
 
   // `param P in [c, ...] = d`
   ast::ParamDecl buildParam(EmmyParser::ParamDirectiveContext* ctx) {
-    return {ident(ctx->name), buildFactors(ctx->factorList()), buildFactor(ctx->defaultValue), map_.node(ctx)};
+    ast::ParamDecl param{ident(ctx->name), buildFactors(ctx->factorList()), {}, map_.node(ctx), {}};
+    EmmyParser::ParamDefaultContext* value = ctx->paramDefault();
+    for (; value->otherwise; value = value->otherwise) {
+      for (auto [word, expected] : {std::pair{value->ifWord, "if"}, std::pair{value->elseWord, "else"}})
+        if (word->getText() != expected)
+          error(map_.token(word), fmt::format("expected '{}' in a param's default, as in 'param P in [..] = 64 if D <= "
+                                              "1024 else 256'; found '{}'", expected, word->getText()));
+      param.cases.push_back({buildFactor(value->value), ident(value->size), value->test->getText(),
+                             buildFactor(value->bound), map_.range(value->value->getStart(), value->bound->getStop())});
+    }
+    param.defaultValue = buildFactor(value->value);
+    return param;
   }
 
   // `split S.a by F -> (ao, ai)`

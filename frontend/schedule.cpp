@@ -11,9 +11,19 @@ namespace emmy {
 
 namespace {
 
+tensor::SizeComparison comparisonOf(const std::string& written) {
+  if (written == "<") return tensor::SizeComparison::Less;
+  if (written == "<=") return tensor::SizeComparison::AtMost;
+  if (written == ">") return tensor::SizeComparison::Greater;
+  if (written == ">=") return tensor::SizeComparison::AtLeast;
+  if (written == "==") return tensor::SizeComparison::Equal;
+  return tensor::SizeComparison::NotEqual;
+}
+
 class Resolver {
 public:
-  Resolver(const ParamValues& defines, Diagnostics& diagnostics) : defines_(defines), diagnostics_(diagnostics) {}
+  Resolver(const ParamValues& defines, const std::vector<std::string>& typeParams, Diagnostics& diagnostics)
+      : defines_(defines), typeParams_(typeParams), diagnostics_(diagnostics) {}
 
   // The param as declared, its candidates empty when the declaration has an error.
   DeclaredParam declare(const ast::ParamDecl& param) {
@@ -48,22 +58,68 @@ public:
     } else {
       value = param.defaultValue.value;
     }
-    if (auto defined = defines_.find(name); defined != defines_.end() && valid) {
-      if (contains(candidates, defined->second))
-        value = defined->second;
+    auto launch = std::make_shared<tensor::LaunchParam>(tensor::LaunchParam{name, candidates, {}, value.value_or(0)});
+    for (const ast::SizeCaseDecl& written : param.cases) {
+      if (!written.value.value) {
+        diagnostics_.error(written.value.loc, fmt::format("the default of param '{}' must be a number, not '{}'", name,
+                                                          written.value.param.name));
+      } else if (valid && !contains(candidates, *written.value.value)) {
+        diagnostics_.error(written.value.loc, fmt::format("the default {} of param '{}' is not one of its candidates {}",
+                                                          *written.value.value, name, list));
+      } else if (valid) {
+        tensor::SizeCase sizeCase{tensor::Name{written.size.name, written.size.loc}, comparisonOf(written.comparison),
+                                  written.bound.value.value_or(0), *written.value.value, written.loc, ""};
+        if (written.bound.value || typeCase(written, name)) {
+          if (!written.bound.value) sizeCase.type = written.bound.param.name;
+          launch->cases.push_back(sizeCase);
+        }
+      }
+    }
+    bool defined = false;
+    if (auto given = defines_.find(name); given != defines_.end() && valid) {
+      defined = true;
+      if (contains(candidates, given->second))
+        value = given->second;
       else
         diagnostics_.error(param.name.loc, fmt::format("-D {}={} is not one of the candidates {} of param '{}'", name,
-                                                       defined->second, list, name));
+                                                       given->second, list, name));
     }
     if (!value || !valid) return {};
     values_[name] = *value;
+    if (!launch->cases.empty() && !defined) atLaunch_[name] = launch;
     return {candidates, *param.defaultValue.value};
+  }
+
+  // Whether `V if T == f16` is a test of a type parameter against a type (else an error says why not).
+  bool typeCase(const ast::SizeCaseDecl& written, const std::string& param) {
+    const std::string& typeParam = written.size.name;
+    if (std::find(typeParams_.begin(), typeParams_.end(), typeParam) == typeParams_.end()) {
+      diagnostics_.error(written.size.loc,
+                         fmt::format("param '{}' compares '{}' with the type {}, and '{}' is not a type parameter of the "
+                                     "kernel{}", param, typeParam, written.bound.param.name, typeParam,
+                                     typeParams_.empty() ? "" : " (" + join(typeParams_, ", ") + ")"));
+      return false;
+    }
+    if (!parseDType(written.bound.param.name)) {
+      diagnostics_.error(written.bound.loc, fmt::format("'{}' is not a type: param '{}' compares the type parameter {} "
+                                                        "with a type, as in '{} == f16'",
+                                                        written.bound.param.name, param, typeParam, typeParam));
+      return false;
+    }
+    if (written.comparison != "==" && written.comparison != "!=") {
+      diagnostics_.error(written.loc, fmt::format("param '{}' compares the type parameter {} with '{}': types are "
+                                                  "compared with == or !=", param, typeParam, written.comparison));
+      return false;
+    }
+    return true;
   }
 
   // The value of a number written in a directive, or nullopt after an error.
   std::optional<tensor::Number> number(const ast::Factor& factor) {
     if (factor.value) return tensor::Number{*factor.value, factor.loc, ""};
     const std::string& name = factor.param.name;
+    if (auto launch = atLaunch_.find(name); launch != atLaunch_.end())
+      return tensor::Number{values_.at(name), factor.loc, name, launch->second};
     if (auto value = values_.find(name); value != values_.end()) return tensor::Number{value->second, factor.loc, ""};
     if (!locations_.count(name)) {
       std::vector<std::string> known;
@@ -152,17 +208,20 @@ private:
   }
 
   const ParamValues& defines_;
+  const std::vector<std::string>& typeParams_;
   Diagnostics& diagnostics_;
   std::map<std::string, SourceLoc> locations_;
   std::map<std::string, int64_t> values_;
+  std::map<std::string, std::shared_ptr<const tensor::LaunchParam>> atLaunch_;  // the params chosen at launch
 };
 
 }  // namespace
 
 std::vector<tensor::Directive> resolveSchedule(const ast::Schedule& schedule, const ParamValues& defines,
+                                               const std::vector<std::string>& typeParams,
                                                std::map<std::string, DeclaredParam>& declared,
                                                Diagnostics& diagnostics) {
-  Resolver resolver(defines, diagnostics);
+  Resolver resolver(defines, typeParams, diagnostics);
   for (const ast::ParamDecl& param : schedule.params) {
     DeclaredParam resolved = resolver.declare(param);
     declared.emplace(param.name.name, std::move(resolved));
@@ -170,6 +229,30 @@ std::vector<tensor::Directive> resolveSchedule(const ast::Schedule& schedule, co
   std::vector<tensor::Directive> directives;
   for (const ast::Directive& written : schedule.directives)
     if (std::optional<tensor::Directive> directive = resolver.directive(written)) directives.push_back(*directive);
+  return directives;
+}
+
+std::vector<tensor::Directive> foldTypeCases(std::vector<tensor::Directive> directives,
+                                             const std::map<std::string, DType>& typeArguments) {
+  for (tensor::Directive& directive : directives)
+    for (tensor::Number& factor : directive.factors) {
+      if (!factor.atLaunch) continue;
+      auto folded = std::make_shared<tensor::LaunchParam>(*factor.atLaunch);
+      folded->cases.clear();
+      for (const tensor::SizeCase& sizeCase : factor.atLaunch->cases) {
+        if (sizeCase.type.empty()) {
+          folded->cases.push_back(sizeCase);
+          continue;
+        }
+        bool same = dtypeName(typeArguments.at(sizeCase.size.text)) == sizeCase.type;
+        if (same == (sizeCase.comparison == tensor::SizeComparison::Equal)) {
+          folded->otherwise = sizeCase.value;  // the cases after it are never reached
+          break;
+        }
+      }
+      factor = folded->cases.empty() ? tensor::Number{folded->otherwise, factor.loc, "", nullptr}
+                                     : tensor::Number{folded->otherwise, factor.loc, factor.param, folded};
+    }
   return directives;
 }
 

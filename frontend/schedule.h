@@ -13,6 +13,7 @@
 #include "frontend/ast.h"
 #include "ir/tensor/schedule.h"
 #include "support/diagnostics.h"
+#include "support/dtype.h"
 
 namespace emmy {
 
@@ -28,8 +29,15 @@ struct DeclaredParam {
 
 // The directives of `schedule` with params replaced. Errors go to `diagnostics`; a directive with an
 // error is left out. `declared` collects the params the schedule declares, by name.
+// `typeParams`: the names of the type parameters of the kernel it schedules (which `V if T == f16` may test).
 std::vector<tensor::Directive> resolveSchedule(const ast::Schedule& schedule, const ParamValues& defines,
+                                               const std::vector<std::string>& typeParams,
                                                std::map<std::string, DeclaredParam>& declared,
                                                Diagnostics& diagnostics);
+
+// `directives` for one instance of a generic kernel: each param's cases that test a type parameter
+// (`8 if T == f16 else ...`) decided by the instance's types; a param left with no case is a number.
+std::vector<tensor::Directive> foldTypeCases(std::vector<tensor::Directive> directives,
+                                             const std::map<std::string, DType>& typeArguments);
 
 }  // namespace emmy

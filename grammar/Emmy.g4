@@ -81,7 +81,7 @@ typeChoice : types+=ID (PIPE types+=ID)* ;
 directiveLine : directive? ;
 
 directive
-  : PARAM name=ID IN LBRACK factorList RBRACK ASSIGN defaultValue=factor   # paramDirective
+  : PARAM name=ID IN LBRACK factorList RBRACK ASSIGN paramDefault         # paramDirective
   | SPLIT axisRef BY factor ARROW LPAREN idList RPAREN                     # splitDirective
   | TILE stage=ID LPAREN axes=idList RPAREN BY LPAREN factorList RPAREN
     ARROW LPAREN results=idList RPAREN                                     # tileDirective
@@ -98,6 +98,13 @@ directive
   | DOUBLE_BUFFER stage=ID                                                 # doubleBufferDirective
   | THREADS stage=ID factor                                                # threadsDirective
   | MMA stage=ID LPAREN axes=idList RPAREN BY LPAREN factorList RPAREN (word=ID stages=factor)? # mmaDirective
+  ;
+
+// A param's default: `V`, or `V if SIZE <= B else ...` (chosen at launch by a size) or `V if T == f16 else
+// ...` (chosen per instance by a type). `if` and `else` are names everywhere else, so the builder checks
+// these two words.
+paramDefault
+  : value=factor (ifWord=ID size=ID test=(LE | LT | GE | GT | EQ | NE) bound=factor elseWord=ID otherwise=paramDefault)?
   ;
 
 axisRef : stage=ID DOT axis=ID ;

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ir/tensor/evaluator.h"
+#include "ir/tensor/printer.h"
 #include "performance/instruction_mix.h"
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/scalar_ops.h"
@@ -81,6 +82,26 @@ int64_t evaluateIndex(const Expr& e, const std::map<std::string, int64_t>& sizes
   Value lhs = Value::ofInt(DType::I64, evaluateIndex(*binary->lhs, sizes));
   Value rhs = Value::ofInt(DType::I64, evaluateIndex(*binary->rhs, sizes));
   return tensor::applyBinary(binary->op, DType::I64, lhs, rhs).asInt();
+}
+
+// Whether the launcher runs `function` at `sizes` (it may belong to a launch variant they do not choose).
+bool launchedAt(const kernel::Function& function, const std::map<std::string, int64_t>& sizes) {
+  std::function<bool(const Expr&)> holds = [&](const Expr& e) {
+    if (const auto* constant = e.as<tensor::BoolImm>()) return constant->value;
+    const auto* binary = e.as<tensor::Binary>();
+    EMMY_INTERNAL_ASSERT(binary != nullptr, "a launch condition is not a test of the sizes");
+    if (binary->op == tensor::BinaryOp::And) return holds(*binary->lhs) && holds(*binary->rhs);
+    if (binary->op == tensor::BinaryOp::Or) return holds(*binary->lhs) || holds(*binary->rhs);
+    int64_t lhs = evaluateIndex(*binary->lhs, sizes), rhs = evaluateIndex(*binary->rhs, sizes);
+    switch (binary->op) {
+      case tensor::BinaryOp::Lt: return lhs < rhs;
+      case tensor::BinaryOp::Le: return lhs <= rhs;
+      case tensor::BinaryOp::Gt: return lhs > rhs;
+      case tensor::BinaryOp::Ge: return lhs >= rhs;
+      default: EMMY_INTERNAL_ASSERT(false, "a launch condition is not a test of the sizes"); return false;
+    }
+  };
+  return !function.launchWhen || holds(*function.launchWhen);
 }
 
 // Arithmetic operations in an expression (comparisons, selects and conversions are free).
@@ -191,8 +212,15 @@ std::string duration(double seconds) {
 Work functionWork(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes) {
   Work work{bytesMoved(function, lowered, sizes), 0};
   for (const loop::LoopNest& nest : lowered.loop.kernels)
-    if (nest.name == function.name) work.flops = flopsOf(nest, lowered.tensor, sizes);
+    if (nest.stages == function.stages) work.flops = flopsOf(nest, lowered.tensor, sizes);  // (a launch variant's names differ)
   return work;
+}
+
+// "N=4096 D=1024": the sizes of `kernel` at `sizes`.
+std::string sizesText(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes) {
+  std::string text;
+  for (const std::string& size : kernel.sizes) text += fmt::format("{}{}={}", text.empty() ? "" : " ", size, sizes.at(size));
+  return text;
 }
 
 // `tensorCores`: the kernel's PTX uses them, so its arithmetic is bounded by their peak, not FP32's.
@@ -202,9 +230,8 @@ std::string rooflineLine(const kernel::Function& function, const Lowered& lowere
   for (int d = 0; d < 3; ++d) grid += (d ? "x" : "") + std::to_string(evaluateIndex(*function.gridBlocks[d], sizes));
   auto [bytes, flops] = functionWork(function, lowered, sizes);
   double memorySeconds = bytes / kBandwidth, computeSeconds = flops / (tensorCores ? kTensorPeakFlops : kPeakFlops);
-  std::string sizeText;
-  for (const std::string& size : lowered.tensor.sizes) sizeText += fmt::format("{}{}={}", sizeText.empty() ? "" : " ", size, sizes.at(size));
-  return fmt::format("  {}: grid {}; {} moved, {}; roofline bound {} on an H200-class GPU (4.8 TB/s, {}), {}", sizeText, grid,
+  return fmt::format("  {}: grid {}; {} moved, {}; roofline bound {} on an H200-class GPU (4.8 TB/s, {}), {}",
+                     sizesText(lowered.tensor, sizes), grid,
                      scaled(bytes, "B"), scaled(flops, "FLOP"), duration(std::max(memorySeconds, computeSeconds)),
                      tensorCores ? "989 TFLOP/s on tensor cores" : "67 TFLOP/s FP32",
                      memorySeconds >= computeSeconds ? "memory-bound" : "compute-bound");
@@ -236,6 +263,15 @@ public:
         std::optional<int64_t> begin = evaluate(*node.begin), end = evaluate(*node.end), step = evaluate(*node.step);
         double trips = 1;
         if (begin && end && step && *step > 0) trips = *end > *begin ? static_cast<double>((*end - *begin + *step - 1) / *step) : 0;
+        // Over the blocks of the grid (n = blockIdx.x; n < N; n += gridDim.x), block 0 takes the most trips,
+        // ceil(N / grid), and the blocks N / grid on average: the count stands for every block.
+        bool overBlocks = false;
+        tensor::forEachNode(*node.begin, [&](const Expr& e) {
+          const auto* axis = e.as<tensor::AxisVar>();
+          overBlocks = overBlocks || (axis && axis->name.rfind("blockIdx.", 0) == 0);
+        });
+        if (overBlocks && begin && end && step && *step > 0)
+          trips = *end > *begin ? static_cast<double>(*end - *begin) / static_cast<double>(*step) : 0;
         values_[node.var] = begin.value_or(0);
         definitions_[node.var] = node.begin.get();
         dependencies_[node.var] = {node.var};
@@ -541,6 +577,7 @@ std::string mixLines(const kernel::Function& function, const Lowered& lowered, c
 Work instanceWork(const Lowered& lowered, const std::map<std::string, int64_t>& sizes) {
   Work total;
   for (const kernel::Function& function : lowered.kernel.functions) {
+    if (!launchedAt(function, sizes)) continue;
     Work work = functionWork(function, lowered, sizes);
     total.bytes += work.bytes;
     total.flops += work.flops;
@@ -568,6 +605,11 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
                                                  [&](const std::string& size) { return sizes.count(size) > 0; });
       const KernelMix* mix = mixOf(mixes, function.name);
       bool tensorCores = mix && mix->usesTensorCores();
+      if (sized && !launchedAt(function, sizes)) {
+        text += fmt::format("\n  {}: not launched (it runs where {})", sizesText(instance.tensor, sizes),
+                            tensor::printExpr(*function.launchWhen));
+        sized = false;
+      }
       if (sized) text += "\n" + rooflineLine(function, instance, sizes, tensorCores);
       if (mix) text += mixLines(function, instance, *mix, sized ? &sizes : nullptr);
       lines.push_back(text);
@@ -584,8 +626,9 @@ TimeEstimate estimateTime(const Lowered& lowered, const CudaCompileResult* compi
   for (const kernel::Function& function : lowered.kernel.functions) {
     KernelResources assumed{function.name, kAssumedRegisters, 0, 0, declaredSharedBytes(*function.body)};
     EMMY_INTERNAL_ASSERT(!compiled || k < resources.size(), "ptxas reported fewer kernels than were generated");
-    KernelTime time = estimateKernel(function, lowered, compiled ? resources[k++] : assumed, mixOf(mixes, function.name),
-                                     arch, sizes);
+    const KernelResources& used = compiled ? resources[k++] : assumed;
+    if (!launchedAt(function, sizes)) continue;
+    KernelTime time = estimateKernel(function, lowered, used, mixOf(mixes, function.name), arch, sizes);
     estimate.seconds += time.seconds;
     estimate.summary += (estimate.summary.empty() ? "" : "; ") + time.summary;
   }

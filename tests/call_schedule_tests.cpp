@@ -86,7 +86,8 @@ TEST_CASE("a call of a scheduled kernel builds its stages with the callee's sche
   };
   std::vector<Case> cases{
       {"import nn\nkernel k(x: f32[N, D]) -> (y: f32[N, D]) {\n    y = nn.softmax(x)\n}\n", "nn", "y",
-       {"bind y.n to block.x", "split y__m.d_vector by 256 -> (d_step, d_lane)", "bind y__s.d_lane to thread.x",
+       {"param LANES in [32, 64, 128, 256, 512, 1024] = 32 if D <= 2048 else 128 if D <= 8192 else 256", "bind y.n to block.x",
+        "split y__m.d_vector by LANES -> (d_step, d_lane)", "bind y__s.d_lane to thread.x",
         "cache x in shared at y.n -> y__x_row"},
        kRows},
       {"import linalg\nkernel k(a: f32[M, K], b: f32[K, N]) -> (c: f32[M, N]) {\n    c = linalg.matmul(a, b)\n}\n",
@@ -121,7 +122,7 @@ TEST_CASE("the elementwise work after a call joins the callee's schedule as its 
     CHECK(has(built.schedule, "    bind z.i0 to block.x\n"));
     CHECK(has(built.schedule, "    split z.i1 by 4 -> (d_vector, d_element)\n"));
     CHECK(has(built.schedule, "    cache x in shared at z.i0 -> z__x_row\n"));
-    CHECK(count(built.cuda, "__global__") == 1);
+    CHECK(count(built.cuda, "__global__") == 3);  // one per launch variant of softmax's LANES
     checkRuns(built, kRows);
   }
   SECTION("a product, then a bias: matmul's reduction loops stay the root's") {
@@ -138,7 +139,7 @@ TEST_CASE("the elementwise work after a call joins the callee's schedule as its 
         "import nn\nkernel k(x: f32[N, D]) -> (z: f32[N, D]) {\n    t = nn.softmax(x)\n    u = t * 3.0\n    z = u + 1.0\n}\n");
     CHECK(has(built.schedule, "    bind z.d_lane to thread.x\n"));
     CHECK(has(built.schedule, "    bind t__m.d_lane to thread.x\n"));
-    CHECK(count(built.cuda, "__global__") == 1);
+    CHECK(count(built.cuda, "__global__") == 3);  // one per launch variant
     checkRuns(built, kRows);
   }
   SECTION("an argument expression: the callee's copy of its input is not made of a stage computed in place") {
@@ -149,6 +150,23 @@ TEST_CASE("the elementwise work after a call joins the callee's schedule as its 
   }
 }
 
+TEST_CASE("a callee's param chosen at launch tests the caller's size that the callee's is at the call", "[call-schedule]") {
+  SECTION("another name: the case tests it") {
+    CallBuild built = callerOf("import nn\nkernel k(x: f32[B, L]) -> (y: f32[B, L]) {\n    y = nn.softmax(x)\n}\n");
+    CHECK(has(built.schedule, "    param LANES in [32, 64, 128, 256, 512, 1024] = 32 if L <= 2048 else 128 if L <= 8192 else 256\n"));
+    CHECK(has(built.cuda, "  if ((L <= (int64_t)2048)) {\n    EMMY_LAUNCH(k__LANES32__k0"));
+    CHECK(count(built.cuda, "__global__") == 3);
+    checkRuns(built, {{{"B", 3}, {"L", 2048}}, {{"B", 2}, {"L", 2049}}, {{"B", 1}, {"L", 1}}});
+  }
+  SECTION("a constant: the case is decided at the call") {
+    CallBuild built = callerOf("import nn\nkernel k(x: f32[B, 3000]) -> (y: f32[B, 3000]) {\n    y = nn.softmax(x)\n}\n");
+    CHECK(has(built.schedule, "    split y__m.d_vector by 128 -> (d_step, d_lane)\n"));
+    CHECK_FALSE(has(built.schedule, "param LANES"));
+    CHECK(count(built.cuda, "__global__") == 1);
+    checkRuns(built, {{{"B", 3}}});
+  }
+}
+
 TEST_CASE("a call's result read other than elementwise is a kernel of its own, scheduled as the callee", "[call-schedule]") {
   SECTION("two calls in one statement, each with its own copy of the directives") {
     CallBuild built = callerOf(
@@ -156,7 +174,7 @@ TEST_CASE("a call's result read other than elementwise is a kernel of its own, s
     for (const char* line : {"    root z__y\n", "    root z_1__y\n", "    cache x in shared at z__y.n -> z__x_row\n",
                              "    cache w in shared at z_1__y.n -> z_1__x_row\n", "    bind z_1__m.d_lane to thread.x\n"})
       CHECK(has(built.schedule, line));
-    CHECK(count(built.cuda, "__global__") == 3);
+    CHECK(count(built.cuda, "__global__") == 9);  // 3 for each launch variant (the calls' LANES test the same D)
     checkRuns(built, kRows);
   }
   SECTION("a product read by a softmax") {

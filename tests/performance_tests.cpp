@@ -135,8 +135,15 @@ TEST_CASE("the static model counts the path the sizes choose: a row kernel's sha
   const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
   // The same bytes: rows of 4096 take the shared-memory path (a shared read of each element per pass),
   // rows of 32768 the path that reads x again from global memory (only the block's partial sums shared).
-  std::string cached = reportOfFile(nn, {{"N", 65536}, {"D", 4096}}, "softmax_f32").at(0);
-  std::string reread = reportOfFile(nn, {{"N", 8192}, {"D", 32768}}, "softmax_f32").at(0);
+  // Rows of 4096 run in the second launch variant (LANES = 128), rows of 32768 in the third; the others
+  // say they are not launched.
+  std::vector<std::string> report = reportOfFile(nn, {{"N", 65536}, {"D", 4096}}, "softmax_f32");
+  REQUIRE(report.size() == 3);
+  CHECK(report[0].find("N=65536 D=4096: not launched (it runs where D <= 2048)") != std::string::npos);
+  CHECK(report[0].find("issue time") == std::string::npos);
+  CHECK(report[2].find("N=65536 D=4096: not launched (it runs where D >= 8193)") != std::string::npos);
+  std::string cached = report[1];
+  std::string reread = reportOfFile(nn, {{"N", 8192}, {"D", 32768}}, "softmax_f32").at(2);
   INFO(cached << "\n" << reread);
   CHECK(sharedMicroseconds(cached) > 100);
   CHECK(sharedMicroseconds(reread) < 10);

@@ -152,36 +152,85 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
     for (const tensor::Kernel& kernel : instances(kStdlib / "nn.emmy", selector, {})) {
       INFO(selector);
       Lowered lowered = lower(kernel, PipelineOptions{});
-      CHECK(lowered.kernel.functions.size() == 1);
+      // Three launch variants (LANES = 32 if D <= 2048 else 128 if D <= 8192 else 256), one CUDA kernel each.
+      REQUIRE(lowered.kernel.functions.size() == 3);
+      CHECK(lowered.kernel.functions[0].name == kernel.instanceName() + "__LANES32__k0");
+      CHECK(lowered.kernel.functions[1].name == kernel.instanceName() + "__LANES128__k0");
+      CHECK(lowered.kernel.functions[2].name == kernel.instanceName() + "__LANES256__k0");
       std::string cuda = emitCudaFiles({lowered}, "nn.emmy").source;
+      CHECK(cuda.find("  if ((D <= (int64_t)2048)) {\n    EMMY_LAUNCH(" + kernel.instanceName() + "__LANES32__k0") != std::string::npos);
+      CHECK(cuda.find("  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {\n    EMMY_LAUNCH(" + kernel.instanceName() +
+                      "__LANES128__k0") != std::string::npos);
+      CHECK(cuda.find("  if ((D >= (int64_t)8193)) {\n    EMMY_LAUNCH(" + kernel.instanceName() + "__LANES256__k0") != std::string::npos);
       bool half = kernel.typeArguments.at(0).second != DType::F32;
-      // 32 KiB of the row, copied 16 bytes at a time; longer rows take the second path.
-      CHECK(cuda.find(half ? "x_row, 16384);" : "x_row, 8192);") != std::string::npos);
-      CHECK(cuda.find(half ? "if ((D <= (int64_t)16384)) {" : "if ((D <= (int64_t)8192)) {") != std::string::npos);
+      // Short rows: a copy of the variant's longest row, which always fits. Long rows: 32 KiB of the row,
+      // copied 16 bytes at a time; longer rows take the second path.
+      CHECK(cuda.find("x_row, 2048);") != std::string::npos);
+      CHECK(cuda.find("x_row, 8192);") != std::string::npos);
+      if (half) CHECK(cuda.find("x_row, 16384);") != std::string::npos);
+      // The only test of whether a row fits is the last variant's (the other one is the launcher's).
+      size_t tests = 0;
+      for (size_t at = cuda.find("if ((D <= (int64_t)"); at != std::string::npos; at = cuda.find("if ((D <= (int64_t)", at + 1))
+        ++tests;
+      CHECK(tests == 2);
+      CHECK(cuda.find(half ? "    if ((D <= (int64_t)16384)) {" : "    if ((D <= (int64_t)8192)) {") != std::string::npos);
       CHECK(cuda.find(half ? "emmy_copy_async_lanes<8>(x_row, " : "emmy_copy_async_lanes<4>(x_row, ") != std::string::npos);
-      // Both paths give the reference's values: rows that fit, and rows one vector longer than the bound.
+      // Every path gives the reference's values: short rows, the end of the short variant, the start of the
+      // long one, and rows one vector longer than the long variant's copy.
       sim::SimulationOptions options;
       options.profile = true;
       sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "nn.emmy"), options);
       int64_t bound = half ? 16384 : 8192;
-      testing::checkAgainstEvaluator(kernel, program, {{"N", 3}, {"D", 1001}}, 1);
-      testing::checkAgainstEvaluator(kernel, program, {{"N", 2}, {"D", bound + 9}}, 2);
-      // Every pass reads the cached row by vectors (VEC = 4 lanes: 16 bytes of f32, 8 of f16 and bf16)
-      // without bank conflicts, at rows of whole vectors that each start on a 16-byte boundary.
-      KernelRun run = program.run(testing::randomInputs(kernel, {{"N", 2}, {"D", 2048}}, 4));
-      INFO(run.failure.value_or(""));
-      REQUIRE(run.profile.has_value());
-      int vectorReads = 0;
-      for (const sim::KernelProfile& profile : run.profile->kernels)
-        for (const sim::AccessSite& site : profile.sites) {
-          if (site.global || site.store || site.code.find("x_row") == std::string::npos) continue;
-          INFO(site.line << ": " << site.code);
-          CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
-          CHECK(site.bytes == (half ? 8u : 16u));
-          vectorReads += 1;
-        }
-      CHECK(vectorReads >= 2);  // softmax: the max, the sum and the output
+      uint64_t seed = 1;
+      for (int64_t D : {int64_t{1001}, int64_t{2048}, int64_t{2049}, int64_t{8192}, int64_t{8193}, bound + 9})
+        testing::checkAgainstEvaluator(kernel, program, {{"N", D > 2048 ? 2 : 3}, {"D", D}}, seed++);
+      // In every variant every pass reads the cached row by 16-byte vectors (VEC = 4 lanes of f32, 8 of f16
+      // and bf16) without bank conflicts, at rows of whole vectors that each start on a 16-byte boundary.
+      for (int64_t D : {2048, 4096, half ? 16384 : 8192}) {
+        KernelRun run = program.run(testing::randomInputs(kernel, {{"N", 2}, {"D", D}}, 4));
+        INFO(run.failure.value_or(""));
+        REQUIRE(run.profile.has_value());
+        int vectorReads = 0;
+        for (const sim::KernelProfile& profile : run.profile->kernels)
+          for (const sim::AccessSite& site : profile.sites) {
+            if (site.global || site.store || site.code.find("x_row") == std::string::npos) continue;
+            INFO(site.line << ": " << site.code);
+            CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
+            CHECK(site.bytes == 16u);
+            vectorReads += 1;
+          }
+        CHECK(vectorReads >= 2);  // softmax: the max, the sum and the output
+      }
     }
   }
 }
 
+
+namespace emmy {
+
+TEST_CASE("linalg.transpose reads its shared tile down the columns without bank conflicts, in every dtype",
+          "[stdlib][profile]") {
+  for (const tensor::Kernel& kernel : instances(kStdlib / "linalg.emmy", "transpose", {})) {
+    INFO(kernel.instanceName());
+    // Rows of 33 f32 or of 34 halves (PAD = 1 if T == f32 else 2): an odd number of 4-byte words.
+    std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy").source;
+    CHECK(cuda.find(kernel.typeArguments.at(0).second == DType::F32 ? "x_tile, 1056);" : "x_tile, 1088);") != std::string::npos);
+    sim::SimulationOptions options;
+    options.profile = true;
+    sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy"), options);
+    KernelRun run = program.run(testing::randomInputs(kernel, {{"M", 64}, {"N", 96}}, 3));
+    INFO(run.failure.value_or(""));
+    REQUIRE(run.profile.has_value());
+    int sharedSites = 0;
+    for (const sim::KernelProfile& profile : run.profile->kernels)
+      for (const sim::AccessSite& site : profile.sites) {
+        if (site.global) continue;
+        INFO(site.line << ": " << site.code);
+        CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
+        ++sharedSites;
+      }
+    CHECK(sharedSites >= 2);  // the tile's fill and its column reads
+  }
+}
+
+}  // namespace emmy

@@ -534,7 +534,14 @@ private:
                           spelled(temporary.name), expr(*dimValue(elements)), cudaTypeName(temporary.dtype)));
       line(2, fmt::format("return emmy_fail(\"{}: cannot allocate the temporary {}\");", name, temporary.name));
     }
+    // The kernels of each launch variant, under the condition on the sizes that chooses it.
+    const kernel::Function* previous = nullptr;
     for (const kernel::Function& function : program_.functions) {
+      int indent = function.launchWhen ? 2 : 1;
+      if (previous && previous->launchWhen && previous->launchWhen != function.launchWhen) line(1, "}");
+      if (function.launchWhen && (!previous || previous->launchWhen != function.launchWhen))
+        line(1, fmt::format("if ({}) {{", expr(*function.launchWhen)));
+      previous = &function;
       const std::array<ExprPtr, 3>& g = function.gridBlocks;
       const std::array<int, 3>& t = function.blockThreads;
       std::string grid = function.flatGrid() ? fmt::format("(unsigned)({})", expr(*g[0]))
@@ -544,18 +551,16 @@ private:
       // A kernel whose every stored buffer is empty is not launched (when that is not all the outputs, which
       // returned above): one output of two may be empty while the other still needs computing.
       std::optional<EmptyWhen> storesNothing = emptyWhen(storedShapes(function));
-      int indent = 1;
-      if (storesNothing && storesNothing != outputsEmpty) {
-        line(1, fmt::format("if (!({})) {{", emptyCondition(*storesNothing)));
-        indent = 2;
-      }
+      bool guarded = storesNothing && storesNothing != outputsEmpty;
+      if (guarded) line(indent++, fmt::format("if (!({})) {{", emptyCondition(*storesNothing)));
       line(indent, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
                                join(kernelParameters(ParameterText::Spelled), ", ")));
       line(indent, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
       line(indent + 1, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
                                    function.name));
-      if (indent == 2) line(1, "}");
+      if (guarded) line(--indent, "}");
     }
+    if (previous && previous->launchWhen) line(1, "}");
     for (const loop::Temporary& temporary : program_.temporaries) line(1, fmt::format("cudaFreeAsync({}, stream);", spelled(temporary.name)));
     line(1, "return 0;");
     return fmt::format("extern \"C\" {} {{\n{}}}\n", hostSignature(), body_);

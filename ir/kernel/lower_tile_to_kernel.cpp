@@ -494,8 +494,9 @@ private:
     if (node.dimension != 0) return combineThroughSharedMemory(node);
     int rows = t[1] * t[2];
     bool powerOfTwo = (t[0] & (t[0] - 1)) == 0;
-    if (rows == 1 && t[0] % kWarpSize == 0) return combineBlock(node);
+    // (A block of one warp is combined by its shuffles alone, with no shared memory or barrier.)
     if (t[0] <= kWarpSize && powerOfTwo && (t[0] * rows) % kWarpSize == 0) return combineWithinWarps(node);
+    if (rows == 1 && t[0] % kWarpSize == 0) return combineBlock(node);
     return combineThroughSharedMemory(node);
   }
 

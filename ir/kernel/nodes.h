@@ -292,6 +292,9 @@ struct Function {
   std::array<int, 3> blockThreads;
   std::array<ExprPtr, 3> gridBlocks;
   StmtPtr body;
+  // A Bool expression of sizes: the launcher runs this kernel only where it holds (the kernel belongs to
+  // one of several launch variants, ir/tensor/launch_variants.h); null: always.
+  ExprPtr launchWhen;
 
   int threadsPerBlock() const { return blockThreads[0] * blockThreads[1] * blockThreads[2]; }
   // Only x has more than one block (or thread): printers then show one number.

@@ -315,7 +315,8 @@ Program lowerTensorToLoops(const Kernel& kernel) {
     std::vector<const ComputeStage*> members;
     std::set<std::string> whole;
     LoopNest nest;
-    nest.name = fmt::format("{}__k{}", kernel.instanceName(), program.kernels.size());
+    std::string variant = kernel.launchVariant.empty() ? "" : "__" + kernel.launchVariant;
+    nest.name = fmt::format("{}{}__k{}", kernel.instanceName(), variant, program.kernels.size());
     for (const ComputeStage& other : computed) {
       if (&other == &stage || placement.at(other.stage->name).root != stage.stage->name) continue;
       members.push_back(&other);

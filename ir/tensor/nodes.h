@@ -253,6 +253,9 @@ struct Kernel {
   std::vector<Directive> schedule;  // the kernel's schedule block, empty when it has none
   // The values `-D` gave params: those the default policy declares read them there.
   std::map<std::string, int64_t> paramValues;
+  // In a launch variant (launch_variants.h): the largest value a size takes where the variant runs.
+  std::map<std::string, int64_t> sizeAtMost;
+  std::string launchVariant;  // its name, which its CUDA kernels' names carry ("LANES32"); empty if the only one
   SourceLoc loc;
 
   // "softmax" or, for an instance, "softmax_f16": the host function's name.

@@ -78,6 +78,41 @@ std::string printParam(const ScheduleParam& param) {
   return fmt::format("param {} in [{}] = {}", param.name, join(candidates, ", "), param.defaultValue);
 }
 
+bool SizeCase::holds(int64_t size) const {
+  switch (comparison) {
+    case SizeComparison::Less: return size < bound;
+    case SizeComparison::AtMost: return size <= bound;
+    case SizeComparison::Greater: return size > bound;
+    case SizeComparison::AtLeast: return size >= bound;
+    case SizeComparison::Equal: return size == bound;
+    case SizeComparison::NotEqual: return size != bound;
+  }
+  __builtin_unreachable();
+}
+
+int64_t LaunchParam::valueAt(const std::map<std::string, int64_t>& sizes) const {
+  for (const SizeCase& sizeCase : cases)
+    if (sizeCase.holds(sizes.at(sizeCase.size.text))) return sizeCase.value;
+  return otherwise;
+}
+
+std::string printParam(const LaunchParam& param) {
+  std::vector<std::string> candidates;
+  for (int64_t candidate : param.candidates) candidates.push_back(std::to_string(candidate));
+  std::string text = fmt::format("param {} in [{}] =", param.name, join(candidates, ", "));
+  for (const SizeCase& sizeCase : param.cases) {
+    const char* comparison = sizeCase.comparison == SizeComparison::Less      ? "<"
+                             : sizeCase.comparison == SizeComparison::AtMost  ? "<="
+                             : sizeCase.comparison == SizeComparison::Greater ? ">"
+                             : sizeCase.comparison == SizeComparison::AtLeast ? ">="
+                             : sizeCase.comparison == SizeComparison::Equal   ? "=="
+                                                                              : "!=";
+    text += fmt::format(" {} if {} {} {} else", sizeCase.value, sizeCase.size.text, comparison,
+                        sizeCase.type.empty() ? std::to_string(sizeCase.bound) : sizeCase.type);
+  }
+  return text + fmt::format(" {}", param.otherwise);
+}
+
 std::string defaultCacheName(const std::string& source, CacheMemory memory,
                              const std::function<bool(const std::string&)>& taken) {
   std::string base = source + (memory == CacheMemory::Shared ? "_shared" : "_local");

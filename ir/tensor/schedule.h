@@ -7,6 +7,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,11 +34,37 @@ struct Name {
   SourceLoc loc;
 };
 
+// One `V if SIZE <= B` of a param's default, or `V if T == f16` (`type` set: `size` names a type parameter),
+// which each instance of a generic kernel decides (foldTypeCases, frontend/schedule.h).
+enum class SizeComparison { Less, AtMost, Greater, AtLeast, Equal, NotEqual };
+struct SizeCase {
+  Name size;
+  SizeComparison comparison = SizeComparison::AtMost;
+  int64_t bound = 0;
+  int64_t value = 0;
+  SourceLoc loc;     // `V if SIZE <= B`
+  std::string type;  // `f16` in `T == f16`; empty for a size
+  bool holds(int64_t size) const;
+};
+
+// A param whose default depends on sizes, `param P in [..] = V if S <= B else W`, and that no `-D` set:
+// the kernel is lowered once per value it takes and the launcher picks by the sizes
+// (ir/tensor/launch_variants.h).
+struct LaunchParam {
+  std::string name;
+  std::vector<int64_t> candidates;
+  std::vector<SizeCase> cases;  // the first that holds gives the value
+  int64_t otherwise = 0;        // where none holds
+  int64_t valueAt(const std::map<std::string, int64_t>& sizes) const;
+};
+
 // A number as written in a directive, with its value (a `param` is replaced by its value).
 struct Number {
   int64_t value = 0;
   SourceLoc loc;
   std::string param;  // the param it was written as (printed by name), or empty
+  // Written as a LaunchParam: `value` is the one of the launch variant being lowered.
+  std::shared_ptr<const LaunchParam> atLaunch = nullptr;
 };
 
 enum class HardwareScope { Block, Thread, Warp, Grid };
@@ -93,6 +121,7 @@ struct ScheduleParam {
   int64_t defaultValue = 0;
 };
 std::string printParam(const ScheduleParam& param);
+std::string printParam(const LaunchParam& param);
 
 // The name of a cache of `source` written without `-> NAME`: `S_shared` or `S_local`, then `_1`, `_2`, ...
 // while `taken` says the name is in use.

@@ -188,6 +188,12 @@ std::string NestScheduler::uniqueVar(const std::string& base) {
 
 Program applySchedule(const loop::Program& program, const ScheduleModel& model, Diagnostics& diagnostics) {
   Program tiled{program.source, program.temporaries, {}, {}};
+  // The params chosen at launch are printed as declared, so that the printed schedule builds every variant.
+  std::set<std::string> printedParams;
+  for (const Directive& directive : program.source.schedule)
+    for (const Number& factor : directive.factors)
+      if (factor.atLaunch && printedParams.insert(factor.atLaunch->name).second)
+        tiled.schedule.push_back(printParam(*factor.atLaunch));
   for (const Directive& directive : program.source.schedule) {
     const std::set<std::string>& passedOver = model.passedOverCaches;
     bool cache = directive.kind == DirectiveKind::Cache && !directive.results.empty();

@@ -3,6 +3,7 @@
 // path where they do not fit, double-buffered with asynchronous copies, or a stage computed there.
 #include "ir/tile/nest_scheduler.h"
 #include "ir/tile/schedule_checker.h"
+#include "ir/tensor/launch_variants.h"
 
 namespace emmy::tile {
 
@@ -106,7 +107,15 @@ std::optional<ScheduleChecker::CopyFit> ScheduleChecker::fitCopy(const Directive
   const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
   DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
   std::optional<int64_t> rowBound;
-  if (!compute && fit.memory == CacheMemory::Shared && !own) rowBound = kWholeRowCacheBytes / dtypeBytes(dtype);
+  if (!compute && fit.memory == CacheMemory::Shared && !own) {
+    rowBound = kWholeRowCacheBytes / dtypeBytes(dtype);
+    // A launch variant for short rows holds its longest row (in whole 16-byte vectors), no more: shared
+    // memory a block does not use would only limit how many blocks an SM holds.
+    if (std::optional<int64_t> longest = largestExtent(shape.back(), kernel_)) {
+      int64_t lanes = std::max<int64_t>(1, 16 / dtypeBytes(dtype));
+      rowBound = std::min(*rowBound, (std::max<int64_t>(*longest, 1) + lanes - 1) / lanes * lanes);
+    }
+  }
   std::vector<const ScheduledLoop*> varying = varyingLoops(at, loopAt, fit.memory);
   std::vector<std::vector<int64_t>> parts;
   for (const std::vector<ExprPtr>& indices : reads) {
@@ -440,6 +449,12 @@ StmtPtr NestScheduler::rowVariants(const PlacedCache& cache, const Defined& defi
   size_t position = cache.position;
   wholeRowsInUse_[&cache] = true;
   StmtPtr copied = generate(position, defined, masks);
+  // Where the sizes bound the rows (a launch variant for short rows), they always fit.
+  std::optional<int64_t> longest = largestExtent(sourceShape(cache).back(), kernel_);
+  if (longest && *longest <= cache.cache->shape.back()) {
+    wholeRowsInUse_.erase(&cache);
+    return copied;
+  }
   wholeRowsInUse_[&cache] = false;
   StmtPtr direct = generate(position, defined, masks);
   wholeRowsInUse_.erase(&cache);

@@ -160,150 +160,68 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__ms, h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)8192)) {
-      EMMY_SHARED(float, h__x_row, 8192);
-      __syncthreads();
-      for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
-        const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
-        const int64_t h__x_row_1 = (h__x_row_element % (int64_t)8192);
-        emmy_copy_async_lanes<4>(h__x_row, h__x_row_1, x, ((n * D) + h__x_row_1), (n < N) ? (D - h__x_row_1) : (int64_t)0);
+    EMMY_SHARED(float, h__x_row, 2048);
+    __syncthreads();
+    for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
+      const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
+      const int64_t h__x_row_1 = (h__x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<4>(h__x_row, h__x_row_1, x, ((n * D) + h__x_row_1), (n < N) ? (D - h__x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float h__ms;
+    float h__ms__acc;
+    h__ms__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float h__x_row__lanes[4];
+      emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
       }
-      emmy_wait_for_copies<0>();
-      float h__ms;
-      float h__ms__acc;
-      h__ms__acc = 0.0f;
-      const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      __syncthreads();
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) float h__x_row__lanes[4];
-        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
-        #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
-        }
-      }
-      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
-          if ((d_1 < D)) {
-            h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
-          }
-        }
-      }
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-      EMMY_SHARED(float, h__ms__acc__partials, 8);
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
-      }
-      __syncthreads();
-      h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-      h__ms = (h__ms__acc / (float)D);
-      const int64_t d_lane = (int64_t)threadIdx.x;
-      float d_step__invariant_0;
-      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float g__lanes[4];
-          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float h__x_row__lanes[4];
-          emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) float h__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-          }
-          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-            }
-          }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
         }
       }
     }
-    if ((!(D <= (int64_t)8192))) {
-      float h__ms;
-      float h__ms__acc;
-      h__ms__acc = 0.0f;
-      const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              h__ms__acc = (h__ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
-            }
-          }
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+    h__ms = (h__ms__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float g__lanes[4];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
+        alignas(16) float h__x_row__lanes[4];
+        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
+        alignas(16) float h__lanes[4];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
-      }
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-      EMMY_SHARED(float, h__ms__acc__partials, 8);
-      __syncthreads();
-      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-        h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
-      }
-      __syncthreads();
-      h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
-      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
-      h__ms = (h__ms__acc / (float)D);
-      const int64_t d_lane = (int64_t)threadIdx.x;
-      float d_step__invariant_0;
-      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float g__lanes[4];
-          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) float h__lanes[4];
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
-          }
-          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-        } else {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
-            }
+        *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
           }
         }
       }
@@ -312,7 +230,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k0(const floa
 }
 
 // Computes y__h__acc, y__h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
       const int64_t y__h__lane = (int64_t)threadIdx.x;
@@ -774,7 +692,2088 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k1(const floa
 }
 
 // Computes y__y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      alignas(16) float y__accumulators[64];
+      #pragma unroll
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int64_t y__lane_row = (y__lane / (int64_t)8);
+      const int64_t y__lane_col = (y__lane % (int64_t)8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int64_t y__slices = ((H + (int64_t)7) / (int64_t)8);
+      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
+      const int64_t y__a_slices_along_0 = ((no * (int64_t)128) + y__a_slices_column);
+      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_1 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)32));
+      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_2 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)64));
+      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_3 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)96));
+      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
+      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
+      const int64_t y__b_slices_along_0 = ((oo * (int64_t)128) + y__b_slices_column);
+      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_1 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)32));
+      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_2 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)64));
+      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_3 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)96));
+      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)2) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)1) + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+          const int64_t i0 = ((((no * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < D)) {
+                alignas(16) float y__vector[4];
+                y__vector[(int64_t)0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
+                y__vector[(int64_t)1] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
+                y__vector[(int64_t)2] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
+                y__vector[(int64_t)3] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
+                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((i1 < D)) {
+                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
+                }
+                if (((i1 + (int64_t)1) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)1)] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
+                }
+                if (((i1 + (int64_t)2) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)2)] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
+                }
+                if (((i1 + (int64_t)3) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)3)] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes h__ms, h.
+extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, h__x_row, 8192);
+    __syncthreads();
+    for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
+      const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
+      const int64_t h__x_row_1 = (h__x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<4>(h__x_row, h__x_row_1, x, ((n * D) + h__x_row_1), (n < N) ? (D - h__x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float h__ms;
+    float h__ms__acc;
+    h__ms__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float h__x_row__lanes[4];
+      emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
+        }
+      }
+    }
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+    EMMY_SHARED(float, h__ms__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
+    }
+    __syncthreads();
+    h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+    h__ms = (h__ms__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float g__lanes[4];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
+        alignas(16) float h__x_row__lanes[4];
+        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
+        alignas(16) float h__lanes[4];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+        }
+        *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes y__h__acc, y__h.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__h__lane = (int64_t)threadIdx.x;
+      const int64_t y__h__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__h__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__h__a_slices_0, 1056);
+      EMMY_SHARED(float, y__h__a_slices_1, 1056);
+      EMMY_SHARED(float, y__h__b_slices_0, 1056);
+      EMMY_SHARED(float, y__h__b_slices_1, 1056);
+      alignas(16) float y__h__accumulators[64];
+      #pragma unroll
+      for (int64_t y__h__element = (int64_t)0; y__h__element < (int64_t)64; y__h__element += (int64_t)1) {
+        y__h__accumulators[y__h__element] = 0.0f;
+      }
+      const int64_t y__h__lane_row = (y__h__lane / (int64_t)8);
+      const int64_t y__h__lane_col = (y__h__lane % (int64_t)8);
+      alignas(16) float y__h__a_fragments[16];
+      alignas(16) float y__h__b_fragments[16];
+      const int64_t y__h__slices = ((D + (int64_t)7) / (int64_t)8);
+      const int64_t y__h__a_slices_first_row = (y__h__thread % (int64_t)8);
+      const int64_t y__h__a_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * (int64_t)132) + y__h__a_slices_column);
+      const int64_t y__h__a_slices_along_0 = ((no * (int64_t)128) + y__h__a_slices_column);
+      const int64_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_1 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)32));
+      const int64_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_2 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)64));
+      const int64_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_3 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)96));
+      const int64_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + (int64_t)8)) - y__h__a_slices_source_0);
+      const int64_t y__h__b_slices_first_row = (y__h__thread % (int64_t)8);
+      const int64_t y__h__b_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * (int64_t)132) + y__h__b_slices_column);
+      const int64_t y__h__b_slices_along_0 = ((oo * (int64_t)128) + y__h__b_slices_column);
+      const int64_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_1 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)32));
+      const int64_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_2 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)64));
+      const int64_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_3 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)96));
+      const int64_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + (int64_t)8)) - y__h__b_slices_source_0);
+      if (((int64_t)0 < y__h__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
+      }
+      for (int64_t y__h__slice = (int64_t)0; y__h__slice < y__h__slices; y__h__slice += (int64_t)2) {
+        if ((y__h__slice < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__h__slice + (int64_t)1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__h__slice + (int64_t)1) < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__h__slice + (int64_t)1) + (int64_t)1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+          const int64_t i0 = ((((no * (int64_t)128) + (y__h__warp_row * (int64_t)32)) + (y__h__row_group * (int64_t)16)) + ((y__h__lane_row * (int64_t)4) + y__h__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (y__h__warp_col * (int64_t)64)) + (y__h__col_group * (int64_t)32)) + (y__h__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < H)) {
+                alignas(16) float y__h__vector[4];
+                y__h__vector[(int64_t)0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
+                y__h__vector[(int64_t)1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
+                y__h__vector[(int64_t)2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
+                y__h__vector[(int64_t)3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
+                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
+              } else {
+                if ((i1 < H)) {
+                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
+                }
+                if (((i1 + (int64_t)1) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
+                }
+                if (((i1 + (int64_t)2) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
+                }
+                if (((i1 + (int64_t)3) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes y__y__acc, y.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__lane = (int64_t)threadIdx.x;
+      const int64_t y__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      alignas(16) float y__accumulators[64];
+      #pragma unroll
+      for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int64_t y__lane_row = (y__lane / (int64_t)8);
+      const int64_t y__lane_col = (y__lane % (int64_t)8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int64_t y__slices = ((H + (int64_t)7) / (int64_t)8);
+      const int64_t y__a_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__a_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)132) + y__a_slices_column);
+      const int64_t y__a_slices_along_0 = ((no * (int64_t)128) + y__a_slices_column);
+      const int64_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_1 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)32));
+      const int64_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_2 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)64));
+      const int64_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_along_3 = ((no * (int64_t)128) + (y__a_slices_column + (int64_t)96));
+      const int64_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const int64_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + (int64_t)8)) - y__a_slices_source_0);
+      const int64_t y__b_slices_first_row = (y__thread % (int64_t)8);
+      const int64_t y__b_slices_column = (((y__thread / (int64_t)32) * (int64_t)4) + ((y__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)132) + y__b_slices_column);
+      const int64_t y__b_slices_along_0 = ((oo * (int64_t)128) + y__b_slices_column);
+      const int64_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_1 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)32));
+      const int64_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_2 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)64));
+      const int64_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_along_3 = ((oo * (int64_t)128) + (y__b_slices_column + (int64_t)96));
+      const int64_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const int64_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + (int64_t)8)) - y__b_slices_source_0);
+      if (((int64_t)0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
+      }
+      for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)2) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + ((y__slice + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + ((y__slice + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__slice + (int64_t)1) < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__slice + (int64_t)1) + (int64_t)1) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)32), y__h, (y__a_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)64), y__h, (y__a_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + (int64_t)96), y__h, (y__a_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)32), w2, (y__b_slices_source_1 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)64), w2, (y__b_slices_source_2 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + (int64_t)96), w2, (y__b_slices_source_3 + (((y__slice + (int64_t)1) + (int64_t)1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)132 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)132 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)264 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)264 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)396 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)396 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)528 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)528 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)660 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)660 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)792 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)792 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)924 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)924 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                  y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+          const int64_t i0 = ((((no * (int64_t)128) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < D)) {
+                alignas(16) float y__vector[4];
+                y__vector[(int64_t)0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
+                y__vector[(int64_t)1] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
+                y__vector[(int64_t)2] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
+                y__vector[(int64_t)3] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
+                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((i1 < D)) {
+                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b2[i1]));
+                }
+                if (((i1 + (int64_t)1) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)1)] = (x[((i0 * D) + (i1 + (int64_t)1))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b2[(i1 + (int64_t)1)]));
+                }
+                if (((i1 + (int64_t)2) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)2)] = (x[((i0 * D) + (i1 + (int64_t)2))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b2[(i1 + (int64_t)2)]));
+                }
+                if (((i1 + (int64_t)3) < D)) {
+                  y[(((i0 * D) + i1) + (int64_t)3)] = (x[((i0 * D) + (i1 + (int64_t)3))] + (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b2[(i1 + (int64_t)3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes h__ms, h.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    if ((D <= (int64_t)8192)) {
+      EMMY_SHARED(float, h__x_row, 8192);
+      __syncthreads();
+      for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
+        const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
+        const int64_t h__x_row_1 = (h__x_row_element % (int64_t)8192);
+        emmy_copy_async_lanes<4>(h__x_row, h__x_row_1, x, ((n * D) + h__x_row_1), (n < N) ? (D - h__x_row_1) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float h__ms;
+      float h__ms__acc;
+      h__ms__acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      __syncthreads();
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) float h__x_row__lanes[4];
+        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
+          }
+        }
+      }
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+      EMMY_SHARED(float, h__ms__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
+      }
+      __syncthreads();
+      h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+      h__ms = (h__ms__acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float g__lanes[4];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float h__x_row__lanes[4];
+          emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) float h__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
+            }
+          }
+        }
+      }
+    }
+    if ((!(D <= (int64_t)8192))) {
+      float h__ms;
+      float h__ms__acc;
+      h__ms__acc = 0.0f;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+            if ((d_1 < D)) {
+              h__ms__acc = (h__ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
+            }
+          }
+        }
+      }
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+      EMMY_SHARED(float, h__ms__acc__partials, 8);
+      __syncthreads();
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        h__ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = h__ms__acc;
+      }
+      __syncthreads();
+      h__ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? h__ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+      h__ms = (h__ms__acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float g__lanes[4];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) float h__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes y__h__acc, y__h.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
+    for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
+      const int64_t y__h__lane = (int64_t)threadIdx.x;
+      const int64_t y__h__warp_col = (int64_t)threadIdx.y;
+      const int64_t y__h__warp_row = (int64_t)threadIdx.z;
+      const int64_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * (int64_t)2)) * (int64_t)32));
+      EMMY_SHARED(float, y__h__a_slices_0, 1056);
+      EMMY_SHARED(float, y__h__a_slices_1, 1056);
+      EMMY_SHARED(float, y__h__b_slices_0, 1056);
+      EMMY_SHARED(float, y__h__b_slices_1, 1056);
+      alignas(16) float y__h__accumulators[64];
+      #pragma unroll
+      for (int64_t y__h__element = (int64_t)0; y__h__element < (int64_t)64; y__h__element += (int64_t)1) {
+        y__h__accumulators[y__h__element] = 0.0f;
+      }
+      const int64_t y__h__lane_row = (y__h__lane / (int64_t)8);
+      const int64_t y__h__lane_col = (y__h__lane % (int64_t)8);
+      alignas(16) float y__h__a_fragments[16];
+      alignas(16) float y__h__b_fragments[16];
+      const int64_t y__h__slices = ((D + (int64_t)7) / (int64_t)8);
+      const int64_t y__h__a_slices_first_row = (y__h__thread % (int64_t)8);
+      const int64_t y__h__a_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * (int64_t)132) + y__h__a_slices_column);
+      const int64_t y__h__a_slices_along_0 = ((no * (int64_t)128) + y__h__a_slices_column);
+      const int64_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_1 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)32));
+      const int64_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_2 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)64));
+      const int64_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_along_3 = ((no * (int64_t)128) + (y__h__a_slices_column + (int64_t)96));
+      const int64_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const int64_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + (int64_t)8)) - y__h__a_slices_source_0);
+      const int64_t y__h__b_slices_first_row = (y__h__thread % (int64_t)8);
+      const int64_t y__h__b_slices_column = (((y__h__thread / (int64_t)32) * (int64_t)4) + ((y__h__thread / (int64_t)8) % (int64_t)4));
+      const int64_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * (int64_t)132) + y__h__b_slices_column);
+      const int64_t y__h__b_slices_along_0 = ((oo * (int64_t)128) + y__h__b_slices_column);
+      const int64_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_1 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)32));
+      const int64_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_2 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)64));
+      const int64_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_along_3 = ((oo * (int64_t)128) + (y__h__b_slices_column + (int64_t)96));
+      const int64_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const int64_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + (int64_t)8)) - y__h__b_slices_source_0);
+      if (((int64_t)0 < y__h__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
+      }
+      for (int64_t y__h__slice = (int64_t)0; y__h__slice < y__h__slices; y__h__slice += (int64_t)2) {
+        if ((y__h__slice < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__h__slice + (int64_t)1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + ((y__h__slice + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_0, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_0, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_0, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_0, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__h__slice + (int64_t)1) < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__h__slice + (int64_t)1) + (int64_t)1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)32), h, (y__h__a_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)64), h, (y__h__a_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + (int64_t)96), h, (y__h__a_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)32), w1, (y__h__b_slices_source_1 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)64), w1, (y__h__b_slices_source_2 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + (int64_t)96), w1, (y__h__b_slices_source_3 + (((y__h__slice + (int64_t)1) + (int64_t)1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + (int64_t)1) + (int64_t)1) * (int64_t)8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4)) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4)) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)132 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)132 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)264 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)264 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)396 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)396 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)528 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)528 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)660 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)660 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * (int64_t)4)], y__h__a_slices_1, (((int64_t)792 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * (int64_t)4)], y__h__b_slices_1, (((int64_t)792 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[((int64_t)8 + (y__h__row_group * (int64_t)4))], y__h__a_slices_1, (((int64_t)924 + ((y__h__warp_row * (int64_t)32) + (y__h__lane_row * (int64_t)4))) + (y__h__row_group * (int64_t)16)));
+          }
+          #pragma unroll
+          for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[((int64_t)8 + (y__h__col_group * (int64_t)4))], y__h__b_slices_1, (((int64_t)924 + ((y__h__warp_col * (int64_t)64) + (y__h__lane_col * (int64_t)4))) + (y__h__col_group * (int64_t)32)));
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * (int64_t)4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * (int64_t)4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__h__col_in_group = (int64_t)0; y__h__col_in_group < (int64_t)4; y__h__col_in_group += (int64_t)1) {
+                  y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))] + (y__h__a_fragments[((int64_t)8 + ((y__h__row_group * (int64_t)4) + y__h__row_in_group))] * y__h__b_fragments[((int64_t)8 + ((y__h__col_group * (int64_t)4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int64_t y__h__row_group = (int64_t)0; y__h__row_group < (int64_t)2; y__h__row_group += (int64_t)1) {
+        #pragma unroll
+        for (int64_t y__h__row_in_group = (int64_t)0; y__h__row_in_group < (int64_t)4; y__h__row_in_group += (int64_t)1) {
+          const int64_t i0 = ((((no * (int64_t)128) + (y__h__warp_row * (int64_t)32)) + (y__h__row_group * (int64_t)16)) + ((y__h__lane_row * (int64_t)4) + y__h__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int64_t y__h__col_group = (int64_t)0; y__h__col_group < (int64_t)2; y__h__col_group += (int64_t)1) {
+              const int64_t i1 = ((((oo * (int64_t)128) + (y__h__warp_col * (int64_t)64)) + (y__h__col_group * (int64_t)32)) + (y__h__lane_col * (int64_t)4));
+              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + (int64_t)3) < H)) {
+                alignas(16) float y__h__vector[4];
+                y__h__vector[(int64_t)0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
+                y__h__vector[(int64_t)1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
+                y__h__vector[(int64_t)2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
+                y__h__vector[(int64_t)3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
+                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
+              } else {
+                if ((i1 < H)) {
+                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4))] + b1[i1]));
+                }
+                if (((i1 + (int64_t)1) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)1)] + b1[(i1 + (int64_t)1)]));
+                }
+                if (((i1 + (int64_t)2) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)2)] + b1[(i1 + (int64_t)2)]));
+                }
+                if (((i1 + (int64_t)3) < H)) {
+                  y__h[(((i0 * H) + i1) + (int64_t)3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * (int64_t)4) + y__h__row_in_group) * (int64_t)8) + (y__h__col_group * (int64_t)4)) + (int64_t)3)] + b1[(i1 + (int64_t)3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes y__y__acc, y.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
       const int64_t y__lane = (int64_t)threadIdx.x;
@@ -1248,17 +3247,45 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   float* y__h = nullptr;
   if (cudaMallocAsync((void**)&y__h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("residual_mlp: cannot allocate the temporary y__h");
-  EMMY_LAUNCH(residual_mlp__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("residual_mlp: kernel residual_mlp__k0 failed: %s", cudaGetErrorString(error));
-  if (!(H == 0 || N == 0)) {
-    EMMY_LAUNCH(residual_mlp__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(residual_mlp__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("residual_mlp: kernel residual_mlp__k1 failed: %s", cudaGetErrorString(error));
+      return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    if (!(H == 0 || N == 0)) {
+      EMMY_LAUNCH(residual_mlp__LANES32__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k1 failed: %s", cudaGetErrorString(error));
+    }
+    EMMY_LAUNCH(residual_mlp__LANES32__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k2 failed: %s", cudaGetErrorString(error));
   }
-  EMMY_LAUNCH(residual_mlp__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("residual_mlp: kernel residual_mlp__k2 failed: %s", cudaGetErrorString(error));
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(residual_mlp__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    if (!(H == 0 || N == 0)) {
+      EMMY_LAUNCH(residual_mlp__LANES128__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k1 failed: %s", cudaGetErrorString(error));
+    }
+    EMMY_LAUNCH(residual_mlp__LANES128__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k2 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(residual_mlp__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    if (!(H == 0 || N == 0)) {
+      EMMY_LAUNCH(residual_mlp__LANES256__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k1 failed: %s", cudaGetErrorString(error));
+    }
+    EMMY_LAUNCH(residual_mlp__LANES256__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k2 failed: %s", cudaGetErrorString(error));
+  }
   cudaFreeAsync(h, stream);
   cudaFreeAsync(y__h, stream);
   return 0;

@@ -2361,12 +2361,12 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
 extern "C" __global__ void __launch_bounds__(256, 1) transpose_f16__k0(const __half* x, __half* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
-      EMMY_SHARED(__half, x_tile, 1056);
+      EMMY_SHARED(__half, x_tile, 1088);
       __syncthreads();
       for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)32 * ((int64_t)threadIdx.y + ((int64_t)8 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
         const int64_t x_tile_0 = ((x_tile_element / (int64_t)32) % (int64_t)32);
         const int64_t x_tile_1 = (x_tile_element % (int64_t)32);
-        x_tile[((x_tile_0 * (int64_t)33) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)32), x_tile_1) < N)) ? x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))] : emmy_f16(0.0f));
+        x_tile[((x_tile_0 * (int64_t)34) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)32), x_tile_1) < N)) ? x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))] : emmy_f16(0.0f));
       }
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t mi = (int64_t)threadIdx.x;
@@ -2377,7 +2377,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) transpose_f16__k0(const __h
         for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
           const int64_t n = ((no * (int64_t)32) + ((nt * (int64_t)4) + nr));
           if ((n < N)) {
-            y[((n * M) + m)] = x_tile[((mi * (int64_t)33) + ((nt * (int64_t)4) + nr))];
+            y[((n * M) + m)] = x_tile[((mi * (int64_t)34) + ((nt * (int64_t)4) + nr))];
           }
         }
       }
@@ -2403,12 +2403,12 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
 extern "C" __global__ void __launch_bounds__(256, 1) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
-      EMMY_SHARED(__nv_bfloat16, x_tile, 1056);
+      EMMY_SHARED(__nv_bfloat16, x_tile, 1088);
       __syncthreads();
       for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)32 * ((int64_t)threadIdx.y + ((int64_t)8 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
         const int64_t x_tile_0 = ((x_tile_element / (int64_t)32) % (int64_t)32);
         const int64_t x_tile_1 = (x_tile_element % (int64_t)32);
-        x_tile[((x_tile_0 * (int64_t)33) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)32), x_tile_1) < N)) ? x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))] : emmy_bf16(0.0f));
+        x_tile[((x_tile_0 * (int64_t)34) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)32), x_tile_1) < N)) ? x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))] : emmy_bf16(0.0f));
       }
       const int64_t nt = (int64_t)threadIdx.y;
       const int64_t mi = (int64_t)threadIdx.x;
@@ -2419,7 +2419,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) transpose_bf16__k0(const __
         for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
           const int64_t n = ((no * (int64_t)32) + ((nt * (int64_t)4) + nr));
           if ((n < N)) {
-            y[((n * M) + m)] = x_tile[((mi * (int64_t)33) + ((nt * (int64_t)4) + nr))];
+            y[((n * M) + m)] = x_tile[((mi * (int64_t)34) + ((nt * (int64_t)4) + nr))];
           }
         }
       }

@@ -213,7 +213,271 @@ static int emmy_fail(const char* format, ...) {
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __half* x, __half* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(const __half* x, __half* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__half, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    __half m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = emmy_f16((float)m__acc);
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__reciprocal_0;
+    d_step__reciprocal_0 = (1.0f / s);
+    if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+          alignas(16) __half y__lanes[8];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            }
+          }
+        }
+      }
+    } else {
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+          alignas(16) __half y__lanes[8];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(const __half* x, __half* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__half, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    __half m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    EMMY_SHARED(float, m__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
+    }
+    __syncthreads();
+    m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = emmy_f16((float)m__acc);
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    EMMY_SHARED(float, s__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
+    }
+    __syncthreads();
+    s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__reciprocal_0;
+    d_step__reciprocal_0 = (1.0f / s);
+    if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+          alignas(16) __half y__lanes[8];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            }
+          }
+        }
+      }
+    } else {
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+          alignas(16) __half y__lanes[8];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -229,20 +493,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
-        alignas(16) __half x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
           m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
         }
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
           if ((d_1 < D)) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
           }
@@ -269,20 +533,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) __half x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
             s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
           }
@@ -309,45 +573,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __half y__lanes[4];
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+            alignas(16) __half x_row__lanes[8];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+            alignas(16) __half y__lanes[8];
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
             }
           }
         }
       } else {
-        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __half y__lanes[4];
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+            alignas(16) __half x_row__lanes[8];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+            alignas(16) __half y__lanes[8];
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
               }
             }
           }
@@ -359,19 +623,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
             if ((d_1 < D)) {
               m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
             }
@@ -399,19 +663,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
               s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
             }
@@ -439,21 +703,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __half y__lanes[4];
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+            alignas(16) __half x__lanes[8];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+            alignas(16) __half y__lanes[8];
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
                 y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
@@ -461,21 +725,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__k0(const __hal
           }
         }
       } else {
-        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __half x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __half y__lanes[4];
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+            alignas(16) __half x__lanes[8];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+            alignas(16) __half y__lanes[8];
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
                 y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
               }
@@ -493,16 +757,292 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
   if (N < 0) return emmy_fail("softmax_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_f16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(softmax_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("softmax_f16: kernel softmax_f16__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(softmax_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_f16: kernel softmax_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(softmax_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_f16: kernel softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(softmax_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_f16: kernel softmax_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__nv_bfloat16, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    __nv_bfloat16 m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = emmy_bf16((float)m__acc);
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__reciprocal_0;
+    d_step__reciprocal_0 = (1.0f / s);
+    if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+          alignas(16) __nv_bfloat16 y__lanes[8];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            }
+          }
+        }
+      }
+    } else {
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+          alignas(16) __nv_bfloat16 y__lanes[8];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__nv_bfloat16, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    __nv_bfloat16 m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    EMMY_SHARED(float, m__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
+    }
+    __syncthreads();
+    m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = emmy_bf16((float)m__acc);
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    EMMY_SHARED(float, s__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
+    }
+    __syncthreads();
+    s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__reciprocal_0;
+    d_step__reciprocal_0 = (1.0f / s);
+    if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+          alignas(16) __nv_bfloat16 y__lanes[8];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            }
+          }
+        }
+      }
+    } else {
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+          alignas(16) __nv_bfloat16 y__lanes[8];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -518,20 +1058,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
-        alignas(16) __nv_bfloat16 x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
           m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
         }
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
           if ((d_1 < D)) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
           }
@@ -558,20 +1098,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) __nv_bfloat16 x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
             s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
           }
@@ -598,45 +1138,45 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __nv_bfloat16 y__lanes[4];
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[8];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+            alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
             }
           }
         }
       } else {
-        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x_row__lanes[4];
-            emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-            alignas(16) __nv_bfloat16 y__lanes[4];
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+            alignas(16) __nv_bfloat16 x_row__lanes[8];
+            emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+            alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m))) / s));
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
               }
             }
           }
@@ -648,19 +1188,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
             if ((d_1 < D)) {
               m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
             }
@@ -688,19 +1228,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
               s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
             }
@@ -728,21 +1268,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 y__lanes[4];
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[8];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+            alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
                 y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
               }
@@ -750,21 +1290,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__k0(const __nv
           }
         }
       } else {
-        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-            alignas(16) __nv_bfloat16 x__lanes[4];
-            *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-            alignas(16) __nv_bfloat16 y__lanes[4];
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+            alignas(16) __nv_bfloat16 x__lanes[8];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+            alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
             }
-            *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
             #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
                 y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
               }
@@ -782,16 +1322,292 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
   if (N < 0) return emmy_fail("softmax_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_bf16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(softmax_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("softmax_bf16: kernel softmax_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(softmax_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(softmax_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(softmax_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(const float* x, float* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)4);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)4) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, x_row[d_1]);
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = m__acc;
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf((x_row[d_1] - m)));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__reciprocal_0;
+    d_step__reciprocal_0 = (1.0f / s);
+    if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x_row__lanes[4];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+            }
+          }
+        }
+      }
+    } else {
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x_row__lanes[4];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(const float* x, float* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)4);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)4) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, x_row[d_1]);
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    EMMY_SHARED(float, m__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
+    }
+    __syncthreads();
+    m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = m__acc;
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf((x_row[d_1] - m)));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    EMMY_SHARED(float, s__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
+    }
+    __syncthreads();
+    s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__reciprocal_0;
+    d_step__reciprocal_0 = (1.0f / s);
+    if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x_row__lanes[4];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+            }
+          }
+        }
+      }
+    } else {
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x_row__lanes[4];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -1071,16 +1887,244 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
   if (N < 0) return emmy_fail("softmax_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax_f32: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(softmax_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("softmax_f32: kernel softmax_f32__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(softmax_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_f32: kernel softmax_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(softmax_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_f32: kernel softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(softmax_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax_f32: kernel softmax_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const __half* x, __half* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0(const __half* x, __half* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__half, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    __half m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = emmy_f16((float)m__acc);
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = logf(s);
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+        alignas(16) __half y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__k0(const __half* x, __half* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__half, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    __half m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    EMMY_SHARED(float, m__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
+    }
+    __syncthreads();
+    m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = emmy_f16((float)m__acc);
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    EMMY_SHARED(float, s__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
+    }
+    __syncthreads();
+    s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = logf(s);
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+        alignas(16) __half y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -1096,20 +2140,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
-        alignas(16) __half x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
           m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
         }
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
           if ((d_1 < D)) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
           }
@@ -1136,20 +2180,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) __half x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
             s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
           }
@@ -1175,23 +2219,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x_row__lanes[4];
-          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) __half y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+          alignas(16) __half y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
           }
         }
@@ -1202,19 +2246,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
             if ((d_1 < D)) {
               m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
             }
@@ -1242,19 +2286,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
               s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
             }
@@ -1281,21 +2325,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__k0(const _
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __half y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+          alignas(16) __half y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
               y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
@@ -1312,16 +2356,244 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
   if (N < 0) return emmy_fail("log_softmax_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_f16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(log_softmax_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("log_softmax_f16: kernel log_softmax_f16__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(log_softmax_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(log_softmax_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(log_softmax_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__nv_bfloat16, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    __nv_bfloat16 m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = emmy_bf16((float)m__acc);
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = logf(s);
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__nv_bfloat16, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    __nv_bfloat16 m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    EMMY_SHARED(float, m__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
+    }
+    __syncthreads();
+    m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = emmy_bf16((float)m__acc);
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    EMMY_SHARED(float, s__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
+    }
+    __syncthreads();
+    s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = logf(s);
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -1337,20 +2609,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
-        alignas(16) __nv_bfloat16 x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
           m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
         }
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
           if ((d_1 < D)) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x_row[d_1]));
           }
@@ -1377,20 +2649,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) __nv_bfloat16 x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
             s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
           }
@@ -1416,23 +2688,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x_row__lanes[4];
-          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) __nv_bfloat16 y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+          alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
           }
         }
@@ -1443,19 +2715,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
             if ((d_1 < D)) {
               m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
             }
@@ -1483,19 +2755,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
               s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
             }
@@ -1522,21 +2794,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__k0(const 
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __nv_bfloat16 y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+          alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
               y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
             }
@@ -1553,16 +2825,244 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
   if (N < 0) return emmy_fail("log_softmax_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_bf16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(log_softmax_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(log_softmax_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(log_softmax_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(log_softmax_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0(const float* x, float* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)4);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)4) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, x_row[d_1]);
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = m__acc;
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf((x_row[d_1] - m)));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = logf(s);
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
+        alignas(16) float y__lanes[4];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__k0(const float* x, float* y, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)4);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float m;
+    float m__acc;
+    m__acc = -INFINITY;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        m__acc = emmy_max(m__acc, x_row__lanes[d_element_2]);
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)4) + d_element_2);
+        if ((d_1 < D)) {
+          m__acc = emmy_max(m__acc, x_row[d_1]);
+        }
+      }
+    }
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    EMMY_SHARED(float, m__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
+    }
+    __syncthreads();
+    m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+    m = m__acc;
+    float s;
+    float s__acc;
+    s__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          s__acc = (s__acc + expf((x_row[d_1] - m)));
+        }
+      }
+    }
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    EMMY_SHARED(float, s__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
+    }
+    __syncthreads();
+    s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+    s = s__acc;
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = logf(s);
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
+        alignas(16) float y__lanes[4];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes m, s, y.
+extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -1794,16 +3294,252 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
   if (N < 0) return emmy_fail("log_softmax_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("log_softmax_f32: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(log_softmax_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("log_softmax_f32: kernel log_softmax_f32__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(log_softmax_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(log_softmax_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(log_softmax_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__half, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float mu;
+    float mu__acc;
+    mu__acc = 0.0f;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    mu = (mu__acc / (float)D);
+    float var;
+    float var__acc;
+    var__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+        }
+      }
+    }
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    var = (var__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((var + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __half b__lanes[8];
+        *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
+        alignas(16) __half w__lanes[8];
+        *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+        alignas(16) __half y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes mu, var, y.
+extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__half, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float mu;
+    float mu__acc;
+    mu__acc = 0.0f;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    EMMY_SHARED(float, mu__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
+    }
+    __syncthreads();
+    mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    mu = (mu__acc / (float)D);
+    float var;
+    float var__acc;
+    var__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+        }
+      }
+    }
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    EMMY_SHARED(float, var__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
+    }
+    __syncthreads();
+    var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    var = (var__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((var + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __half b__lanes[8];
+        *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
+        alignas(16) __half w__lanes[8];
+        *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+        alignas(16) __half y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes mu, var, y.
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -1819,20 +3555,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
-        alignas(16) __half x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
           mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
         }
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
           if ((d_1 < D)) {
             mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
           }
@@ -1859,20 +3595,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) __half x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
             var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
           }
@@ -1898,27 +3634,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half b__lanes[4];
-          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half w__lanes[4];
-          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half x_row__lanes[4];
-          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) __half y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half b__lanes[8];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __half w__lanes[8];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __half x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+          alignas(16) __half y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
             }
           }
         }
@@ -1929,19 +3665,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       float mu__acc;
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
             if ((d_1 < D)) {
               mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
             }
@@ -1969,19 +3705,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
               var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
             }
@@ -2008,25 +3744,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__k0(const __h
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half b__lanes[4];
-          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half w__lanes[4];
-          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __half y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half b__lanes[8];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __half w__lanes[8];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+          alignas(16) __half y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
               y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
             }
@@ -2043,16 +3779,252 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
   if (N < 0) return emmy_fail("layernorm_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_f16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(layernorm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("layernorm_f16: kernel layernorm_f16__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(layernorm_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(layernorm_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(layernorm_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__nv_bfloat16, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float mu;
+    float mu__acc;
+    mu__acc = 0.0f;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    mu = (mu__acc / (float)D);
+    float var;
+    float var__acc;
+    var__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+        }
+      }
+    }
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    var = (var__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((var + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __nv_bfloat16 b__lanes[8];
+        *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
+        alignas(16) __nv_bfloat16 w__lanes[8];
+        *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes mu, var, y.
+extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__nv_bfloat16, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float mu;
+    float mu__acc;
+    mu__acc = 0.0f;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8) + d_element_2);
+        if ((d_1 < D)) {
+          mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
+        }
+      }
+    }
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    EMMY_SHARED(float, mu__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
+    }
+    __syncthreads();
+    mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    mu = (mu__acc / (float)D);
+    float var;
+    float var__acc;
+    var__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
+        }
+      }
+    }
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    EMMY_SHARED(float, var__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
+    }
+    __syncthreads();
+    var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    var = (var__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((var + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __nv_bfloat16 b__lanes[8];
+        *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
+        alignas(16) __nv_bfloat16 w__lanes[8];
+        *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes mu, var, y.
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -2068,20 +4040,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       __syncthreads();
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
-        alignas(16) __nv_bfloat16 x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
           mu__acc = (mu__acc + (float)emmy_f32(x_row__lanes[d_element_2]));
         }
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
           if ((d_1 < D)) {
             mu__acc = (mu__acc + (float)emmy_f32(x_row[d_1]));
           }
@@ -2108,20 +4080,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) __nv_bfloat16 x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           var__acc = (var__acc + (((float)emmy_f32(x_row__lanes[d_element_1]) - mu) * ((float)emmy_f32(x_row__lanes[d_element_1]) - mu)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
             var__acc = (var__acc + (((float)emmy_f32(x_row[d_1]) - mu) * ((float)emmy_f32(x_row[d_1]) - mu)));
           }
@@ -2147,27 +4119,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 b__lanes[4];
-          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 w__lanes[4];
-          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 x_row__lanes[4];
-          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) __nv_bfloat16 y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 b__lanes[8];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __nv_bfloat16 w__lanes[8];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __nv_bfloat16 x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+          alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
             }
           }
         }
@@ -2178,19 +4150,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       float mu__acc;
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 7) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
             if ((d_1 < D)) {
               mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
             }
@@ -2218,19 +4190,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       float var__acc;
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 7) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
               var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
             }
@@ -2257,25 +4229,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__k0(const __
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 b__lanes[4];
-          *reinterpret_cast<uint2*>(b__lanes) = *reinterpret_cast<const uint2*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 w__lanes[4];
-          *reinterpret_cast<uint2*>(w__lanes) = *reinterpret_cast<const uint2*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __nv_bfloat16 y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 b__lanes[8];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __nv_bfloat16 w__lanes[8];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+          alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
               y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
             }
@@ -2292,16 +4264,252 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
   if (N < 0) return emmy_fail("layernorm_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_bf16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(layernorm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("layernorm_bf16: kernel layernorm_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(layernorm_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(layernorm_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(layernorm_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)4);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float mu;
+    float mu__acc;
+    mu__acc = 0.0f;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)32)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        mu__acc = (mu__acc + x_row__lanes[d_element_2]);
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)4) + d_element_2);
+        if ((d_1 < D)) {
+          mu__acc = (mu__acc + x_row[d_1]);
+        }
+      }
+    }
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    mu = (mu__acc / (float)D);
+    float var;
+    float var__acc;
+    var__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        var__acc = (var__acc + ((x_row__lanes[d_element_1] - mu) * (x_row__lanes[d_element_1] - mu)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          var__acc = (var__acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
+        }
+      }
+    }
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    var = (var__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((var + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float b__lanes[4];
+        *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
+        alignas(16) float w__lanes[4];
+        *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
+        alignas(16) float y__lanes[4];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes mu, var, y.
+extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)4);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float mu;
+    float mu__acc;
+    mu__acc = 0.0f;
+    const int64_t d_lane_2 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)128)));
+    const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+    for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        mu__acc = (mu__acc + x_row__lanes[d_element_2]);
+      }
+    }
+    for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)4) + d_element_2);
+        if ((d_1 < D)) {
+          mu__acc = (mu__acc + x_row[d_1]);
+        }
+      }
+    }
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    EMMY_SHARED(float, mu__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
+    }
+    __syncthreads();
+    mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    mu = (mu__acc / (float)D);
+    float var;
+    float var__acc;
+    var__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        var__acc = (var__acc + ((x_row__lanes[d_element_1] - mu) * (x_row__lanes[d_element_1] - mu)));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          var__acc = (var__acc + ((x_row[d_1] - mu) * (x_row[d_1] - mu)));
+        }
+      }
+    }
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    EMMY_SHARED(float, var__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
+    }
+    __syncthreads();
+    var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    var = (var__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((var + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float b__lanes[4];
+        *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
+        alignas(16) float w__lanes[4];
+        *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
+        alignas(16) float y__lanes[4];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes mu, var, y.
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -2541,16 +4749,179 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
   if (N < 0) return emmy_fail("layernorm_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm_f32: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(layernorm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("layernorm_f32: kernel layernorm_f32__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(layernorm_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(layernorm_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(layernorm_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__half, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float ms;
+    float ms__acc;
+    ms__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+        }
+      }
+    }
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    ms = (ms__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((ms + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __half g__lanes[8];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+        alignas(16) __half y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes ms, y.
+extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__half, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float ms;
+    float ms__acc;
+    ms__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __half x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+        }
+      }
+    }
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    EMMY_SHARED(float, ms__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
+    }
+    __syncthreads();
+    ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    ms = (ms__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((ms + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __half g__lanes[8];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+        alignas(16) __half y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes ms, y.
+extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__half, x_row, 16384);
@@ -2566,20 +4937,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) __half x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        alignas(16) __half x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
             ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
           }
@@ -2605,25 +4976,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half g__lanes[4];
-          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half x_row__lanes[4];
-          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) __half y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half g__lanes[8];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __half x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+          alignas(16) __half y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
             }
           }
         }
@@ -2634,19 +5005,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       float ms__acc;
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
             if ((d_1 < D)) {
               ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
             }
@@ -2674,23 +5045,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__k0(const __hal
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __half g__lanes[4];
-          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __half x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __half y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __half g__lanes[8];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __half x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+          alignas(16) __half y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
               y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
             }
@@ -2707,16 +5078,179 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
   if (N < 0) return emmy_fail("rmsnorm_f16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_f16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(rmsnorm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(rmsnorm_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(rmsnorm_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(rmsnorm_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__nv_bfloat16, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float ms;
+    float ms__acc;
+    ms__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+        }
+      }
+    }
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    ms = (ms__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((ms + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __nv_bfloat16 g__lanes[8];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes ms, y.
+extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(__nv_bfloat16, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)8);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float ms;
+    float ms__acc;
+    ms__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) __nv_bfloat16 x_row__lanes[8];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
+        if ((d_1 < D)) {
+          ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
+        }
+      }
+    }
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    EMMY_SHARED(float, ms__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
+    }
+    __syncthreads();
+    ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    ms = (ms__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((ms + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        alignas(16) __nv_bfloat16 g__lanes[8];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__lanes[8];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes ms, y.
+extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)16384)) {
       EMMY_SHARED(__nv_bfloat16, x_row, 16384);
@@ -2732,20 +5266,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
       __syncthreads();
-      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
-      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
-        alignas(16) __nv_bfloat16 x_row__lanes[4];
-        emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        alignas(16) __nv_bfloat16 x_row__lanes[8];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           ms__acc = (ms__acc + ((float)emmy_f32(x_row__lanes[d_element_1]) * (float)emmy_f32(x_row__lanes[d_element_1])));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
-        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
             ms__acc = (ms__acc + ((float)emmy_f32(x_row[d_1]) * (float)emmy_f32(x_row[d_1])));
           }
@@ -2771,25 +5305,25 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 g__lanes[4];
-          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 x_row__lanes[4];
-          emmy_load_shared_vector<8>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
-          alignas(16) __nv_bfloat16 y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 g__lanes[8];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __nv_bfloat16 x_row__lanes[8];
+          emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
+          alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
             }
           }
         }
@@ -2800,19 +5334,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       float ms__acc;
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 7) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]);
           #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
             if ((d_1 < D)) {
               ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
             }
@@ -2840,23 +5374,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__k0(const __nv
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
-      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 7) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) __nv_bfloat16 g__lanes[4];
-          *reinterpret_cast<uint2*>(g__lanes) = *reinterpret_cast<const uint2*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
-          alignas(16) __nv_bfloat16 x__lanes[4];
-          *reinterpret_cast<uint2*>(x__lanes) = *reinterpret_cast<const uint2*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
-          alignas(16) __nv_bfloat16 y__lanes[4];
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+          alignas(16) __nv_bfloat16 g__lanes[8];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
+          alignas(16) __nv_bfloat16 x__lanes[8];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
+          alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
-          *reinterpret_cast<uint2*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint2*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
           #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
               y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
             }
@@ -2873,16 +5407,179 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
   if (N < 0) return emmy_fail("rmsnorm_bf16: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_bf16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(rmsnorm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(rmsnorm_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(rmsnorm_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(rmsnorm_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
 // Computes ms, y.
-extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, x_row, 2048);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)4);
+      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
+      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float ms;
+    float ms__acc;
+    ms__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)32)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        ms__acc = (ms__acc + (x_row__lanes[d_element_1] * x_row__lanes[d_element_1]));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          ms__acc = (ms__acc + (x_row[d_1] * x_row[d_1]));
+        }
+      }
+    }
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    ms = (ms__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((ms + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float g__lanes[4];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
+        alignas(16) float y__lanes[4];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes ms, y.
+extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
+  for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
+    EMMY_SHARED(float, x_row, 8192);
+    __syncthreads();
+    for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
+      const int64_t x_row_element = (x_row_vector * (int64_t)4);
+      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float ms;
+    float ms__acc;
+    ms__acc = 0.0f;
+    const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    __syncthreads();
+    const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)128)));
+    const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+    for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+      alignas(16) float x_row__lanes[4];
+      emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4));
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        ms__acc = (ms__acc + (x_row__lanes[d_element_1] * x_row__lanes[d_element_1]));
+      }
+    }
+    for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+      #pragma unroll
+      for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+        const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4) + d_element_1);
+        if ((d_1 < D)) {
+          ms__acc = (ms__acc + (x_row[d_1] * x_row[d_1]));
+        }
+      }
+    }
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    EMMY_SHARED(float, ms__acc__partials, 4);
+    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+      ms__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = ms__acc;
+    }
+    __syncthreads();
+    ms__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)4) ? ms__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 16));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 8));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 4));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 2));
+    ms__acc = (ms__acc + __shfl_xor_sync(0xffffffffu, ms__acc, 1));
+    ms = (ms__acc / (float)D);
+    const int64_t d_lane = (int64_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((ms + eps));
+    const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float g__lanes[4];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
+        alignas(16) float x_row__lanes[4];
+        emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
+        alignas(16) float y__lanes[4];
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+        }
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+      } else {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// Computes ms, y.
+extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((D <= (int64_t)8192)) {
       EMMY_SHARED(float, x_row, 8192);
@@ -3039,9 +5736,21 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
   if (N < 0) return emmy_fail("rmsnorm_f32: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("rmsnorm_f32: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(rmsnorm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__k0 failed: %s", cudaGetErrorString(error));
+  if ((D <= (int64_t)2048)) {
+    EMMY_LAUNCH(rmsnorm_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
+    EMMY_LAUNCH(rmsnorm_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+  }
+  if ((D >= (int64_t)8193)) {
+    EMMY_LAUNCH(rmsnorm_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
