@@ -11,6 +11,7 @@
 #include "ir/tensor/launch_variants.h"
 #include "ir/tile/printer.h"
 #include "support/diagnostics.h"
+#include "schedule_round_trip.h"
 #include "test_kernels.h"
 
 namespace emmy {
@@ -205,6 +206,33 @@ schedule rowsum {
     uint64_t seed = 5;
     for (int64_t d : {1, 2, 1000, 1001, 3000}) testing::checkAgainstEvaluator(kernel, program, {{"N", 3}, {"D", d}}, seed++);
   }
+}
+
+}  // namespace emmy
+
+namespace emmy {
+
+TEST_CASE("the default policy's lanes follow a param chosen at launch, so that the printed schedule builds every variant",
+          "[schedule][launch]") {
+  const std::string source = R"(
+kernel centered(x: f32[N, D]) -> (y: f32[N, D]) {
+    mu[n]   = mean[d](x[n, d])
+    y[n, d] = x[n, d] - mu[n]
+}
+
+schedule centered {
+    param LANES in [8, 256] = 256 if D <= 3 else 8
+    bind y.n to block.x
+    split y.d by LANES -> (d_step, d_lane)
+    reorder y (n, d_lane, d_step)
+    bind y.d_lane to thread.x
+}
+)";
+  Lowered lowered = lower(testing::kernelsOfText(source).at(0), PipelineOptions{});
+  // mu's lanes, which the schedule leaves to the policy, are y's in each variant: 256, then 8.
+  CHECK(tile::printSchedule(lowered.tile).find("split mu.d by LANES -> ") != std::string::npos);
+  CHECK(lowered.kernel.functions.size() == 2);
+  CHECK(testing::checkScheduleRoundTrip(source, "centered.emmy") == 1);
 }
 
 }  // namespace emmy

@@ -1,5 +1,7 @@
 #include "random_schedules.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 namespace emmy::testing {
@@ -45,6 +47,15 @@ std::string randomRowSchedule(std::mt19937_64& random, const RowNames& names) {
   int64_t rows = pick<int64_t>(random, {1, 1, 2, 4});
   int64_t lanes = pick<int64_t>(random, {8, 32, 64, 128, 256});
   std::string s = fmt::format("schedule {} {{\n", names.kernel);
+  // The lanes as a param chosen at launch: two variants, each checked at sizes on both sides of the bound.
+  std::string lanesText = std::to_string(lanes);
+  if (!names.size.empty() && coin(random)) {
+    int64_t longRows = pick<int64_t>(random, {8, 32, 64, 128, 256});
+    s += fmt::format("  param LANES in [8, 32, 64, 128, 256] = {} if {} <= {} else {}\n", lanes, names.size,
+                     pick<int64_t>(random, {1, 3, 40, 60}), longRows);
+    lanes = std::max(lanes, longRows);  // (a warp's lanes only where both are)
+    lanesText = "LANES";
+  }
   std::string rowLoop = n;
   if (rows > 1) {
     s += fmt::format("  split {0}.{1} by {2} -> ({1}_block, {1}_row)\n  bind {0}.{1}_block to block.x\n"
@@ -58,12 +69,12 @@ std::string randomRowSchedule(std::mt19937_64& random, const RowNames& names) {
     if (coin(random) || coin(random)) {
       std::string scope = lanes <= 32 && coin(random) ? "warp" : "thread";
       s += fmt::format("  split {0}.{1} by {2} -> ({1}_step, {1}_lane)\n  reorder {0} ({1}_lane, {1}_step)\n"
-                       "  bind {0}.{1}_lane to {3}.x\n", member, d, lanes, scope);
+                       "  bind {0}.{1}_lane to {3}.x\n", member, d, lanesText, scope);
     }
   }
   if (coin(random)) {
     s += fmt::format("  split {0}.{1} by {2} -> ({1}_step, {1}_lane)\n  reorder {0} ({3}, {1}_lane, {1}_step)\n"
-                     "  bind {0}.{1}_lane to thread.x\n", root, d, lanes, rowLoop);
+                     "  bind {0}.{1}_lane to thread.x\n", root, d, lanesText, rowLoop);
   }
   return s + "}\n";
 }

@@ -31,6 +31,7 @@ struct RowNames {
   std::string kernel, root;
   std::vector<std::string> members;
   std::string n = "n", d = "d";
+  std::string size;  // d's extent: when set, the lanes may be a param chosen at launch by it
 };
 std::string randomRowSchedule(std::mt19937_64& random, const RowNames& names);
 

@@ -378,10 +378,12 @@ TEST_CASE("schedules drawn at random from the legal space all agree with the ref
   std::vector<Family> families{
       {kMatmul, [](std::mt19937_64& r) { return testing::randomMatmulSchedule(r); }, {{{"M", 37}, {"K", 19}, {"N", 45}}, {{"M", 1}, {"K", 3}, {"N", 2}}}},
       {kMatmulEpilogue, [](std::mt19937_64& r) { return testing::randomMatmulSchedule(r); }, {{{"M", 29}, {"K", 23}, {"N", 41}}}},
-      {softmaxKernel(), [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"softmax", "y", {"m", "s"}}); },
-       {{{"N", 5}, {"D", 77}}, {{"N", 2}, {"D", 1}}}},
-      {kLayernorm, [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"layernorm", "y", {"mu", "var"}}); },
-       {{{"N", 6}, {"D", 45}}, {{"N", 1}, {"D", 3}}}},
+      {softmaxKernel(),
+       [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"softmax", "y", {"m", "s"}, "n", "d", "D"}); },
+       {{{"N", 5}, {"D", 77}}, {{"N", 2}, {"D", 1}}, {{"N", 3}, {"D", 40}}}},
+      {kLayernorm,
+       [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"layernorm", "y", {"mu", "var"}, "n", "d", "D"}); },
+       {{{"N", 6}, {"D", 45}}, {{"N", 1}, {"D", 3}}, {{"N", 2}, {"D", 60}}}},
       {kChain, [](std::mt19937_64& r) { return testing::randomChainSchedule(r); }, {{{"N", 7}, {"D", 45}}, {{"N", 3}, {"D", 1}}}},
   };
   constexpr int kPerFamily = 15;
@@ -406,7 +408,9 @@ TEST_CASE("the printed schedule, fed back, gives the same CUDA byte for byte", "
   std::vector<std::string> sources{specMatmul(),
                                    softmaxKernel() + kCooperativeSoftmaxSchedule, softmaxKernel(), kMatmul,
                                    std::string(kChain) + testing::randomChainSchedule(random),
-                                   std::string(kLayernorm) + testing::randomRowSchedule(random, RowNames{"layernorm", "y", {"mu", "var"}})};
+                                   std::string(kLayernorm) + testing::randomRowSchedule(random, RowNames{"layernorm", "y", {"mu", "var"}}),
+                                   std::string(kLayernorm) +
+                                       testing::randomRowSchedule(random, RowNames{"layernorm", "y", {"mu", "var"}, "n", "d", "D"})};
   for (const std::string& source : sources) CHECK(testing::checkScheduleRoundTrip(source, "test.emmy") == 1);
 }
 

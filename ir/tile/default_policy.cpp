@@ -337,9 +337,14 @@ private:
       firstFree = 1;
     }
     std::array<int64_t, 3> threads{0, 0, 0};
+    std::optional<Number> lanesWritten;  // how the schedule wrote the lanes' extent (LANES, a param chosen at launch)
     for (const std::string& stage : nest.stages)
       for (const ScheduledLoop& loop : model_.stages.at(stage).loops)
-        if (boundToThreads(loop)) threads[loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension] = *loop.extent;
+        if (boundToThreads(loop)) {
+          int dimension = loop.binding->scope == HardwareScope::Warp ? 0 : loop.binding->dimension;
+          threads[dimension] = *loop.extent;
+          if (dimension == 0 && loop.written && !loop.written->param.empty()) lanesWritten = loop.written;
+        }
     int64_t others = std::max<int64_t>(threads[1], 1) * std::max<int64_t>(threads[2], 1);
     bool rootThreads = std::any_of(loops.begin(), loops.end(), boundToThreads);
     // The loops to spread over the lanes (thread.x), stage by stage.
@@ -365,7 +370,7 @@ private:
       if (rowsLoop != rowsLoop_.end()) add(bind(root, rowsLoop->second, {HardwareScope::Block, 0}));
       return;
     }
-    Number lanes{threads[0], {}, ""};
+    Number lanes = lanesWritten ? Number{threads[0], {}, lanesWritten->param, lanesWritten->atLaunch} : Number{threads[0], {}, ""};
     std::optional<Number> rowsPerBlock;
     if (threads[0] == 0) {
       int64_t longest = 0;

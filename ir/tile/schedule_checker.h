@@ -50,7 +50,7 @@ private:
   // ---- primitives/loops.cpp: split, tile, reorder, fuse ----
   bool roomForLoops(const StageSchedule& stage, size_t added, const Directive& d);
   static ScheduledLoop outerPart(const ScheduledLoop& loop, const std::string& name, int64_t factor);
-  static ScheduledLoop innerPart(const ScheduledLoop& loop, const std::string& name, int64_t factor);
+  static ScheduledLoop innerPart(const ScheduledLoop& loop, const std::string& name, const tensor::Number& factor);
   bool positiveFactor(const Number& factor, const std::string& verb);
   void split(const Directive& d);
   void tile(const Directive& d);

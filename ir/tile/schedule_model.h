@@ -23,6 +23,9 @@ struct ScheduledLoop {
   std::string name;
   std::optional<int64_t> extent;  // when it is a constant
   std::string extentText;         // for messages: "M", "ceil(M / 64)", "16"
+  // The inner loop of a split or tile: its factor as written (a param keeps its name, so that the default
+  // policy's directives that take the same extent print it too).
+  std::optional<tensor::Number> written;
   bool reduction = false;
   // How each axis of the stage moves with this loop: axis = ... + coefficient * loop + ... A loop made
   // by `fuse` moves its axes in no affine way (`fused`).

@@ -28,11 +28,12 @@ ScheduledLoop ScheduleChecker::outerPart(const ScheduledLoop& loop, const std::s
   return outer;
 }
 
-ScheduledLoop ScheduleChecker::innerPart(const ScheduledLoop& loop, const std::string& name, int64_t factor) {
+ScheduledLoop ScheduleChecker::innerPart(const ScheduledLoop& loop, const std::string& name, const Number& factor) {
   ScheduledLoop inner = loop;
   inner.name = name;
-  inner.extent = factor;
-  inner.extentText = std::to_string(factor);
+  inner.extent = factor.value;
+  inner.extentText = std::to_string(factor.value);
+  inner.written = factor;
   return inner;
 }
 
@@ -51,7 +52,7 @@ void ScheduleChecker::split(const Directive& d) {
   ScheduledLoop loop = stage->loops[at];
   int64_t factor = d.factors[0].value;
   stage->loops[at] = outerPart(loop, d.results[0].text, factor);
-  stage->loops.insert(stage->loops.begin() + at + 1, innerPart(loop, d.results[1].text, factor));
+  stage->loops.insert(stage->loops.begin() + at + 1, innerPart(loop, d.results[1].text, d.factors[0]));
   stage->derivations.push_back({{loop.name}, {d.results[0].text, d.results[1].text}, factor});
 }
 
@@ -71,8 +72,8 @@ void ScheduleChecker::tile(const Directive& d) {
   ScheduledLoop first = stage->loops[*a], second = stage->loops[*b];
   std::vector<ScheduledLoop> tiled{outerPart(first, d.results[0].text, d.factors[0].value),
                                    outerPart(second, d.results[1].text, d.factors[1].value),
-                                   innerPart(first, d.results[2].text, d.factors[0].value),
-                                   innerPart(second, d.results[3].text, d.factors[1].value)};
+                                   innerPart(first, d.results[2].text, d.factors[0]),
+                                   innerPart(second, d.results[3].text, d.factors[1])};
   size_t position = std::min(*a, *b);
   std::vector<ScheduledLoop> loops = stage->loops;
   loops.erase(loops.begin() + std::max(*a, *b));
