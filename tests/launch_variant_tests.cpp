@@ -137,7 +137,7 @@ schedule rownorm {
   testing::checkAgainstEvaluator(kernel, program, {{"N", 2}, {"D", 8200}}, seed++);
 }
 
-TEST_CASE("-D sets a param chosen at launch for every size: one variant", "[schedule][launch]") {
+TEST_CASE("a param chosen at launch that -D sets is one variant at every size", "[schedule][launch]") {
   const char* const source = R"(
 kernel rowsum(x: f32[N, D]) -> (y: f32[N]) {
     y[n] = sum[d](x[n, d])
