@@ -29,7 +29,8 @@ const std::vector<std::string>& passNames() {
 
 namespace {
 
-// Logs the IR after `pass` when asked to; `variant` names the launch variant when there are several.
+// Logs the IR after `pass` when asked to; `variant` names the launch variant, and where it runs, when
+// there are several.
 template <typename Print>
 void dumpAfter(const PipelineOptions& options, const std::string& pass, const std::string& variant, Print print) {
   if (!options.dump || (options.dumpAfter != "all" && options.dumpAfter != pass)) return;
@@ -37,8 +38,10 @@ void dumpAfter(const PipelineOptions& options, const std::string& pass, const st
 }
 
 // One launch variant of a kernel (the kernel itself when it has one), down to `options.stopAfter`.
-Lowered lowerVariant(const tensor::Kernel& kernel, const PipelineOptions& options) {
-  const std::string& variant = kernel.launchVariant;
+Lowered lowerVariant(const tensor::LaunchVariant& launchVariant, const PipelineOptions& options) {
+  const tensor::Kernel& kernel = launchVariant.kernel;
+  const std::string variant =
+      launchVariant.when ? launchVariant.name + ", launched where " + tensor::printExpr(*launchVariant.when) : "";
   Lowered lowered;
   lowered.tensor = kernel;
   lowered.loop = loop::lowerTensorToLoops(lowered.tensor);
@@ -60,6 +63,7 @@ Lowered lowerVariant(const tensor::Kernel& kernel, const PipelineOptions& option
   if (options.stopAfter == Level::Tile) return lowered;
 
   lowered.kernel = kernel::lowerTileToKernel(lowered.tile);
+  for (kernel::Function& function : lowered.kernel.functions) function.launchWhen = launchVariant.when;
   kernel::verifyProgram(lowered.kernel);
   dumpAfter(options, "lower-tile-to-kernel", variant, [&] { return kernel::printProgram(lowered.kernel); });
 
@@ -96,8 +100,7 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   std::vector<tensor::LaunchVariant> variants = tensor::launchVariants(kernel);
   Lowered lowered;
   for (const tensor::LaunchVariant& variant : variants) {
-    Lowered one = lowerVariant(variant.kernel, options);
-    for (kernel::Function& function : one.kernel.functions) function.launchWhen = variant.when;
+    Lowered one = lowerVariant(variant, options);
     if (&variant == &variants.front()) {
       lowered = std::move(one);
       continue;

@@ -11,6 +11,7 @@
 
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/printer.h"
+#include "ir/tile/nodes.h"
 #include "performance/instruction_mix.h"
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/scalar_ops.h"
@@ -27,10 +28,11 @@ struct Multiprocessor {
   int capability;
   int maxThreads, maxBlocks;
   int64_t sharedBytes;
+  int64_t sharedBytesPerBlock;  // the most a block may have, opting in
 };
 constexpr Multiprocessor kMultiprocessors[] = {
-    {75, 1024, 16, 64 * 1024}, {80, 2048, 32, 164 * 1024}, {86, 1536, 16, 100 * 1024},
-    {89, 1536, 24, 100 * 1024}, {90, 2048, 32, 228 * 1024}};
+    {75, 1024, 16, 64 * 1024, 64 * 1024}, {80, 2048, 32, 164 * 1024, 163 * 1024}, {86, 1536, 16, 100 * 1024, 99 * 1024},
+    {89, 1536, 24, 100 * 1024, 99 * 1024}, {90, 2048, 32, 228 * 1024, 227 * 1024}};
 constexpr int64_t kRegistersPerSm = 65536, kRegisterUnit = 256, kReservedSharedPerBlock = 1024;
 // An H100/H200-class GPU: HBM3e bandwidth, FP32 (non-tensor-core) peak and dense f16/bf16 tensor-core
 // peak of an H200 SXM.
@@ -74,34 +76,40 @@ std::string occupancyLine(const kernel::Function& function, const KernelResource
                      arch, occupancy.blocksPerSm, occupancy.limitedBy);
 }
 
+// An expression of the sizes alone (a launch's grid or shared bytes, or a launch variant's condition,
+// whose comparisons and conjunctions give 0 or 1), at `sizes`.
 int64_t evaluateIndex(const Expr& e, const std::map<std::string, int64_t>& sizes) {
   if (const auto* immediate = e.as<tensor::IntImm>()) return immediate->value;
+  if (const auto* constant = e.as<tensor::BoolImm>()) return constant->value ? 1 : 0;
   if (const auto* size = e.as<tensor::SizeVar>()) return sizes.at(size->name);
   const auto* binary = e.as<tensor::Binary>();
-  EMMY_INTERNAL_ASSERT(binary != nullptr, "a launch size is not arithmetic of the sizes");
+  EMMY_INTERNAL_ASSERT(binary != nullptr, "a launch size or condition is not arithmetic of the sizes");
   Value lhs = Value::ofInt(DType::I64, evaluateIndex(*binary->lhs, sizes));
   Value rhs = Value::ofInt(DType::I64, evaluateIndex(*binary->rhs, sizes));
   return tensor::applyBinary(binary->op, DType::I64, lhs, rhs).asInt();
 }
 
+// The shared memory sized at launch that the host function gives `function` at `sizes` on `arch`: what its
+// buffers take, where the device lets a block have that beside what it declares (`resources`), else 0.
+int64_t launchSharedBytesAt(const kernel::Function& function, const KernelResources& resources, const std::string& arch,
+                            const std::map<std::string, int64_t>& sizes) {
+  tensor::ExprPtr bytes = function.launchSharedBytes();
+  if (!bytes) return 0;
+  int64_t needed = evaluateIndex(*bytes, sizes);
+  int64_t limit = std::min(multiprocessor(arch).sharedBytesPerBlock - resources.sharedBytes, function.mostLaunchSharedBytes());
+  return needed <= limit ? needed : 0;
+}
+
+// `resources` with the shared memory sized at launch that `function` has at `sizes`.
+KernelResources atLaunch(const kernel::Function& function, KernelResources resources, const std::string& arch,
+                         const std::map<std::string, int64_t>& sizes) {
+  resources.sharedBytes += launchSharedBytesAt(function, resources, arch, sizes);
+  return resources;
+}
+
 // Whether the launcher runs `function` at `sizes` (it may belong to a launch variant they do not choose).
 bool launchedAt(const kernel::Function& function, const std::map<std::string, int64_t>& sizes) {
-  std::function<bool(const Expr&)> holds = [&](const Expr& e) {
-    if (const auto* constant = e.as<tensor::BoolImm>()) return constant->value;
-    const auto* binary = e.as<tensor::Binary>();
-    EMMY_INTERNAL_ASSERT(binary != nullptr, "a launch condition is not a test of the sizes");
-    if (binary->op == tensor::BinaryOp::And) return holds(*binary->lhs) && holds(*binary->rhs);
-    if (binary->op == tensor::BinaryOp::Or) return holds(*binary->lhs) || holds(*binary->rhs);
-    int64_t lhs = evaluateIndex(*binary->lhs, sizes), rhs = evaluateIndex(*binary->rhs, sizes);
-    switch (binary->op) {
-      case tensor::BinaryOp::Lt: return lhs < rhs;
-      case tensor::BinaryOp::Le: return lhs <= rhs;
-      case tensor::BinaryOp::Gt: return lhs > rhs;
-      case tensor::BinaryOp::Ge: return lhs >= rhs;
-      default: EMMY_INTERNAL_ASSERT(false, "a launch condition is not a test of the sizes"); return false;
-    }
-  };
-  return !function.launchWhen || holds(*function.launchWhen);
+  return !function.launchWhen || evaluateIndex(*function.launchWhen, sizes) != 0;
 }
 
 // Arithmetic operations in an expression (comparisons, selects and conversions are free).
@@ -245,8 +253,11 @@ std::string rooflineLine(const kernel::Function& function, const Lowered& lowere
 // it: the CUDA compiler keeps such a value in a register (the point of register blocking).
 class AccessCounter {
 public:
-  AccessCounter(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes)
+  // `launchShared`: the bytes of shared memory sized at launch that the launch gives the kernel.
+  AccessCounter(const kernel::Function& function, const Lowered& lowered, const std::map<std::string, int64_t>& sizes,
+                int64_t launchShared)
       : sizes_(sizes), blockThreads_(function.blockThreads), global_(globalBuffers(lowered)) {
+    values_[tile::kLaunchSharedBytes] = launchShared;
     for (int d = 0; d < 3; ++d) {
       std::string axis(1, "xyz"[d]);
       values_["threadIdx." + axis] = 0;
@@ -334,12 +345,14 @@ private:
     return loops;
   }
 
-  // Does `condition` fail for every thread at these sizes: it reads sizes and constants only (a path the
-  // sizes choose, as a row kernel's shared-memory path), and is false?
+  // Does `condition` fail for every thread at these sizes: it reads sizes, constants and the launch's
+  // shared memory only (a path the sizes choose, as a row kernel's shared-memory path), and is false?
   bool ruledOut(const Expr& condition) const {
     bool uniform = true;
     tensor::forEachNode(condition, [&](const Expr& e) {
-      uniform = uniform && !e.as<tensor::AxisVar>() && !e.as<tensor::Load>() && !e.as<tensor::ScalarParam>();
+      const auto* axis = e.as<tensor::AxisVar>();
+      uniform = uniform && !(axis && !kernel::isLaunchSharedBytes(axis->name)) && !e.as<tensor::Load>() &&
+                !e.as<tensor::ScalarParam>();
     });
     std::optional<int64_t> value = uniform ? evaluate(condition) : std::nullopt;
     return value && *value == 0;
@@ -493,12 +506,12 @@ struct KernelTerms {
 };
 
 KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered, const KernelMix* mix,
-                        const std::map<std::string, int64_t>& sizes) {
+                        const KernelResources& resources, const std::string& arch, const std::map<std::string, int64_t>& sizes) {
   double blocks = 1;
   for (const tensor::ExprPtr& extent : function.gridBlocks) blocks *= static_cast<double>(evaluateIndex(*extent, sizes));
   double threads = blocks * function.threadsPerBlock();
   double warps = blocks * std::ceil(function.threadsPerBlock() / 32.0);
-  AccessCounter counter(function, lowered, sizes);
+  AccessCounter counter(function, lowered, sizes, launchSharedBytesAt(function, resources, arch, sizes));
   counter.count(*function.body);
   KernelTerms terms;
   terms.tensorCores = mix && mix->usesTensorCores();
@@ -516,7 +529,7 @@ KernelTime estimateKernel(const kernel::Function& function, const Lowered& lower
                           const KernelMix* mix, const std::string& arch, const std::map<std::string, int64_t>& sizes) {
   double blocks = 1;
   for (const tensor::ExprPtr& extent : function.gridBlocks) blocks *= static_cast<double>(evaluateIndex(*extent, sizes));
-  KernelTerms terms = kernelTerms(function, lowered, mix, sizes);
+  KernelTerms terms = kernelTerms(function, lowered, mix, resources, arch, sizes);
   std::pair<double, const char*> bounds[] = {{terms.memory, "memory"},
                                              {terms.l2, "L2 traffic"},
                                              {terms.shared, "shared-memory wavefronts"},
@@ -524,7 +537,7 @@ KernelTime estimateKernel(const kernel::Function& function, const Lowered& lower
                                              {terms.arithmetic, terms.tensorCores ? "tensor-core arithmetic" : "FP32 arithmetic"}};
   const auto& bound = *std::max_element(std::begin(bounds), std::end(bounds));
 
-  Occupancy occupancy = occupancyOf(function, resources, arch);
+  Occupancy occupancy = occupancyOf(function, atLaunch(function, resources, arch, sizes), arch);
   if (occupancy.blocksPerSm == 0)
     return {std::numeric_limits<double>::infinity(), fmt::format("{}: a block does not fit on an SM ({})", function.name,
                                                                   occupancy.limitedBy)};
@@ -557,14 +570,14 @@ const KernelMix* mixOf(const std::vector<KernelMix>& mixes, const std::string& f
 // The --stats lines of the instruction mix: each innermost loop's, and with sizes the issue time beside the
 // memory time.
 std::string mixLines(const kernel::Function& function, const Lowered& lowered, const KernelMix& mix,
-                     const std::map<std::string, int64_t>* sizes) {
+                     const KernelResources& resources, const std::string& arch, const std::map<std::string, int64_t>* sizes) {
   std::string text;
   for (const LoopMix& loop : mix.loops)
     text += fmt::format("\n  {} at PTX line {}, per thread iteration{}: {}", loop.innermost ? "innermost loop" : "loop",
                         loop.ptxLine, loop.innermost ? "" : " (without its inner loops)", describeLoop(loop));
   if (mix.loops.empty()) text += fmt::format("\n  no loop; the whole kernel: {}", describeLoop(mix.whole));
   if (sizes) {
-    KernelTerms terms = kernelTerms(function, lowered, &mix, *sizes);
+    KernelTerms terms = kernelTerms(function, lowered, &mix, resources, arch, *sizes);
     text += fmt::format("\n  issue time {} against memory time {}, shared-memory wavefronts {}, arithmetic {} ({})",
                         duration(terms.issue), duration(terms.memory), duration(terms.shared), duration(terms.arithmetic),
                         terms.issue > terms.memory ? "issue-bound: instructions, not bytes, limit it" : "issue below memory");
@@ -600,9 +613,13 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
   for (const Lowered& instance : lowered)
     for (const kernel::Function& function : instance.kernel.functions) {
       EMMY_INTERNAL_ASSERT(k < resources.size(), "ptxas reported fewer kernels than were generated");
-      std::string text = occupancyLine(function, resources[k++], arch);
+      const KernelResources& used = resources[k++];
       bool sized = !sizes.empty() && std::all_of(instance.tensor.sizes.begin(), instance.tensor.sizes.end(),
                                                  [&](const std::string& size) { return sizes.count(size) > 0; });
+      std::string text = occupancyLine(function, sized ? atLaunch(function, used, arch, sizes) : used, arch);
+      if (function.launchSharedBytes())
+        text += sized ? fmt::format("; shared memory sized at launch: {} bytes", launchSharedBytesAt(function, used, arch, sizes))
+                      : fmt::format("; plus shared memory sized at launch (up to {} bytes)", function.mostLaunchSharedBytes());
       const KernelMix* mix = mixOf(mixes, function.name);
       bool tensorCores = mix && mix->usesTensorCores();
       if (sized && !launchedAt(function, sizes)) {
@@ -611,7 +628,7 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
         sized = false;
       }
       if (sized) text += "\n" + rooflineLine(function, instance, sizes, tensorCores);
-      if (mix) text += mixLines(function, instance, *mix, sized ? &sizes : nullptr);
+      if (mix) text += mixLines(function, instance, *mix, used, arch, sized ? &sizes : nullptr);
       lines.push_back(text);
     }
   return lines;

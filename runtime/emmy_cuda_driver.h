@@ -37,7 +37,13 @@ enum DeviceAttribute : int {
   CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE = 38,  // bytes
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
   CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+  CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN = 97,  // bytes
   CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED = 115,
+};
+// CUfunction_attribute values (cuda.h).
+enum FunctionAttribute : int {
+  CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES = 1,              // the shared memory the kernel declares
+  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8,  // the most a launch may size
 };
 // CUmemPool_attribute: how much freed memory a pool keeps instead of giving it back at a synchronisation.
 constexpr int CU_MEMPOOL_ATTR_RELEASE_THRESHOLD = 4;
@@ -61,6 +67,8 @@ struct Driver {
   CUresult (*cuLaunchKernel)(CUfunction function, unsigned int gridX, unsigned int gridY, unsigned int gridZ,
                              unsigned int blockX, unsigned int blockY, unsigned int blockZ, unsigned int sharedBytes,
                              CUstream stream, void** parameters, void** extra);
+  CUresult (*cuFuncGetAttribute)(int* value, int attribute, CUfunction function);
+  CUresult (*cuFuncSetAttribute)(CUfunction function, int attribute, int value);
   CUresult (*cuMemAlloc_v2)(CUdeviceptr* pointer, size_t bytes);
   CUresult (*cuMemFree_v2)(CUdeviceptr pointer);
   CUresult (*cuMemAllocAsync)(CUdeviceptr* pointer, size_t bytes, CUstream stream);
@@ -92,7 +100,8 @@ constexpr DriverSymbol kDriverSymbols[] = {
     {"cuGetErrorString", false}, {"cuDeviceGetCount", false}, {"cuDeviceGet", false},
     {"cuDeviceGetName", false}, {"cuDeviceGetAttribute", false}, {"cuDeviceTotalMem_v2", false},
     {"cuDevicePrimaryCtxRetain", false}, {"cuCtxSetCurrent", false}, {"cuModuleLoadData", false},
-    {"cuModuleGetFunction", false}, {"cuLaunchKernel", false}, {"cuMemAlloc_v2", false},
+    {"cuModuleGetFunction", false}, {"cuLaunchKernel", false}, {"cuFuncGetAttribute", false},
+    {"cuFuncSetAttribute", false}, {"cuMemAlloc_v2", false},
     {"cuMemFree_v2", false}, {"cuMemAllocAsync", false}, {"cuMemFreeAsync", false},
     {"cuMemcpyHtoD_v2", false}, {"cuMemcpyDtoH_v2", false}, {"cuMemsetD8Async", false},
     {"cuDeviceGetDefaultMemPool", false}, {"cuMemPoolSetAttribute", false}, {"cuStreamCreate", false},

@@ -223,12 +223,18 @@ inline emmy_cuda::CUfunction emmy_host_function(const char* name, const size_t* 
   return function;
 }
 
-inline void emmy_host_launch_packed(const char* name, dim3 grid, dim3 block, cudaStream_t stream, void** arguments,
-                                    const size_t* sizes, size_t count) {
+inline void emmy_host_launch_packed(const char* name, dim3 grid, dim3 block, int64_t sharedBytes, cudaStream_t stream,
+                                    void** arguments, const size_t* sizes, size_t count) {
   EmmyHost& host = emmy_host();
   emmy_cuda::CUfunction function = emmy_host_function(name, sizes, count);
-  emmy_cuda::CUresult result = host.driver.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
-                                                          0, stream, arguments, nullptr);
+  // Beyond 48 KiB, a kernel takes shared memory sized at launch only where it opts in.
+  emmy_cuda::CUresult result =
+      sharedBytes == 0 ? emmy_cuda::CUDA_SUCCESS
+                       : host.driver.cuFuncSetAttribute(function, emmy_cuda::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                                        static_cast<int>(sharedBytes));
+  if (result == emmy_cuda::CUDA_SUCCESS)
+    result = host.driver.cuLaunchKernel(function, grid.x, grid.y, grid.z, block.x, block.y, block.z,
+                                        static_cast<unsigned>(sharedBytes), stream, arguments, nullptr);
   if (result == emmy_cuda::CUDA_SUCCESS && host.synchronizeLaunches) result = host.driver.cuStreamSynchronize(stream);
   emmy_host_record(result);
 }
@@ -248,12 +254,31 @@ inline EmmyHostArguments<sizeof...(Arguments)> emmy_host_pack(Arguments&... argu
 // The arguments are the host function's variables, of the kernel's parameter types (the emitter prints
 // both lists from the same parameters), copied here so that they live until the launch has read them.
 template <typename... Arguments>
-inline void emmy_host_launch(const char* name, dim3 grid, dim3 block, cudaStream_t stream, Arguments... arguments) {
+inline void emmy_host_launch(const char* name, dim3 grid, dim3 block, int64_t sharedBytes, cudaStream_t stream,
+                             Arguments... arguments) {
   EmmyHostArguments<sizeof...(Arguments)> packed = emmy_host_pack(arguments...);
-  emmy_host_launch_packed(name, grid, block, stream, packed.pointers, packed.sizes, sizeof...(Arguments));
+  emmy_host_launch_packed(name, grid, block, sharedBytes, stream, packed.pointers, packed.sizes, sizeof...(Arguments));
 }
 
-#define EMMY_LAUNCH(kernel, grid, block, stream, ...) emmy_host_launch(#kernel, (grid), (block), (stream), __VA_ARGS__)
+// The device's most shared memory per block (opting in), less what the kernel `name` declares itself; 0
+// when the driver cannot say, and the kernel then reads its rows from global memory.
+inline int64_t emmy_host_launch_shared_limit(const char* name) {
+  EmmyHost& host = emmy_host();
+  emmy_cuda::CUfunction function = nullptr;
+  int most = 0, declared = 0;
+  if (host.driver.cuModuleGetFunction(&function, host.module, name) != emmy_cuda::CUDA_SUCCESS ||
+      host.driver.cuDeviceGetAttribute(&most, emmy_cuda::CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN,
+                                       host.device) != emmy_cuda::CUDA_SUCCESS ||
+      host.driver.cuFuncGetAttribute(&declared, emmy_cuda::CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, function) !=
+          emmy_cuda::CUDA_SUCCESS)
+    return 0;
+  return static_cast<int64_t>(most) - declared;
+}
+
+#define EMMY_LAUNCH(kernel, grid, block, stream, ...) emmy_host_launch(#kernel, (grid), (block), 0, (stream), __VA_ARGS__)
+#define EMMY_LAUNCH_SIZED(kernel, grid, block, bytes, stream, ...) \
+  emmy_host_launch(#kernel, (grid), (block), (bytes), (stream), __VA_ARGS__)
+#define EMMY_LAUNCH_SHARED_LIMIT(kernel) emmy_host_launch_shared_limit(#kernel)
 
 // ---- What the harness of `emmy run` and `emmy bench` uses ---------------------------------------------------
 

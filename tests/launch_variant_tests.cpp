@@ -124,17 +124,21 @@ schedule rownorm {
   CHECK(printed.find("param LANES in [32, 64, 128] = 32 if D <= 100 else 64 if D < 300 else 128\n") != std::string::npos);
   CHECK(printed.find("param VEC in [1, 2, 4] = 4 if N >= 3 else 2\n") != std::string::npos);
   cuda::GeneratedCuda files = emitCudaFiles({lowered}, "rownorm.emmy");
-  // Variants for short rows copy only their longest row: 100 floats (in whole vectors), 300 floats.
+  // Variants for short rows copy only their longest row: 100 floats (in whole vectors), 300 floats; the
+  // variants for longer rows a copy sized at launch to the row (of 227 KiB at most).
   CHECK(files.source.find("EMMY_SHARED(float, x_row, 100);") != std::string::npos);
   CHECK(files.source.find("EMMY_SHARED(float, x_row, 300);") != std::string::npos);
-  CHECK(files.source.find("EMMY_SHARED(float, x_row, 8192);") != std::string::npos);
-  // The simulation runs the host function, which picks the variant: at each side of every bound.
+  CHECK(files.source.find("EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 58112, ") != std::string::npos);
+  // The simulation runs the host function, which picks the variant: at each side of every bound, and
+  // for long rows on a device that holds them and on one that does not.
   sim::SimulatedKernel program(kernel, files);
   uint64_t seed = 3;
   for (int64_t n : {1, 2, 3, 4})
     for (int64_t d : {1, 100, 101, 299, 300, 301})
       testing::checkAgainstEvaluator(kernel, program, {{"N", n}, {"D", d}}, seed++);
   testing::checkAgainstEvaluator(kernel, program, {{"N", 2}, {"D", 8200}}, seed++);
+  testing::ScopedEnvironment smallDevice("EMMY_SIM_SHARED_BYTES", "4096");
+  testing::checkAgainstEvaluator(kernel, program, {{"N", 2}, {"D", 1025}}, seed++);
 }
 
 TEST_CASE("a param chosen at launch that -D sets is one variant at every size", "[schedule][launch]") {

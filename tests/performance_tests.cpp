@@ -17,7 +17,7 @@ using namespace emmy;
 
 // The --stats report of every kernel of `file` whose instance name is `instance` (all when empty).
 std::vector<std::string> reportOfFile(const std::filesystem::path& file, const std::map<std::string, int64_t>& sizes,
-                                  const std::string& instance = "") {
+                                  const std::string& instance = "", const std::string& arch = "sm_90") {
   std::vector<Lowered> lowered;
   for (const tensor::Kernel& kernel : testing::kernelsOf(file))
     if (instance.empty() || kernel.instanceName() == instance) lowered.push_back(lower(kernel, PipelineOptions{}));
@@ -25,9 +25,9 @@ std::vector<std::string> reportOfFile(const std::filesystem::path& file, const s
   cuda::GeneratedCuda files = emitCudaFiles(lowered, example + ".emmy");
   std::string whyNot;
   REQUIRE(nvrtcAvailable(&whyNot));
-  CudaCompileResult compiled = compileCuda(files.source, example + ".cu", "sm_90", true);
+  CudaCompileResult compiled = compileCuda(files.source, example + ".cu", arch, true);
   REQUIRE(compiled.ok);
-  return performanceReport(lowered, resourceUsage(compiled), compiled.ptx, "sm_90", sizes);
+  return performanceReport(lowered, resourceUsage(compiled), compiled.ptx, arch, sizes);
 }
 
 std::vector<std::string> reportOf(const std::string& example, const std::map<std::string, int64_t>& sizes) {
@@ -134,17 +134,36 @@ $L__BB0_2:
 TEST_CASE("the static model counts the path the sizes choose: a row kernel's shared-memory path or its other", "[stats]") {
   const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
   // The same bytes: rows of 4096 take the shared-memory path (a shared read of each element per pass),
-  // rows of 32768 the path that reads x again from global memory (only the block's partial sums shared).
-  // Rows of 4096 run in the second launch variant (LANES = 128), rows of 32768 in the third; the others
-  // say they are not launched.
+  // rows of 65536 (256 KiB of f32, more than a block may have) the path that reads x again from global
+  // memory (only the block's partial sums shared). Rows of 4096 run in the second launch variant (LANES =
+  // 128), longer rows in the third; the others say they are not launched.
   std::vector<std::string> report = reportOfFile(nn, {{"N", 65536}, {"D", 4096}}, "softmax_f32");
   REQUIRE(report.size() == 3);
   CHECK(report[0].find("N=65536 D=4096: not launched (it runs where D <= 2048)") != std::string::npos);
   CHECK(report[0].find("issue time") == std::string::npos);
   CHECK(report[2].find("N=65536 D=4096: not launched (it runs where D >= 8193)") != std::string::npos);
   std::string cached = report[1];
-  std::string reread = reportOfFile(nn, {{"N", 8192}, {"D", 32768}}, "softmax_f32").at(2);
+  std::string reread = reportOfFile(nn, {{"N", 4096}, {"D", 65536}}, "softmax_f32").at(2);
   INFO(cached << "\n" << reread);
   CHECK(sharedMicroseconds(cached) > 100);
   CHECK(sharedMicroseconds(reread) < 10);
+  CHECK(reread.find("; shared memory sized at launch: 0 bytes") != std::string::npos);
+}
+
+TEST_CASE("the static model sizes a row's shared copy at launch as the device allows", "[stats]") {
+  const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
+  // Rows of 32768 f32 (128 KiB): sm_90 lets a block have 227 KiB, so the row is copied once (one block
+  // per SM, limited by shared memory) and read through the copy; sm_86 allows 99 KiB, and its launch
+  // gives none, so the kernel reads x from global memory on each pass.
+  std::string hopper = reportOfFile(nn, {{"N", 8192}, {"D", 32768}}, "softmax_f32").at(2);
+  std::string ampere = reportOfFile(nn, {{"N", 8192}, {"D", 32768}}, "softmax_f32", "sm_86").at(2);
+  INFO(hopper << "\n" << ampere);
+  CHECK(hopper.find("(1 blocks per SM, limited by shared memory); shared memory sized at launch: 131072 bytes") !=
+        std::string::npos);
+  CHECK(sharedMicroseconds(hopper) > 100);
+  CHECK(ampere.find("; shared memory sized at launch: 0 bytes") != std::string::npos);
+  CHECK(sharedMicroseconds(ampere) < 10);
+  // Without sizes, the most it may take.
+  std::string unsized = reportOfFile(nn, {}, "softmax_f32").at(2);
+  CHECK(unsized.find("; plus shared memory sized at launch (up to 232448 bytes)") != std::string::npos);
 }

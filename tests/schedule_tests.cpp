@@ -295,8 +295,8 @@ TEST_CASE("a cooperative softmax schedule combines each reduction across the blo
 }
 
 TEST_CASE("a cache of whole rows reads a row once where it fits, and from memory where it does not", "[schedule]") {
-  // The layer norm's mean, variance and output all read x: through the copy of its row up to 8192
-  // f32 elements, from x itself beyond.
+  // The layer norm's mean, variance and output all read x: through the copy of its row where the launch
+  // gives the kernel the row's bytes of shared memory (sized at launch), from x itself elsewhere.
   Built built = build(std::string(kLayernorm) + R"(
 schedule layernorm {
     bind y.n to block.x
@@ -313,9 +313,15 @@ schedule layernorm {
 }
 )");
   checkRuns(built, {{{"N", 3}, {"D", 45}}, {{"N", 2}, {"D", 8192}}, {{"N", 2}, {"D", 8193}}, {{"N", 1}, {"D", 1}}});
+  {
+    // A device with 4 KiB for the row: 1024 floats fit, 1025 do not.
+    testing::ScopedEnvironment smallDevice("EMMY_SIM_SHARED_BYTES", "4096");
+    checkRuns(built, {{{"N", 2}, {"D", 1024}}, {{"N", 2}, {"D", 1025}}});
+  }
   const std::string& cu = built.cuda.source;
-  CHECK(contains(cu, R"(if \(\(D <= \(int64_t\)8192\)\) \{)"));
-  CHECK(contains(cu, R"(EMMY_SHARED\(float, x_row, 8192\);)"));
+  CHECK(contains(cu, R"(if \(\(\(\(\(\(D \+ \(int64_t\)3\) / \(int64_t\)4\) \* \(int64_t\)4\) \* \(int64_t\)4\) <= )"
+                     R"(\(int64_t\)emmy_launch_shared_bytes\(\)\)\) \{)"));
+  CHECK(contains(cu, R"(EMMY_SHARED_SIZED_AT_LAUNCH\(float, x_row, 58112, \(int64_t\)0, )"));
   CHECK(contains(cu, R"(emmy_copy_async_lanes<4>\(x_row, )"));
   CHECK(contains(cu, R"(mu__acc = \(mu__acc \+ x_row\[)"));
   CHECK(contains(cu, R"(mu__acc = \(mu__acc \+ x\[)"));  // the path for longer rows

@@ -7,6 +7,8 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/format.h>
+
 #include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
 #include "compiler/elaborate.h"
@@ -161,29 +163,57 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
       CHECK(cuda.find("  if ((D <= (int64_t)2048)) {\n    EMMY_LAUNCH(" + kernel.instanceName() + "__LANES32__k0") != std::string::npos);
       CHECK(cuda.find("  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {\n    EMMY_LAUNCH(" + kernel.instanceName() +
                       "__LANES128__k0") != std::string::npos);
-      CHECK(cuda.find("  if ((D >= (int64_t)8193)) {\n    EMMY_LAUNCH(" + kernel.instanceName() + "__LANES256__k0") != std::string::npos);
       bool half = kernel.typeArguments.at(0).second != DType::F32;
-      // Short rows: a copy of the variant's longest row, which always fits. Long rows: 32 KiB of the row,
-      // copied 16 bytes at a time; longer rows take the second path.
+      int elementBytes = half ? 2 : 4, lanes = 16 / elementBytes;
+      // Short rows: a static copy of the variant's longest row, which always fits. Long rows: a copy sized
+      // at launch to the row (in whole vectors), up to the 227 KiB a block may have; where the device
+      // gives less, the kernel reads the row from global memory (the launcher asks the device, and the
+      // kernel tests what the launch gave).
       CHECK(cuda.find("x_row, 2048);") != std::string::npos);
       CHECK(cuda.find("x_row, 8192);") != std::string::npos);
-      if (half) CHECK(cuda.find("x_row, 16384);") != std::string::npos);
-      // The only test of whether a row fits is the last variant's (the other one is the launcher's).
+      std::string sized = fmt::format("EMMY_SHARED_SIZED_AT_LAUNCH({}, x_row, {}, (int64_t)0, (((D + (int64_t){}) / (int64_t){}) * "
+                                      "(int64_t){}));",
+                                      half ? (kernel.typeArguments.at(0).second == DType::F16 ? "__half" : "__nv_bfloat16") : "float",
+                                      227 * 1024 / elementBytes, lanes - 1, lanes, lanes);
+      CHECK(cuda.find(sized) != std::string::npos);
+      CHECK(cuda.find("  if ((D >= (int64_t)8193)) {\n    {\n      int64_t emmy_shared_bytes = ") != std::string::npos);
+      CHECK(cuda.find("EMMY_LAUNCH_SIZED(" + kernel.instanceName() + "__LANES256__k0") != std::string::npos);
+      // The launcher's tests of D are its variants'; the kernel's test of whether a row fits reads the launch's.
       size_t tests = 0;
       for (size_t at = cuda.find("if ((D <= (int64_t)"); at != std::string::npos; at = cuda.find("if ((D <= (int64_t)", at + 1))
         ++tests;
-      CHECK(tests == 2);
-      CHECK(cuda.find(half ? "    if ((D <= (int64_t)16384)) {" : "    if ((D <= (int64_t)8192)) {") != std::string::npos);
+      CHECK(tests == 1);
+      CHECK(cuda.find(fmt::format(" * (int64_t){}) <= (int64_t)emmy_launch_shared_bytes())) {{", elementBytes)) !=
+            std::string::npos);
       CHECK(cuda.find(half ? "emmy_copy_async_lanes<8>(x_row, " : "emmy_copy_async_lanes<4>(x_row, ") != std::string::npos);
       // Every path gives the reference's values: short rows, the end of the short variant, the start of the
-      // long one, and rows one vector longer than the long variant's copy.
+      // long one, a row of 40000 bytes read through the copy, and that row where the device holds one
+      // vector less, which the kernel then reads from global memory.
       sim::SimulationOptions options;
       options.profile = true;
       sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "nn.emmy"), options);
-      int64_t bound = half ? 16384 : 8192;
       uint64_t seed = 1;
-      for (int64_t D : {int64_t{1001}, int64_t{2048}, int64_t{2049}, int64_t{8192}, int64_t{8193}, bound + 9})
+      int64_t longRow = 40000 / elementBytes;
+      for (int64_t D : {int64_t{1001}, int64_t{2048}, int64_t{2049}, int64_t{8192}, int64_t{8193}, longRow + 3})
         testing::checkAgainstEvaluator(kernel, program, {{"N", D > 2048 ? 2 : 3}, {"D", D}}, seed++);
+      // Global memory requested over the least traffic, for one row (so that layernorm's w and b are read
+      // once too): 1.00x through the copy; beyond what the device holds, the second path reads x once per
+      // pass (rmsnorm's 2 of x, w and y: 1.33x; the others' 3: 1.50x and more).
+      auto requestedOverLeast = [&](int64_t D) {
+        KernelRun run = program.run(testing::randomInputs(kernel, {{"N", 1}, {"D", D}}, 5));
+        INFO(run.failure.value_or(""));
+        REQUIRE(run.profile.has_value());
+        REQUIRE(run.profile->kernels.size() == 1);
+        const sim::KernelProfile& profile = run.profile->kernels[0];
+        return static_cast<double>(profile.requestedGlobalBytes()) / static_cast<double>(profile.distinctGlobalBytes);
+      };
+      CHECK(requestedOverLeast(longRow) < 1.01);
+      {
+        testing::ScopedEnvironment limit("EMMY_SIM_SHARED_BYTES", std::to_string(longRow * elementBytes));
+        CHECK(requestedOverLeast(longRow) < 1.01);  // exactly what the device holds
+        CHECK(requestedOverLeast(longRow + 1) > 1.3);  // one element more is one vector more
+        testing::checkAgainstEvaluator(kernel, program, {{"N", 2}, {"D", longRow + 1}}, seed++);
+      }
       // In every variant every pass reads the cached row by 16-byte vectors (VEC = 4 lanes of f32, 8 of f16
       // and bf16) without bank conflicts, at rows of whole vectors that each start on a 16-byte boundary.
       for (int64_t D : {2048, 4096, half ? 16384 : 8192}) {

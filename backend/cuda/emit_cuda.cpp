@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -167,6 +168,10 @@ public:
   bool copiesAsynchronously() const { return copiesAsynchronously_; }
   bool usesTensorCores() const { return usesTensorCores_; }
   bool transposesQuads() const { return transposesQuads_; }
+  bool sizesSharedAtLaunch() const {
+    return std::any_of(program_.functions.begin(), program_.functions.end(),
+                       [](const kernel::Function& function) { return function.launchSharedBytes() != nullptr; });
+  }
 
 private:
   // ---- expressions ----
@@ -176,6 +181,7 @@ private:
   }
   std::string exprNode(const BoolImm& node) const { return node.value ? "true" : "false"; }
   std::string exprNode(const AxisVar& node) const {
+    if (kernel::isLaunchSharedBytes(node.name)) return "(int64_t)emmy_launch_shared_bytes()";
     return kernel::isHardwareIndex(node.name) ? "(int64_t)" + node.name : variable(node.name);
   }
   std::string exprNode(const SizeVar& node) const { return spelled(node.name); }
@@ -286,7 +292,12 @@ private:
     scopes_.back().insert(node.buffer);
     if (node.memory == kernel::Memory::Shared) {
       sharedBuffers_.insert(node.buffer);
-      line(indent, fmt::format("EMMY_SHARED({}, {}, {});", cudaTypeName(node.dtype), spelled(node.buffer), node.count));
+      if (node.sizedAtLaunch)
+        line(indent, fmt::format("EMMY_SHARED_SIZED_AT_LAUNCH({}, {}, {}, {}, {});", cudaTypeName(node.dtype),
+                                 spelled(node.buffer), node.count, expr(*launchSharedOffsets_.at(&node)),
+                                 expr(*node.sizedAtLaunch)));
+      else
+        line(indent, fmt::format("EMMY_SHARED({}, {}, {});", cudaTypeName(node.dtype), spelled(node.buffer), node.count));
       return;
     }
     bool scalar = node.count == 1;
@@ -441,6 +452,9 @@ private:
 
   std::string kernelFunction(const kernel::Function& function) {
     body_.clear();
+    launchSharedOffsets_.clear();
+    for (const kernel::Function::SizedAtLaunch& sized : function.sharedSizedAtLaunch())
+      launchSharedOffsets_[sized.buffer] = sized.offset;
     collectBuffers(kernelParameters(ParameterText::Names), function.body.get());
     scoped(*function.body, 1);
     // The block size, which guarantees the launch (ptxas keeps a block's registers within the SM's), and
@@ -553,11 +567,23 @@ private:
       std::optional<EmptyWhen> storesNothing = emptyWhen(storedShapes(function));
       bool guarded = storesNothing && storesNothing != outputsEmpty;
       if (guarded) line(indent++, fmt::format("if (!({})) {{", emptyCondition(*storesNothing)));
-      line(indent, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
-                               join(kernelParameters(ParameterText::Spelled), ", ")));
+      if (ExprPtr bytes = function.launchSharedBytes()) {
+        // Where the device's shared memory cannot hold the rows, the kernel reads them from global memory.
+        line(indent++, "{");
+        line(indent, fmt::format("int64_t emmy_shared_bytes = {};", expr(*bytes)));
+        line(indent, fmt::format("if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT({}), (int64_t){})) "
+                                 "emmy_shared_bytes = 0;",
+                                 function.name, function.mostLaunchSharedBytes()));
+        line(indent, fmt::format("EMMY_LAUNCH_SIZED({}, dim3({}), dim3({}), emmy_shared_bytes, stream, {});", function.name,
+                                 grid, block, join(kernelParameters(ParameterText::Spelled), ", ")));
+      } else {
+        line(indent, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
+                                 join(kernelParameters(ParameterText::Spelled), ", ")));
+      }
       line(indent, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
       line(indent + 1, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
                                    function.name));
+      if (function.launchSharedBytes()) line(--indent, "}");
       if (guarded) line(--indent, "}");
     }
     if (previous && previous->launchWhen) line(1, "}");
@@ -580,6 +606,7 @@ private:
   std::vector<std::set<std::string>> scopes_;  // the names declared in each open C++ scope
   std::set<std::string> buffers_;              // the names of the function's buffers, scalars and sizes
   std::set<std::string> sharedBuffers_;        // the shared arrays it declares
+  std::map<const kernel::Declare*, ExprPtr> launchSharedOffsets_;  // of its buffers sized at launch, in bytes
   bool copiesAsynchronously_ = false;
   bool usesTensorCores_ = false;
   bool transposesQuads_ = false;
@@ -813,13 +840,55 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 )";
 
+// Shared memory sized at launch (extern __shared__): the arrays in it, and how much the launch gave. The
+// simulation of `emmy check` defines its own, which checks every access against what the launch sized.
+const char* kSizedAtLaunchPrelude = R"(#ifndef EMMY_SHARED_SIZED_AT_LAUNCH
+// The shared array `name` of `count` elements at most, from byte `offset` of the launch's shared memory
+// (`elements`, what it has at this launch, is the simulation's to check).
+#define EMMY_SHARED_SIZED_AT_LAUNCH(type, name, count, offset, elements) \
+  extern __shared__ __align__(16) unsigned char emmy_launch_shared[];   \
+  type* const name = reinterpret_cast<type*>(emmy_launch_shared + (offset))
+// The bytes of shared memory the launch sized (%dynamic_smem_size).
+static __device__ __forceinline__ unsigned emmy_launch_shared_bytes() {
+  unsigned bytes = 0;
+#if defined(__CUDA_ARCH__)
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+#endif
+  return bytes;
+}
+#endif
+)";
+
+// The launch of a kernel with shared memory sized at launch, and the most the device lets it have.
+const char* kSizedAtLaunchHostPrelude = R"(#if !defined(__CUDACC_RTC__) && !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
+// The device's most shared memory per block (opting in), less what `kernel` declares itself; 0 when
+// the runtime cannot say, and the kernel then reads its rows from global memory.
+static int64_t emmy_launch_shared_limit(const void* kernel) {
+  int device = 0, most = 0;
+  cudaFuncAttributes attributes;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess)
+    return 0;
+  return (int64_t)most - (int64_t)attributes.sharedSizeBytes;
+}
+#define EMMY_LAUNCH_SHARED_LIMIT(kernel) emmy_launch_shared_limit((const void*)(kernel))
+// Beyond 48 KiB, a kernel takes shared memory sized at launch only where it opts in.
+#define EMMY_LAUNCH_SIZED(kernel, grid, block, bytes, stream, ...)                                        \
+  do {                                                                                                    \
+    cudaFuncSetAttribute((const void*)(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)); \
+    kernel<<<(grid), (block), (size_t)(bytes), (stream)>>>(__VA_ARGS__);                                 \
+  } while (0)
+#endif
+)";
+
 }  // namespace
 
 GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::string& baseName,
                        const std::string& sourceFile) {
   std::string kernels, declarations;
   std::vector<std::string> names;
-  bool copiesAsynchronously = false, usesTensorCores = false, transposesQuads = false;
+  bool copiesAsynchronously = false, usesTensorCores = false, transposesQuads = false, sizesSharedAtLaunch = false;
   for (const kernel::Program& program : programs) {
     Emitter emitter(program);
     kernels += emitter.emit() + "\n";
@@ -827,6 +896,7 @@ GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::
     copiesAsynchronously = copiesAsynchronously || emitter.copiesAsynchronously();
     usesTensorCores = usesTensorCores || emitter.usesTensorCores();
     transposesQuads = transposesQuads || emitter.transposesQuads();
+    sizesSharedAtLaunch = sizesSharedAtLaunch || emitter.sizesSharedAtLaunch();
     names.push_back(program.source.instanceName());
   }
   // (Whether a schedule was written or the default policy's is not said: the same schedule either way
@@ -851,7 +921,9 @@ extern "C" {
 )";
   generated.source = banner + "#ifndef __CUDACC_RTC__\n#include \"" + baseName + ".h\"\n#endif\n" + kPrelude +
                      (copiesAsynchronously ? kAsyncCopyPrelude : "") +
-                     (usesTensorCores ? kTensorCorePrelude : "") + (transposesQuads ? kQuadTransposePrelude : "") + kHostPrelude + "\n" + kernels;
+                     (usesTensorCores ? kTensorCorePrelude : "") + (transposesQuads ? kQuadTransposePrelude : "") +
+                     (sizesSharedAtLaunch ? kSizedAtLaunchPrelude : "") + kHostPrelude +
+                     (sizesSharedAtLaunch ? kSizedAtLaunchHostPrelude : "") + "\n" + kernels;
   return generated;
 }
 

@@ -100,6 +100,11 @@
 // record who accessed them since the last barrier, so that a data race or an index out of bounds is
 // reported (SharedArray, below).
 #define EMMY_SHARED(type, name, count) static ::emmy_sim::detail::SharedArray<type, (count)> name{#name, {}, {}}
+// A shared array sized at launch is one of its most elements, checked against what this launch sized: its
+// `elements` from byte `offset` must lie within the bytes the launch gave (EMMY_LAUNCH_SIZED).
+#define EMMY_SHARED_SIZED_AT_LAUNCH(type, name, count, offset, elements) \
+  EMMY_SHARED(type, name, count);                                       \
+  name.sizeAtLaunch((offset), (elements))
 // `#pragma unroll` is CUDA's; GCC would warn about it under -Wall (Clang knows it).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wunknown-pragmas"
@@ -1169,6 +1174,9 @@ public:
     profiler_.note(current_, site, (reinterpret_cast<uintptr_t>(array) << 20) + static_cast<uint64_t>(offset), bytes,
                    access, Space::Shared, addressed);
   }
+  // A shared array sized at launch, of `bytes` from byte `offset`, beyond the `given` bytes the launch sized.
+  [[noreturn]] __attribute__((cold)) void stopAtSharedBeyondLaunch(const char* buffer, int64_t offset, int64_t bytes,
+                                                                   int64_t given);
   // A read of `bytes` at element `index` of the shared array `buffer` (its byte `offset`) that the
   // hardware requires to be aligned to `bytes`, and is not.
   [[noreturn]] __attribute__((cold)) void stopAtMisalignedRead(const char* what, const char* buffer, int64_t index,
@@ -1633,6 +1641,14 @@ inline void Scheduler::noteSharedAccess(Access access, SharedAccesses* records, 
   record.writer = self;
 }
 
+inline void Scheduler::stopAtSharedBeyondLaunch(const char* buffer, int64_t offset, int64_t bytes, int64_t given) {
+  failure_ = formatted("shared memory beyond the launch's in kernel %s: %s declares shared buffer %s of %lld bytes "
+                       "from byte %lld, but the launch sized %lld bytes",
+                       kernelName_, threadInBlock(current_).c_str(), buffer, static_cast<long long>(bytes),
+                       static_cast<long long>(offset), static_cast<long long>(given));
+  stopBlock();
+}
+
 inline void Scheduler::stopAtOutOfBounds(Access access, const char* buffer, int64_t index, int64_t count) {
   failure_ = formatted("out-of-bounds access in kernel %s: %s %s %s[%lld] but shared buffer %s has %lld elements",
                        kernelName_, threadInBlock(current_).c_str(), access == Access::Read ? "reads" : "writes",
@@ -1821,6 +1837,15 @@ inline std::vector<PointerArgument> pointerArguments(std::index_sequence<Positio
 }
 
 inline unsigned long long launchCount = 0;
+// The bytes of shared memory sized at launch that the running launch gave (EMMY_LAUNCH_SIZED).
+inline uint64_t launchSharedBytes = 0;
+
+// The most shared memory a launch may size: $EMMY_SIM_SHARED_BYTES, or the 227 KiB of the H200 that the
+// static model takes (sm_90). Tests set less to run the kernels' path for rows that do not fit.
+inline int64_t launchSharedLimit() {
+  const char* text = std::getenv("EMMY_SIM_SHARED_BYTES");
+  return text ? std::strtoll(text, nullptr, 10) : int64_t{227 * 1024};
+}
 
 // $EMMY_SIM_MAX_BLOCKS=N caps each dimension of every valid grid at N blocks. The generated kernels stride
 // over the blocks they are not given, so that tests see those loops run more than once (the barrier
@@ -1843,6 +1868,23 @@ inline void launch(const char* kernelName, const char* argumentNames, dim3 grid,
   scheduler.setArguments(argumentNames, pointerArguments(std::index_sequence_for<Arguments...>{}, arguments...));
   const auto body = [&] { kernel(arguments...); };
   scheduler.runGrid(kernelName, grid, block, &invokeBody<decltype(body)>, &body);
+}
+
+// A launch that gives the kernel `sharedBytes` of shared memory sized at launch: refused, as by the
+// device, beyond what a block may have.
+template <class Kernel, class... Arguments>
+inline void launchSized(const char* kernelName, const char* argumentNames, dim3 grid, dim3 block, int64_t sharedBytes,
+                        Kernel kernel, Arguments... arguments) {
+  if (sharedBytes < 0 || sharedBytes > launchSharedLimit()) {
+    ++launchCount;
+    recordError(cudaErrorInvalidValue, std::string("invalid argument: kernel ") + kernelName + " launched with " +
+                                           std::to_string(sharedBytes) + " bytes of shared memory sized at launch, " +
+                                           "more than the " + std::to_string(launchSharedLimit()) + " a block may have");
+    return;
+  }
+  launchSharedBytes = static_cast<uint64_t>(sharedBytes);
+  launch(kernelName, argumentNames, grid, block, kernel, arguments...);
+  launchSharedBytes = 0;
 }
 
 // The value a shuffle carries, as the bits of any type of up to 8 bytes.
@@ -1945,15 +1987,25 @@ struct SharedArray {
   const char* name;
   T elements[Count];
   SharedAccesses accesses[Count];
+  // The elements an index may reach: Count, or those of a launch for an array sized at launch.
+  int64_t sized = Count;
 
   SharedElement<T, Count> operator[](int64_t index) { return {*this, index}; }
+
+  // EMMY_SHARED_SIZED_AT_LAUNCH: `elements` from byte `offset` of the shared memory the launch sized.
+  void sizeAtLaunch(int64_t offset, int64_t elements) {
+    const int64_t given = static_cast<int64_t>(launchSharedBytes);
+    if (elements > Count || offset + elements * int64_t{sizeof(T)} > given)
+      scheduler.stopAtSharedBeyondLaunch(name, offset, elements * int64_t{sizeof(T)}, given);
+    sized = elements;
+  }
 
   // `elements` elements from `source` into the elements from `index` on, when a wait covers the copy.
   // Checked as a write now too: the copy may land at any time until then.
   void startCopy(int64_t index, const void* source, int64_t elements) {
     for (int64_t element = 0; element < elements; ++element)
-      scheduler.noteSharedAccess(Access::Write, accesses, name, index + element, Count);
-    PendingCopy copy{accesses, name, index, Count, &this->elements[index], 0, static_cast<uint8_t>(elements),
+      scheduler.noteSharedAccess(Access::Write, accesses, name, index + element, sized);
+    PendingCopy copy{accesses, name, index, sized, &this->elements[index], 0, static_cast<uint8_t>(elements),
                      static_cast<uint8_t>(elements * sizeof(T)), {}};
     std::memcpy(copy.value, source, copy.bytes);
     scheduler.startCopy(copy);
@@ -1962,13 +2014,13 @@ struct SharedArray {
   // `site`: where the access is in the kernel, when profiling (then inlined, see SharedElement).
   EMMY_SIM_SITE_OF_ACCESS T read(int64_t index, uintptr_t site) {
     UnprofiledScope unprofiled;
-    scheduler.noteSharedAccess(Access::Read, accesses, name, index, Count);
+    scheduler.noteSharedAccess(Access::Read, accesses, name, index, sized);
     if constexpr (kProfiling) scheduler.noteProfiledSharedAccess(site, this, index * int64_t{sizeof(T)}, sizeof(T), Access::Read);
     return elements[index];
   }
   EMMY_SIM_SITE_OF_ACCESS void write(int64_t index, const T& value, uintptr_t site) {
     UnprofiledScope unprofiled;
-    scheduler.noteSharedAccess(Access::Write, accesses, name, index, Count);
+    scheduler.noteSharedAccess(Access::Write, accesses, name, index, sized);
     if constexpr (kProfiling) scheduler.noteProfiledSharedAccess(site, this, index * int64_t{sizeof(T)}, sizeof(T), Access::Write);
     elements[index] = value;
   }
@@ -2001,7 +2053,7 @@ struct SharedArray {
     const int64_t lanes = bytes / int64_t{sizeof(T)};
     const int64_t offset = index * int64_t{sizeof(T)};
     if (offset % bytes != 0) scheduler.stopAtMisalignedRead("emmy_load_shared_vector()", name, index, offset, bytes);
-    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Read, accesses, name, index + lane, Count);
+    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Read, accesses, name, index + lane, sized);
     if constexpr (kProfiling) {
       const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;  // in the call instruction
       scheduler.noteProfiledSharedAccess(site, this, offset, bytes, Access::Read);
@@ -2017,7 +2069,7 @@ struct SharedArray {
     constexpr int64_t lanes = 16 / sizeof(T);
     const int64_t offset = index * int64_t{sizeof(T)};
     if (offset % 16 != 0) scheduler.stopAtMisalignedRead("a row of emmy_ldmatrix()", name, index, offset, 16);
-    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Read, accesses, name, index + lane, Count);
+    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Read, accesses, name, index + lane, sized);
     if constexpr (kProfiling) scheduler.noteProfiledSharedAccess(site, this, offset, 16, Access::Read);
     return &elements[index];
   }
@@ -2214,6 +2266,14 @@ inline void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b) {
     (void)(stream);                                                                                        \
     ::emmy_sim::detail::launch(#kernel, #__VA_ARGS__, (grid), (block), kernel, ##__VA_ARGS__);             \
   } while (0)
+#define EMMY_LAUNCH_SIZED(kernel, grid, block, bytes, stream, ...)                                          \
+  do {                                                                                                     \
+    (void)(stream);                                                                                        \
+    ::emmy_sim::detail::launchSized(#kernel, #__VA_ARGS__, (grid), (block), (bytes), kernel, ##__VA_ARGS__); \
+  } while (0)
+#define EMMY_LAUNCH_SHARED_LIMIT(kernel) ::emmy_sim::detail::launchSharedLimit()
+// The bytes of shared memory the launch sized (%dynamic_smem_size).
+inline unsigned emmy_launch_shared_bytes() { return static_cast<unsigned>(emmy_sim::detail::launchSharedBytes); }
 
 // The callbacks of the compiler's -fsanitize=thread instrumentation, with which `emmy check --profile`
 // compiles (without the ThreadSanitizer runtime): every load and store of the program calls one, and

@@ -468,8 +468,9 @@ private:
     }
     if (!node.shape.empty()) shapes_[node.buffer] = node.shape;
     if (node.scope == tile::MemoryScope::Shared) shared_.insert(node.buffer);
-    StmtPtr declare = std::make_shared<Declare>(
-        node.buffer, node.dtype, count, node.scope == tile::MemoryScope::Shared ? Memory::Shared : Memory::Local);
+    StmtPtr declare = std::make_shared<Declare>(node.buffer, node.dtype, count,
+                                                node.scope == tile::MemoryScope::Shared ? Memory::Shared : Memory::Local,
+                                                node.sizedAtLaunch);
     return std::make_shared<Block>(std::vector<StmtPtr>{declare, lowerStmt(*node.body)});
   }
 

@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "ir/tensor/rewrite.h"
+#include "ir/tensor/simplify.h"
+#include "ir/tile/nodes.h"
 
 namespace emmy::kernel {
 
@@ -30,6 +32,45 @@ bool isHardwareIndex(const std::string& name) {
 }
 
 bool isThreadIndex(const std::string& name) { return named(name, kIndexNames[0]); }
+
+ExprPtr launchSharedBytes() { return std::make_shared<tensor::AxisVar>(tile::kLaunchSharedBytes); }
+bool isLaunchSharedBytes(const std::string& name) { return name == tile::kLaunchSharedBytes; }
+
+namespace {
+
+// The bytes of shared `declare` at launch.
+ExprPtr bytesAtLaunch(const Declare& declare) {
+  return std::make_shared<tensor::Binary>(DType::I64, tensor::BinaryOp::Mul, declare.sizedAtLaunch,
+                                          std::make_shared<tensor::IntImm>(DType::I64, dtypeBytes(declare.dtype)));
+}
+
+}  // namespace
+
+std::vector<Function::SizedAtLaunch> Function::sharedSizedAtLaunch() const {
+  std::vector<SizedAtLaunch> found;
+  ExprPtr offset = std::make_shared<tensor::IntImm>(DType::I64, 0);
+  forEachStmt(*body, [&](const Stmt& stmt) {
+    const auto* declare = stmt.as<Declare>();
+    if (!declare || !declare->sizedAtLaunch) return;
+    found.push_back({declare, offset});
+    offset = tensor::simplifyIndex(std::make_shared<tensor::Binary>(DType::I64, tensor::BinaryOp::Add, offset,
+                                                                    bytesAtLaunch(*declare)));
+  });
+  return found;
+}
+
+ExprPtr Function::launchSharedBytes() const {
+  std::vector<SizedAtLaunch> buffers = sharedSizedAtLaunch();
+  if (buffers.empty()) return nullptr;
+  return tensor::simplifyIndex(std::make_shared<tensor::Binary>(DType::I64, tensor::BinaryOp::Add, buffers.back().offset,
+                                                                bytesAtLaunch(*buffers.back().buffer)));
+}
+
+int64_t Function::mostLaunchSharedBytes() const {
+  int64_t total = 0;
+  for (const SizedAtLaunch& sized : sharedSizedAtLaunch()) total += sized.buffer->count * dtypeBytes(sized.buffer->dtype);
+  return total;
+}
 
 bool Function::flatGrid() const {
   auto one = [](const ExprPtr& e) {
@@ -76,10 +117,26 @@ void forEachExpr(const Stmt& stmt, const std::function<void(const ExprPtr&)>& vi
       forEachExpr(*node.aligned, visit), forEachExpr(*node.otherwise, visit);
     } else if constexpr (std::is_same_v<Node, Block>) {
       for (const StmtPtr& inner : node.stmts) forEachExpr(*inner, visit);
+    } else if constexpr (std::is_same_v<Node, Declare>) {
+      e(node.sizedAtLaunch);
     } else {
-      static_assert(std::is_same_v<Node, Declare> || std::is_same_v<Node, Barrier> ||
+      static_assert(std::is_same_v<Node, Barrier> ||
                         std::is_same_v<Node, ShuffleCombine> || std::is_same_v<Node, WaitForCopies>,
                     "a statement with expressions that forEachExpr does not visit");
+    }
+  });
+}
+
+void forEachStmt(const Stmt& stmt, const std::function<void(const Stmt&)>& visit) {
+  visit(stmt);
+  dispatch(stmt, [&](const auto& node) {
+    using Node = std::decay_t<decltype(node)>;
+    if constexpr (std::is_same_v<Node, For> || std::is_same_v<Node, If>) {
+      forEachStmt(*node.body, visit);
+    } else if constexpr (std::is_same_v<Node, IfAligned>) {
+      forEachStmt(*node.aligned, visit), forEachStmt(*node.otherwise, visit);
+    } else if constexpr (std::is_same_v<Node, Block>) {
+      for (const StmtPtr& inner : node.stmts) forEachStmt(*inner, visit);
     }
   });
 }

@@ -27,6 +27,10 @@ ExprPtr threadIndex(int dimension = 0);
 ExprPtr blockIndex(int dimension = 0);
 ExprPtr blockSize(int dimension = 0);
 ExprPtr gridSize(int dimension = 0);
+// The bytes of shared memory sized at launch that the launch gave the kernel (tile::kLaunchSharedBytes):
+// like the hardware indices, a value every thread reads (CUDA's %dynamic_smem_size).
+ExprPtr launchSharedBytes();
+bool isLaunchSharedBytes(const std::string& name);
 
 #define EMMY_KERNEL_STMT_NODES(X) \
   X(For)                          \
@@ -87,15 +91,19 @@ struct Let final : Stmt {
 enum class Memory { Local, Shared };
 
 // A buffer of `count` elements for the rest of the block: a thread's own (Local; count 1 is a scalar,
-// read as a Load with no index) or the block's (Shared).
+// read as a Load with no index) or the block's (Shared). A shared buffer `sizedAtLaunch` lies in the
+// shared memory the launch sizes: it has that many elements there (an i64 expression of the sizes, at
+// most `count`, the bound of every index), after the kernel's earlier such buffers.
 struct Declare final : Stmt {
   static constexpr StmtKind kKind = StmtKind::Declare;
-  Declare(std::string buffer, DType dtype, int64_t count, Memory memory)
-      : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), count(count), memory(memory) {}
+  Declare(std::string buffer, DType dtype, int64_t count, Memory memory, ExprPtr sizedAtLaunch = nullptr)
+      : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), count(count), memory(memory),
+        sizedAtLaunch(std::move(sizedAtLaunch)) {}
   const std::string buffer;
   const DType dtype;
   const int64_t count;
   const Memory memory;
+  const ExprPtr sizedAtLaunch;
 };
 
 // buffer[index] = value, or buffer = value for a scalar local (index null).
@@ -273,6 +281,8 @@ decltype(auto) dispatch(const Stmt& stmt, Visitor&& visitor) {
 
 // Calls `visit` on every expression of `stmt` and of the statements inside it.
 void forEachExpr(const Stmt& stmt, const std::function<void(const ExprPtr&)>& visit);
+// Calls `visit` on `stmt` and on every statement inside it, in the order they stand.
+void forEachStmt(const Stmt& stmt, const std::function<void(const Stmt&)>& visit);
 
 // `stmt` with each statement directly inside it (a For's, If's or Block's body, an IfAligned's two
 // sides) replaced by `replace` of it, called in the order the statements stand; any other statement
@@ -297,6 +307,16 @@ struct Function {
   ExprPtr launchWhen;
 
   int threadsPerBlock() const { return blockThreads[0] * blockThreads[1] * blockThreads[2]; }
+  // The shared buffers sized at launch, one after another in the launch's shared memory: each with its
+  // first byte there (an i64 expression of the sizes).
+  struct SizedAtLaunch {
+    const Declare* buffer;
+    ExprPtr offset;
+  };
+  std::vector<SizedAtLaunch> sharedSizedAtLaunch() const;
+  // The bytes they all take (an i64 expression of the sizes; null when there are none), and at most.
+  ExprPtr launchSharedBytes() const;
+  int64_t mostLaunchSharedBytes() const;
   // Only x has more than one block (or thread): printers then show one number.
   bool flatGrid() const;
   bool flatBlock() const { return blockThreads[1] == 1 && blockThreads[2] == 1; }

@@ -27,10 +27,10 @@ struct Printer {
   }
   void printNode(const Let& node, int indent) { line(indent, fmt::format("let {} = {}", node.var, e(node.value))); }
   void printNode(const Declare& node, int indent) {
-    line(indent, fmt::format("{} {}: {}{}", node.memory == Memory::Shared ? "shared" : "local", node.buffer,
-                             dtypeName(node.dtype), node.count == 1 && node.memory == Memory::Local
-                                                        ? ""
-                                                        : fmt::format("[{}]", node.count)));
+    line(indent, fmt::format("{} {}: {}{}{}", node.memory == Memory::Shared ? "shared" : "local", node.buffer,
+                             dtypeName(node.dtype),
+                             node.count == 1 && node.memory == Memory::Local ? "" : fmt::format("[{}]", node.count),
+                             node.sizedAtLaunch ? fmt::format(", sized at launch to {}", e(node.sizedAtLaunch)) : ""));
   }
   void printNode(const Store& node, int indent) {
     std::string target = node.buffer + (node.index ? "[" + e(node.index) + "]" : "");

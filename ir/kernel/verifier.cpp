@@ -46,7 +46,8 @@ private:
 
   void checkExpr(const ExprPtr& expr) const {
     forEachNode(*expr, [&](const Expr& node) {
-      if (const auto* var = node.as<AxisVar>(); var && !isHardwareIndex(var->name) && !vars_.count(var->name))
+      if (const auto* var = node.as<AxisVar>();
+          var && !isHardwareIndex(var->name) && !isLaunchSharedBytes(var->name) && !vars_.count(var->name))
         fail(fmt::format("{} uses {} outside its scope", printExpr(*expr), var->name));
       if (const auto* load = node.as<Load>()) checkAccess(load->tensor, load->indices.size(), printExpr(node));
     });
@@ -85,6 +86,14 @@ private:
   }
   void checkNode(const Declare& node, bool) {
     if (node.count < 1) fail(fmt::format("buffer {} has {} elements", node.buffer, node.count));
+    if (node.sizedAtLaunch) {
+      if (node.memory != Memory::Shared) fail(fmt::format("buffer {} is sized at launch but not shared", node.buffer));
+      forEachNode(*node.sizedAtLaunch, [&](const Expr& inner) {
+        if (!inner.as<SizeVar>() && !inner.as<IntImm>() && !inner.as<Binary>())
+          fail(fmt::format("buffer {} is sized at launch by {}, which is not arithmetic of sizes", node.buffer,
+                           printExpr(*node.sizedAtLaunch)));
+      });
+    }
     (node.memory == Memory::Shared ? shared_ : locals_)[node.buffer] = node.count;
     (node.memory == Memory::Local ? localTypes_ : sharedTypes_)[node.buffer] = node.dtype;
   }

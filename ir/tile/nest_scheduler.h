@@ -167,6 +167,7 @@ private:
   std::vector<const Load*> rootReadsOf(const std::string& tensor) const;
   StmtPtr rowVariants(const PlacedCache& cache, const Defined& defined, const std::vector<ExprPtr>& masks);
   bool inUse(const PlacedCache& cache) const;
+  ExprPtr elementsAtLaunch(const PlacedCache& placed) const;
   StmtPtr cacheCopy(const PlacedCache& placed, StmtPtr rest);
   static std::vector<Dim> cacheShape(const PlacedCache& placed);
   static bool single(const PlacedCache& placed);

@@ -91,17 +91,26 @@ struct Let final : Stmt {
 
 enum class MemoryScope { Registers, Shared };
 
-// A buffer for `body`, in each thread's registers or in the block's shared memory.
+// The bytes of shared memory the launch gave the kernel's copies sized at launch (Allocate::sizedAtLaunch):
+// what they all take at the launch's sizes, or 0 where the device has too little. Kernel IR reads it
+// from the hardware (%dynamic_smem_size).
+inline constexpr const char* kLaunchSharedBytes = "launch.sharedBytes";
+
+// A buffer for `body`, in each thread's registers or in the block's shared memory. `sizedAtLaunch`: of a
+// shared buffer whose size is decided at launch, the elements it has there (over the sizes; at most the
+// shape's, which bounds every index); null for a buffer of the shape's size.
 struct Allocate final : Stmt {
   static constexpr StmtKind kKind = StmtKind::Allocate;
-  Allocate(std::string buffer, DType dtype, std::vector<Dim> shape, MemoryScope scope, StmtPtr body)
+  Allocate(std::string buffer, DType dtype, std::vector<Dim> shape, MemoryScope scope, StmtPtr body,
+           ExprPtr sizedAtLaunch = nullptr)
       : Stmt(kKind), buffer(std::move(buffer)), dtype(dtype), shape(std::move(shape)), scope(scope),
-        body(std::move(body)) {}
+        body(std::move(body)), sizedAtLaunch(std::move(sizedAtLaunch)) {}
   const std::string buffer;
   const DType dtype;
   const std::vector<Dim> shape;
   const MemoryScope scope;
   const StmtPtr body;
+  const ExprPtr sizedAtLaunch;
 };
 
 // buffer[indices] = value; with `atomic`, buffer[indices] = op(buffer[indices], value) as one atomic

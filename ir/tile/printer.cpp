@@ -45,8 +45,9 @@ struct Printer {
     line(indent, fmt::format("let {} = {}", node.var, tensor::printExpr(*node.value)));
   }
   void printNode(const Allocate& node, int indent) {
-    line(indent, fmt::format("{} {}: {}{}", node.scope == MemoryScope::Shared ? "shared" : "register", node.buffer,
-                             dtypeName(node.dtype), node.shape.empty() ? "" : tensor::shapeToString(node.shape)));
+    line(indent, fmt::format("{} {}: {}{}{}", node.scope == MemoryScope::Shared ? "shared" : "register", node.buffer,
+                             dtypeName(node.dtype), node.shape.empty() ? "" : tensor::shapeToString(node.shape),
+                             node.sizedAtLaunch ? fmt::format(", sized at launch to {}", tensor::printExpr(*node.sizedAtLaunch)) : ""));
     print(*node.body, indent);
   }
   void printNode(const Store& node, int indent) {

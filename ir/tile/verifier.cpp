@@ -40,7 +40,7 @@ private:
 
   void checkExpr(const ExprPtr& expr) const {
     forEachNode(*expr, [&](const Expr& node) {
-      if (const auto* axis = node.as<AxisVar>(); axis && !vars_.count(axis->name))
+      if (const auto* axis = node.as<AxisVar>(); axis && !vars_.count(axis->name) && axis->name != kLaunchSharedBytes)
         fail(fmt::format("{} uses {} outside its scope", printExpr(*expr), axis->name));
       if (const auto* load = node.as<Load>(); load && !buffers_.count(load->tensor))
         fail(fmt::format("{} reads {}, which is not in scope", printExpr(*expr), load->tensor));
@@ -108,6 +108,10 @@ private:
   }
   void checkNode(const Allocate& node, bool blockLevel) {
     if (buffers_.count(node.buffer)) fail(fmt::format("buffer {} shadows another", node.buffer));
+    if (node.sizedAtLaunch) {
+      if (node.scope != MemoryScope::Shared) fail(fmt::format("buffer {} is sized at launch but not shared", node.buffer));
+      checkExpr(node.sizedAtLaunch);
+    }
     buffers_.insert(node.buffer);
     check(*node.body, blockLevel);
     buffers_.erase(node.buffer);

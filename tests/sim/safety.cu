@@ -76,6 +76,15 @@ __global__ void shared_underflow_k0(float* __restrict__ out) {
   out[threadIdx.x] = staged[(int64_t)threadIdx.x - 1];
 }
 
+// A shared array sized at launch to n elements (of 64 at most), one per thread: its bounds are what the
+// launch sized, and it must lie within the bytes the launch gave.
+__global__ void sized_at_launch_k0(float* __restrict__ out, int64_t n) {
+  EMMY_SHARED_SIZED_AT_LAUNCH(float, row, 64, (int64_t)0, n);
+  row[threadIdx.x] = (float)threadIdx.x + (float)emmy_launch_shared_bytes();
+  __syncthreads();
+  out[threadIdx.x] = row[threadIdx.x];
+}
+
 // Global buffers: the bound check is off by one, reading past the end of x; a write far before the
 // start of y; a read through a null pointer.
 __global__ void shifted_copy_k0(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
@@ -137,6 +146,11 @@ extern "C" int shared_overflow(float* out, cudaStream_t stream) {
 
 extern "C" int shared_underflow(float* out, cudaStream_t stream) {
   EMMY_LAUNCH(shared_underflow_k0, dim3(1), dim3(32), stream, out);
+  return check_launch();
+}
+
+extern "C" int sized_at_launch(float* out, int64_t n, int64_t bytes, unsigned threads, cudaStream_t stream) {
+  EMMY_LAUNCH_SIZED(sized_at_launch_k0, dim3(1), dim3(threads), bytes, stream, out, n);
   return check_launch();
 }
 

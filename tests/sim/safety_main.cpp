@@ -13,6 +13,7 @@ extern "C" int own_elements(float* out, cudaStream_t stream);
 extern "C" int tree_sum(const float* in, float* sums, unsigned blocks, bool barrier, cudaStream_t stream);
 extern "C" int shared_overflow(float* out, cudaStream_t stream);
 extern "C" int shared_underflow(float* out, cudaStream_t stream);
+extern "C" int sized_at_launch(float* out, int64_t n, int64_t bytes, unsigned threads, cudaStream_t stream);
 extern "C" int shifted_copy(const float* x, float* y, int64_t n, cudaStream_t stream);
 extern "C" int write_before(float* y, int64_t n, cudaStream_t stream);
 extern "C" int wild_read(float* y, cudaStream_t stream);
@@ -59,6 +60,11 @@ int main() {
   show("tree sum without barriers", tree_sum(in, out, 2, false, nullptr));
   show("shared overflow", shared_overflow(out, nullptr));
   show("shared underflow", shared_underflow(out, nullptr));
+  show("sized at launch", sized_at_launch(out, 32, 128, 32, nullptr));
+  for (int k = 0; k < 32; ++k) checks.expect(out[k] == 128.0f + k, "sized at launch " + std::to_string(k));
+  show("sized beyond the launch", sized_at_launch(out, 32, 96, 32, nullptr));
+  show("past what the launch sized", sized_at_launch(out, 32, 256, 40, nullptr));
+  show("more than a block may have", sized_at_launch(out, 32, 227 * 1024 + 16, 32, nullptr));
 
   float* x = deviceFloats(100);
   float* y = deviceFloats(100);

@@ -41,6 +41,7 @@ void ScheduleChecker::refitCopies() {
     cache.atLoop = at.loops[loopAt].name;
     cache.shape = fit->extents;
     cache.wholeRows = fit->wholeRows;
+    cache.sizedAtLaunch = fit->sizedAtLaunch;
   }
 }
 
@@ -106,14 +107,21 @@ std::optional<ScheduleChecker::CopyFit> ScheduleChecker::fitCopy(const Directive
   };
   const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
   DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
+  // A copy of whole rows holds them in whole 16-byte vectors. A launch variant's short rows (at most
+  // kWholeRowCacheBytes) take a static copy of the longest, no more: shared memory a block does not use
+  // would only limit how many blocks an SM holds. Longer rows take a copy sized at launch to the row.
   std::optional<int64_t> rowBound;
+  bool rowsSizedAtLaunch = false;
   if (!compute && fit.memory == CacheMemory::Shared && !own) {
-    rowBound = kWholeRowCacheBytes / dtypeBytes(dtype);
-    // A launch variant for short rows holds its longest row (in whole 16-byte vectors), no more: shared
-    // memory a block does not use would only limit how many blocks an SM holds.
-    if (std::optional<int64_t> longest = largestExtent(shape.back(), kernel_)) {
-      int64_t lanes = std::max<int64_t>(1, 16 / dtypeBytes(dtype));
-      rowBound = std::min(*rowBound, (std::max<int64_t>(*longest, 1) + lanes - 1) / lanes * lanes);
+    int64_t lanes = std::max<int64_t>(1, 16 / dtypeBytes(dtype));
+    auto roundedUp = [&](int64_t elements) { return (std::max<int64_t>(elements, 1) + lanes - 1) / lanes * lanes; };
+    std::optional<int64_t> longest = largestExtent(shape.back(), kernel_);
+    if (longest && roundedUp(*longest) * dtypeBytes(dtype) <= kWholeRowCacheBytes) {
+      rowBound = roundedUp(*longest);
+    } else {
+      rowBound = kMostSharedBytesPerBlock / dtypeBytes(dtype) / lanes * lanes;
+      if (longest) rowBound = std::min(*rowBound, roundedUp(*longest));
+      rowsSizedAtLaunch = true;
     }
   }
   std::vector<const ScheduledLoop*> varying = varyingLoops(at, loopAt, fit.memory);
@@ -128,6 +136,7 @@ std::optional<ScheduleChecker::CopyFit> ScheduleChecker::fitCopy(const Directive
       } else if (rowBound && dim + 1 == indices.size() && readsWhole(*indices[dim], at, varying)) {
         extents.push_back(*rowBound);
         fit.wholeRows = true;
+        fit.sizedAtLaunch = rowsSizedAtLaunch;
       } else if (symbolic) {
         return fail(fmt::format("loop {} inside it has extent {}, which is not a constant, so the part of {} to copy has "
                                 "no constant size; {} at a loop inside {}", symbolic->name, symbolic->extentText, source,
@@ -263,7 +272,7 @@ void ScheduleChecker::cache(const Directive& d) {
   }
   DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
   model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, fit->extents, 0, false,
-                                     dtypeBytes(dtype), d.loc, fit->wholeRows});
+                                     dtypeBytes(dtype), d.loc, fit->wholeRows, fit->sizedAtLaunch});
   copies_.push_back({d, name});
 }
 
@@ -317,7 +326,7 @@ void ScheduleChecker::checkSharedMemory() {
     std::vector<std::string> parts;
     const SourceLoc* last = nullptr;
     for (const CacheStage& cache : model_.caches) {
-      if (cache.memory != CacheMemory::Shared ||
+      if (cache.memory != CacheMemory::Shared || cache.sizedAtLaunch ||
           std::find(nest.stages.begin(), nest.stages.end(), cache.atStage) == nest.stages.end())
         continue;
       int64_t elements = 1;
@@ -449,16 +458,20 @@ StmtPtr NestScheduler::rowVariants(const PlacedCache& cache, const Defined& defi
   size_t position = cache.position;
   wholeRowsInUse_[&cache] = true;
   StmtPtr copied = generate(position, defined, masks);
-  // Where the sizes bound the rows (a launch variant for short rows), they always fit.
+  // Where the sizes bound the rows (a launch variant for short rows), a static copy always fits.
   std::optional<int64_t> longest = largestExtent(sourceShape(cache).back(), kernel_);
-  if (longest && *longest <= cache.cache->shape.back()) {
+  if (!cache.cache->sizedAtLaunch && longest && *longest <= cache.cache->shape.back()) {
     wholeRowsInUse_.erase(&cache);
     return copied;
   }
   wholeRowsInUse_[&cache] = false;
   StmtPtr direct = generate(position, defined, masks);
   wholeRowsInUse_.erase(&cache);
-  ExprPtr fits = compare(BinaryOp::Le, dimValue(sourceShape(cache).back()), i64(cache.cache->shape.back()));
+  // A copy sized at launch fits where the launch gave it its bytes.
+  ExprPtr fits = cache.cache->sizedAtLaunch
+                     ? compare(BinaryOp::Le, arithmetic(BinaryOp::Mul, elementsAtLaunch(cache), i64(cache.cache->elementBytes)),
+                               var(kLaunchSharedBytes))
+                     : compare(BinaryOp::Le, dimValue(sourceShape(cache).back()), i64(cache.cache->shape.back()));
   return block({std::make_shared<Guard>(fits, copied),
                 std::make_shared<Guard>(std::make_shared<Unary>(DType::Bool, UnaryOp::Not, fits), direct)});
 }
@@ -476,7 +489,17 @@ StmtPtr NestScheduler::cacheCopy(const PlacedCache& placed, StmtPtr rest) {
   if (rows) stmts.push_back(std::make_shared<WaitForCopies>(0));
   stmts.push_back(rest);
   return std::make_shared<Allocate>(placed.cache->name, placed.dtype, cacheShape(placed),
-                                    shared ? MemoryScope::Shared : MemoryScope::Registers, block(stmts));
+                                    shared ? MemoryScope::Shared : MemoryScope::Registers, block(stmts),
+                                    placed.cache->sizedAtLaunch ? elementsAtLaunch(placed) : nullptr);
+}
+
+// The elements of a copy sized at launch: the row in whole 16-byte vectors (as the copy and the reads
+// through it take it), and its pad.
+ExprPtr NestScheduler::elementsAtLaunch(const PlacedCache& placed) const {
+  int64_t lanes = std::max(1, 16 / placed.cache->elementBytes);
+  ExprPtr vectors = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, dimValue(sourceShape(placed).back()), i64(lanes - 1)),
+                               i64(lanes));
+  return arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, vectors, i64(lanes)), i64(placed.cache->pad));
 }
 
 // The copy's shape: its footprint, rows widened by `pad`, and two stages when double-buffered.

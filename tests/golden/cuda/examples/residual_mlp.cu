@@ -136,6 +136,21 @@ template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copi
   ::emmy_sim::detail::scheduler.waitForCopies(Pending);
 #endif
 }
+#ifndef EMMY_SHARED_SIZED_AT_LAUNCH
+// The shared array `name` of `count` elements at most, from byte `offset` of the launch's shared memory
+// (`elements`, what it has at this launch, is the simulation's to check).
+#define EMMY_SHARED_SIZED_AT_LAUNCH(type, name, count, offset, elements) \
+  extern __shared__ __align__(16) unsigned char emmy_launch_shared[];   \
+  type* const name = reinterpret_cast<type*>(emmy_launch_shared + (offset))
+// The bytes of shared memory the launch sized (%dynamic_smem_size).
+static __device__ __forceinline__ unsigned emmy_launch_shared_bytes() {
+  unsigned bytes = 0;
+#if defined(__CUDA_ARCH__)
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+#endif
+  return bytes;
+}
+#endif
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -157,6 +172,26 @@ static int emmy_fail(const char* format, ...) {
   return 1;
 }
 #endif  // __CUDACC_RTC__
+#if !defined(__CUDACC_RTC__) && !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
+// The device's most shared memory per block (opting in), less what `kernel` declares itself; 0 when
+// the runtime cannot say, and the kernel then reads its rows from global memory.
+static int64_t emmy_launch_shared_limit(const void* kernel) {
+  int device = 0, most = 0;
+  cudaFuncAttributes attributes;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess)
+    return 0;
+  return (int64_t)most - (int64_t)attributes.sharedSizeBytes;
+}
+#define EMMY_LAUNCH_SHARED_LIMIT(kernel) emmy_launch_shared_limit((const void*)(kernel))
+// Beyond 48 KiB, a kernel takes shared memory sized at launch only where it opts in.
+#define EMMY_LAUNCH_SIZED(kernel, grid, block, bytes, stream, ...)                                        \
+  do {                                                                                                    \
+    cudaFuncSetAttribute((const void*)(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)); \
+    kernel<<<(grid), (block), (size_t)(bytes), (stream)>>>(__VA_ARGS__);                                 \
+  } while (0)
+#endif
 
 #ifndef EMMY_HOST_ONLY
 // Computes h__ms, h.
@@ -2161,12 +2196,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(
 // Computes h__ms, h.
 extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)8192)) {
-      EMMY_SHARED(float, h__x_row, 8192);
+    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
       __syncthreads();
       for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
         const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
-        const int64_t h__x_row_1 = (h__x_row_element % (int64_t)8192);
+        const int64_t h__x_row_1 = (h__x_row_element % (int64_t)58112);
         emmy_copy_async_lanes<4>(h__x_row, h__x_row_1, x, ((n * D) + h__x_row_1), (n < N) ? (D - h__x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -2238,7 +2273,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
         }
       }
     }
-    if ((!(D <= (int64_t)8192))) {
+    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
       float h__ms;
       float h__ms__acc;
       h__ms__acc = 0.0f;
@@ -3274,9 +3309,13 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
       return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k2 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(residual_mlp__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(residual_mlp__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(residual_mlp__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
     if (!(H == 0 || N == 0)) {
       EMMY_LAUNCH(residual_mlp__LANES256__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)

@@ -189,6 +189,21 @@ static __device__ __forceinline__ void emmy_transpose_quad(uint32_t* words, int6
   }
 #endif
 }
+#ifndef EMMY_SHARED_SIZED_AT_LAUNCH
+// The shared array `name` of `count` elements at most, from byte `offset` of the launch's shared memory
+// (`elements`, what it has at this launch, is the simulation's to check).
+#define EMMY_SHARED_SIZED_AT_LAUNCH(type, name, count, offset, elements) \
+  extern __shared__ __align__(16) unsigned char emmy_launch_shared[];   \
+  type* const name = reinterpret_cast<type*>(emmy_launch_shared + (offset))
+// The bytes of shared memory the launch sized (%dynamic_smem_size).
+static __device__ __forceinline__ unsigned emmy_launch_shared_bytes() {
+  unsigned bytes = 0;
+#if defined(__CUDA_ARCH__)
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+#endif
+  return bytes;
+}
+#endif
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -210,6 +225,26 @@ static int emmy_fail(const char* format, ...) {
   return 1;
 }
 #endif  // __CUDACC_RTC__
+#if !defined(__CUDACC_RTC__) && !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
+// The device's most shared memory per block (opting in), less what `kernel` declares itself; 0 when
+// the runtime cannot say, and the kernel then reads its rows from global memory.
+static int64_t emmy_launch_shared_limit(const void* kernel) {
+  int device = 0, most = 0;
+  cudaFuncAttributes attributes;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess)
+    return 0;
+  return (int64_t)most - (int64_t)attributes.sharedSizeBytes;
+}
+#define EMMY_LAUNCH_SHARED_LIMIT(kernel) emmy_launch_shared_limit((const void*)(kernel))
+// Beyond 48 KiB, a kernel takes shared memory sized at launch only where it opts in.
+#define EMMY_LAUNCH_SIZED(kernel, grid, block, bytes, stream, ...)                                        \
+  do {                                                                                                    \
+    cudaFuncSetAttribute((const void*)(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)); \
+    kernel<<<(grid), (block), (size_t)(bytes), (stream)>>>(__VA_ARGS__);                                 \
+  } while (0)
+#endif
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
@@ -479,12 +514,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)16384)) {
-      EMMY_SHARED(__half, x_row, 16384);
+    if ((((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 116224, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
         emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -618,7 +653,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         }
       }
     }
-    if ((!(D <= (int64_t)16384))) {
+    if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       __half m;
       float m__acc;
       m__acc = -INFINITY;
@@ -768,9 +803,13 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
       return emmy_fail("softmax_f16: kernel softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(softmax_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_f16: kernel softmax_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f16__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_f16: kernel softmax_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -1044,12 +1083,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)16384)) {
-      EMMY_SHARED(__nv_bfloat16, x_row, 16384);
+    if ((((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 116224, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
         emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -1183,7 +1222,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         }
       }
     }
-    if ((!(D <= (int64_t)16384))) {
+    if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       __nv_bfloat16 m;
       float m__acc;
       m__acc = -INFINITY;
@@ -1333,9 +1372,13 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
       return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(softmax_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_bf16__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -1609,12 +1652,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)8192)) {
-      EMMY_SHARED(float, x_row, 8192);
+    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)4);
-        const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+        const int64_t x_row_1 = (x_row_element % (int64_t)58112);
         emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -1748,7 +1791,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         }
       }
     }
-    if ((!(D <= (int64_t)8192))) {
+    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
       float m;
       float m__acc;
       m__acc = -INFINITY;
@@ -1898,9 +1941,13 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
       return emmy_fail("softmax_f32: kernel softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(softmax_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_f32: kernel softmax_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f32__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_f32: kernel softmax_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -2126,12 +2173,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)16384)) {
-      EMMY_SHARED(__half, x_row, 16384);
+    if ((((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 116224, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
         emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -2241,7 +2288,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
         }
       }
     }
-    if ((!(D <= (int64_t)16384))) {
+    if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       __half m;
       float m__acc;
       m__acc = -INFINITY;
@@ -2367,9 +2414,13 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
       return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(log_softmax_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f16__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -2595,12 +2646,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)16384)) {
-      EMMY_SHARED(__nv_bfloat16, x_row, 16384);
+    if ((((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 116224, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
         emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -2710,7 +2761,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
         }
       }
     }
-    if ((!(D <= (int64_t)16384))) {
+    if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       __nv_bfloat16 m;
       float m__acc;
       m__acc = -INFINITY;
@@ -2836,9 +2887,13 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
       return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(log_softmax_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_bf16__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -3064,12 +3119,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)8192)) {
-      EMMY_SHARED(float, x_row, 8192);
+    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)4);
-        const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+        const int64_t x_row_1 = (x_row_element % (int64_t)58112);
         emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -3179,7 +3234,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
         }
       }
     }
-    if ((!(D <= (int64_t)8192))) {
+    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
       float m;
       float m__acc;
       m__acc = -INFINITY;
@@ -3305,9 +3360,13 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
       return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(log_softmax_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f32__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -3541,12 +3600,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)16384)) {
-      EMMY_SHARED(__half, x_row, 16384);
+    if ((((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 116224, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
         emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -3660,7 +3719,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
         }
       }
     }
-    if ((!(D <= (int64_t)16384))) {
+    if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       float mu;
       float mu__acc;
       mu__acc = 0.0f;
@@ -3790,9 +3849,13 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
       return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(layernorm_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f16__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -4026,12 +4089,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)16384)) {
-      EMMY_SHARED(__nv_bfloat16, x_row, 16384);
+    if ((((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 116224, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
         emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -4145,7 +4208,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
         }
       }
     }
-    if ((!(D <= (int64_t)16384))) {
+    if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       float mu;
       float mu__acc;
       mu__acc = 0.0f;
@@ -4275,9 +4338,13 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
       return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(layernorm_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_bf16__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -4511,12 +4578,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)8192)) {
-      EMMY_SHARED(float, x_row, 8192);
+    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)4);
-        const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+        const int64_t x_row_1 = (x_row_element % (int64_t)58112);
         emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -4630,7 +4697,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
         }
       }
     }
-    if ((!(D <= (int64_t)8192))) {
+    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
       float mu;
       float mu__acc;
       mu__acc = 0.0f;
@@ -4760,9 +4827,13 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
       return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(layernorm_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f32__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -4923,12 +4994,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)16384)) {
-      EMMY_SHARED(__half, x_row, 16384);
+    if ((((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 116224, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
         emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -5000,7 +5071,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
         }
       }
     }
-    if ((!(D <= (int64_t)16384))) {
+    if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       float ms;
       float ms__acc;
       ms__acc = 0.0f;
@@ -5089,9 +5160,13 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
       return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(rmsnorm_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f16__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_f16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -5252,12 +5327,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)16384)) {
-      EMMY_SHARED(__nv_bfloat16, x_row, 16384);
+    if ((((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 116224, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)16384);
+        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
         emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -5329,7 +5404,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
         }
       }
     }
-    if ((!(D <= (int64_t)16384))) {
+    if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       float ms;
       float ms__acc;
       ms__acc = 0.0f;
@@ -5418,9 +5493,13 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
       return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(rmsnorm_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_bf16__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_bf16__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
@@ -5581,12 +5660,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(c
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    if ((D <= (int64_t)8192)) {
-      EMMY_SHARED(float, x_row, 8192);
+    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)4);
-        const int64_t x_row_1 = (x_row_element % (int64_t)8192);
+        const int64_t x_row_1 = (x_row_element % (int64_t)58112);
         emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
@@ -5658,7 +5737,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
         }
       }
     }
-    if ((!(D <= (int64_t)8192))) {
+    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
       float ms;
       float ms__acc;
       ms__acc = 0.0f;
@@ -5747,9 +5826,13 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
       return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
   }
   if ((D >= (int64_t)8193)) {
-    EMMY_LAUNCH(rmsnorm_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f32__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_f32__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }
