@@ -96,7 +96,7 @@ TEST_CASE("a call of a scheduled kernel builds its stages with the callee's sche
         "mma c (mi, ni, ki) by (32, 64) stages 2"},
        kProducts},
       {"import linalg\nkernel k(x: f32[M, N]) -> (y: f32[N, M]) {\n    y = linalg.transpose(x)\n}\n", "linalg", "y",
-       {"bind y.mi to thread.x", "cache x in shared at y.mo -> y__x_tile", "pad y__x_tile by 1"},
+       {"bind y.mt to thread.x", "vectorize y.mv", "cache x in shared at y.mo -> y__x_tile", "pad y__x_tile by 1"},
        {{{"M", 35}, {"N", 70}}, {{"M", 1}, {"N", 1}}}},
   };
   for (const Case& c : cases) {
@@ -282,7 +282,7 @@ TEST_CASE("a callee's cache the caller's epilogue rules out is passed over, with
     INFO(source);
     CallBuild built = callerOf(source);
     checkRuns(built, {{{"N", 37}}, {{"N", 1}}});
-    CHECK(has(built.schedule, ".mi to thread.x\n"));  // the callee's other directives stay
+    CHECK(has(built.schedule, ".mt to thread.x\n"));  // the callee's other directives stay
     if (std::string(epilogue) == "a") {
       CHECK_FALSE(has(built.cuda, "y__x_tile"));
       CHECK_FALSE(has(built.schedule, "x_tile"));  // nor printed: pasted as the caller's own, it would be an error

@@ -238,28 +238,36 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
 
 namespace emmy {
 
-TEST_CASE("linalg.transpose reads its shared tile down the columns without bank conflicts, in every dtype",
-          "[stdlib][profile]") {
+TEST_CASE("linalg.transpose reads its shared tile down the columns without bank conflicts and stores 16 bytes at a "
+          "time, in every dtype", "[stdlib][profile]") {
   for (const tensor::Kernel& kernel : instances(kStdlib / "linalg.emmy", "transpose", {})) {
     INFO(kernel.instanceName());
-    // Rows of 33 f32 or of 34 halves (PAD = 1 if T == f32 else 2): an odd number of 4-byte words.
+    // Tiles of 32 x 33 f32 or 64 x 65 halves (TILE + 1 elements a row).
+    bool f32 = kernel.typeArguments.at(0).second == DType::F32;
     std::string cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy").source;
-    CHECK(cuda.find(kernel.typeArguments.at(0).second == DType::F32 ? "x_tile, 1056);" : "x_tile, 1088);") != std::string::npos);
+    CHECK(cuda.find(f32 ? "x_tile, 1056);" : "x_tile, 4160);") != std::string::npos);
     sim::SimulationOptions options;
     options.profile = true;
     sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "linalg.emmy"), options);
     KernelRun run = program.run(testing::randomInputs(kernel, {{"M", 64}, {"N", 96}}, 3));
     INFO(run.failure.value_or(""));
     REQUIRE(run.profile.has_value());
-    int sharedSites = 0;
+    int sharedSites = 0, vectorStores = 0;
     for (const sim::KernelProfile& profile : run.profile->kernels)
       for (const sim::AccessSite& site : profile.sites) {
-        if (site.global) continue;
         INFO(site.line << ": " << site.code);
+        if (site.global) {
+          // y's rows of 64 elements are whole vectors: every store is one of 16 bytes, 4 sectors a request.
+          if (site.store) CHECK(site.bytes == 16u);
+          if (site.store) CHECK(site.counters.sectors == 4 * site.counters.requests);
+          vectorStores += site.store ? 1 : 0;
+          continue;
+        }
         CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
         ++sharedSites;
       }
     CHECK(sharedSites >= 2);  // the tile's fill and its column reads
+    CHECK(vectorStores == 1);
   }
 }
 

@@ -2358,26 +2358,38 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 1) transpose_f16__k0(const __half* x, __half* y, int64_t M, int64_t N) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
-    for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
-      EMMY_SHARED(__half, x_tile, 1088);
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __half* x, __half* y, int64_t M, int64_t N) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
+    for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.x) {
+      EMMY_SHARED(__half, x_tile, 4160);
       __syncthreads();
-      for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)32 * ((int64_t)threadIdx.y + ((int64_t)8 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
-        const int64_t x_tile_0 = ((x_tile_element / (int64_t)32) % (int64_t)32);
-        const int64_t x_tile_1 = (x_tile_element % (int64_t)32);
-        x_tile[((x_tile_0 * (int64_t)34) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)32), x_tile_1) < N)) ? x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))] : emmy_f16(0.0f));
+      for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)4096; x_tile_element += (int64_t)32) {
+        const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
+        const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
+        x_tile[((x_tile_0 * (int64_t)65) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)64), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)64), x_tile_1) < N)) ? x[((((mo * (int64_t)64) + x_tile_0) * N) + ((no * (int64_t)64) + x_tile_1))] : emmy_f16(0.0f));
       }
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t mi = (int64_t)threadIdx.x;
-      const int64_t m = ((mo * (int64_t)32) + mi);
       __syncthreads();
-      if ((m < M)) {
-        #pragma unroll
-        for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-          const int64_t n = ((no * (int64_t)32) + ((nt * (int64_t)4) + nr));
-          if ((n < N)) {
-            y[((n * M) + m)] = x_tile[((mi * (int64_t)34) + ((nt * (int64_t)4) + nr))];
+      #pragma unroll
+      for (int64_t nr = (int64_t)0; nr < (int64_t)16; nr += (int64_t)1) {
+        const int64_t nt = (int64_t)threadIdx.y;
+        const int64_t n = ((no * (int64_t)64) + ((nr * (int64_t)4) + nt));
+        if ((n < N)) {
+          const int64_t mt = (int64_t)threadIdx.x;
+          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * (int64_t)64) + (mt * (int64_t)8)))]) & 15) == 0 && (((mo * (int64_t)64) + ((mt * (int64_t)8) + (int64_t)7)) < M)) {
+            alignas(16) __half y__lanes[8];
+            #pragma unroll
+            for (int64_t mv = (int64_t)0; mv < (int64_t)8; mv += (int64_t)1) {
+              y__lanes[mv] = x_tile[((((mt * (int64_t)8) + mv) * (int64_t)65) + ((nr * (int64_t)4) + nt))];
+            }
+            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * (int64_t)64) + (mt * (int64_t)8)))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t mv = (int64_t)0; mv < (int64_t)8; mv += (int64_t)1) {
+              const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)8) + mv));
+              if ((m < M)) {
+                y[((n * M) + m)] = x_tile[((((mt * (int64_t)8) + mv) * (int64_t)65) + ((nr * (int64_t)4) + nt))];
+              }
+            }
           }
         }
       }
@@ -2391,7 +2403,7 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
   if (M < 0) return emmy_fail("transpose_f16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f16: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(transpose_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_f16: kernel transpose_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -2400,26 +2412,38 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 1) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
-  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
-    for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
-      EMMY_SHARED(__nv_bfloat16, x_tile, 1088);
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
+  for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
+    for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.x) {
+      EMMY_SHARED(__nv_bfloat16, x_tile, 4160);
       __syncthreads();
-      for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)32 * ((int64_t)threadIdx.y + ((int64_t)8 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
-        const int64_t x_tile_0 = ((x_tile_element / (int64_t)32) % (int64_t)32);
-        const int64_t x_tile_1 = (x_tile_element % (int64_t)32);
-        x_tile[((x_tile_0 * (int64_t)34) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)32), x_tile_1) < N)) ? x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))] : emmy_bf16(0.0f));
+      for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)4096; x_tile_element += (int64_t)32) {
+        const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
+        const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
+        x_tile[((x_tile_0 * (int64_t)65) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)64), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)64), x_tile_1) < N)) ? x[((((mo * (int64_t)64) + x_tile_0) * N) + ((no * (int64_t)64) + x_tile_1))] : emmy_bf16(0.0f));
       }
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t mi = (int64_t)threadIdx.x;
-      const int64_t m = ((mo * (int64_t)32) + mi);
       __syncthreads();
-      if ((m < M)) {
-        #pragma unroll
-        for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-          const int64_t n = ((no * (int64_t)32) + ((nt * (int64_t)4) + nr));
-          if ((n < N)) {
-            y[((n * M) + m)] = x_tile[((mi * (int64_t)34) + ((nt * (int64_t)4) + nr))];
+      #pragma unroll
+      for (int64_t nr = (int64_t)0; nr < (int64_t)16; nr += (int64_t)1) {
+        const int64_t nt = (int64_t)threadIdx.y;
+        const int64_t n = ((no * (int64_t)64) + ((nr * (int64_t)4) + nt));
+        if ((n < N)) {
+          const int64_t mt = (int64_t)threadIdx.x;
+          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * (int64_t)64) + (mt * (int64_t)8)))]) & 15) == 0 && (((mo * (int64_t)64) + ((mt * (int64_t)8) + (int64_t)7)) < M)) {
+            alignas(16) __nv_bfloat16 y__lanes[8];
+            #pragma unroll
+            for (int64_t mv = (int64_t)0; mv < (int64_t)8; mv += (int64_t)1) {
+              y__lanes[mv] = x_tile[((((mt * (int64_t)8) + mv) * (int64_t)65) + ((nr * (int64_t)4) + nt))];
+            }
+            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * (int64_t)64) + (mt * (int64_t)8)))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t mv = (int64_t)0; mv < (int64_t)8; mv += (int64_t)1) {
+              const int64_t m = ((mo * (int64_t)64) + ((mt * (int64_t)8) + mv));
+              if ((m < M)) {
+                y[((n * M) + m)] = x_tile[((((mt * (int64_t)8) + mv) * (int64_t)65) + ((nr * (int64_t)4) + nt))];
+              }
+            }
           }
         }
       }
@@ -2433,7 +2457,7 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
   if (M < 0) return emmy_fail("transpose_bf16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_bf16: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(transpose_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_bf16: kernel transpose_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -2442,26 +2466,38 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
 
 #ifndef EMMY_HOST_ONLY
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 1) transpose_f32__k0(const float* x, float* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0(const float* x, float* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(float, x_tile, 1056);
       __syncthreads();
-      for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)32 * ((int64_t)threadIdx.y + ((int64_t)8 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)256) {
+      for (int64_t x_tile_element = ((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))); x_tile_element < (int64_t)1024; x_tile_element += (int64_t)32) {
         const int64_t x_tile_0 = ((x_tile_element / (int64_t)32) % (int64_t)32);
         const int64_t x_tile_1 = (x_tile_element % (int64_t)32);
         x_tile[((x_tile_0 * (int64_t)33) + x_tile_1)] = (((emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0) < M) && (emmy_add(emmy_mul(no, (int64_t)32), x_tile_1) < N)) ? x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))] : 0.0f);
       }
-      const int64_t nt = (int64_t)threadIdx.y;
-      const int64_t mi = (int64_t)threadIdx.x;
-      const int64_t m = ((mo * (int64_t)32) + mi);
       __syncthreads();
-      if ((m < M)) {
-        #pragma unroll
-        for (int64_t nr = (int64_t)0; nr < (int64_t)4; nr += (int64_t)1) {
-          const int64_t n = ((no * (int64_t)32) + ((nt * (int64_t)4) + nr));
-          if ((n < N)) {
-            y[((n * M) + m)] = x_tile[((mi * (int64_t)33) + ((nt * (int64_t)4) + nr))];
+      #pragma unroll
+      for (int64_t nr = (int64_t)0; nr < (int64_t)8; nr += (int64_t)1) {
+        const int64_t nt = (int64_t)threadIdx.y;
+        const int64_t n = ((no * (int64_t)32) + ((nr * (int64_t)4) + nt));
+        if ((n < N)) {
+          const int64_t mt = (int64_t)threadIdx.x;
+          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * (int64_t)32) + (mt * (int64_t)4)))]) & 15) == 0 && (((mo * (int64_t)32) + ((mt * (int64_t)4) + (int64_t)3)) < M)) {
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t mv = (int64_t)0; mv < (int64_t)4; mv += (int64_t)1) {
+              y__lanes[mv] = x_tile[((((mt * (int64_t)4) + mv) * (int64_t)33) + ((nr * (int64_t)4) + nt))];
+            }
+            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * (int64_t)32) + (mt * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t mv = (int64_t)0; mv < (int64_t)4; mv += (int64_t)1) {
+              const int64_t m = ((mo * (int64_t)32) + ((mt * (int64_t)4) + mv));
+              if ((m < M)) {
+                y[((n * M) + m)] = x_tile[((((mt * (int64_t)4) + mv) * (int64_t)33) + ((nr * (int64_t)4) + nt))];
+              }
+            }
           }
         }
       }
@@ -2475,7 +2511,7 @@ extern "C" int transpose_f32(const float* x, float* y, int64_t M, int64_t N, cud
   if (M < 0) return emmy_fail("transpose_f32: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f32: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(transpose_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 8, 1), stream, x, y, M, N);
+  EMMY_LAUNCH(transpose_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("transpose_f32: kernel transpose_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
