@@ -49,7 +49,7 @@ TEST_CASE("launch variants: at every size exactly one variant runs, with each pa
       param->otherwise = pick(1, 5);
       for (int c = pick(1, 3); c-- > 0;)
         param->cases.push_back({Name{sizeNames[pick(0, 1)], {}}, static_cast<SizeComparison>(pick(0, 3)), pick(0, 12),
-                                pick(1, 5), {}});
+                                pick(1, 5), {}, ""});
       params.push_back(param);
       Directive split;
       split.factors = {Number{param->otherwise, {}, param->name, param}};

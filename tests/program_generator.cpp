@@ -957,7 +957,7 @@ GeneratedProgram Generator::generate() {
       break;
     }
     case Core::Row: {
-      RowNames names{kernelName_, "", {}, "", ""};
+      RowNames names{kernelName_, "", {}, "", "", ""};
       std::set<std::string> visible;
       names.n = freshIndex(visible);
       visible.insert(names.n);

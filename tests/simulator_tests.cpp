@@ -702,7 +702,8 @@ TEST_CASE("computedPrecision: the lowest-precision float an output's value flows
         "y: max abs err 1.2e-07, max rel err 4.1e-07, tolerance 1e-04 (f64 computed in f32): ok");
 }
 
-TEST_CASE("the simulation header is precompiled once per header and reused; without a cache the header is compiled",
+TEST_CASE("the simulation header is precompiled and its scheduler compiled once per header and reused; without a cache "
+          "the program compiles both",
           "[check]") {
   tensor::Kernel kernel = elaborate(kScaleEmmy);
   TemporaryFolder cache;
@@ -710,21 +711,32 @@ TEST_CASE("the simulation header is precompiled once per header and reused; with
   std::string saved = before ? before : "";
   auto restore = [&] { before ? setenv("XDG_CACHE_HOME", saved.c_str(), 1) : unsetenv("XDG_CACHE_HOME"); };
   setenv("XDG_CACHE_HOME", cache.path().c_str(), 1);
-  auto precompiled = [&] {
+  auto precompiled = [&](const char* extension) {
     std::vector<fs::path> found;
     std::error_code error;
     for (auto entry = fs::recursive_directory_iterator(cache.path() / "emmy" / "sim-header", error);
          !error && entry != fs::recursive_directory_iterator(); entry.increment(error))
-      if (entry->path().extension() == ".gch") found.push_back(entry->path());
+      if (entry->path().extension() == extension) found.push_back(entry->path());
     return found;
   };
   for (int run = 0; run < 2; ++run) {
     sim::SimulatedKernel program(kernel, scaleCuda(kScaleBody));
     CHECK(runAndCompare(kernel, program, inputsWithX({33})).ok());
     if (harness::isClang(harness::hostCompiler())) continue;  // clang: never precompiled
-    std::vector<fs::path> made = precompiled();
-    REQUIRE(made.size() == 1);
-    CHECK(program.compileCommand().find(made[0].parent_path().string()) != std::string::npos);
+    std::vector<fs::path> header = precompiled(".gch"), runtime = precompiled(".o");
+    REQUIRE(header.size() == 1);
+    REQUIRE(runtime.size() == 1);
+    CHECK(header[0].parent_path() == runtime[0].parent_path());
+    CHECK(program.compileCommand().find("-DEMMY_SIM_LINKED_RUNTIME -include " +
+                                        (header[0].parent_path() / "emmy_cuda_sim.h").string()) != std::string::npos);
+    CHECK(program.compileCommand().find(runtime[0].string()) != std::string::npos);
+    // The faster linker where it links the runtime object (a machine with binutils has gold), none elsewhere.
+    std::ifstream linkFlags(header[0].parent_path() / "link_flags");
+    REQUIRE(linkFlags);
+    std::string flag;
+    std::getline(linkFlags, flag);
+    CHECK((flag.empty() || flag == "-fuse-ld=gold"));
+    if (!flag.empty()) CHECK(program.compileCommand().find(" " + flag) != std::string::npos);
   }
   // A cache that cannot be written: the header is compiled with the program, to the same result.
   setenv("XDG_CACHE_HOME", (cache.path() / "file").c_str(), 1);
@@ -732,5 +744,6 @@ TEST_CASE("the simulation header is precompiled once per header and reused; with
   sim::SimulatedKernel program(kernel, scaleCuda(kScaleBody));
   CHECK(runAndCompare(kernel, program, inputsWithX({33})).ok());
   CHECK(program.compileCommand().find("sim-header") == std::string::npos);
+  CHECK(program.compileCommand().find("EMMY_SIM_LINKED_RUNTIME") == std::string::npos);
   restore();
 }

@@ -19,7 +19,8 @@
 //
 // This file is self-contained (C++17 standard library and POSIX only) because it is compiled in a
 // temporary folder next to the generated code. It is included by every translation unit of the
-// harness, so everything here is inline.
+// harness, so everything here is inline (but for the scheduler's functions, which a program may link
+// instead: EMMY_SIM_LINKED_RUNTIME, below).
 #pragma once
 
 // math.h (not only cmath) puts the float overloads, exp(float) and so on, in the global namespace, where
@@ -1242,7 +1243,58 @@ private:
 
 inline Scheduler scheduler;
 
-inline void Scheduler::threadMain() {
+inline void Scheduler::noteSharedAccess(Access access, SharedAccesses* records, const char* buffer, int64_t index,
+                                        int64_t count) {
+  if (static_cast<uint64_t>(index) >= static_cast<uint64_t>(count)) stopAtOutOfBounds(access, buffer, index, count);
+  SharedAccesses& record = records[index];
+  const auto self = static_cast<uint16_t>(current_);
+  if (record.writeEpoch == epoch_ && record.writer != self) stopAtRace(access, buffer, index, Access::Write, record.writer);
+  if (access == Access::Read) {
+    if (record.readEpoch != epoch_) {
+      record.readEpoch = epoch_;
+      record.firstReader = self;
+      record.otherReader = kNoThread;
+    } else if (record.otherReader == kNoThread && record.firstReader != self) {
+      record.otherReader = self;  // once: storing at every read would cost more
+    }
+    return;
+  }
+  if (record.readEpoch == epoch_) {
+    const uint16_t otherReader = record.firstReader != self ? record.firstReader : record.otherReader;
+    if (otherReader != kNoThread) stopAtRace(access, buffer, index, Access::Read, otherReader);
+  }
+  record.writeEpoch = epoch_;
+  record.writer = self;
+}
+
+// Not instrumented: it runs at every load and store of the program while a kernel runs.
+__attribute__((no_sanitize("thread"))) inline void Scheduler::noteGlobalAccess(uintptr_t site, const void* address,
+                                                                               uint32_t bytes, Access access) {
+  if (!profiling_) return;
+  // Device addresses: each buffer at its own 256-byte aligned base, as cudaMalloc aligns it.
+  const char* byte = static_cast<const char*>(address);
+  for (size_t b = 0; b < allocationCount; ++b) {
+    const GlobalAllocation& allocation = allocationTable[b];
+    if (byte >= allocation.data && byte < allocation.data + allocation.bytes) {
+      profiler_.note(current_, site, (allocation.serial << 40) + static_cast<uint64_t>(byte - allocation.data), bytes,
+                     access, Space::Global);
+      return;
+    }
+  }
+}
+
+// The rest of the scheduler, which programs call at launches, barriers, shuffles and reports: compiled
+// into each program, or (where the program is compiled with -DEMMY_SIM_LINKED_RUNTIME) once, with
+// -DEMMY_SIM_RUNTIME_OBJECT, into an object that programs link (backend/sim/precompiled_simulation.cpp). It
+// is about half of what the compiler generates for a small kernel's program.
+#if defined(EMMY_SIM_RUNTIME_OBJECT)
+#define EMMY_SIM_RUNTIME_FUNCTION
+#else
+#define EMMY_SIM_RUNTIME_FUNCTION inline
+#endif
+#if !defined(EMMY_SIM_LINKED_RUNTIME)
+
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::threadMain() {
   inSimulationCode = false;
   const StackBounds previous = arrivedFrom();
   // Thread 0 is always started by the host: the switches back to the host need to know its stack.
@@ -1251,7 +1303,7 @@ inline void Scheduler::threadMain() {
   scheduler.exitThread();
 }
 
-inline bool Scheduler::preparePool(unsigned threadCount) {
+EMMY_SIM_RUNTIME_FUNCTION bool Scheduler::preparePool(unsigned threadCount) {
   while (pool_.size() < threadCount) {
     auto thread = std::make_unique<SimThread>();
     if (!thread->stack.allocate(EMMY_SIM_STACK_BYTES)) return false;
@@ -1260,7 +1312,8 @@ inline bool Scheduler::preparePool(unsigned threadCount) {
   return true;
 }
 
-inline bool Scheduler::runGrid(const char* kernelName, dim3 grid, dim3 block, KernelBody body, const void* closure) {
+EMMY_SIM_RUNTIME_FUNCTION bool Scheduler::runGrid(const char* kernelName, dim3 grid, dim3 block, KernelBody body,
+                                                  const void* closure) {
   const unsigned long long threads = 1ull * block.x * block.y * block.z;
   std::string invalid;
   if (block.x == 0 || block.y == 0 || block.z == 0 || grid.x == 0 || grid.y == 0 || grid.z == 0)
@@ -1318,7 +1371,7 @@ inline bool Scheduler::runGrid(const char* kernelName, dim3 grid, dim3 block, Ke
   return succeeded;
 }
 
-inline void Scheduler::setArguments(const char* names, std::vector<PointerArgument> pointers) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::setArguments(const char* names, std::vector<PointerArgument> pointers) {
   argumentNames_ = names;
   pointerArguments_ = std::move(pointers);
 }
@@ -1328,7 +1381,7 @@ inline void Scheduler::setArguments(const char* names, std::vector<PointerArgume
 // on a stack of its own (the fiber's may be the one that overflowed) and never returns: it switches to
 // the host, like any stop, which is as safe as the usual longjmp out of a handler of a synchronous
 // fault. SA_NODEFER keeps the signal unblocked for the next fault, since the handler never returns.
-inline void Scheduler::installFaultHandler() {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::installFaultHandler() {
   static bool installed = false;
   if (installed) return;
   installed = true;
@@ -1344,7 +1397,7 @@ inline void Scheduler::installFaultHandler() {
   sigaction(SIGSEGV, &action, &scheduler.previousFaultAction_);
 }
 
-inline void Scheduler::onFault(int, siginfo_t* info, void* context) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::onFault(int, siginfo_t* info, void* context) {
   if (scheduler.kernelName_ == nullptr || scheduler.describingFault_) {
     // Not a kernel's access, or a fault while reporting one: the fault happens again when the handler
     // returns, and is handled as it would be without the simulation.
@@ -1361,7 +1414,7 @@ inline void Scheduler::onFault(int, siginfo_t* info, void* context) {
   scheduler.stopAtFault(info->si_addr, verb);
 }
 
-inline void Scheduler::stopAtFault(const void* address, const char* verb) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::stopAtFault(const void* address, const char* verb) {
   describingFault_ = true;
   failure_ = describeFault(address, verb);
   describingFault_ = false;
@@ -1369,7 +1422,7 @@ inline void Scheduler::stopAtFault(const void* address, const char* verb) {
 }
 
 // The argument at `position` as the launch spelled it: the text between the commas outside brackets.
-inline std::string Scheduler::argumentName(unsigned position) const {
+EMMY_SIM_RUNTIME_FUNCTION std::string Scheduler::argumentName(unsigned position) const {
   const char* start = argumentNames_;
   unsigned at = 0;
   int depth = 0;
@@ -1394,7 +1447,7 @@ inline std::string Scheduler::argumentName(unsigned position) const {
 
 // Names the buffer of a faulting address by the pointer argument of the launch that points into its
 // allocation, and the element by that argument's type.
-inline std::string Scheduler::describeFault(const void* address, const char* verb) const {
+EMMY_SIM_RUNTIME_FUNCTION std::string Scheduler::describeFault(const void* address, const char* verb) const {
   const std::string thread = threadInBlock(current_);
   if (const GlobalAllocation* allocation = allocationAround(address)) {
     const char* end = allocation->data + allocation->bytes;
@@ -1408,28 +1461,30 @@ inline std::string Scheduler::describeFault(const void* address, const char* ver
       return formatted("out-of-bounds access in kernel %s: %s %s %s[%lld] but global buffer %s has %lld elements",
                        kernelName_, thread.c_str(), verb, name.c_str(), element, name.c_str(), (end - pointer) / size);
     }
-    return formatted("out-of-bounds access in kernel %s: %s %s byte %lld of a global allocation of %zu bytes that no "
-                     "argument of the kernel points to",
-                     kernelName_, thread.c_str(), verb,
-                     static_cast<long long>(static_cast<const char*>(address) - allocation->data), allocation->bytes);
+    return formatted(
+        "out-of-bounds access in kernel %s: %s %s byte %lld of a global allocation of %zu bytes that no "
+        "argument of the kernel points to",
+        kernelName_, thread.c_str(), verb, static_cast<long long>(static_cast<const char*>(address) - allocation->data),
+        allocation->bytes);
   }
   for (unsigned t = 0; t < threadCount_; ++t)
     if (pool_[t]->stack.guardHolds(address))
-      return formatted("stack overflow in kernel %s: %s used more than its %zu bytes of stack (raise "
-                       "EMMY_SIM_STACK_BYTES)",
-                       kernelName_, threadInBlock(t).c_str(), static_cast<size_t>(EMMY_SIM_STACK_BYTES));
+      return formatted(
+          "stack overflow in kernel %s: %s used more than its %zu bytes of stack (raise "
+          "EMMY_SIM_STACK_BYTES)",
+          kernelName_, threadInBlock(t).c_str(), static_cast<size_t>(EMMY_SIM_STACK_BYTES));
   return formatted("invalid memory access in kernel %s: %s %s address %p, which is in no buffer", kernelName_,
                    thread.c_str(), verb, address);
 }
 
 // AddressSanitizer's report names the kernel's function but cannot know which simulated thread ran it.
-inline void Scheduler::reportWhereAddressSanitizerStopped() {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::reportWhereAddressSanitizerStopped() {
   if (scheduler.kernelName_ == nullptr) return;
   std::fprintf(stderr, "emmy simulation: the error above happened in kernel %s, %s\n", scheduler.kernelName_,
                scheduler.threadInBlock(scheduler.current_).c_str());
 }
 
-inline bool Scheduler::runBlock(uint3 blockIndex) {
+EMMY_SIM_RUNTIME_FUNCTION bool Scheduler::runBlock(uint3 blockIndex) {
   currentBlockIdx = blockIndex;
   ++epoch_;
   for (unsigned t = 0; t < threadCount_; ++t) {
@@ -1450,7 +1505,7 @@ inline bool Scheduler::runBlock(uint3 blockIndex) {
   return failure_.empty();
 }
 
-inline void Scheduler::switchTo(unsigned next) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::switchTo(unsigned next) {
   SimThread& from = *pool_[current_];
   current_ = next;
   currentThreadIdx = pool_[next]->index;
@@ -1464,7 +1519,7 @@ inline void Scheduler::switchTo(unsigned next) {
 
 // Round-robin: the next runnable thread after the current one in linear order. When there is none,
 // the block is over: finished if every thread exited, deadlocked otherwise.
-inline void Scheduler::switchToNextRunnable() {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::switchToNextRunnable() {
   for (unsigned step = 1; step <= threadCount_; ++step) {
     unsigned next = current_ + step;
     if (next >= threadCount_) next -= threadCount_;
@@ -1483,14 +1538,14 @@ inline void Scheduler::switchToNextRunnable() {
 
 // Ends the block with failure_ (set by the caller in a statement of its own, so that every temporary
 // of the message is gone: nothing after this point runs on this stack).
-inline void Scheduler::stopBlock() {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::stopBlock() {
   // The suspended threads are abandoned where they stand: the next block restarts every fiber from the
   // top, and kernels hold no resources that would need their destructors.
   leaveContext(pool_[current_]->context, host_);
   __builtin_unreachable();
 }
 
-inline void Scheduler::arriveAtBarrier() {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::arriveAtBarrier() {
   pool_[current_]->state = ThreadState::AtBarrier;
   if (++atBarrier_ == threadCount_) {
     // The last to arrive releases everyone and goes on without a switch.
@@ -1498,7 +1553,8 @@ inline void Scheduler::arriveAtBarrier() {
     ++epoch_;
     if constexpr (kProfiling) {
       profiler_.barrierReleased();
-      for (unsigned warp = 0; warp * kWarpSize < threadCount_; ++warp) profiler_.completeWarp(warp, lanesOfWarp(warp) - exitedLanes(warp));
+      for (unsigned warp = 0; warp * kWarpSize < threadCount_; ++warp)
+        profiler_.completeWarp(warp, lanesOfWarp(warp) - exitedLanes(warp));
     }
     for (unsigned t = 0; t < threadCount_; ++t) pool_[t]->state = ThreadState::Runnable;
     return;
@@ -1507,8 +1563,8 @@ inline void Scheduler::arriveAtBarrier() {
   switchToNextRunnable();
 }
 
-inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned mask, uint64_t value, int operand,
-                                   int width) {
+EMMY_SIM_RUNTIME_FUNCTION uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned mask, uint64_t value,
+                                                      int operand, int width) {
   const unsigned warp = current_ / kWarpSize;
   const unsigned lanes = lanesOfWarp(warp);
   const unsigned existingLanes = lanes == kWarpSize ? 0xffffffffu : (1u << lanes) - 1;
@@ -1553,7 +1609,7 @@ inline uint64_t Scheduler::shuffle(const char* name, ShuffleMode mode, unsigned 
   return self.received;
 }
 
-inline void Scheduler::warpCollective(const char* name, WarpOperation operation, void* operands) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::warpCollective(const char* name, WarpOperation operation, void* operands) {
   const unsigned warp = current_ / kWarpSize;
   const unsigned lanes = lanesOfWarp(warp);
   if (lanes != kWarpSize) {
@@ -1585,7 +1641,7 @@ inline void Scheduler::warpCollective(const char* name, WarpOperation operation,
   }
 }
 
-inline void Scheduler::checkSameCollective(unsigned warp) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::checkSameCollective(unsigned warp) {
   const WarpOperation operation = pool_[current_]->collective;
   for (unsigned t = warp * kWarpSize; t < warp * kWarpSize + lanesOfWarp(warp); ++t)
     if (pool_[t]->collective != operation) {
@@ -1594,7 +1650,7 @@ inline void Scheduler::checkSameCollective(unsigned warp) {
     }
 }
 
-inline std::string Scheduler::describeMixedWarp(unsigned warp) const {
+EMMY_SIM_RUNTIME_FUNCTION std::string Scheduler::describeMixedWarp(unsigned warp) const {
   const SimThread& self = *pool_[current_];
   std::vector<unsigned> others;
   for (unsigned t = warp * kWarpSize; t < warp * kWarpSize + lanesOfWarp(warp); ++t)
@@ -1608,64 +1664,46 @@ inline std::string Scheduler::describeMixedWarp(unsigned warp) const {
                                             ": the lanes of a warp must all execute the same instruction");
 }
 
-inline void Scheduler::stopAtMisalignedRead(const char* what, const char* buffer, int64_t index, int64_t offset,
-                                            unsigned bytes) {
-  failure_ = formatted("misaligned access in kernel %s: %s reads %s at %s[%lld], byte %lld of shared buffer %s, "
-                       "which is not a multiple of %u",
-                       kernelName_, threadInBlock(current_).c_str(), what, buffer, static_cast<long long>(index),
-                       static_cast<long long>(offset), buffer, bytes);
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::stopAtMisalignedRead(const char* what, const char* buffer, int64_t index,
+                                                               int64_t offset, unsigned bytes) {
+  failure_ = formatted(
+      "misaligned access in kernel %s: %s reads %s at %s[%lld], byte %lld of shared buffer %s, "
+      "which is not a multiple of %u",
+      kernelName_, threadInBlock(current_).c_str(), what, buffer, static_cast<long long>(index),
+      static_cast<long long>(offset), buffer, bytes);
   stopBlock();
 }
 
-inline void Scheduler::noteSharedAccess(Access access, SharedAccesses* records, const char* buffer, int64_t index,
-                                        int64_t count) {
-  if (static_cast<uint64_t>(index) >= static_cast<uint64_t>(count)) stopAtOutOfBounds(access, buffer, index, count);
-  SharedAccesses& record = records[index];
-  const auto self = static_cast<uint16_t>(current_);
-  if (record.writeEpoch == epoch_ && record.writer != self) stopAtRace(access, buffer, index, Access::Write, record.writer);
-  if (access == Access::Read) {
-    if (record.readEpoch != epoch_) {
-      record.readEpoch = epoch_;
-      record.firstReader = self;
-      record.otherReader = kNoThread;
-    } else if (record.otherReader == kNoThread && record.firstReader != self) {
-      record.otherReader = self;  // once: storing at every read would cost more
-    }
-    return;
-  }
-  if (record.readEpoch == epoch_) {
-    const uint16_t otherReader = record.firstReader != self ? record.firstReader : record.otherReader;
-    if (otherReader != kNoThread) stopAtRace(access, buffer, index, Access::Read, otherReader);
-  }
-  record.writeEpoch = epoch_;
-  record.writer = self;
-}
-
-inline void Scheduler::stopAtSharedBeyondLaunch(const char* buffer, int64_t offset, int64_t bytes, int64_t given) {
-  failure_ = formatted("shared memory beyond the launch's in kernel %s: %s declares shared buffer %s of %lld bytes "
-                       "from byte %lld, but the launch sized %lld bytes",
-                       kernelName_, threadInBlock(current_).c_str(), buffer, static_cast<long long>(bytes),
-                       static_cast<long long>(offset), static_cast<long long>(given));
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::stopAtSharedBeyondLaunch(const char* buffer, int64_t offset, int64_t bytes,
+                                                                   int64_t given) {
+  failure_ = formatted(
+      "shared memory beyond the launch's in kernel %s: %s declares shared buffer %s of %lld bytes "
+      "from byte %lld, but the launch sized %lld bytes",
+      kernelName_, threadInBlock(current_).c_str(), buffer, static_cast<long long>(bytes),
+      static_cast<long long>(offset), static_cast<long long>(given));
   stopBlock();
 }
 
-inline void Scheduler::stopAtOutOfBounds(Access access, const char* buffer, int64_t index, int64_t count) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::stopAtOutOfBounds(Access access, const char* buffer, int64_t index,
+                                                            int64_t count) {
   failure_ = formatted("out-of-bounds access in kernel %s: %s %s %s[%lld] but shared buffer %s has %lld elements",
                        kernelName_, threadInBlock(current_).c_str(), access == Access::Read ? "reads" : "writes",
                        buffer, static_cast<long long>(index), buffer, static_cast<long long>(count));
   stopBlock();
 }
 
-inline void Scheduler::stopAtRace(Access access, const char* buffer, int64_t index, Access earlier, unsigned other) {
-  failure_ = formatted("data race on shared buffer %s in kernel %s: %s %s %s[%lld], which thread %s %s, with no "
-                       "__syncthreads() between",
-                       buffer, kernelName_, threadInBlock(current_).c_str(), access == Access::Read ? "reads" : "writes",
-                       buffer, static_cast<long long>(index), coordinates(pool_[other]->index).c_str(),
-                       earlier == Access::Read ? "read" : "wrote");
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::stopAtRace(Access access, const char* buffer, int64_t index, Access earlier,
+                                                     unsigned other) {
+  failure_ = formatted(
+      "data race on shared buffer %s in kernel %s: %s %s %s[%lld], which thread %s %s, with no "
+      "__syncthreads() between",
+      buffer, kernelName_, threadInBlock(current_).c_str(), access == Access::Read ? "reads" : "writes", buffer,
+      static_cast<long long>(index), coordinates(pool_[other]->index).c_str(),
+      earlier == Access::Read ? "read" : "wrote");
   stopBlock();
 }
 
-inline unsigned Scheduler::activeLaneMask() const {
+EMMY_SIM_RUNTIME_FUNCTION unsigned Scheduler::activeLaneMask() const {
   const unsigned first = current_ / kWarpSize * kWarpSize;
   unsigned mask = 0;
   for (unsigned lane = 0; lane < lanesOfWarp(current_ / kWarpSize); ++lane)
@@ -1673,13 +1711,13 @@ inline unsigned Scheduler::activeLaneMask() const {
   return mask;
 }
 
-inline void Scheduler::startCopy(const PendingCopy& copy) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::startCopy(const PendingCopy& copy) {
   SimThread& thread = *pool_[current_];
   thread.pendingCopies.push_back(copy);
   thread.pendingCopies.back().group = thread.openGroup;
 }
 
-inline void Scheduler::waitForCopies(unsigned pending) {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::waitForCopies(unsigned pending) {
   SimThread& thread = *pool_[current_];
   ++thread.openGroup;
   std::vector<PendingCopy>& copies = thread.pendingCopies;
@@ -1696,7 +1734,7 @@ inline void Scheduler::waitForCopies(unsigned pending) {
   copies.resize(kept);
 }
 
-inline void Scheduler::exitThread() {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::exitThread() {
   waitForCopies(0);
   pool_[current_]->state = ThreadState::Exited;
   ++exited_;
@@ -1705,42 +1743,26 @@ inline void Scheduler::exitThread() {
   __builtin_unreachable();
 }
 
-inline void Scheduler::completeWarpIfStopped() {
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::completeWarpIfStopped() {
   const unsigned warp = current_ / kWarpSize, first = warp * kWarpSize, lanes = lanesOfWarp(warp);
   for (unsigned t = first; t < first + lanes; ++t)
     if (pool_[t]->state == ThreadState::Runnable) return;
   profiler_.completeWarp(warp, lanes - exitedLanes(warp));
 }
 
-inline unsigned Scheduler::exitedLanes(unsigned warp) const {
+EMMY_SIM_RUNTIME_FUNCTION unsigned Scheduler::exitedLanes(unsigned warp) const {
   unsigned exited = 0;
   for (unsigned t = warp * kWarpSize; t < warp * kWarpSize + lanesOfWarp(warp); ++t)
     exited += pool_[t]->state == ThreadState::Exited;
   return exited;
 }
 
-// Not instrumented: it runs at every load and store of the program while a kernel runs.
-__attribute__((no_sanitize("thread"))) inline void Scheduler::noteGlobalAccess(uintptr_t site, const void* address,
-                                                                               uint32_t bytes, Access access) {
-  if (!profiling_) return;
-  // Device addresses: each buffer at its own 256-byte aligned base, as cudaMalloc aligns it.
-  const char* byte = static_cast<const char*>(address);
-  for (size_t b = 0; b < allocationCount; ++b) {
-    const GlobalAllocation& allocation = allocationTable[b];
-    if (byte >= allocation.data && byte < allocation.data + allocation.bytes) {
-      profiler_.note(current_, site, (allocation.serial << 40) + static_cast<uint64_t>(byte - allocation.data), bytes,
-                     access, Space::Global);
-      return;
-    }
-  }
-}
-
-inline std::string Scheduler::threadInBlock(unsigned thread) const {
+EMMY_SIM_RUNTIME_FUNCTION std::string Scheduler::threadInBlock(unsigned thread) const {
   return "thread " + coordinates(pool_[thread]->index) + " of block " + coordinates(currentBlockIdx);
 }
 
 // "(40,0,0)", or "(32..63,0,0)" for a run of x in one row, up to three runs and a count of the rest.
-inline std::string Scheduler::describeThreads(const std::vector<unsigned>& threads) const {
+EMMY_SIM_RUNTIME_FUNCTION std::string Scheduler::describeThreads(const std::vector<unsigned>& threads) const {
   constexpr size_t kRunsShown = 3;
   std::vector<std::pair<unsigned, unsigned>> runs;  // first and last linear index of each run
   for (unsigned t : threads) {
@@ -1763,13 +1785,13 @@ inline std::string Scheduler::describeThreads(const std::vector<unsigned>& threa
   return text;
 }
 
-inline std::string Scheduler::describeCall(const char* function, const std::string& how) const {
+EMMY_SIM_RUNTIME_FUNCTION std::string Scheduler::describeCall(const char* function, const std::string& how) const {
   return std::string("kernel ") + kernelName_ + ": " + threadInBlock(current_) + " calls " + function + "() " + how;
 }
 
 // Names the first waiting thread and the threads it waits for, by what they are doing instead: for a
 // barrier the whole block, for a shuffle the thread's warp.
-inline std::string Scheduler::describeDeadlock() const {
+EMMY_SIM_RUNTIME_FUNCTION std::string Scheduler::describeDeadlock() const {
   unsigned waiter = 0;
   while (pool_[waiter]->state == ThreadState::Exited) ++waiter;
   const SimThread& waiting = *pool_[waiter];
@@ -1812,6 +1834,7 @@ inline std::string Scheduler::describeDeadlock() const {
   return std::string("deadlock in kernel ") + kernelName_ + ": " + threadInBlock(waiter) + " waits at " +
          (atBarrier ? std::string("__syncthreads()") : std::string(waiting.shuffleName) + "()") + " but " + reasons;
 }
+#endif  // !EMMY_SIM_LINKED_RUNTIME
 
 template <class Body>
 inline void invokeBody(const void* closure) {

@@ -8,7 +8,7 @@
 #include <fmt/format.h>
 
 #include "backend/harness.h"
-#include "backend/sim/precompiled_header.h"
+#include "backend/sim/precompiled_simulation.h"
 #include "support/diagnostics.h"
 #include "support/process.h"
 
@@ -103,14 +103,23 @@ Compiled compileHarness(const fs::path& folder, const SimulationOptions& options
   std::vector<std::string> compile = {compiler};
   compile.insert(compile.end(), baseFlags.begin(), baseFlags.end());
   // Other flags would not match the precompiled header's, and are rare (tests, --profile).
+  std::optional<PrecompiledSimulation> precompiled;
   if (!options.profile && options.extraCompilerFlags.empty())
-    header = precompiledHeader(header, compiler, baseFlags).value_or(header);
+    precompiled = precompiledSimulation(header, compiler, baseFlags);
+  if (precompiled) {
+    compile.push_back(kLinkedRuntimeFlag);
+    header = precompiled->header;
+  }
   if (options.profile) {
     std::vector<std::string> flags = profileCompileFlags(compiler);
     compile.insert(compile.end(), flags.begin(), flags.end());
   }
   compile.insert(compile.end(), options.extraCompilerFlags.begin(), options.extraCompilerFlags.end());
   compile.insert(compile.end(), {"-include", header.string(), "-x", "c++", harness::kHarnessSourceName});
+  if (precompiled) {
+    compile.insert(compile.end(), {"-x", "none", precompiled->runtimeObject.string()});
+    compile.insert(compile.end(), precompiled->linkFlags.begin(), precompiled->linkFlags.end());
+  }
   // Profiling compiles and links apart: the link leaves out the ThreadSanitizer runtime, whose callbacks
   // the header defines.
   std::vector<std::vector<std::string>> commands;

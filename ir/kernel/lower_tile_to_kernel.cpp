@@ -57,7 +57,7 @@ public:
     const std::array<int, 3>& threads = nest_.threads;
     std::array<ExprPtr, 3> blocks{i64(1), i64(1), i64(1)};
     findBlockLoops(*nest_.body, blocks);
-    return Function{nest_.name, nest_.stages, threads, blocks, withoutUnusedLets(lowerStmt(*nest_.body))};
+    return Function{nest_.name, nest_.stages, threads, blocks, withoutUnusedLets(lowerStmt(*nest_.body)), nullptr};
   }
 
 private:

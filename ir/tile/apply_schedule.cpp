@@ -187,7 +187,7 @@ std::string NestScheduler::uniqueVar(const std::string& base) {
 }
 
 Program applySchedule(const loop::Program& program, const ScheduleModel& model, Diagnostics& diagnostics) {
-  Program tiled{program.source, program.temporaries, {}, {}};
+  Program tiled{program.source, program.temporaries, {}, {}, {}};
   // The params chosen at launch are printed as declared, so that the printed schedule builds every variant.
   std::set<std::string> printedParams;
   for (const Directive& directive : program.source.schedule)
