@@ -216,6 +216,9 @@ void KernelElaboration::indexStatement(const ast::Statement& s) {
   }
   auto symbol = symbols.find(name.name);
   if (symbol != symbols.end() && symbol->second.kind == Symbol::Kind::Output &&
+      symbol->second.shape.size() != s.indices.size() && symbol->second.shape.empty())
+    error(name.loc, fmt::format("output '{0}' is a tensor of rank 0, defined as {0}[] = ...", name.name));
+  if (symbol != symbols.end() && symbol->second.kind == Symbol::Kind::Output &&
       symbol->second.shape.size() != s.indices.size())
     error(name.loc, fmt::format("output '{}' has {} dimension(s) but {} index(es) are given", name.name,
                                 symbol->second.shape.size(), s.indices.size()));
@@ -279,6 +282,8 @@ TensorValue KernelElaboration::subscript(const ast::Subscript& e, Scope& scope) 
   const Symbol& tensor = symbol->second;
   if (tensor.kind == Symbol::Kind::Output && !tensor.defined)
     error(baseExpr->loc, fmt::format("output '{}' is used before it is defined", tensorName));
+  if (e.indices.size() != tensor.shape.size() && tensor.shape.empty())
+    error(e.loc, fmt::format("'{0}' is a tensor of rank 0, read as {0}[]", tensorName));
   if (e.indices.size() != tensor.shape.size())
     error(e.loc, fmt::format("'{}' has {} dimension(s) but {} subscript(s) are given", tensorName, tensor.shape.size(),
                              e.indices.size()));

@@ -573,9 +573,10 @@ private:
     if (auto* index = dynamic_cast<EmmyParser::IndexStatementContext*>(ctx)) {
       statement.targets.push_back(ident(index->target));
       statement.indexForm = true;
-      for (auto* indexExpr : index->exprList()->expr())
-        if (auto name = nameOnly(indexExpr, "an index on the left of '=' must be a name"))
-          statement.indices.push_back(*name);
+      if (index->exprList())
+        for (auto* indexExpr : index->exprList()->expr())
+          if (auto name = nameOnly(indexExpr, "an index on the left of '=' must be a name"))
+            statement.indices.push_back(*name);
       statement.value = buildExpr(index->value);
     } else if (auto* tensor = dynamic_cast<EmmyParser::TensorStatementContext*>(ctx)) {
       statement.targets.push_back(ident(tensor->target));
@@ -822,7 +823,9 @@ private:
     ast::ExprPtr result = buildPrimary(ctx->primary());
     for (EmmyParser::SubscriptContext* subscript : subscripts) {
       SourceLoc loc = map_.range(ctx->getStart(), subscript->getStop());
-      result = std::make_unique<ast::Subscript>(loc, std::move(result), buildExprs(subscript->exprList()));
+      std::vector<ast::ExprPtr> indices;
+      if (subscript->exprList()) indices = buildExprs(subscript->exprList());
+      result = std::make_unique<ast::Subscript>(loc, std::move(result), std::move(indices));
     }
     return result;
   }
@@ -835,8 +838,13 @@ private:
       error(map_.token(ctx->LPAREN()->getSymbol()), "unexpected '('; a reduction is written OP[k, ...](EXPR)");
       return buildPrimary(ctx->primary());  // the module is not used; building goes on to find other errors
     }
+    auto* indexList = ctx->subscript(0)->exprList();
+    if (!indexList) {
+      error(map_.node(ctx->subscript(0)), "a reduction needs at least one index, as in sum[k](...)");
+      return buildPrimary(ctx->primary());
+    }
     std::vector<ast::Ident> indices;
-    for (auto* index : ctx->subscript(0)->exprList()->expr())
+    for (auto* index : indexList->expr())
       if (auto name = nameOnly(index, "a reduction index must be a name, as in sum[k](...)")) indices.push_back(*name);
     ast::Ident opName{op->getText(), map_.node(op)};
     ast::ExprPtr body = buildExpr(ctx->reductionBody);

@@ -133,6 +133,7 @@ std::optional<TensorValue> KernelElaboration::wholeTensorFunction(const ast::Cal
   // An axis of a tensor of rank `rank` (negative counts from the end).
   auto axisOf = [&](const ast::Expr& e, int rank) -> int {
     int64_t axis = constant(e, "an axis");
+    if (rank == 0) error(e.loc, fmt::format("axis {} is out of range: a tensor of rank 0 has no axes", axis));
     if (axis < -rank || axis >= rank)
       error(e.loc, fmt::format("axis {} is out of range for a tensor of rank {} (use {} to {})", axis, rank, -rank,
                                rank - 1));

@@ -59,12 +59,13 @@ outputs : param | LPAREN paramList RPAREN ;
 
 param : name=ID COLON type (ASSIGN defaultValue=expr)? ;
 
-type : elementType=ID (LBRACK dim (COMMA dim)* RBRACK)? ;
+// `f32[]` is a rank-0 tensor, `f32` a scalar parameter.
+type : elementType=ID (LBRACK (dim (COMMA dim)*)? RBRACK)? ;
 
 dim : INT | ID ;
 
 statement
-  : target=ID LBRACK exprList RBRACK ASSIGN value=expr   # indexStatement
+  : target=ID LBRACK exprList? RBRACK ASSIGN value=expr  # indexStatement
   | target=ID ASSIGN value=expr                          # tensorStatement
   | LPAREN idList RPAREN ASSIGN value=expr               # multiStatement
   ;
@@ -138,7 +139,8 @@ unary : ops+=MINUS* postfix ;
 // builder checks that a body follows one subscript of a plain name).
 postfix : primary (subscript+ (LPAREN reductionBody=expr RPAREN)?)? ;
 
-subscript : LBRACK exprList RBRACK ;
+// `s[]` reads a rank-0 tensor.
+subscript : LBRACK exprList? RBRACK ;
 
 primary
   : number                                                      # numberExpr

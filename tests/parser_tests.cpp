@@ -439,6 +439,28 @@ TEST_CASE("number literals", "[parser]") {
   CHECK(numberLiteral("inf").text == "inf");
 }
 
+TEST_CASE("rank-0 tensors: the type T[], a definition NAME[] = and a read NAME[]", "[parser]") {
+  auto module = parseValid(
+      "kernel loss(x: f32[N], w: f32[], eps: f32) -> (l: f32[]) {\n"
+      "    l[] = sum[i](x[i]) * w[] + eps\n"
+      "}\n");
+  const ast::KernelDef& kernel = module->kernels.at(0);
+  CHECK(kernel.inputs[1].type.isTensor);
+  CHECK(kernel.inputs[1].type.dims.empty());
+  CHECK(spelled(kernel.inputs[1].type.loc) == "f32[]");
+  CHECK_FALSE(kernel.inputs[2].type.isTensor);
+  CHECK(kernel.outputs[0].type.isTensor);
+  CHECK(kernel.outputs[0].type.dims.empty());
+  const ast::Statement& statement = kernel.body.at(0);
+  CHECK(statement.indexForm);
+  CHECK(statement.indices.empty());
+  CHECK(show(*statement.value) == "(+ (* sum[i](x[i]) w[]) eps)");
+  CHECK(errorsOf("fn f() = sum[](x)\n") ==
+        "test.emmy:1:13: error: a reduction needs at least one index, as in sum[k](...)\n"
+        "fn f() = sum[](x)\n"
+        "            ^~\n");
+}
+
 TEST_CASE("booleans, names and reductions over several indices", "[parser]") {
   CHECK(showExpr("true or false") == "(or true false)");
   auto module = parseValid("fn f() = sum[k, l](x[i, k] * y[k, l])\n");

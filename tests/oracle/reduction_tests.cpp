@@ -72,6 +72,29 @@ kernel r<T: f16 | bf16 | f32>(x: T[A, B, C]) -> (outer: T[B], inner: T[A]) {
       }
 }
 
+TEST_CASE("reductions of every index give rank-0 tensors, in index and whole-tensor form", "[oracle]") {
+  // `scale` is a rank-0 input, `total` a rank-0 stage read by both outputs.
+  const std::string source = R"(
+kernel r<T: f16 | bf16 | f32>(x: T[N, D], scale: T[]) -> (all: T[], whole: T[], scaled: T[N, D]) {
+    total[] = $OP[n, d](x[n, d])
+    all[] = total[] * scale[]
+    whole = $OP(x, axis=[0, 1])
+    scaled = x - total
+}
+)";
+  for (const ReductionCase& reduction : kReductions)
+    for (DType dtype : kFloatTypes)
+      for (const auto& shape : kMatrixShapes) {
+        INFO(reduction.op << " of " << dtypeName(dtype) << shapeName(shape));
+        at::Tensor x = randomTensor(dtype, shape, 3, reduction.range);
+        at::Tensor scale = randomTensor(dtype, {}, 4);
+        at::Tensor total = roundTo(reduction.torch(f32(x), {0, 1}), dtype);
+        expectKernelMatches(substitute(source, {{"$OP", reduction.op}}), instance("r", dtype),
+                            {{"x", x}, {"scale", scale}},
+                            {{"all", total * scale}, {"whole", total}, {"scaled", x - total}});
+      }
+}
+
 TEST_CASE("f16 and bf16 sums accumulate in f32", "[oracle]") {
   // 4097 ones: an f16 accumulator sticks at 2048 (2048 + 1 rounds back to 2048), an f32 one reaches
   // 4097, which rounds to 4096 in f16 and bf16 alike.
