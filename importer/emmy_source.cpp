@@ -83,6 +83,7 @@ private:
 };
 
 std::string declaration(const Declaration& d, Printer& printer) {
+  if (d.scalar) return fmt::format("{}: {}", d.name, dtypeName(d.dtype));
   std::vector<std::string> dims;
   for (const Dim& size : d.shape) dims.push_back(printer.dim(size));
   return fmt::format("{}: {}[{}]", d.name, dtypeName(d.dtype), fmt::join(dims, ", "));

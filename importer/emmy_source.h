@@ -62,6 +62,7 @@ struct Declaration {
   std::string name;
   DType dtype = DType::F32;
   tensor::Shape shape;
+  bool scalar = false;  // a scalar parameter (`alpha: f32`), not a tensor
 };
 
 struct Statement {

@@ -95,6 +95,9 @@ struct Item {
   std::vector<Item> elements;
   // Text (a string constant), Module (its attribute path), Other (what it is, for messages)
   std::string text;
+  // A rank-0 tensor that is a number of forward's (a scalar parameter): it promotes as a Python number,
+  // not as a tensor.
+  bool wrapped = false;
 
   int rank() const { return static_cast<int>(shape.size()); }
   bool isScalar() const { return kind == Kind::Number || kind == Kind::Size; }
@@ -199,7 +202,9 @@ private:
   static DType arithmeticType(const Item& a, const Item& b);
   Item elementwise(const std::string& op, const Item& a, const Item& b);
   Item scalarArithmetic(const std::string& op, const Item& a, const Item& b);
-  Item function(const std::string& callee, const Item& x, bool floatOnly);
+  Item function(const std::string& callee, const Item& x, bool floatOnly, std::vector<CodePtr> arguments = {});
+  // A float function of the standard library's `nn` (`nn.elu(x, alpha)`), which the program then imports.
+  Item nnFunction(const std::string& name, const Item& x, std::vector<CodePtr> arguments = {});
   Item matmul(const Item& a, const Item& b);
   Item reduce(const std::string& callee, const Item& x, const Item* dims, bool keepdim, std::optional<DType> dtype);
   Item reshape(const Item& x, const std::vector<Item>& entries);
@@ -211,6 +216,8 @@ private:
   bool translateView(const std::string& kind, const Node* node);
   bool translateScalar(const std::string& kind, const Node* node);
   Item layerNorm(const Node* node);
+  Item loss(const std::string& kind, const Node* node);
+  Item classLoss(const std::string& kind, const Node* node);
   Item attention(const Node* node);
   void declareOutputs();
 
@@ -430,7 +437,10 @@ Item Translator::castTo(DType dtype, const Item& tensor) const {
 // A scalar where a tensor of `resultType` is computed: literals adapt to the other operand as in
 // PyTorch; a size is an i64 value, converted where the result is not i64.
 CodePtr Translator::operandCode(const Item& item, DType resultType) const {
-  if (item.kind == Item::Kind::Tensor) return item.code;
+  // A tensor with dimensions promotes in .emmy as in PyTorch; a rank-0 one may not (PyTorch's f16 tensor
+  // times an f32 rank-0 one is f16), so it is cast.
+  if (item.kind == Item::Kind::Tensor)
+    return item.rank() == 0 && item.dtype != resultType ? cast(resultType, item) : item.code;
   if (item.kind == Item::Kind::Number) {
     if (std::isnan(item.number)) fail("a NaN constant has no .emmy spelling");
     if (item.boolean) return nameCode(item.number != 0 ? "true" : "false");
@@ -445,13 +455,24 @@ CodePtr Translator::operandCode(const Item& item, DType resultType) const {
 
 // PyTorch's result type: tensors promote; a Python scalar keeps a tensor's type unless it is a float
 // beside an integer tensor (then the default dtype, f32).
+// PyTorch's promotion: tensors with dimensions decide, then rank-0 tensors, then numbers; a lower group
+// decides only where its category (bool < integer < float) is higher, a number then giving the default
+// dtype of its category.
 DType Translator::arithmeticType(const Item& a, const Item& b) {
-  if (a.kind == Item::Kind::Tensor && b.kind == Item::Kind::Tensor) return promote(a.dtype, b.dtype);
-  const Item& tensor = a.kind == Item::Kind::Tensor ? a : b;
-  const Item& scalar = a.kind == Item::Kind::Tensor ? b : a;
-  if (scalar.isFloatScalar() && !isFloat(tensor.dtype)) return DType::F32;
-  if (tensor.dtype == DType::Bool && !scalar.boolean) return DType::I64;
-  return tensor.dtype;
+  auto priority = [](const Item& item) {
+    if (item.kind != Item::Kind::Tensor || item.wrapped) return 0;
+    return item.rank() > 0 ? 2 : 1;
+  };
+  auto category = [](const Item& item) {
+    if (item.kind != Item::Kind::Tensor) return item.boolean ? 0 : item.isFloatScalar() ? 2 : 1;
+    return item.dtype == DType::Bool ? 0 : isFloat(item.dtype) ? 2 : 1;
+  };
+  if (priority(a) == priority(b) && a.kind == Item::Kind::Tensor && b.kind == Item::Kind::Tensor) return promote(a.dtype, b.dtype);
+  const Item& high = priority(a) >= priority(b) ? a : b;
+  const Item& low = priority(a) >= priority(b) ? b : a;
+  if (category(low) <= category(high)) return high.dtype;
+  if (priority(low) == 1) return low.dtype;
+  return category(low) == 2 ? DType::F32 : DType::I64;
 }
 
 Item Translator::elementwise(const std::string& op, const Item& a, const Item& b) {
@@ -470,7 +491,10 @@ Item Translator::elementwise(const std::string& op, const Item& a, const Item& b
   if (logical && (a.dtype != DType::Bool || b.dtype != DType::Bool || a.kind != b.kind))
     fail(fmt::format("'{}' needs two bool tensors", op));
   DType result = comparison || logical ? DType::Bool : operands;
-  return Item::tensor(result, shape, binaryCode(op, lhs, rhs));
+  Item combined = Item::tensor(result, shape, binaryCode(op, lhs, rhs));
+  auto number = [](const Item& item) { return item.kind != Item::Kind::Tensor || item.wrapped; };
+  combined.wrapped = number(a) && number(b);  // arithmetic of forward's numbers is a number
+  return combined;
 }
 
 // Arithmetic on numbers and sizes known at import time: shapes and scales.
@@ -507,10 +531,16 @@ Item Translator::scalarArithmetic(const std::string& op, const Item& a, const It
 
 // A builtin applied elementwise. Float-only functions take integer tensors as the default dtype, as
 // PyTorch does.
-Item Translator::function(const std::string& callee, const Item& x, bool floatOnly) {
+Item Translator::function(const std::string& callee, const Item& x, bool floatOnly, std::vector<CodePtr> arguments) {
   const Item& tensor = tensorOf(x, "the operand");
   Item operand = floatOnly && !isFloat(tensor.dtype) ? castTo(DType::F32, tensor) : tensor;
-  return Item::tensor(operand.dtype, operand.shape, callCode(callee, {operand.code}));
+  arguments.insert(arguments.begin(), operand.code);
+  return Item::tensor(operand.dtype, operand.shape, callCode(callee, std::move(arguments)));
+}
+
+Item Translator::nnFunction(const std::string& name, const Item& x, std::vector<CodePtr> arguments) {
+  if (std::find(program_.imports.begin(), program_.imports.end(), "nn") == program_.imports.end()) program_.imports.push_back("nn");
+  return function("nn." + name, x, true, std::move(arguments));
 }
 
 // `@` with PyTorch's rules for vectors: a vector operand is a matrix of one row (left) or one column
@@ -634,8 +664,21 @@ void Translator::declareInputs() {
     const Value* value = graphInputs[k + 1];
     auto type = value->type()->cast<c10::TensorType>();
     if (!type) {
-      report(nullptr, fmt::format("forward's argument {} is a {}; only tensor arguments can be imported", name, value->type()->str()));
-      poisoned_.insert(value);
+      // A number becomes a scalar parameter.
+      std::optional<DType> dtype;
+      if (value->type()->cast<c10::FloatType>()) dtype = DType::F32;
+      else if (value->type()->cast<c10::IntType>()) dtype = DType::I64;
+      else if (value->type()->cast<c10::BoolType>()) dtype = DType::Bool;
+      if (!dtype) {
+        report(nullptr, fmt::format("forward's argument {} is a {}; only tensors and numbers can be imported", name,
+                                    value->type()->str()));
+        poisoned_.insert(value);
+        continue;
+      }
+      Item scalar = Item::tensor(*dtype, {}, nameCode(name));
+      scalar.wrapped = true;
+      items_[value] = scalar;
+      program_.inputs.push_back({name, *dtype, {}, /*scalar=*/true});
       continue;
     }
     Declaration declaration{name, DType::F32, {}};
@@ -705,7 +748,6 @@ Item Translator::attribute(const Node* node) {
   const at::Tensor& tensor = value.toTensor();
   std::optional<DType> dtype = dtypeOfScalarType(tensor.scalar_type());
   if (!dtype) fail(fmt::format("the attribute {} has dtype {}, which Emmy has no type for", path, c10::toString(tensor.scalar_type())));
-  if (tensor.dim() == 0) fail(fmt::format("the attribute {} is a tensor of rank 0, which is not supported", path));
   nameAttribute(path);
   Declaration declaration{parameterNames_[path], *dtype, {}};
   for (int64_t extent : tensor.sizes()) declaration.shape.push_back(Dim::constant(extent));
@@ -915,6 +957,136 @@ bool Translator::translateView(const std::string& kind, const Node* node) {
 
 // layer_norm over the last len(normalized_shape) axes, written out: the mean, the centred input, the
 // (biased) variance, then the scale and shift. Half-precision input is normalised in f32, as PyTorch does.
+// The losses of torch.nn.functional: the loss of each element, then their mean or sum by `reduction`
+// (at::Reduction: 0 none, 1 mean, 2 sum).
+Item Translator::loss(const std::string& kind, const Node* node) {
+  const Item& scores = tensorOf(item(node->input(0)), "a loss's input");
+  const Item& target = tensorOf(item(node->input(1)), "a loss's target");
+  std::string base = baseName(node->input(0));
+  auto number = [](double value) { return Item::ofNumber(value, false); };
+  // A call whose result has the loss's float type.
+  DType type = arithmeticType(scores, target);
+  if (!isFloat(type)) fail(fmt::format("{} of integer tensors", kind));
+  auto call = [&](const std::string& callee, std::vector<Item> arguments) {
+    Shape shape;
+    std::vector<CodePtr> codes;
+    for (const Item& argument : arguments) {
+      if (argument.kind == Item::Kind::Tensor) shape = broadcast(shape, argument.shape);
+      codes.push_back(argument.kind == Item::Kind::Tensor ? argument.code : numberCode(argument.number, argument.integer));
+    }
+    return Item::tensor(type, shape, callCode(callee, codes));
+  };
+  Item x = materialized(scores, base), t = materialized(target, baseName(node->input(1)));
+  auto negated = [](Item value) {
+    value.code = unaryCode("-", value.code);
+    return value;
+  };
+  Item each;
+  if (kind == "aten::mse_loss") {
+    Item difference = materialized(elementwise("-", x, t), base + "_diff");
+    each = elementwise("*", difference, difference);
+  } else if (kind == "aten::l1_loss") {
+    each = function("abs", elementwise("-", x, t), false);
+  } else if (kind == "aten::smooth_l1_loss" || kind == "aten::huber_loss") {
+    bool huber = kind == "aten::huber_loss";
+    double width = numberOf(input(node, huber ? "delta" : "beta"), huber ? "huber_loss's delta" : "smooth_l1_loss's beta");
+    Item distance = materialized(function("abs", elementwise("-", x, t), false), base + "_dist");
+    if (width == 0) {
+      each = distance;
+    } else {
+      // smooth L1: 0.5 d^2 / beta below beta, d - beta / 2 above; Huber is delta times that.
+      Item square = elementwise("*", elementwise("*", number(0.5), distance), distance);
+      Item inside = huber ? square : elementwise("/", square, number(width));
+      Item outside = elementwise("-", distance, number(0.5 * width));
+      if (huber) outside = elementwise("*", number(width), outside);
+      each = call("where", {elementwise("<", distance, number(width)), inside, outside});
+    }
+  } else if (kind == "aten::kl_div") {
+    if (boolOf(input(node, "log_target"), "kl_div's log_target")) {
+      each = elementwise("*", function("exp", t, true), elementwise("-", t, x));
+    } else {  // xlogy(t, t) - t * x: 0 where t is 0
+      Item logTerm = call("where", {elementwise("==", t, number(0)), number(0), elementwise("*", t, function("log", t, true))});
+      each = elementwise("-", logTerm, elementwise("*", t, x));
+    }
+  } else if (kind == "aten::binary_cross_entropy") {
+    // (t - 1) * max(log(1 - x), -100) - t * max(log(x), -100), as ATen clamps the logarithms.
+    auto clampedLog = [&](const Item& value) { return call("max", {function("log", value, true), number(-100)}); };
+    each = elementwise("-", elementwise("*", elementwise("-", t, number(1)), clampedLog(elementwise("-", number(1), x))),
+                       elementwise("*", t, clampedLog(x)));
+  } else if (kind == "aten::binary_cross_entropy_with_logits") {
+    if (const Item* pos = optionalInput(node, "pos_weight"); pos && pos->kind != Item::Kind::None)
+      fail("binary_cross_entropy_with_logits with pos_weight is not supported");
+    // (1 - t) * x + m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0), as ATen writes it.
+    Item m = materialized(call("max", {negated(x), number(0)}), base + "_m");
+    Item logTerm = function("log", elementwise("+", function("exp", negated(m), true),
+                                               function("exp", elementwise("-", negated(x), m), true)), true);
+    each = elementwise("+", elementwise("+", elementwise("*", elementwise("-", number(1), t), x), m), logTerm);
+  } else if (kind == "aten::hinge_embedding_loss") {
+    double margin = numberOf(input(node, "margin"), "hinge_embedding_loss's margin");
+    Item marginTerm = call("where", {elementwise("!=", t, number(1)), call("max", {elementwise("-", number(margin), x), number(0)}), number(0)});
+    each = elementwise("+", marginTerm, call("where", {elementwise("!=", t, number(-1)), x, number(0)}));
+  } else {  // aten::soft_margin_loss
+    each = function("log", elementwise("+", number(1), function("exp", elementwise("*", negated(t), x), true)), true);
+  }
+  if (const Item* weight = optionalInput(node, "weight"); weight && weight->kind != Item::Kind::None)
+    each = elementwise("*", each, *weight);
+  int64_t reduction = intOf(input(node, "reduction"), "a loss's reduction");
+  if (reduction == 0) return each;
+  return reduce(reduction == 1 ? "mean" : "sum", each, nullptr, false, std::nullopt);
+}
+
+// cross_entropy and nll_loss of a batch of class scores [N, C] (or one row [C]) against class indices
+// (i64 [N]) or class probabilities (the shape of the scores).
+Item Translator::classLoss(const std::string& kind, const Node* node) {
+  bool entropy = kind == "aten::cross_entropy_loss";
+  Item scores = tensorOf(item(node->input(0)), "the class scores");
+  const Item& target = tensorOf(item(node->input(1)), "the target");
+  if (const Item* weight = optionalInput(node, "weight"); weight && weight->kind != Item::Kind::None)
+    fail(fmt::format("{} with class weights is not supported", kind));
+  if (const Item* smoothing = optionalInput(node, "label_smoothing"); smoothing && numberOf(*smoothing, "label_smoothing") != 0)
+    fail("cross_entropy with label_smoothing is not supported");
+  if (scores.rank() != 1 && scores.rank() != 2) fail(fmt::format("{} of scores of rank {} is not supported (only [N, C] and [C])", kind, scores.rank()));
+  std::string base = baseName(node->input(0));
+  if (!isFloat(scores.dtype)) fail(fmt::format("{} of integer scores", kind));
+  Item logProbabilities = scores;
+  if (entropy)
+    logProbabilities.code = callCode("log_softmax", {scores.code}, {{"axis", numberCode(scores.rank() - 1, true)}});
+  logProbabilities = materialized(logProbabilities, base + "_logp");
+  int64_t reduction = intOf(input(node, "reduction"), "a loss's reduction");
+  Item classAxis = Item::ofNumber(scores.rank() - 1, true);
+  if (isFloat(target.dtype)) {  // probabilities: -sum over the classes of t * log p, a mean over the rows
+    if (!entropy) fail("nll_loss needs class indices as its target");
+    Item each = reduce("sum", elementwise("*", target, logProbabilities), &classAxis, false, std::nullopt);
+    each.code = unaryCode("-", each.code);
+    return reduction == 0 ? each : reduce(reduction == 1 ? "mean" : "sum", each, nullptr, false, std::nullopt);
+  }
+  // Class indices: the row's entry at its class, picked in index form; targets equal to ignore_index
+  // count neither in the sum nor in the mean.
+  int64_t ignore = intOf(input(node, "ignore_index"), "ignore_index");
+  Item classes = materialized(target, baseName(node->input(1)));
+  if (classes.rank() != scores.rank() - 1 || (scores.rank() == 2 && !sizes_.unify(scores.shape[0], classes.shape[0])))
+    fail(fmt::format("{}'s target must hold one class per row of the scores", kind));
+  std::vector<std::string> indices;
+  if (scores.rank() == 2) indices.push_back(claim("n"));
+  indices.push_back(claim("c"));
+  std::vector<CodePtr> subscripts, rowSubscripts;
+  for (const std::string& index : indices) subscripts.push_back(nameCode(index));
+  if (scores.rank() == 2) rowSubscripts.push_back(nameCode(indices[0]));
+  CodePtr classOfRow = subscriptCode(classes.code->text, rowSubscripts);
+  CodePtr counted = binaryCode("!=", classOfRow, numberCode(static_cast<double>(ignore), true));
+  CodePtr chosen = binaryCode("and", binaryCode("==", nameCode(indices.back()), classOfRow), counted);
+  CodePtr picked = callCode("where", {chosen, unaryCode("-", subscriptCode(logProbabilities.code->text, subscripts)), numberCode(0, true)});
+  std::string pickedName = emit(base + "_picked", picked, indices);
+  for (const std::string& index : indices) taken_.erase(index);
+  Item each = reduce("sum", Item::tensor(scores.dtype, scores.shape, nameCode(pickedName)), &classAxis, false, std::nullopt);
+  if (reduction == 0) return each;
+  Item total = reduce("sum", each, nullptr, false, std::nullopt);
+  if (reduction == 2) return total;
+  Item kept = Item::tensor(DType::F32, classes.shape, callCode("where", {binaryCode("!=", classes.code, numberCode(static_cast<double>(ignore), true)),
+                                                                          numberCode(1, false), numberCode(0, false)}));
+  return elementwise("/", total, reduce("sum", kept, nullptr, false, std::nullopt));
+}
+
 Item Translator::layerNorm(const Node* node) {
   Item x = tensorOf(input(node, "input"), "layer_norm's input");
   std::vector<int64_t> normalized = intsOf(input(node, "normalized_shape"), "normalized_shape");
@@ -1057,16 +1229,49 @@ void Translator::translate(const Node* node) {
   }
   if (kind == "aten::maximum" || kind == "aten::minimum") {
     Item a = tensorOf(operand(0), "the operand"), b = tensorOf(operand(1), "the operand");
-    return define(out, Item::tensor(promote(a.dtype, b.dtype), broadcast(a.shape, b.shape),
-                                    callCode(kind == "aten::maximum" ? "max" : "min", {a.code, b.code})));
+    DType type = arithmeticType(a, b);
+    return define(out, Item::tensor(type, broadcast(a.shape, b.shape),
+                                    callCode(kind == "aten::maximum" ? "max" : "min", {operandCode(a, type), operandCode(b, type)})));
   }
   if (kind == "aten::gelu") {
     const Item* approximate = optionalInput(node, "approximate");
     std::string form = approximate ? approximate->text : "none";
     if (form == "none") return define(out, function("gelu", operand(0), true));
     if (form != "tanh") fail(fmt::format("gelu with approximate='{}' is not supported", form));
-    if (std::find(program_.imports.begin(), program_.imports.end(), "nn") == program_.imports.end()) program_.imports.push_back("nn");
-    return define(out, function("nn.gelu_tanh", operand(0), true));
+    return define(out, nnFunction("gelu_tanh", operand(0)));
+  }
+  // Activations the standard library defines as fns, with PyTorch's defaults; other arguments are spelled
+  // out around them.
+  static const std::set<std::string> nnActivations = {"mish", "selu", "hardsigmoid", "hardswish", "log_sigmoid"};
+  if (nnActivations.count(kind.substr(6))) {
+    std::string name = kind == "aten::log_sigmoid" ? "logsigmoid" : kind.substr(6);
+    return define(out, nnFunction(name, operand(0)));
+  }
+  if (kind == "aten::elu" || kind == "aten::celu") {
+    CodePtr alpha = operandCode(input(node, "alpha"), DType::F32);
+    if (kind == "aten::elu" && (numberOf(input(node, "scale"), "elu's scale") != 1 || numberOf(input(node, "input_scale"), "elu's input_scale") != 1))
+      fail("elu with a scale or input_scale other than 1 is not supported");
+    return define(out, nnFunction(kind.substr(6), operand(0), {alpha}));
+  }
+  if (kind == "aten::softplus") {
+    double beta = numberOf(input(node, "beta"), "softplus's beta"), threshold = numberOf(input(node, "threshold"), "softplus's threshold");
+    if (beta == 1 && threshold == 20) return define(out, nnFunction("softplus", operand(0)));
+    // (1 / beta) * log(1 + exp(beta * x)), and x itself where beta * x exceeds the threshold.
+    const Item& tensor = tensorOf(operand(0), "the operand");
+    Item x = materialized(isFloat(tensor.dtype) ? tensor : castTo(DType::F32, tensor), baseName(node->input(0)));
+    CodePtr scaled = binaryCode("*", numberCode(beta, false), x.code);
+    CodePtr soft = binaryCode("/", callCode("log", {binaryCode("+", numberCode(1, true), callCode("exp", {scaled}))}), numberCode(beta, false));
+    return define(out, Item::tensor(x.dtype, x.shape, callCode("where", {binaryCode(">", scaled, numberCode(threshold, false)), x.code, soft})));
+  }
+  static const std::set<std::string> losses = {"aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss",
+                                               "aten::kl_div", "aten::binary_cross_entropy", "aten::binary_cross_entropy_with_logits",
+                                               "aten::hinge_embedding_loss", "aten::soft_margin_loss"};
+  if (losses.count(kind)) return define(out, loss(kind, node), true);
+  if (kind == "aten::cross_entropy_loss" || kind == "aten::nll_loss" || kind == "aten::nll_loss_nd")
+    return define(out, classLoss(kind, node), true);
+  if (kind == "aten::relu6") {
+    const Item& x = tensorOf(operand(0), "the operand");
+    return define(out, Item::tensor(x.dtype, x.shape, callCode("clamp", {x.code, numberCode(0, true), numberCode(6, true)})));
   }
   if (kind == "aten::leaky_relu") {
     Item x = materialized(tensorOf(operand(0), "the operand"), baseName(node->input(0)));
@@ -1154,12 +1359,11 @@ void Translator::declareOutputs() {
     std::string name = values.size() == 1 ? "out" : fmt::format("out{}", k);
     const Item& value = values[k];
     const Node* place = model_.graph->return_node();
-    if (value.kind != Item::Kind::Tensor) {
+    if (value.kind != Item::Kind::Tensor || value.wrapped) {
       report(place, fmt::format("forward returns a {} as {}; only tensors can be outputs", value.kind == Item::Kind::List ? "list" : "number", name));
       continue;
     }
     Declaration declaration{name, value.dtype, sizes_.resolve(value.shape)};
-    if (declaration.shape.empty()) report(place, fmt::format("{} is a tensor of rank 0, which a .emmy output cannot be", name));
     for (const Dim& dim : declaration.shape)
       if (!dim.isConstant() && (dim.factor != 1 || dim.sizes.size() != 1))
         report(place, fmt::format("{} has the shape {}, which a .emmy output cannot declare (each dimension must be a number or "

@@ -7,10 +7,13 @@
 #include <string>
 #include <vector>
 
-#include <catch2/catch.hpp>
 #include <torch/csrc/jit/frontend/tracer.h>
 #include <torch/script.h>
 #include <torch/torch.h>
+// LibTorch's logging defines glog's CHECK, which aborts the whole run on a failure; the tests mean
+// Catch's, defined after it.
+#undef CHECK
+#include <catch2/catch.hpp>
 
 #include "support/npy.h"
 #include "support/process.h"
@@ -35,7 +38,14 @@ Run runEmmy(const std::vector<std::string>& arguments, const fs::path& folder) {
 }
 
 
+// Floats as f32, integers (class indices) as i64.
 void writeTensor(const fs::path& path, const torch::Tensor& tensor) {
+  if (!tensor.is_floating_point()) {
+    torch::Tensor dense = tensor.to(torch::kInt64).contiguous();
+    Buffer buffer(DType::I64, std::vector<int64_t>(dense.sizes().begin(), dense.sizes().end()));
+    std::memcpy(buffer.data(), dense.data_ptr<int64_t>(), buffer.byteSize());
+    return writeNpy(path, buffer);
+  }
   torch::Tensor dense = tensor.to(torch::kFloat32).contiguous();
   Buffer buffer(DType::F32, std::vector<int64_t>(dense.sizes().begin(), dense.sizes().end()));
   std::memcpy(buffer.data(), dense.data_ptr<float>(), buffer.byteSize());
@@ -56,10 +66,19 @@ void compare(const torch::Tensor& expected, const fs::path& saved) {
   CHECK(worst <= 1.0);
 }
 
-// A model, the inputs its forward takes, and the --input options that give their ranks to `emmy build`.
+// A number argument of forward, a scalar parameter of the kernel: written as a rank-0 `.npy` of its type.
+void writeNumber(const fs::path& path, const c10::IValue& number) {
+  Buffer buffer(number.isDouble() ? DType::F32 : DType::I64, {});
+  if (number.isDouble()) *static_cast<float*>(buffer.data()) = static_cast<float>(number.toDouble());
+  else *static_cast<int64_t*>(buffer.data()) = number.toInt();
+  writeNpy(path, buffer);
+}
+
+// A model, the arguments its forward takes (tensors and numbers), and the --input options that give their
+// ranks to `emmy build`.
 struct Model {
   torch::jit::Module module;
-  std::vector<std::pair<std::string, torch::Tensor>> inputs;
+  std::vector<std::pair<std::string, c10::IValue>> inputs;
   std::vector<std::string> inputOptions;
 };
 
@@ -83,9 +102,10 @@ void checkAgainstLibTorch(Model model, bool withInputOptionsForCheck = false) {
 
   fs::create_directories(dir / "inputs");
   std::vector<c10::IValue> arguments;
-  for (const auto& [name, tensor] : model.inputs) {
-    writeTensor(dir / "inputs" / (name + ".npy"), tensor);
-    arguments.push_back(tensor);
+  for (const auto& [name, value] : model.inputs) {
+    if (value.isTensor()) writeTensor(dir / "inputs" / (name + ".npy"), value.toTensor());
+    else writeNumber(dir / "inputs" / (name + ".npy"), value);
+    arguments.push_back(value);
   }
   for (const auto& parameter : model.module.named_parameters(true)) {
     std::string name = parameter.name;
@@ -219,6 +239,62 @@ def forward(self, x):
     gate = torch.silu(torch.linear(x, self.w1.weight, None))
     up = torch.matmul(x, self.w3.weight.t())
     return torch.linear(gate * up, self.w2.weight, None), gate
+)");
+  checkAgainstLibTorch(model);
+}
+
+TEST_CASE("importer: rank-0 outputs, attributes and number arguments (losses, scales)", "[importer]") {
+  torch::manual_seed(8);
+  Model model{torch::jit::Module("Losses"),
+              {{"x", torch::randn({5, 7})}, {"y", torch::randn({5, 7})}, {"alpha", 0.75}, {"shift", int64_t{3}}},
+              {"x=f32[N,7]", "y=f32[N,7]"}};
+  model.module.register_parameter("scale", torch::tensor(1.5), false);
+  model.module.define(R"(
+def forward(self, x, y, alpha: float, shift: int):
+    loss = ((x - y) ** 2).mean()
+    scaled = x * alpha + shift * self.scale
+    return loss, scaled, x.sum() * self.scale + alpha * 2.0, torch.maximum(x.amax(), self.scale)
+)");
+  checkAgainstLibTorch(model);
+}
+
+TEST_CASE("importer: activations of torch.nn.functional, defaults and not", "[importer]") {
+  torch::manual_seed(9);
+  // Values far out on both sides: softplus's threshold, elu's exponential, hardswish's clamps.
+  torch::Tensor x = torch::randn({4, 9}) * 8;
+  Model model{torch::jit::Module("Activations"), {{"x", x}}, {"x=f32[N,9]"}};
+  // torch.nn.functional is Python; what its functions call in a scripted model is these operators.
+  model.module.define(R"(
+def forward(self, x):
+    a = torch.elu(x, 0.7) + torch.selu(x) + torch.celu(x, 1.3)
+    b = torch.softplus(x) + torch.softplus(x, 2.0, 5.0) + torch.mish(x)
+    c = torch.hardsigmoid(x) + torch.hardswish(x) + torch.log_sigmoid(x)
+    return a, b, c, torch.relu6(x)
+)");
+  checkAgainstLibTorch(model);
+}
+
+TEST_CASE("importer: losses, with every reduction", "[importer]") {
+  torch::manual_seed(10);
+  torch::Tensor sign = torch::randint(0, 2, {6, 5}).to(torch::kFloat32) * 2 - 1;
+  Model model{torch::jit::Module("Losses"),
+              {{"x", torch::randn({6, 5})}, {"y", torch::randn({6, 5})}, {"sign", sign},
+               {"p", torch::rand({6, 5})}, {"label", torch::tensor({0, 4, 2, 2, 1, 3})}, {"row", torch::randn({5})},
+               {"cls", torch::tensor(int64_t{3})}},
+              {"x=f32[N,5]", "y=f32[N,5]", "sign=f32[N,5]", "p=f32[N,5]", "label=i64[N]", "row=f32[5]", "cls=i64[]"}};
+  // What torch.nn.functional's losses call in a scripted model (reduction 0 none, 1 mean, 2 sum;
+  // 'batchmean' is a sum divided in Python).
+  model.module.define(R"(
+def forward(self, x, y, sign, p, label, row, cls):
+    a = torch.mse_loss(x, y, 1) + torch.l1_loss(x, y, 2) + torch.smooth_l1_loss(x, y, 1, 0.5) + torch.huber_loss(x, y, 1, 0.8)
+    b = torch.kl_div(torch.log_softmax(x, -1), p, 2, log_target=False) / x.size(0) + torch.kl_div(x, y, 2, log_target=True)
+    q = torch.sigmoid(x)
+    c = torch.binary_cross_entropy(q, p, None, 1) + torch.binary_cross_entropy_with_logits(x, p, None, None, 2)
+    d = torch.hinge_embedding_loss(x, sign, 0.5, 1) + torch.soft_margin_loss(x, sign, 1)
+    e = torch.cross_entropy_loss(x, label, None, 1, -100, 0.0) + torch.nll_loss(torch.log_softmax(y, 1), label, None, 2, -100)
+    f = torch.cross_entropy_loss(x, label, None, 1, 2, 0.0) + torch.cross_entropy_loss(x, p, None, 1, -100, 0.0)
+    g = torch.cross_entropy_loss(row, cls, None, 1, -100, 0.0)
+    return a, b, c, d, e, f, g, torch.mse_loss(x, y, 0), torch.cross_entropy_loss(x, label, None, 0, -100, 0.0)
 )");
   checkAgainstLibTorch(model);
 }

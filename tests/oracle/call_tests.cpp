@@ -4,8 +4,6 @@
 #include <filesystem>
 #include <set>
 
-#include <catch2/catch.hpp>
-
 #include "tests/oracle/oracle.h"
 
 namespace emmy::oracle {

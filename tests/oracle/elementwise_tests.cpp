@@ -4,8 +4,6 @@
 #include <functional>
 #include <limits>
 
-#include <catch2/catch.hpp>
-
 #include "tests/oracle/oracle.h"
 
 namespace emmy::oracle {

@@ -7,7 +7,6 @@
 #include <random>
 #include <sstream>
 
-#include <catch2/catch.hpp>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 

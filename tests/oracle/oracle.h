@@ -10,6 +10,10 @@
 #include <vector>
 
 #include <ATen/ATen.h>
+// ATen's logging defines glog's CHECK, which aborts the whole run on a failure; the tests mean Catch's,
+// which is defined here, after it (a test file that includes Catch first does not compile).
+#undef CHECK
+#include <catch2/catch.hpp>
 
 #include "support/dtype.h"
 #include "support/value.h"

@@ -3,8 +3,6 @@
 // and rounds once, which is what the spec asks of Emmy).
 #include <functional>
 
-#include <catch2/catch.hpp>
-
 #include "tests/oracle/oracle.h"
 
 namespace emmy::oracle {

@@ -2,8 +2,6 @@
 // `where`, `pad(x, v)[...]` stencils, and kernels with several outputs.
 #include <cstdlib>
 
-#include <catch2/catch.hpp>
-
 #include "tests/oracle/oracle.h"
 
 namespace emmy::oracle {

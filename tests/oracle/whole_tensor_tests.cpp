@@ -2,8 +2,6 @@
 // softmax and log_softmax, elementwise functions, `where` and literals on whole tensors.
 #include <functional>
 
-#include <catch2/catch.hpp>
-
 #include "tests/oracle/oracle.h"
 
 namespace emmy::oracle {
