@@ -89,13 +89,18 @@ struct List final : Expr {
   std::vector<ExprPtr> elements;
 };
 
-// `sum[k, l](EXPR)`; `op` is the word before '[' as written (checked later).
+// `sum[k, l](EXPR)`, `max[di < 3, dj < KW](EXPR)`; `op` is the word before '[' as written (checked later).
 struct Reduction final : Expr {
   static constexpr ExprKind kKind = ExprKind::Reduction;
-  Reduction(SourceLoc loc, Ident op, std::vector<Ident> indices, ExprPtr body)
-      : Expr(kKind, std::move(loc)), op(std::move(op)), indices(std::move(indices)), body(std::move(body)) {}
+  Reduction(SourceLoc loc, Ident op, std::vector<Ident> indices, std::vector<ExprPtr> bounds, ExprPtr body)
+      : Expr(kKind, std::move(loc)),
+        op(std::move(op)),
+        indices(std::move(indices)),
+        bounds(std::move(bounds)),
+        body(std::move(body)) {}
   Ident op;
   std::vector<Ident> indices;
+  std::vector<ExprPtr> bounds;  // one per index: `k < BOUND`, or null where the range is inferred
   ExprPtr body;
 };
 

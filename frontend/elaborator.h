@@ -170,9 +170,20 @@ private:
     tensor::Reduction reduction;
     tensor::ExprPtr body;  // in the accumulator type, over the scope's indices and the reduction's
     DType resultType;
+    // A mean over an index whose bound is not its range: `reduction` sums, and the mean is that sum
+    // divided by this count of its terms (an i64 over the scope's indices).
+    tensor::ExprPtr divisor;
   };
   ReductionParts indexReductionParts(const ast::Reduction& e, Scope& scope);
+  // The range of a reduction index written `k < BOUND`, and the guard `k < BOUND` of its body where the
+  // range is wider than the bound (null where they are the same).
+  struct BoundedRange {
+    tensor::Dim extent;
+    tensor::ExprPtr guard;
+  };
+  BoundedRange boundedRange(const ast::Ident& index, const ast::Expr& bound, Scope& scope);
   TensorValue indexReduction(const ast::Reduction& e, Scope& scope);  // hoisted into a stage of its own
+  TensorValue hoistReduction(const ReductionParts& parts, const ast::Reduction& e, Scope& scope);
   TensorValue whereCall(const ast::Call& call, Scope& scope);
 
   // whole-tensor form (whole_tensor.cpp)

@@ -3,7 +3,9 @@
 
 #include "frontend/elaborator.h"
 #include "frontend/operations.h"
+#include "ir/tensor/build.h"
 #include "ir/tensor/rewrite.h"
+#include "ir/tensor/scalar_ops.h"
 #include "support/text.h"
 
 namespace emmy {
@@ -61,12 +63,15 @@ public:
       case ast::ExprKind::Reduction: {
         const auto& r = static_cast<const ast::Reduction&>(e);
         size_t depth = scope_.size();
-        for (const ast::Ident& index : r.indices) {
+        for (size_t k = 0; k < r.indices.size(); ++k) {
+          const ast::Ident& index = r.indices[k];
           if (lookup(index.name) || k_.symbols.count(index.name))
             k_.error(index.loc, fmt::format("reduction index '{}' reuses a name visible around it; choose another name",
                                             index.name));
           scope_.push_back(&index);
-          keys_.push_back(&index);
+          // An index with a bound takes its range from it (indexReductionParts), not from its subscripts.
+          if (r.bounds[k]) bounded_.insert(&index);
+          else keys_.push_back(&index);
         }
         visit(*r.body, guarded);
         scope_.resize(depth);
@@ -150,7 +155,7 @@ private:
       const auto* name = s.indices[p]->as<ast::Name>();
       if (!name) continue;
       const ast::Ident* index = lookup(name->name);
-      if (!index) continue;
+      if (!index || bounded_.count(index)) continue;
       std::string description = fmt::format("{}[...] dimension {}", base->name, p);
       if (guarded.count(name->name)) {
         guardedPlaces_.emplace(index, Place{tensor.shape[p], name->loc, description});
@@ -167,7 +172,8 @@ private:
 
   KernelElaboration& k_;
   std::vector<const ast::Ident*> scope_;
-  std::vector<const ast::Ident*> keys_;  // reduction indices, in order of appearance
+  std::vector<const ast::Ident*> keys_;  // reduction indices without a bound, in order of appearance
+  std::set<const ast::Ident*> bounded_;  // reduction indices with one
   std::map<const ast::Ident*, Place> places_;
   // Reads inside a `where` branch whose condition names the index: they are bounds-checked like any
   // affine read, need not agree, and set the range only when no other place does.
@@ -236,13 +242,14 @@ void KernelElaboration::indexStatement(const ast::Statement& s) {
     scope.indices.push_back(IndexBinding{index.name, statementRanges.at(&index), index.loc});
     stage.axes.push_back(Axis{index.name, statementRanges.at(&index)});
   }
-  if (const auto* reduction = s.value->as<ast::Reduction>()) {
-    ReductionParts parts = indexReductionParts(*reduction, scope);
-    stage.dtype = assignedType(name, parts.resultType, false, s.value->loc);
-    stage.reduction = std::move(parts.reduction);
-    stage.body = parts.body;
+  std::optional<ReductionParts> parts;
+  if (const auto* reduction = s.value->as<ast::Reduction>()) parts = indexReductionParts(*reduction, scope);
+  if (parts && !parts->divisor) {
+    stage.dtype = assignedType(name, parts->resultType, false, s.value->loc);
+    stage.reduction = std::move(parts->reduction);
+    stage.body = parts->body;
   } else {
-    TensorValue value = expr(*s.value, scope);
+    TensorValue value = parts ? hoistReduction(*parts, *s.value->as<ast::Reduction>(), scope) : expr(*s.value, scope);
     DType valueType = value.literal ? value.literal->defaultType() : value.dtype;
     stage.dtype = assignedType(name, valueType, value.literal.has_value(), s.value->loc);
     stage.body = value.at({}, stage.dtype);
@@ -352,10 +359,22 @@ DType reductionResultType(ReduceOp op, DType dtype, const SourceLoc& loc, Diagno
 KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const ast::Reduction& e, Scope& scope) {
   std::optional<ReduceOp> op = reduceOpNamed(e.op.name);
   if (!op) error(e.op.loc, fmt::format("unknown reduction '{}': use sum, max, min, prod or mean", e.op.name));
-  size_t depth = scope.indices.size();
+  size_t depth = scope.indices.size(), factCount = scope.facts.size();
   Reduction reduction{*op, {}, DType::F32};
-  for (const ast::Ident& index : e.indices) {
+  std::vector<ExprPtr> boundGuards;
+  for (size_t k = 0; k < e.indices.size(); ++k) {
+    const ast::Ident& index = e.indices[k];
     if (std::optional<std::string> problem = reservedNameProblem(index.name)) error(index.loc, *problem);
+    if (e.bounds[k]) {
+      BoundedRange bounded = boundedRange(index, *e.bounds[k], scope);
+      scope.indices.push_back(IndexBinding{index.name, bounded.extent, index.loc});
+      reduction.axes.push_back(Axis{index.name, bounded.extent});
+      if (bounded.guard) {
+        boundGuards.push_back(bounded.guard);
+        collectFacts(*bounded.guard, true, scope.facts);
+      }
+      continue;
+    }
     auto range = ranges->find(&index);
     if (range == ranges->end()) {
       // Ranges are inferred from the statement itself; a reduction written in a fn has none to find.
@@ -367,16 +386,87 @@ KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const a
     scope.indices.push_back(IndexBinding{index.name, range->second, index.loc});
     reduction.axes.push_back(Axis{index.name, range->second});
   }
+  // A mean whose count is not the product of the ranges sums, and is divided by its count.
+  ExprPtr divisor;
+  if (*op == ReduceOp::Mean && !boundGuards.empty()) {
+    for (size_t k = 0; k < e.indices.size(); ++k) {
+      const Axis& axis = reduction.axes[k];
+      ExprPtr count = dimValue(axis.extent);
+      for (const ExprPtr& guard : boundGuards) {
+        const auto& bound = static_cast<const Binary&>(*guard);
+        if (bound.lhs->as<AxisVar>()->name != axis.name) continue;
+        forEachNode(*bound.rhs, [&](const Expr& node) {
+          const auto* other = node.as<AxisVar>();
+          for (size_t j = 0; other && j < e.indices.size(); ++j)
+            if (other->name == e.indices[j].name)
+              error(e.bounds[k]->loc, "a mean over indices whose bounds name each other is not supported; write "
+                                      "sum[...](...) divided by the count");
+        });
+        count = std::make_shared<Binary>(DType::I64, BinaryOp::Max, bound.rhs, immediate(DType::I64, 0));
+      }
+      divisor = divisor ? std::make_shared<Binary>(DType::I64, BinaryOp::Mul, divisor, count) : count;
+    }
+    reduction.op = ReduceOp::Sum;
+  }
   TensorValue value = expr(*e.body, scope);
   scope.indices.resize(depth);
+  scope.facts.resize(factCount);
   DType bodyType = value.literal ? value.literal->defaultType() : value.dtype;
   DType resultType = reductionResultType(*op, bodyType, e.loc, diagnostics);
   reduction.accumulator = accumulatorType(resultType);
-  return ReductionParts{reduction, value.at({}, reduction.accumulator), resultType};
+  ExprPtr body = value.at({}, reduction.accumulator);
+  // Past its bound, an index adds the reduction's identity.
+  for (const ExprPtr& guard : boundGuards)
+    body = std::make_shared<Select>(guard, body, immediateOf(reductionIdentity(reduction.op, reduction.accumulator)));
+  return ReductionParts{reduction, body, resultType, divisor};
+}
+
+KernelElaboration::BoundedRange KernelElaboration::boundedRange(const ast::Ident& index, const ast::Expr& boundExpr,
+                                                                Scope& scope) {
+  TensorValue value = expr(boundExpr, scope);
+  bool integral = value.literal ? value.literal->isInteger : isInteger(value.dtype);
+  if (!integral || !value.isScalar()) error(boundExpr.loc, "the bound of a reduction index must be an integer");
+  ExprPtr bound = value.at({}, DType::I64);
+  std::optional<AffineForm> form = affineOf(*bound);
+  if (!form)
+    error(boundExpr.loc, "the bound of a reduction index must be affine in numbers, sizes and the enclosing indices");
+  // The largest value the bound takes: each enclosing index at the end of its range where it adds, at 0
+  // where it subtracts.
+  AffineForm largest = *form;
+  largest.indices.clear();
+  for (const auto& [name, coefficient] : form->indices) {
+    if (coefficient <= 0) continue;
+    const IndexBinding* binding = scope.findIndex(name);
+    EMMY_INTERNAL_ASSERT(binding != nullptr, "the bound of '{}' names '{}', which is not in scope", index.name, name);
+    largest = largest + (AffineForm::ofDim(binding->extent) - AffineForm{{}, {}, 1}).scaled(coefficient);
+  }
+  // The range: a Dim at least that large for every size >= 1. One size monomial M may add, c * M; sizes
+  // that subtract only lower the bound, and a constant c0 >= 0 adds at most c0 * M.
+  std::vector<std::pair<std::vector<std::string>, int64_t>> adding;
+  for (const auto& [monomial, coefficient] : largest.sizes)
+    if (coefficient > 0) adding.emplace_back(monomial, coefficient);
+  Dim extent;
+  if (adding.empty()) {
+    if (largest.constant < 1)
+      error(boundExpr.loc, fmt::format("the bound of '{}' is never above 0, so the reduction is empty", index.name));
+    extent = Dim::constant(largest.constant);
+  } else if (adding.size() == 1) {
+    extent = Dim{adding[0].second + std::max<int64_t>(largest.constant, 0), adding[0].first};
+  } else {
+    error(boundExpr.loc, fmt::format("the bound of '{}' grows with several sizes, so no one size bounds its range; "
+                                     "bound it by a multiple of one size, or by a number",
+                                     index.name));
+  }
+  AffineForm range = AffineForm::ofDim(extent);
+  if (!form->hasIndices() && form->sizes == range.sizes && form->constant == range.constant) return {extent, nullptr};
+  return {extent, std::make_shared<Binary>(DType::Bool, BinaryOp::Lt, std::make_shared<AxisVar>(index.name), bound)};
 }
 
 TensorValue KernelElaboration::indexReduction(const ast::Reduction& e, Scope& scope) {
-  ReductionParts parts = indexReductionParts(e, scope);
+  return hoistReduction(indexReductionParts(e, scope), e, scope);
+}
+
+TensorValue KernelElaboration::hoistReduction(const ReductionParts& parts, const ast::Reduction& e, Scope& scope) {
   // The hoisted stage runs over the indices around the reduction that its body or the enclosing `where`
   // conditions use, and keeps those conditions so that it reads nothing their branch would not.
   std::set<std::string> used;
@@ -389,7 +479,8 @@ TensorValue KernelElaboration::indexReduction(const ast::Reduction& e, Scope& sc
   for (const ExprPtr& guard : scope.guards) collect(guard);
   Stage stage;
   stage.name = freshStageName(e.op.name);
-  stage.dtype = parts.resultType;
+  // A sum to be divided is kept in the accumulator type and rounded once, after the division.
+  stage.dtype = parts.divisor ? parts.reduction.accumulator : parts.resultType;
   stage.loc = e.loc;
   std::vector<ExprPtr> index;
   for (const IndexBinding& binding : scope.indices) {
@@ -409,7 +500,10 @@ TensorValue KernelElaboration::indexReduction(const ast::Reduction& e, Scope& sc
   std::string name = stage.name;
   DType dtype = stage.dtype;
   addStage(std::move(stage));
-  return TensorValue::ofScalar(std::make_shared<Load>(dtype, name, index), e.loc);
+  TensorValue value = TensorValue::ofScalar(std::make_shared<Load>(dtype, name, index), e.loc);
+  if (!parts.divisor) return value;
+  TensorValue count = TensorValue::ofScalar(parts.divisor, e.loc);
+  return castOp(parts.resultType, binaryOp(BinaryOp::Div, value, castOp(dtype, count, e.loc), e.loc, diagnostics), e.loc);
 }
 
 }  // namespace emmy

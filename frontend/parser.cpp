@@ -844,11 +844,23 @@ private:
       return buildPrimary(ctx->primary());
     }
     std::vector<ast::Ident> indices;
-    for (auto* index : indexList->expr())
-      if (auto name = nameOnly(index, "a reduction index must be a name, as in sum[k](...)")) indices.push_back(*name);
+    std::vector<ast::ExprPtr> bounds;
+    for (auto* index : indexList->expr()) {
+      // `k` or `k < BOUND`.
+      ast::ExprPtr built = buildExpr(index);
+      auto* comparison = built->as<ast::Binary>();
+      const ast::Name* name = comparison && comparison->op == ast::BinaryOp::Lt ? comparison->lhs->as<ast::Name>() : built->as<ast::Name>();
+      if (!name) {
+        error(built->loc, "a reduction index must be a name, or a name and its bound, as in sum[k](...) or sum[k < 3](...)");
+        continue;
+      }
+      indices.push_back(ast::Ident{name->name, name->loc});
+      bounds.push_back(comparison ? std::move(static_cast<ast::Binary&>(*built).rhs) : nullptr);
+    }
     ast::Ident opName{op->getText(), map_.node(op)};
     ast::ExprPtr body = buildExpr(ctx->reductionBody);
-    return std::make_unique<ast::Reduction>(map_.node(ctx), std::move(opName), std::move(indices), std::move(body));
+    return std::make_unique<ast::Reduction>(map_.node(ctx), std::move(opName), std::move(indices), std::move(bounds),
+                                            std::move(body));
   }
 
   ast::ExprPtr buildPrimary(EmmyParser::PrimaryContext* ctx) {

@@ -1,9 +1,13 @@
 // Whole-tensor form: views (transpose, permute, reshape, broadcast_to, unsqueeze, squeeze) built as
 // index maps, reductions with axis=/keepdim=, softmax and log_softmax, and the matrix product `@`.
+#include <cmath>
+
 #include <fmt/format.h>
 
 #include "frontend/elaborator.h"
 #include "frontend/operations.h"
+#include "ir/tensor/build.h"
+#include "ir/tensor/scalar_ops.h"
 
 namespace emmy {
 
@@ -14,7 +18,7 @@ namespace {
 const std::vector<std::string> kWholeTensorFunctions = {"sum",       "prod",    "mean",         "max",
                                                         "min",       "transpose", "permute",    "reshape",
                                                         "broadcast_to", "unsqueeze", "squeeze", "softmax",
-                                                        "log_softmax"};
+                                                        "log_softmax", "logsumexp", "cumsum", "cumprod"};
 
 // `value` seen through `map`, which turns an index of the result into one of `value`.
 TensorValue view(const TensorValue& value, Shape shape, const SourceLoc& loc,
@@ -68,6 +72,31 @@ static TensorValue reduce(ReduceOp op, const TensorValue& value, const std::vect
     }
     return value.at(source, accumulator);
   };
+  result.reduction = pending;
+  return result;
+}
+
+// The running reduction of `value` along `axis`: element i is the reduction of elements 0..i, a
+// reduction over the whole axis whose body adds the identity past i.
+static TensorValue scan(ReduceOp op, const TensorValue& value, int axis, const SourceLoc& loc, Diagnostics& diagnostics) {
+  DType resultType = reductionResultType(op, value.dtype, loc, diagnostics);
+  auto pending = std::make_shared<PendingReduction>();
+  pending->op = op;
+  pending->accumulator = accumulatorType(resultType);
+  pending->hint = op == ReduceOp::Sum ? "cumsum" : "cumprod";
+  pending->extents = {value.shape[axis]};
+  DType accumulator = pending->accumulator;
+  pending->body = [value, axis, op, accumulator](const std::vector<ExprPtr>& index, const std::vector<ExprPtr>& reductionIndex) {
+    std::vector<ExprPtr> source = index;
+    source[axis] = reductionIndex[0];
+    ExprPtr taken = std::make_shared<Binary>(DType::Bool, BinaryOp::Le, reductionIndex[0], index[axis]);
+    return std::static_pointer_cast<const Expr>(
+        std::make_shared<Select>(taken, value.at(source, accumulator), immediateOf(reductionIdentity(op, accumulator))));
+  };
+  TensorValue result;
+  result.dtype = resultType;
+  result.shape = value.shape;
+  result.loc = loc;
   result.reduction = pending;
   return result;
 }
@@ -200,6 +229,40 @@ std::optional<TensorValue> KernelElaboration::wholeTensorFunction(const ast::Cal
     ReduceOp op = n == "sum" ? ReduceOp::Sum : n == "prod" ? ReduceOp::Prod : n == "mean" ? ReduceOp::Mean
                 : n == "max" ? ReduceOp::Max : ReduceOp::Min;
     return reduce(op, x, axes, keepdim, c.loc, diagnostics);
+  }
+  if (n == "cumsum" || n == "cumprod") {
+    auto args = matchArguments(n, {"x", "axis"}, 2, c);
+    TensorValue x = expr(*args[0], scope);
+    if (x.literal) error(args[0]->loc, fmt::format("{} needs a tensor, not a number", n));
+    return scan(n == "cumsum" ? ReduceOp::Sum : ReduceOp::Prod, x, axisOf(*args[1], x.rank()), c.loc, diagnostics);
+  }
+  if (n == "logsumexp") {
+    auto args = matchArguments(n, {"x", "axis", "keepdim"}, 2, c);
+    TensorValue x = expr(*args[0], scope);
+    if (x.literal || !isFloat(x.dtype))
+      error(args[0]->loc, "logsumexp needs a floating-point tensor; convert it first, e.g. f32(x)");
+    std::vector<int> axes = axesOf(*args[1], x.rank());
+    std::sort(axes.begin(), axes.end());
+    bool keepdim = args[2] ? boolConstant(*args[2]) : false;
+    // max + log(sum(exp(x - max))), with an infinite max taken as 0 (as PyTorch: all -inf gives -inf, a
+    // +inf gives +inf), computed in the accumulator type and rounded once.
+    TensorValue wide = castOp(accumulatorType(x.dtype), x, x.loc);
+    TensorValue maximum = realize(reduce(ReduceOp::Max, wide, axes, true, c.loc, diagnostics));
+    TensorValue infinite = binaryOp(BinaryOp::Eq, unaryOp(UnaryOp::Abs, maximum, c.loc, diagnostics),
+                                    TensorValue::ofLiteral(Literal{false, INFINITY}, c.loc), c.loc, diagnostics);
+    TensorValue shift = selectOp(infinite, TensorValue::ofLiteral(Literal{false, 0}, c.loc), maximum, c.loc, diagnostics);
+    TensorValue exponent = unaryOp(UnaryOp::Exp, binaryOp(BinaryOp::Sub, wide, shift, c.loc, diagnostics), c.loc, diagnostics);
+    TensorValue total = realize(reduce(ReduceOp::Sum, exponent, axes, true, c.loc, diagnostics));
+    TensorValue result = castOp(x.dtype, binaryOp(BinaryOp::Add, unaryOp(UnaryOp::Log, total, c.loc, diagnostics), shift, c.loc, diagnostics), c.loc);
+    if (keepdim) return result;
+    Shape shape;
+    for (int d = 0; d < x.rank(); ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) shape.push_back(x.shape[d]);
+    return view(result, shape, c.loc, [axes](const std::vector<ExprPtr>& index) {
+      std::vector<ExprPtr> source = index;
+      for (int axis : axes) source.insert(source.begin() + axis, i64(0));
+      return source;
+    });
   }
   if (n == "softmax" || n == "log_softmax") {
     auto args = matchArguments(n, {"x", "axis"}, 2, c);

@@ -1345,6 +1345,31 @@ void Translator::translate(const Node* node) {
     return define(out, reduce(callee, operand(0), optionalInput(node, "dim"), keepdim && boolOf(*keepdim, "keepdim"),
                               dtypeArgument(optionalInput(node, "dtype"))), true);
   }
+  if (kind == "aten::cumsum" || kind == "aten::cumprod") {
+    Item x = tensorOf(operand(0), "the operand");
+    if (std::optional<DType> dtype = dtypeArgument(optionalInput(node, "dtype"))) x = castTo(*dtype, x);
+    else if (!isFloat(x.dtype)) x = castTo(DType::I64, x);  // PyTorch scans integers in i64
+    if (x.rank() == 0) return define(out, x);
+    int dim = axis(intOf(input(node, "dim"), "the scanned dim"), x.rank());
+    return define(out, Item::tensor(x.dtype, x.shape, callCode(kind.substr(6), {x.code}, {{"axis", numberCode(dim, true)}})), true);
+  }
+  if (kind == "aten::logsumexp") {
+    Item x = tensorOf(operand(0), "the operand");
+    if (!isFloat(x.dtype)) x = castTo(DType::F32, x);
+    bool keepdim = boolOf(input(node, "keepdim"), "keepdim");
+    std::vector<int64_t> dims = intsOf(input(node, "dim"), "logsumexp's dims");
+    if (x.rank() == 0 || dims.empty()) fail("logsumexp needs a tensor of rank 1 or more and the dims to reduce");
+    std::vector<CodePtr> listed;
+    Shape shape;
+    std::set<int> reduced;
+    for (int64_t dim : dims) reduced.insert(axis(dim, x.rank())), listed.push_back(numberCode(static_cast<double>(dim), true));
+    for (int d = 0; d < x.rank(); ++d)
+      if (!reduced.count(d)) shape.push_back(x.shape[d]);
+      else if (keepdim) shape.push_back(Dim::constant(1));
+    std::vector<std::pair<std::string, CodePtr>> keywords = {{"axis", listed.size() == 1 ? listed[0] : listCode(listed)}};
+    if (keepdim) keywords.push_back({"keepdim", nameCode("true")});
+    return define(out, Item::tensor(x.dtype, shape, callCode("logsumexp", {x.code}, keywords)), true);
+  }
   if (kind == "aten::_scaled_dot_product_attention" || kind == "aten::scaled_dot_product_attention")
     return define(out, attention(node), true);
   fail(fmt::format("unsupported operation {}", kind));

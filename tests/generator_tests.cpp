@@ -37,8 +37,7 @@ constexpr int kCiCount = 12;
 // when they land.
 testing::GeneratorOptions ciOptions() {
   testing::GeneratorOptions options;
-  options.argmaxAndLogsumexp = false;
-  options.boundedReductions = false;
+  options.argmax = false;
   return options;
 }
 

@@ -461,6 +461,19 @@ TEST_CASE("rank-0 tensors: the type T[], a definition NAME[] = and a read NAME[]
         "            ^~\n");
 }
 
+TEST_CASE("reduction indices with a bound", "[parser]") {
+  auto module = parseValid("fn f() = max[di < 3, j, k < t + 1](x[k])\n");
+  const auto* max = fnBody(*module).as<ast::Reduction>();
+  REQUIRE(max != nullptr);
+  CHECK(names(max->indices) == Strings{"di", "j", "k"});
+  REQUIRE(max->bounds.size() == 3);
+  CHECK(show(*max->bounds[0]) == "3");
+  CHECK(max->bounds[1] == nullptr);
+  CHECK(show(*max->bounds[2]) == "(+ t 1)");
+  CHECK(spelled(max->indices[2].loc) == "k");
+  CHECK(spelled(max->bounds[2]->loc) == "t + 1");
+}
+
 TEST_CASE("booleans, names and reductions over several indices", "[parser]") {
   CHECK(showExpr("true or false") == "(or true false)");
   auto module = parseValid("fn f() = sum[k, l](x[i, k] * y[k, l])\n");
@@ -786,7 +799,8 @@ TEST_CASE("forms the grammar accepts but the builder refuses", "[parser]") {
         "test.emmy:2:7: error: an index on the left of '=' must be a name\n"
         "    y[i + 1] = x[i]\n"
         "      ^~~~~\n"
-        "test.emmy:3:13: error: a reduction index must be a name, as in sum[k](...)\n"
+        "test.emmy:3:13: error: a reduction index must be a name, or a name and its bound, as in sum[k](...) or "
+        "sum[k < 3](...)\n"
         "    y = sum[k + 1](x) + f(x)[1](2)\n"
         "            ^~~~~\n"
         "test.emmy:3:32: error: unexpected '('; a reduction is written OP[k, ...](EXPR)\n"

@@ -521,7 +521,7 @@ Expr Generator::boolExpr(Scope& scope, int depth) {
 Expr Generator::reduction(Scope& scope, Kind want, int depth) {
   std::string op = want == Kind::Float ? pick<std::string>(random_, {"sum", "max", "min", "prod", "mean", "sum"})
                                        : pick<std::string>(random_, {"sum", "max", "min", "prod", "argmax", "argmin"});
-  if (!options_.argmaxAndLogsumexp && (op == "argmax" || op == "argmin")) op = "max";
+  if (!options_.argmax && (op == "argmax" || op == "argmin")) op = "max";
   Scope inner = scope;
   inner.canReduce = false;
   std::set<std::string> anchored;
@@ -762,7 +762,7 @@ Tensor Generator::statement(Shape shape, bool output, const std::vector<std::str
       std::string axis = shape == Shape::Cols ? pick<std::string>(random_, {"0", "-2"}) : pick<std::string>(random_, {"1", "-1"});
       std::string op = pick<std::string>(random_, {"sum", "max", "min", "argmax", "argmin"});
       if (kindOf(x.dtype) == Kind::Float) op = pick<std::string>(random_, {"sum", "max", "mean", "argmax", "logsumexp"});
-      if (!options_.argmaxAndLogsumexp && (op == "argmax" || op == "argmin" || op == "logsumexp")) op = "min";
+      if (!options_.argmax && (op == "argmax" || op == "argmin")) op = "min";
       if (shape == Shape::RowsKeep && (op == "argmax" || op == "argmin")) op = "max";
       DType dtype = op == "argmax" || op == "argmin" ? DType::I64 : x.dtype;
       std::string keep = shape == Shape::RowsKeep ? ", keepdim=true" : "";

@@ -25,8 +25,8 @@ struct GeneratorOptions {
   bool hostileNames = true;
   // Sizes of 0 among the size sets (issue 12, section 2).
   bool zeroSizes = true;
-  // `argmax` and `argmin` (whole-tensor and index form), `logsumexp`.
-  bool argmaxAndLogsumexp = true;
+  // `argmax` and `argmin` (whole-tensor and index form).
+  bool argmax = true;
   // Reductions whose index carries its bound: `sum[k < d + 1](..)`, `max[k < 3](pad(..)[..])`.
   bool boundedReductions = true;
   // Outputs of dtype f64 (which may hold f32 work).

@@ -299,6 +299,16 @@ def forward(self, x, y, sign, p, label, row, cls):
   checkAgainstLibTorch(model);
 }
 
+TEST_CASE("importer: scans and logsumexp", "[importer]") {
+  torch::manual_seed(11);
+  Model model{torch::jit::Module("Scans"), {{"x", torch::randn({4, 6, 5}) * 0.5}}, {"x=f32[A,B,5]"}};
+  model.module.define(R"(
+def forward(self, x):
+    return torch.cumsum(x, 1), torch.cumprod(x + 1.0, -1), torch.logsumexp(x, [0, 2]), torch.logsumexp(x, [1], True)
+)");
+  checkAgainstLibTorch(model);
+}
+
 // torch.jit.trace is Python; LibTorch's tracer is what it runs, with the module as `self` so that
 // parameters are recorded as attributes, as trace_module does.
 TEST_CASE("importer: a traced module", "[importer]") {

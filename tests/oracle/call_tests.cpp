@@ -107,25 +107,39 @@ kernel block<T: f16 | bf16 | f32>(x: T[N, D], g: T[D], w: T[D, D], a: T[B, N, D]
     }
 }
 
-TEST_CASE("the fns of nn: gelu_tanh, softplus, mish", "[oracle]") {
+TEST_CASE("the fns of nn: the activations of torch.nn.functional", "[oracle]") {
   const std::string source = R"(
 import nn
 
-kernel f<T: f16 | bf16 | f32>(x: T[N]) -> (a: T[N], b: T[N], c: T[N]) {
+kernel f<T: f16 | bf16 | f32>(x: T[N]) -> (a: T[N], b: T[N], c: T[N], d: T[N], e: T[N], g: T[N], h: T[N], k: T[N], l: T[N]) {
     a[i] = T(nn.gelu_tanh(f32(x[i])))
     b[i] = T(nn.softplus(f32(x[i])))
     c[i] = T(nn.mish(f32(x[i])))
+    d[i] = T(nn.elu(f32(x[i]), 0.7))
+    e[i] = T(nn.selu(f32(x[i])))
+    g[i] = T(nn.celu(f32(x[i]), 1.3))
+    h[i] = T(nn.hardsigmoid(f32(x[i])))
+    k[i] = T(nn.hardswish(f32(x[i])))
+    l[i] = T(nn.logsigmoid(f32(x[i])))
 }
 )";
   for (DType dtype : kFloatTypes)
-    for (int64_t n : {1, 3, 7, 17}) {
-      INFO(dtypeName(dtype) << "[" << n << "]");
-      at::Tensor x = randomTensor(dtype, {n}, 8);
-      expectKernelMatches(source, instance("f", dtype), {{"x", x}},
-                          {{"a", roundTo(at::gelu(f32(x), "tanh"), dtype)},
-                           {"b", roundTo(at::softplus(f32(x)), dtype)},
-                           {"c", roundTo(at::mish(f32(x)), dtype)}});
-    }
+    for (int64_t n : {1, 3, 7, 17})
+      for (double scale : {1.0, 30.0}) {  // 30: past softplus's threshold and the clamps of the hard ones
+        INFO(dtypeName(dtype) << "[" << n << "] times " << scale);
+        at::Tensor x = roundTo(f32(randomTensor(dtype, {n}, 8)) * scale, dtype);
+        at::Tensor wide = f32(x);
+        expectKernelMatches(source, instance("f", dtype), {{"x", x}},
+                            {{"a", roundTo(at::gelu(wide, "tanh"), dtype)},
+                             {"b", roundTo(at::softplus(wide), dtype)},
+                             {"c", roundTo(at::mish(wide), dtype)},
+                             {"d", roundTo(at::elu(wide, 0.7), dtype)},
+                             {"e", roundTo(at::selu(wide), dtype)},
+                             {"g", roundTo(at::celu(wide, 1.3), dtype)},
+                             {"h", roundTo(at::hardsigmoid(wide), dtype)},
+                             {"k", roundTo(at::hardswish(wide), dtype)},
+                             {"l", roundTo(at::log_sigmoid(wide), dtype)}});
+      }
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 // reductions, integer and bool reductions, and f16/bf16 accumulating in f32 (ATen computes those in f32
 // and rounds once, which is what the spec asks of Emmy).
 #include <functional>
+#include <limits>
 
 #include "tests/oracle/oracle.h"
 
@@ -91,6 +92,45 @@ kernel r<T: f16 | bf16 | f32>(x: T[N, D], scale: T[]) -> (all: T[], whole: T[], 
                             {{"x", x}, {"scale", scale}},
                             {{"all", total * scale}, {"whole", total}, {"scaled", x - total}});
       }
+}
+
+TEST_CASE("reduction indices with a bound: prefix, reverse and triangular, windows", "[oracle]") {
+  const std::string source = R"(
+kernel b<T: f16 | bf16 | f32>(x: T[N, D], w: T[K]) -> (prefix: T[N, D], suffix: T[N, D], before: T[N, D],
+                                                        lower: T[N], window: T[N, D], product: T[N, D],
+                                                        average: T[N, D]) {
+    prefix[n, d] = sum[k < d + 1](x[n, k])
+    suffix[n, d] = sum[k < D - d](x[n, D - 1 - k])
+    before[n, d] = max[k < d](x[n, k])
+    lower[n] = sum[i < N, j < n + 1](x[i, j * 0] * 0 + x[n, 0])
+    window[n, d] = sum[j < K](pad(x, 0)[n, d + j - 1] * w[j])
+    product[n, d] = prod[k < d + 1](x[n, k])
+    average[n, d] = mean[k < d + 1](x[n, k])
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      int64_t rows = shape[0], columns = shape[1];
+      at::Tensor x = randomTensor(dtype, shape, 5, Range::NearOne), w = randomTensor(dtype, {3}, 6);
+      at::Tensor wide = f32(x);
+      // max over nothing (d = 0) is -inf; the others are running reductions and a 3-wide correlation
+      // with one column of zeros on each side.
+      at::Tensor before = at::full({rows, columns}, -std::numeric_limits<float>::infinity());
+      if (columns > 1) before.slice(1, 1) = std::get<0>(at::cummax(wide, 1)).slice(1, 0, columns - 1);
+      at::Tensor padded = at::constant_pad_nd(wide, {1, 1});
+      at::Tensor window = at::zeros({rows, columns});
+      for (int64_t j = 0; j < 3; ++j) window += padded.slice(1, j, j + columns) * f32(w)[j];
+      at::Tensor lower = wide.select(1, 0) * (at::arange(rows).to(at::kFloat) + 1) * rows;
+      expectKernelMatches(source, instance("b", dtype), {{"x", x}, {"w", w}},
+                          {{"prefix", roundTo(at::cumsum(wide, 1), dtype)},
+                           {"suffix", roundTo(at::flip(at::cumsum(at::flip(wide, {1}), 1), {1}), dtype)},
+                           {"before", roundTo(before, dtype)},
+                           {"lower", roundTo(lower, dtype)},
+                           {"window", roundTo(window, dtype)},
+                           {"product", roundTo(at::cumprod(wide, 1), dtype)},
+                           {"average", roundTo(at::cumsum(wide, 1) / (at::arange(columns).to(at::kFloat) + 1), dtype)}});
+    }
 }
 
 TEST_CASE("f16 and bf16 sums accumulate in f32", "[oracle]") {

@@ -1,6 +1,9 @@
 // Whole-tensor form against ATen: broadcasting, `@`, reductions with axis= and keepdim=, views,
 // softmax and log_softmax, elementwise functions, `where` and literals on whole tensors.
 #include <functional>
+#include <limits>
+
+#include <fmt/ranges.h>
 
 #include "tests/oracle/oracle.h"
 
@@ -166,6 +169,49 @@ kernel s(x: $T[A, B, C]) -> (p: $T[A, B, C], logp: $T[A, B, C]) {
                             {{"p", roundTo(at::softmax(f32(x), axis), dtype)},
                              {"logp", roundTo(at::log_softmax(f32(x), axis), dtype)}});
       }
+}
+
+TEST_CASE("cumsum, cumprod and logsumexp over any axis", "[oracle]") {
+  const std::string source = R"(
+kernel s(x: $T[A, B, C]) -> (c: $T[A, B, C], p: $T[A, B, C], l: $T[$KEPT], k: $T[$ONE]) {
+    c = cumsum(x, axis=$AXIS)
+    p = cumprod(x, axis=$AXIS)
+    l = logsumexp(x, axis=$AXIS)
+    k = logsumexp(x, axis=$AXIS, keepdim=true)
+}
+)";
+  const std::vector<std::string> names = {"A", "B", "C"};
+  for (int axis : {0, 1, 2, -1})
+    for (DType dtype : kFloatTypes)
+      for (const auto& shape : kCubeShapes) {
+        INFO("axis " << axis << " of " << dtypeName(dtype) << shapeName(shape));
+        int positive = axis < 0 ? axis + 3 : axis;
+        std::vector<std::string> kept, one;
+        for (int d = 0; d < 3; ++d) {
+          if (d != positive) kept.push_back(names[d]);
+          one.push_back(d == positive ? "1" : names[d]);
+        }
+        at::Tensor x = randomTensor(dtype, shape, 9, Range::NearOne);
+        std::string kernel = substitute(source, {{"$T", dtypeName(dtype)}, {"$AXIS", std::to_string(axis)},
+                                                 {"$KEPT", fmt::format("{}", fmt::join(kept, ", "))},
+                                                 {"$ONE", fmt::format("{}", fmt::join(one, ", "))}});
+        expectKernelMatches(kernel, "s", {{"x", x}},
+                            {{"c", roundTo(at::cumsum(f32(x), axis), dtype)},
+                             {"p", roundTo(at::cumprod(f32(x), axis), dtype)},
+                             {"l", roundTo(at::logsumexp(f32(x), {axis}), dtype)},
+                             {"k", roundTo(at::logsumexp(f32(x), {axis}, true), dtype)}});
+      }
+}
+
+TEST_CASE("logsumexp of infinities, as PyTorch: all -inf gives -inf, a +inf gives +inf", "[oracle]") {
+  const std::string source = R"(
+kernel s(x: f32[N, D]) -> (l: f32[N]) {
+    l = logsumexp(x, axis=1)
+}
+)";
+  float inf = std::numeric_limits<float>::infinity();
+  at::Tensor x = at::tensor({-inf, -inf, -inf, 1.0f, inf, 2.0f, 3.0f, -inf, 0.5f}).reshape({3, 3});
+  expectKernelMatches(source, "s", {{"x", x}}, {{"l", at::logsumexp(x, {1})}});
 }
 
 TEST_CASE("elementwise functions, where and literals on whole tensors", "[oracle]") {
