@@ -183,7 +183,9 @@ private:
   };
   BoundedRange boundedRange(const ast::Ident& index, const ast::Expr& bound, Scope& scope);
   TensorValue indexReduction(const ast::Reduction& e, Scope& scope);  // hoisted into a stage of its own
-  TensorValue hoistReduction(const ReductionParts& parts, const ast::Reduction& e, Scope& scope);
+  // `hint` names the stage (the reduction's own name when empty).
+  TensorValue hoistReduction(const ReductionParts& parts, const ast::Reduction& e, Scope& scope,
+                             const std::string& hint = "");
   TensorValue whereCall(const ast::Call& call, Scope& scope);
 
   // whole-tensor form (whole_tensor.cpp)

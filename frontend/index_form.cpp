@@ -358,7 +358,11 @@ DType reductionResultType(ReduceOp op, DType dtype, const SourceLoc& loc, Diagno
 
 KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const ast::Reduction& e, Scope& scope) {
   std::optional<ReduceOp> op = reduceOpNamed(e.op.name);
-  if (!op) error(e.op.loc, fmt::format("unknown reduction '{}': use sum, max, min, prod or mean", e.op.name));
+  // argmax and argmin find their extreme, then its first position.
+  bool positional = e.op.name == "argmax" || e.op.name == "argmin";
+  if (positional) op = e.op.name == "argmax" ? ReduceOp::Max : ReduceOp::Min;
+  if (!op)
+    error(e.op.loc, fmt::format("unknown reduction '{}': use sum, max, min, prod, mean, argmax or argmin", e.op.name));
   size_t depth = scope.indices.size(), factCount = scope.facts.size();
   Reduction reduction{*op, {}, DType::F32};
   std::vector<ExprPtr> boundGuards;
@@ -418,7 +422,26 @@ KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const a
   // Past its bound, an index adds the reduction's identity.
   for (const ExprPtr& guard : boundGuards)
     body = std::make_shared<Select>(guard, body, immediateOf(reductionIdentity(reduction.op, reduction.accumulator)));
-  return ReductionParts{reduction, body, resultType, divisor};
+  if (!positional) return ReductionParts{reduction, body, resultType, divisor};
+
+  // argmax/argmin: the extreme, hoisted into a stage of its own, then the least row-major position of
+  // the reduction's indices where the body reaches it (or is NaN, which max and min propagate).
+  if (bodyType == DType::Bool) error(e.loc, fmt::format("{} of bool values is not defined; convert them first, e.g. i32(...)", e.op.name));
+  TensorValue extreme = hoistReduction(ReductionParts{reduction, body, resultType, nullptr}, e, scope, reduceOpName(*op));
+  ExprPtr best = extreme.at({}, reduction.accumulator);
+  ExprPtr reached = std::make_shared<Binary>(DType::Bool, BinaryOp::Eq, body, best);
+  if (isFloat(bodyType))
+    reached = std::make_shared<Binary>(DType::Bool, BinaryOp::Or, reached,
+                                       std::make_shared<Binary>(DType::Bool, BinaryOp::Ne, body, body));
+  ExprPtr position;
+  for (const Axis& axis : reduction.axes) {
+    ExprPtr index = std::make_shared<AxisVar>(axis.name);
+    position = position ? std::make_shared<Binary>(DType::I64, BinaryOp::Add,
+                                                   std::make_shared<Binary>(DType::I64, BinaryOp::Mul, position, dimValue(axis.extent)), index)
+                        : index;
+  }
+  ExprPtr candidate = std::make_shared<Select>(reached, position, immediateOf(reductionIdentity(ReduceOp::Min, DType::I64)));
+  return ReductionParts{Reduction{ReduceOp::Min, reduction.axes, DType::I64}, candidate, DType::I64, nullptr};
 }
 
 KernelElaboration::BoundedRange KernelElaboration::boundedRange(const ast::Ident& index, const ast::Expr& boundExpr,
@@ -466,7 +489,8 @@ TensorValue KernelElaboration::indexReduction(const ast::Reduction& e, Scope& sc
   return hoistReduction(indexReductionParts(e, scope), e, scope);
 }
 
-TensorValue KernelElaboration::hoistReduction(const ReductionParts& parts, const ast::Reduction& e, Scope& scope) {
+TensorValue KernelElaboration::hoistReduction(const ReductionParts& parts, const ast::Reduction& e, Scope& scope,
+                                              const std::string& hint) {
   // The hoisted stage runs over the indices around the reduction that its body or the enclosing `where`
   // conditions use, and keeps those conditions so that it reads nothing their branch would not.
   std::set<std::string> used;
@@ -478,7 +502,7 @@ TensorValue KernelElaboration::hoistReduction(const ReductionParts& parts, const
   collect(parts.body);
   for (const ExprPtr& guard : scope.guards) collect(guard);
   Stage stage;
-  stage.name = freshStageName(e.op.name);
+  stage.name = freshStageName(hint.empty() ? e.op.name : hint);
   // A sum to be divided is kept in the accumulator type and rounded once, after the division.
   stage.dtype = parts.divisor ? parts.reduction.accumulator : parts.resultType;
   stage.loc = e.loc;

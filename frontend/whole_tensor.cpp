@@ -18,7 +18,7 @@ namespace {
 const std::vector<std::string> kWholeTensorFunctions = {"sum",       "prod",    "mean",         "max",
                                                         "min",       "transpose", "permute",    "reshape",
                                                         "broadcast_to", "unsqueeze", "squeeze", "softmax",
-                                                        "log_softmax", "logsumexp", "cumsum", "cumprod"};
+                                                        "log_softmax", "logsumexp", "cumsum", "cumprod", "argmax", "argmin"};
 
 // `value` seen through `map`, which turns an index of the result into one of `value`.
 TensorValue view(const TensorValue& value, Shape shape, const SourceLoc& loc,
@@ -229,6 +229,27 @@ std::optional<TensorValue> KernelElaboration::wholeTensorFunction(const ast::Cal
     ReduceOp op = n == "sum" ? ReduceOp::Sum : n == "prod" ? ReduceOp::Prod : n == "mean" ? ReduceOp::Mean
                 : n == "max" ? ReduceOp::Max : ReduceOp::Min;
     return reduce(op, x, axes, keepdim, c.loc, diagnostics);
+  }
+  if (n == "argmax" || n == "argmin") {
+    auto args = matchArguments(n, {"x", "axis", "keepdim"}, 2, c);
+    TensorValue x = expr(*args[0], scope);
+    if (x.literal || x.dtype == DType::Bool)
+      error(args[0]->loc, fmt::format("{} needs a tensor of numbers; convert a bool one first, e.g. i32(x)", n));
+    int axis = axisOf(*args[1], x.rank());
+    bool keepdim = args[2] ? boolConstant(*args[2]) : false;
+    // The extreme along the axis, then the least position where x reaches it (or is NaN, which max and min
+    // propagate), as in index form.
+    TensorValue best = realize(reduce(n == "argmax" ? ReduceOp::Max : ReduceOp::Min, x, {axis}, true, c.loc, diagnostics));
+    TensorValue reached = binaryOp(BinaryOp::Eq, x, best, c.loc, diagnostics);
+    if (isFloat(x.dtype))
+      reached = binaryOp(BinaryOp::Or, reached, binaryOp(BinaryOp::Ne, x, x, c.loc, diagnostics), c.loc, diagnostics);
+    TensorValue position;  // the index along the axis
+    position.dtype = DType::I64;
+    position.shape = x.shape;
+    position.loc = c.loc;
+    position.element = [axis](const std::vector<ExprPtr>& index) { return index[axis]; };
+    TensorValue none = TensorValue::ofScalar(immediateOf(reductionIdentity(ReduceOp::Min, DType::I64)), c.loc);
+    return reduce(ReduceOp::Min, selectOp(reached, position, none, c.loc, diagnostics), {axis}, keepdim, c.loc, diagnostics);
   }
   if (n == "cumsum" || n == "cumprod") {
     auto args = matchArguments(n, {"x", "axis"}, 2, c);

@@ -1345,6 +1345,42 @@ void Translator::translate(const Node* node) {
     return define(out, reduce(callee, operand(0), optionalInput(node, "dim"), keepdim && boolOf(*keepdim, "keepdim"),
                               dtypeArgument(optionalInput(node, "dtype"))), true);
   }
+  if (kind == "aten::argmax" || kind == "aten::argmin" ||
+      ((kind == "aten::max" || kind == "aten::min") && optionalInput(node, "dim"))) {
+    // argmax/argmin, and max/min along a dim, which give the values and their positions.
+    bool greatest = kind == "aten::argmax" || kind == "aten::max";
+    Item x = materialized(tensorOf(operand(0), "the operand"), baseName(node->input(0)));
+    if (x.dtype == DType::Bool) x = castTo(DType::I64, x);
+    const Item* dimItem = optionalInput(node, "dim");
+    const Item* keepItem = optionalInput(node, "keepdim");
+    bool keepdim = keepItem && boolOf(*keepItem, "keepdim");
+    if (!dimItem || dimItem->kind == Item::Kind::None) {  // over every element, in row-major order
+      if (keepdim && x.rank() > 0) fail(fmt::format("{} of every dim with keepdim is not supported", kind));
+      CodePtr flat = x.rank() == 1 ? x.code : callCode("reshape", {x.code, listCode({numberCode(-1, true)})});
+      if (x.rank() == 0) return define(out, Item::tensor(DType::I64, {}, numberCode(0, true)));
+      return define(out, Item::tensor(DType::I64, {}, callCode(kind.substr(6), {flat}, {{"axis", numberCode(0, true)}})), true);
+    }
+    if (x.rank() == 0) fail(fmt::format("{} along a dim of a rank-0 tensor is not supported", kind));
+    int dim = axis(intOf(*dimItem, "the reduced dim"), x.rank());
+    Shape shape;
+    for (int d = 0; d < x.rank(); ++d)
+      if (d != dim) shape.push_back(x.shape[d]);
+      else if (keepdim) shape.push_back(Dim::constant(1));
+    std::vector<std::pair<std::string, CodePtr>> keywords = {{"axis", numberCode(dim, true)}};
+    if (keepdim) keywords.push_back({"keepdim", nameCode("true")});
+    Item positions = Item::tensor(DType::I64, shape, callCode(greatest ? "argmax" : "argmin", {x.code}, keywords));
+    if (kind == "aten::argmax" || kind == "aten::argmin") return define(out, positions, true);
+    define(node->output(0), Item::tensor(x.dtype, shape, callCode(greatest ? "max" : "min", {x.code}, keywords)), true);
+    define(node->output(1), positions, true);
+    return;
+  }
+  if ((kind == "aten::max" || kind == "aten::min") && optionalInput(node, "other")) {
+    Item a = tensorOf(operand(0), "the operand"), b = tensorOf(operand(1), "the operand");
+    DType type = arithmeticType(a, b);
+    return define(out, Item::tensor(type, broadcast(a.shape, b.shape),
+                                    callCode(kind.substr(6), {operandCode(a, type), operandCode(b, type)})));
+  }
+  if (kind == "aten::max" || kind == "aten::min") return define(out, reduce(kind.substr(6), operand(0), nullptr, false, std::nullopt), true);
   if (kind == "aten::cumsum" || kind == "aten::cumprod") {
     Item x = tensorOf(operand(0), "the operand");
     if (std::optional<DType> dtype = dtypeArgument(optionalInput(node, "dtype"))) x = castTo(*dtype, x);

@@ -35,11 +35,7 @@ constexpr int kCiCount = 12;
 // The language features of issue 18 that the frontend does not have yet (argmax/argmin/logsumexp,
 // reductions with bounded indices) are left out of CI; EMMY_GENERATOR_FULL=1 puts them back. Widen this
 // when they land.
-testing::GeneratorOptions ciOptions() {
-  testing::GeneratorOptions options;
-  options.argmax = false;
-  return options;
-}
+testing::GeneratorOptions ciOptions() { return testing::GeneratorOptions(); }
 
 int64_t environmentNumber(const char* name, int64_t fallback) {
   const char* value = std::getenv(name);

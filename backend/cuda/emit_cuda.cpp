@@ -776,19 +776,27 @@ static __device__ __forceinline__ void emmy_ldmatrix(uint32_t* fragment, T* shar
 #endif
 }
 #if defined(__CUDA_ARCH__)
+// One struct per operand type rather than specializations of the function: an explicit specialization
+// that a file does not call is a warning ("declared but never referenced").
 template <typename T>
-static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b);
+struct emmy_mma_ptx;
 #define EMMY_MMA_M16N8K16(T, ptx_type)                                                                             \
   template <>                                                                                                      \
-  __device__ __forceinline__ void emmy_mma_m16n8k16<T>(float* d, const uint32_t* a, const uint32_t* b) {          \
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." ptx_type "." ptx_type ".f32 {%0, %1, %2, %3}, "         \
-                 "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                                                 \
-                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                  \
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                              \
-  }
+  struct emmy_mma_ptx<T> {                                                                                         \
+    static __device__ __forceinline__ void run(float* d, const uint32_t* a, const uint32_t* b) {                   \
+      asm volatile("mma.sync.aligned.m16n8k16.row.col.f32." ptx_type "." ptx_type ".f32 {%0, %1, %2, %3}, "       \
+                   "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"                                               \
+                   : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])                                                \
+                   : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));                            \
+    }                                                                                                              \
+  };
 EMMY_MMA_M16N8K16(__half, "f16")
 EMMY_MMA_M16N8K16(__nv_bfloat16, "bf16")
 #undef EMMY_MMA_M16N8K16
+template <typename T>
+static __device__ __forceinline__ void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b) {
+  emmy_mma_ptx<T>::run(d, a, b);
+}
 #else
 // The host pass compiles the device code too, but never runs it.
 template <typename T>

@@ -133,6 +133,49 @@ kernel b<T: f16 | bf16 | f32>(x: T[N, D], w: T[K]) -> (prefix: T[N, D], suffix: 
     }
 }
 
+TEST_CASE("argmax and argmin: the first extreme, in index and whole-tensor form, also over several indices", "[oracle]") {
+  const std::string source = R"(
+kernel a<T: f16 | bf16 | f32>(x: T[N, D]) -> (rows: i64[N], columns: i64[D], kept: i64[N, 1], whole: i64[],
+                                             first: i64[N]) {
+    rows[n] = argmax[d](x[n, d])
+    columns = argmin(x, axis=0)
+    kept = argmax(x, axis=-1, keepdim=true)
+    whole[] = argmin[n, d](x[n, d])
+    first[n] = argmax[d < 2](pad(x, -inf)[n, d])
+}
+)";
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : kMatrixShapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      // Few distinct values, so that ties are common: the first of them wins.
+      at::Tensor x = roundTo(at::round(f32(randomTensor(dtype, shape, 7)) * 2), dtype);
+      at::Tensor padded = at::constant_pad_nd(f32(x), {0, std::max<int64_t>(0, 2 - shape[1])}, -INFINITY).slice(1, 0, 2);
+      expectKernelMatches(substitute(source, {}), instance("a", dtype), {{"x", x}},
+                          {{"rows", at::argmax(f32(x), 1)},
+                           {"columns", at::argmin(f32(x), 0)},
+                           {"kept", at::argmax(f32(x), -1, true)},
+                           {"whole", at::argmin(f32(x))},
+                           {"first", at::argmax(padded, 1)}});
+    }
+}
+
+TEST_CASE("argmax and argmin of NaN, infinities and integers, as PyTorch", "[oracle]") {
+  const std::string source = R"(
+kernel a(x: f32[N, D], q: i32[N, D]) -> (big: i64[N], small: i64[N], ibig: i64[N], ismall: i64[D]) {
+    big = argmax(x, axis=1)
+    small[n] = argmin[d](x[n, d])
+    ibig[n] = argmax[d](q[n, d] % 3)
+    ismall = argmin(q, axis=0)
+}
+)";
+  float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  at::Tensor x = at::tensor({1.0f, nan, 3.0f, nan, -inf, -inf, -inf, 2.0f, inf, 0.0f, inf, -1.0f}).reshape({3, 4});
+  at::Tensor q = at::tensor({5, -7, 2, 2, 9, 9, -7, 0, 4, 1, 3, 8}, at::kInt).reshape({3, 4});
+  expectKernelMatches(source, "a", {{"x", x}, {"q", q}},
+                      {{"big", at::argmax(x, 1)}, {"small", at::argmin(x, 1)},
+                       {"ibig", at::argmax(at::fmod(q, 3), 1)}, {"ismall", at::argmin(q, 0)}});
+}
+
 TEST_CASE("f16 and bf16 sums accumulate in f32", "[oracle]") {
   // 4097 ones: an f16 accumulator sticks at 2048 (2048 + 1 rounds back to 2048), an f32 one reaches
   // 4097, which rounds to 4096 in f16 and bf16 alike.
