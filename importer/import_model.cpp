@@ -212,10 +212,17 @@ private:
   // ---- the walk
   void declareInputs();
   Item attribute(const Node* node);
+  void translateBlock(const torch::jit::Block* block);
   void translate(const Node* node);
   bool translateView(const std::string& kind, const Node* node);
   bool translateScalar(const std::string& kind, const Node* node);
   Item layerNorm(const Node* node);
+  // (x - mean) * rsqrt(var + eps) over `axes` of `wide` (an f32 or f64 tensor), with mean and variance
+  // those of the elements (the centred values and the variance are statements of their own).
+  Item standardized(const Item& wide, const std::vector<int>& axes, double eps, const std::string& base);
+  // A per-channel vector [C] beside a tensor of rank `rank` laid out [N, C, ...]: [C, 1, ...].
+  static Item channelVector(const Item& vector, int rank);
+  Item batchNorm(const std::string& kind, const Node* node);
   Item loss(const std::string& kind, const Node* node);
   Item classLoss(const std::string& kind, const Node* node);
   Item attention(const Node* node);
@@ -1087,6 +1094,72 @@ Item Translator::classLoss(const std::string& kind, const Node* node) {
   return elementwise("/", total, reduce("sum", kept, nullptr, false, std::nullopt));
 }
 
+Item Translator::standardized(const Item& wide, const std::vector<int>& axes, double eps, const std::string& base) {
+  std::vector<CodePtr> listed;
+  for (int axis : axes) listed.push_back(numberCode(axis - wide.rank(), true));
+  CodePtr axisCode = listed.size() == 1 ? listed[0] : listCode(listed);
+  CodePtr mean = callCode("mean", {wide.code}, {{"axis", axisCode}, {"keepdim", nameCode("true")}});
+  CodePtr centered = nameCode(emit(base + "_centered", binaryCode("-", wide.code, mean)));
+  CodePtr variance = nameCode(emit(base + "_var", callCode("mean", {binaryCode("*", centered, centered)}, {{"axis", axisCode}, {"keepdim", nameCode("true")}})));
+  return Item::tensor(wide.dtype, wide.shape, binaryCode("*", centered, callCode("rsqrt", {binaryCode("+", variance, numberCode(eps, false))})));
+}
+
+Item Translator::channelVector(const Item& vector, int rank) {
+  const Item& tensor = tensorOf(vector, "a per-channel vector");
+  if (tensor.rank() != 1) fail(fmt::format("a per-channel vector of rank {}", tensor.rank()));
+  Item result = tensor;
+  for (int d = 2; d < rank; ++d) {
+    result.code = callCode("unsqueeze", {result.code, numberCode(-1, true)});
+    result.shape.push_back(Dim::constant(1));
+  }
+  return result;
+}
+
+// batch_norm (inference: the running statistics), instance_norm (each sample's own statistics over its
+// spatial dims) and group_norm (each sample's over groups of channels), then weight and bias per channel.
+Item Translator::batchNorm(const std::string& kind, const Node* node) {
+  Item x = tensorOf(input(node, "input"), "the normalised input");
+  if (x.rank() < 2) fail(fmt::format("{} of a tensor of rank {} (it needs [N, C, ...])", kind, x.rank()));
+  if (!isFloat(x.dtype)) fail(fmt::format("{} needs a floating-point input", kind));
+  double eps = numberOf(input(node, "eps"), "eps");
+  std::string base = baseName(node->output(0));
+  Item wide = materialized(castTo(promote(x.dtype, DType::F32), x), baseName(node->input(0)));
+  Item result;
+  if (kind == "aten::batch_norm" && !boolOf(input(node, "training"), "training")) {
+    Item mean = channelVector(input(node, "running_mean"), x.rank()), variance = channelVector(input(node, "running_var"), x.rank());
+    Item scale = Item::tensor(variance.dtype, variance.shape, callCode("rsqrt", {binaryCode("+", variance.code, numberCode(eps, false))}));
+    result = elementwise("*", elementwise("-", wide, mean), scale);
+  } else if (kind == "aten::instance_norm" || kind == "aten::batch_norm") {  // batch_norm training: the batch's
+    if (kind == "aten::instance_norm" && !boolOf(input(node, "use_input_stats"), "use_input_stats"))
+      fail("instance_norm with running statistics is not supported");
+    std::vector<int> axes;
+    for (int d = kind == "aten::batch_norm" ? 0 : 2; d < x.rank(); ++d)
+      if (d != 1) axes.push_back(d);
+    if (axes.empty()) fail(fmt::format("{} of a tensor without spatial dims", kind));
+    result = standardized(wide, axes, eps, base);
+  } else {  // group_norm: [N, C, ...] seen as [N, G, C / G * ...], standardized over its last axis
+    int64_t groups = intOf(input(node, "num_groups"), "num_groups");
+    Dim channels = sizes_.resolve(x.shape[1]);
+    if (!channels.isConstant() || groups < 1 || channels.factor % groups != 0)
+      fail(fmt::format("group_norm of {} channels in {} groups (the channels must be a number the groups divide)", channels.toString(), groups));
+    Dim rest = Dim::constant(channels.factor / groups);
+    for (int d = 2; d < x.rank(); ++d) rest = rest * sizes_.resolve(x.shape[d]);
+    Item grouped = Item::tensor(wide.dtype, {sizes_.resolve(x.shape[0]), Dim::constant(groups), rest},
+                                callCode("reshape", {wide.code, listCode({sizeCode(sizes_.resolve(x.shape[0])), numberCode(static_cast<double>(groups), true), sizeCode(rest)})}));
+    grouped = materialized(grouped, base + "_groups");
+    Item normal = standardized(grouped, {2}, eps, base);
+    std::vector<CodePtr> back;
+    for (const Dim& dim : x.shape) back.push_back(sizeCode(sizes_.resolve(dim)));
+    result = Item::tensor(wide.dtype, x.shape, callCode("reshape", {normal.code, listCode(back)}));
+  }
+  for (const char* name : {"weight", "bias"}) {
+    const Item& parameter = input(node, name);
+    if (parameter.kind == Item::Kind::None) continue;
+    result = elementwise(std::string(name) == "weight" ? "*" : "+", result, channelVector(parameter, x.rank()));
+  }
+  return castTo(x.dtype, result);
+}
+
 Item Translator::layerNorm(const Node* node) {
   Item x = tensorOf(input(node, "input"), "layer_norm's input");
   std::vector<int64_t> normalized = intsOf(input(node, "normalized_shape"), "normalized_shape");
@@ -1098,16 +1171,10 @@ Item Translator::layerNorm(const Node* node) {
   DType outer = x.dtype;
   if (!isFloat(outer)) fail("layer_norm needs a floating-point input");
   Item wide = materialized(castTo(promote(outer, DType::F32), x), baseName(node->input(0)));
-  std::vector<CodePtr> axes;
-  for (size_t k = normalized.size(); k > 0; --k) axes.push_back(numberCode(-static_cast<double>(k), true));
-  CodePtr axisCode = axes.size() == 1 ? axes[0] : listCode(axes);
-  std::string base = baseName(node->output(0));
-  CodePtr mean = callCode("mean", {wide.code}, {{"axis", axisCode}, {"keepdim", nameCode("true")}});
-  CodePtr centered = nameCode(emit(base + "_centered", binaryCode("-", wide.code, mean)));
-  CodePtr variance = nameCode(emit(base + "_var", callCode("mean", {binaryCode("*", centered, centered)}, {{"axis", axisCode}, {"keepdim", nameCode("true")}})));
-  CodePtr y = binaryCode("*", centered, callCode("rsqrt", {binaryCode("+", variance, numberCode(eps, false))}));
+  std::vector<int> axes;
+  for (size_t k = normalized.size(); k > 0; --k) axes.push_back(x.rank() - static_cast<int>(k));
   Shape shape = x.shape;
-  Item result = Item::tensor(wide.dtype, shape, y);
+  Item result = standardized(wide, axes, eps, baseName(node->output(0)));
   for (const char* name : {"weight", "bias"}) {
     const Item& parameter = input(node, name);
     if (parameter.kind == Item::Kind::None) continue;
@@ -1168,6 +1235,21 @@ Item Translator::attention(const Node* node) {
   return matmul(weights, v);
 }
 
+// Each node in order; one that cannot be translated is reported and poisons what it defines.
+void Translator::translateBlock(const torch::jit::Block* block) {
+  for (const Node* node : block->nodes()) {
+    try {
+      translate(node);
+    } catch (const NodeError& error) {
+      report(node, error.message);
+      for (const Value* out : node->outputs()) poisoned_.insert(out);
+    } catch (const UsageError& error) {
+      report(node, error.what());
+      for (const Value* out : node->outputs()) poisoned_.insert(out);
+    }
+  }
+}
+
 void Translator::translate(const Node* node) {
   std::string kind = node->kind().toQualString();
   for (const Value* in : node->inputs())
@@ -1176,6 +1258,34 @@ void Translator::translate(const Node* node) {
       return;
     }
   if (kind == "prim::GetAttr") return define(node->output(0), attribute(node));
+  // A branch on what the import knows (the module's attributes, ranks, a preserved buffer being there or
+  // None, as in BatchNorm's `if self.training` and `running_mean is None`): the taken block is translated
+  // in place.
+  if (kind == "prim::If") {
+    const Item& condition = item(node->input(0));
+    if (condition.kind != Item::Kind::Number || !condition.boolean)
+      fail("a branch on a value only known when the model runs (prim::If) is not supported");
+    const torch::jit::Block* taken = node->blocks()[condition.number != 0 ? 0 : 1];
+    translateBlock(taken);
+    for (size_t k = 0; k < node->outputs().size(); ++k) {
+      const Value* result = taken->outputs()[k];
+      if (poisoned_.count(result)) poisoned_.insert(node->output(k));
+      else define(node->output(k), item(result));
+    }
+    return;
+  }
+  if (kind == "aten::__is__" || kind == "aten::__isnot__") {
+    const Item &a = item(node->input(0)), &b = item(node->input(1));
+    if (a.kind != Item::Kind::None && b.kind != Item::Kind::None) fail(fmt::format("{} of two values neither of which is None", kind));
+    bool same = a.kind == b.kind;
+    return define(node->output(0), Item::ofNumber(same == (kind == "aten::__is__"), true, true));
+  }
+  if (kind == "aten::__not__") {
+    const Item& a = item(node->input(0));
+    if (a.kind != Item::Kind::Number) fail("not of a value only known when the model runs is not supported");
+    return define(node->output(0), Item::ofNumber(a.number == 0, true, true));
+  }
+  if (kind == "prim::RaiseException") fail("the model raises an exception here for the inputs it was given");
   if (translateScalar(kind, node) || (!node->outputs().empty() && translateView(kind, node))) return;
 
   static const std::map<std::string, std::string> binaries = {
@@ -1339,6 +1449,7 @@ void Translator::translate(const Node* node) {
     return define(out, Item::tensor(x.dtype, x.shape, callCode(kind == "aten::softmax" ? "softmax" : "log_softmax", {x.code}, {{"axis", numberCode(static_cast<double>(dim), true)}})), true);
   }
   if (kind == "aten::layer_norm") return define(out, layerNorm(node));
+  if (kind == "aten::batch_norm" || kind == "aten::instance_norm" || kind == "aten::group_norm") return define(out, batchNorm(kind, node), true);
   if (kind == "aten::sum" || kind == "aten::mean" || kind == "aten::amax" || kind == "aten::amin") {
     std::string callee = kind == "aten::amax" ? "max" : kind == "aten::amin" ? "min" : kind.substr(6);
     const Item* keepdim = optionalInput(node, "keepdim");
@@ -1449,17 +1560,7 @@ std::optional<std::string> Translator::run() {
   for (size_t k = 0; k < outputValues.size(); ++k)
     outputNames_[outputValues[k]].push_back(claim(outputValues.size() == 1 ? "out" : fmt::format("out{}", k)));
   declareInputs();
-  for (const Node* node : model_.graph->nodes()) {
-    try {
-      translate(node);
-    } catch (const NodeError& error) {
-      report(node, error.message);
-      for (const Value* out : node->outputs()) poisoned_.insert(out);
-    } catch (const UsageError& error) {
-      report(node, error.what());
-      for (const Value* out : node->outputs()) poisoned_.insert(out);
-    }
-  }
+  translateBlock(model_.graph->block());
   declareOutputs();
   if (diagnostics_.hasErrors()) return std::nullopt;
   for (const std::string& name : tensorAttributeOrder_)

@@ -115,10 +115,12 @@ void checkAgainstLibTorch(Model model, bool withInputOptionsForCheck = false) {
     else writeNumber(dir / "inputs" / (name + ".npy"), value);
     arguments.push_back(value);
   }
-  for (const auto& parameter : model.module.named_parameters(true)) {
-    std::string name = parameter.name;
+  // Parameters, buffers and other tensor attributes become inputs named by their path.
+  for (const auto& attribute : model.module.named_attributes(true)) {
+    if (!attribute.value.isTensor()) continue;
+    std::string name = attribute.name;
     std::replace(name.begin(), name.end(), '.', '_');
-    writeTensor(dir / "inputs" / (name + ".npy"), parameter.value);
+    writeTensor(dir / "inputs" / (name + ".npy"), attribute.value.toTensor());
   }
   c10::IValue result = model.module.forward(arguments);
   std::vector<torch::Tensor> expected;
@@ -317,6 +319,42 @@ def forward(self, x):
     return (torch.cumsum(x, 1), torch.cumprod(x + 1.0, -1), torch.logsumexp(x, [0, 2]), torch.logsumexp(x, [1], True),
             torch.argmax(x, 2), torch.argmin(x, 0, True), torch.argmax(x), values, positions, low, where,
             torch.max(x), torch.min(x, x * 2.0))
+)");
+  checkAgainstLibTorch(model);
+}
+
+TEST_CASE("importer: BatchNorm as nn.BatchNorm2d scripts it, group_norm and instance_norm", "[importer]") {
+  torch::manual_seed(12);
+  Model model{torch::jit::Module("Norms"), {{"x", torch::randn({2, 4, 3, 5})}}, {"x=f32[N,4,H,W]"}};
+  torch::jit::Module& module = model.module;
+  module.register_parameter("weight", torch::randn({4}), false);
+  module.register_parameter("bias", torch::randn({4}), false);
+  // Optional, as nn.BatchNorm declares them: `is None` is then a question for the import, not the script.
+  auto optionalTensor = c10::OptionalType::create(c10::TensorType::get());
+  module.register_attribute("running_mean", optionalTensor, torch::randn({4}), false, true);
+  module.register_attribute("running_var", optionalTensor, torch::rand({4}) + 0.5, false, true);
+  module.register_attribute("momentum", c10::OptionalType::create(c10::FloatType::get()), 0.1);
+  module.register_attribute("training", c10::BoolType::get(), true);  // what nn.Module has; eval() clears it
+  module.register_parameter("group_weight", torch::randn({4}), false);
+  module.register_parameter("group_bias", torch::randn({4}), false);
+  module.define(R"(
+def forward(self, x):
+    assert x.dim() == 4, "expected 4D input"
+    momentum = self.momentum
+    if momentum is None:
+        factor = 0.0
+    else:
+        factor = momentum
+    if self.training:
+        bn_training = True
+    else:
+        bn_training = (self.running_mean is None) and (self.running_var is None)
+    mean = self.running_mean if not self.training else None
+    var = self.running_var if not self.training else None
+    y = torch.batch_norm(x, self.weight, self.bias, mean, var, bn_training, factor, 1e-5, False)
+    g = torch.group_norm(x, 2, self.group_weight, self.group_bias, 1e-5, False)
+    i = torch.instance_norm(x, None, None, None, None, True, 0.1, 1e-5, False)
+    return y, g, i
 )");
   checkAgainstLibTorch(model);
 }
