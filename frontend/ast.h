@@ -132,6 +132,7 @@ struct Statement {
   std::vector<Ident> targets;  // one, or several for `(A, B) = CALL`
   bool indexForm = false;      // true: `targets[0][indices] = value`
   std::vector<Ident> indices;
+  std::vector<ExprPtr> indexRanges;  // one per index: `i < RANGE`, or null where the range is inferred
   ExprPtr value;
   SourceLoc loc;  // the whole statement
 };

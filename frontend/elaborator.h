@@ -165,6 +165,8 @@ private:
 
   // index form (index_form.cpp)
   IndexRanges inferRanges(const ast::Statement& s);
+  // The range written for an index on the left, `y[i < N] = ...`: a number, a size or their product.
+  tensor::Dim declaredRange(const ast::Expr& e);
   TensorValue subscript(const ast::Subscript& e, Scope& scope);
   struct ReductionParts {
     tensor::Reduction reduction;

@@ -56,6 +56,11 @@ public:
   void seed(const ast::Ident& index, Dim dim, std::string description) {
     places_.emplace(&index, Place{std::move(dim), index.loc, std::move(description)});
   }
+  // An index whose range is written: its subscripts are proved against it, not compared with it.
+  void fix(const ast::Ident& index, Dim dim, std::string description) {
+    seed(index, std::move(dim), std::move(description));
+    bounded_.insert(&index);
+  }
 
   void visit(const ast::Expr& e, const std::set<std::string>& guarded) {
     switch (e.kind) {
@@ -183,6 +188,17 @@ private:
 
 }  // namespace
 
+Dim KernelElaboration::declaredRange(const ast::Expr& e) {
+  if (const auto* number = e.as<ast::Number>(); number && number->isInteger && number->intValue >= 1)
+    return Dim::constant(number->intValue);
+  if (const auto* name = e.as<ast::Name>())
+    if (auto it = symbols.find(name->name); it != symbols.end() && it->second.kind == Symbol::Kind::Size)
+      return Dim::size(name->name);
+  if (const auto* product = e.as<ast::Binary>(); product && product->op == ast::BinaryOp::Mul)
+    return declaredRange(*product->lhs) * declaredRange(*product->rhs);
+  error(e.loc, "the range of an index on the left must be a positive number, a size name or a product of them");
+}
+
 void KernelElaboration::unknownTensor(const ast::Name& name) {
   std::vector<std::string> tensors;
   for (const auto& [n, symbol] : symbols)
@@ -199,8 +215,15 @@ IndexRanges KernelElaboration::inferRanges(const ast::Statement& s) {
   for (size_t k = 0; k < s.indices.size(); ++k) {
     inference.bind(s.indices[k]);
     indices.push_back(&s.indices[k]);
-    if (output)
+    if (s.indexRanges[k]) {
+      Dim range = declaredRange(*s.indexRanges[k]);
+      if (output && !(range == symbol->second.shape[k]))
+        error(s.indexRanges[k]->loc, fmt::format("output '{}' has size {} in dimension {}, not {}", s.targets.front().name,
+                                                 symbol->second.shape[k].toString(), k, range.toString()));
+      inference.fix(s.indices[k], range, fmt::format("its range, {}", range.toString()));
+    } else if (output) {
       inference.seed(s.indices[k], symbol->second.shape[k], fmt::format("the declaration of output '{}'", target));
+    }
   }
   inference.visit(*s.value, {});
   return inference.finish(indices);

@@ -567,6 +567,24 @@ private:
     return {std::nullopt, ident(ctx->ID()), map_.node(ctx)};
   }
 
+  // Indices written `i` or `i < RANGE` (on the left of a statement, of a reduction): each name, and its
+  // range or null; anything else is the error `message`.
+  void rangedNames(EmmyParser::ExprListContext* list, const char* message, std::vector<ast::Ident>& names,
+                   std::vector<ast::ExprPtr>& ranges) {
+    for (auto* entry : list->expr()) {
+      ast::ExprPtr built = buildExpr(entry);
+      auto* comparison = built->as<ast::Binary>();
+      bool ranged = comparison && comparison->op == ast::BinaryOp::Lt;
+      const ast::Name* name = ranged ? comparison->lhs->as<ast::Name>() : built->as<ast::Name>();
+      if (!name) {
+        error(built->loc, message);
+        continue;
+      }
+      names.push_back(ast::Ident{name->name, name->loc});
+      ranges.push_back(ranged ? std::move(static_cast<ast::Binary&>(*built).rhs) : nullptr);
+    }
+  }
+
   ast::Statement buildStatement(EmmyParser::StatementContext* ctx) {
     ast::Statement statement;
     statement.loc = map_.node(ctx);
@@ -574,9 +592,8 @@ private:
       statement.targets.push_back(ident(index->target));
       statement.indexForm = true;
       if (index->exprList())
-        for (auto* indexExpr : index->exprList()->expr())
-          if (auto name = nameOnly(indexExpr, "an index on the left of '=' must be a name"))
-            statement.indices.push_back(*name);
+        rangedNames(index->exprList(), "an index on the left of '=' must be a name, or a name and its range, as in y[i < N]",
+                    statement.indices, statement.indexRanges);
       statement.value = buildExpr(index->value);
     } else if (auto* tensor = dynamic_cast<EmmyParser::TensorStatementContext*>(ctx)) {
       statement.targets.push_back(ident(tensor->target));
@@ -845,18 +862,8 @@ private:
     }
     std::vector<ast::Ident> indices;
     std::vector<ast::ExprPtr> bounds;
-    for (auto* index : indexList->expr()) {
-      // `k` or `k < BOUND`.
-      ast::ExprPtr built = buildExpr(index);
-      auto* comparison = built->as<ast::Binary>();
-      const ast::Name* name = comparison && comparison->op == ast::BinaryOp::Lt ? comparison->lhs->as<ast::Name>() : built->as<ast::Name>();
-      if (!name) {
-        error(built->loc, "a reduction index must be a name, or a name and its bound, as in sum[k](...) or sum[k < 3](...)");
-        continue;
-      }
-      indices.push_back(ast::Ident{name->name, name->loc});
-      bounds.push_back(comparison ? std::move(static_cast<ast::Binary&>(*built).rhs) : nullptr);
-    }
+    rangedNames(indexList, "a reduction index must be a name, or a name and its bound, as in sum[k](...) or sum[k < 3](...)",
+                indices, bounds);
     ast::Ident opName{op->getText(), map_.node(op)};
     ast::ExprPtr body = buildExpr(ctx->reductionBody);
     return std::make_unique<ast::Reduction>(map_.node(ctx), std::move(opName), std::move(indices), std::move(bounds),
@@ -981,14 +988,6 @@ private:
     std::vector<ast::ExprPtr> result;
     for (auto* e : ctx->expr()) result.push_back(buildExpr(e));
     return result;
-  }
-
-  // Where the grammar takes an expression but only a plain name is meaningful.
-  std::optional<ast::Ident> nameOnly(EmmyParser::ExprContext* ctx, std::string_view message) {
-    ast::ExprPtr e = buildExpr(ctx);
-    if (const auto* name = e->as<ast::Name>()) return ast::Ident{name->name, name->loc};
-    error(e->loc, std::string(message));
-    return std::nullopt;
   }
 
   std::vector<ast::Ident> identList(EmmyParser::IdListContext* ctx) {

@@ -189,7 +189,9 @@ std::string printProgram(const Program& program, const SizeNames& sizes) {
   out += head + parenthesised(inputs, 100 - head.size()) + " -> " + parenthesised(outputs, 80) + " {\n";
   for (const Statement& statement : program.statements) {
     std::string target = statement.target;
-    if (!statement.indices.empty()) target += fmt::format("[{}]", fmt::join(statement.indices, ", "));
+    std::vector<std::string> indices = statement.indices;
+    for (size_t k = 0; k < statement.ranges.size(); ++k) indices[k] += " < " + printer.dim(statement.ranges[k]);
+    if (!indices.empty()) target += fmt::format("[{}]", fmt::join(indices, ", "));
     out += fmt::format("    {} = {}\n", target, printer.print(*statement.value));
   }
   out += "}\n";

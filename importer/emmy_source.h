@@ -69,6 +69,7 @@ struct Statement {
   std::string target;
   std::vector<std::string> indices;  // index form when not empty
   CodePtr value;
+  tensor::Shape ranges;  // written as `i < RANGE` when given (one per index)
 };
 
 struct Program {

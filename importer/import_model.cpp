@@ -223,6 +223,11 @@ private:
   // A per-channel vector [C] beside a tensor of rank `rank` laid out [N, C, ...]: [C, 1, ...].
   static Item channelVector(const Item& vector, int rank);
   Item batchNorm(const std::string& kind, const Node* node);
+  // An index-form statement over `shape`: `element` gives the value at the statement's indices (names
+  // claimed for it) from those indices' codes.
+  Item indexed(DType dtype, const Shape& shape, const std::string& base,
+               const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element);
+  bool translateIndexedView(const std::string& kind, const Node* node);
   Item loss(const std::string& kind, const Node* node);
   Item classLoss(const std::string& kind, const Node* node);
   Item attention(const Node* node);
@@ -1115,6 +1120,121 @@ Item Translator::channelVector(const Item& vector, int rank) {
   return result;
 }
 
+Item Translator::indexed(DType dtype, const Shape& shape, const std::string& base,
+                         const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element) {
+  std::vector<std::string> names;
+  std::vector<CodePtr> indices;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    names.push_back(claim(fmt::format("i{}", d)));
+    indices.push_back(nameCode(names.back()));
+  }
+  std::string target = emit(base, element(indices), names);
+  // Each index's range is written on the left: nothing on the right need read it alone.
+  program_.statements.back().ranges = shape;
+  for (const std::string& name : names) taken_.erase(name);
+  return Item::tensor(dtype, shape, nameCode(target));
+}
+
+// Views that move elements in ways whole-tensor form has no word for, written in index form: select,
+// slice and narrow (with bounds known when the model is imported), flip, tril and triu, and `.T`.
+bool Translator::translateIndexedView(const std::string& kind, const Node* node) {
+  static const std::set<std::string> kinds = {"aten::select", "aten::slice", "aten::narrow", "aten::flip",
+                                              "aten::tril", "aten::triu", "aten::numpy_T"};
+  if (!kinds.count(kind)) return false;
+  const Value* out = node->output(0);
+  Item x = materialized(tensorOf(item(node->input(0)), "the operand"), baseName(node->input(0)));
+  int rank = x.rank();
+  std::string base = baseName(out);
+  const std::string& source = x.code->text;
+  auto sizeOf = [&](int d) { return sizes_.resolve(x.shape[d]); };
+  if (kind == "aten::numpy_T") {
+    std::vector<CodePtr> order;
+    Shape shape;
+    for (int d = rank; d-- > 0;) order.push_back(numberCode(d, true)), shape.push_back(x.shape[d]);
+    define(out, rank < 2 ? x : Item::tensor(x.dtype, shape, callCode("permute", {x.code, listCode(order)})));
+    return true;
+  }
+  if (rank == 0) fail(fmt::format("{} of a rank-0 tensor", kind));
+  if (kind == "aten::select") {
+    int dim = axis(intOf(input(node, "dim"), "select's dim"), rank);
+    int64_t index = intOf(input(node, "index"), "select's index");
+    Dim extent = sizeOf(dim);
+    if (extent.isConstant() && (index >= extent.factor || index < -extent.factor))
+      fail(fmt::format("select: index {} is out of range for a dim of size {}", index, extent.factor));
+    // Of a dim only known at run time, only the first and the last element are always there.
+    if (!extent.isConstant() && index != 0 && index != -1)
+      fail(fmt::format("select of element {} of a dim only known at run time ({}): give the dim with --input", index, extent.toString()));
+    CodePtr at = index >= 0 ? numberCode(static_cast<double>(index), true)
+                            : extent.isConstant() ? numberCode(static_cast<double>(extent.factor + index), true)
+                                                  : binaryCode("-", sizeCode(extent), numberCode(1, true));
+    Shape shape = x.shape;
+    shape.erase(shape.begin() + dim);
+    define(out, indexed(x.dtype, shape, base, [&](const std::vector<CodePtr>& indices) {
+      std::vector<CodePtr> subscripts = indices;
+      subscripts.insert(subscripts.begin() + dim, at);
+      return subscriptCode(source, subscripts);
+    }));
+    return true;
+  }
+  if (kind == "aten::slice" || kind == "aten::narrow") {
+    int dim = axis(intOf(input(node, "dim"), "the sliced dim"), rank);
+    Dim extent = sizeOf(dim);
+    int64_t start = 0, end = 0, step = 1;
+    auto known = [&](const Item& value, const char* what) { return intOf(value, what); };
+    if (kind == "aten::narrow") {
+      start = known(input(node, "start"), "narrow's start");
+      end = start + known(input(node, "length"), "narrow's length");
+    } else {
+      const Item* first = optionalInput(node, "start");
+      const Item* last = optionalInput(node, "end");
+      start = first && first->kind != Item::Kind::None ? known(*first, "a slice's start") : 0;
+      end = last && last->kind != Item::Kind::None ? known(*last, "a slice's end") : INT64_MAX;
+      step = known(input(node, "step"), "a slice's step");
+    }
+    if (start == 0 && end >= INT64_MAX / 2 && step == 1) return define(out, x), true;  // x[:]
+    if (!extent.isConstant())
+      fail(fmt::format("{} of a dim only known at run time ({}): its length is not a size the .emmy source can state",
+                       kind.substr(6), extent.toString()));
+    int64_t size = extent.factor;
+    auto clampIndex = [&](int64_t value) { return std::clamp<int64_t>(value < 0 ? value + size : value, 0, size); };
+    start = clampIndex(start), end = clampIndex(std::min<int64_t>(end, size));
+    if (step < 1) fail("a slice's step must be positive");
+    int64_t length = end > start ? (end - start + step - 1) / step : 0;
+    if (length == 0) fail("a slice with no elements is not supported");
+    Shape shape = x.shape;
+    shape[dim] = Dim::constant(length);
+    define(out, indexed(x.dtype, shape, base, [&](const std::vector<CodePtr>& indices) {
+      std::vector<CodePtr> subscripts = indices;
+      CodePtr scaled = step == 1 ? indices[dim] : binaryCode("*", numberCode(static_cast<double>(step), true), indices[dim]);
+      subscripts[dim] = start == 0 ? scaled : binaryCode("+", scaled, numberCode(static_cast<double>(start), true));
+      return subscriptCode(source, subscripts);
+    }));
+    return true;
+  }
+  if (kind == "aten::flip") {
+    std::set<int> dims;
+    for (int64_t dim : intsOf(input(node, "dims"), "flip's dims")) dims.insert(axis(dim, rank));
+    define(out, indexed(x.dtype, x.shape, base, [&](const std::vector<CodePtr>& indices) {
+      std::vector<CodePtr> subscripts = indices;
+      for (int dim : dims)
+        subscripts[dim] = binaryCode("-", binaryCode("-", sizeCode(sizeOf(dim)), numberCode(1, true)), indices[dim]);
+      return subscriptCode(source, subscripts);
+    }));
+    return true;
+  }
+  // tril / triu: the elements on and below (above) the diagonal moved by `diagonal`, zeros elsewhere.
+  if (rank < 2) fail(fmt::format("{} needs a tensor of rank 2 or more", kind));
+  int64_t diagonal = intOf(input(node, "diagonal"), "the diagonal");
+  define(out, indexed(x.dtype, x.shape, base, [&](const std::vector<CodePtr>& indices) {
+    const CodePtr &row = indices[rank - 2], &column = indices[rank - 1];
+    CodePtr edge = diagonal == 0 ? row : binaryCode(diagonal > 0 ? "+" : "-", row, numberCode(static_cast<double>(std::abs(diagonal)), true));
+    CodePtr kept = kind == "aten::tril" ? binaryCode("<=", column, edge) : binaryCode(">=", column, edge);
+    CodePtr zero = x.dtype == DType::Bool ? nameCode("false") : numberCode(0, true);
+    return callCode("where", {kept, subscriptCode(source, indices), zero});
+  }));
+  return true;
+}
+
 // batch_norm (inference: the running statistics), instance_norm (each sample's own statistics over its
 // spatial dims) and group_norm (each sample's over groups of channels), then weight and bias per channel.
 Item Translator::batchNorm(const std::string& kind, const Node* node) {
@@ -1286,7 +1406,8 @@ void Translator::translate(const Node* node) {
     return define(node->output(0), Item::ofNumber(a.number == 0, true, true));
   }
   if (kind == "prim::RaiseException") fail("the model raises an exception here for the inputs it was given");
-  if (translateScalar(kind, node) || (!node->outputs().empty() && translateView(kind, node))) return;
+  if (translateScalar(kind, node) || (!node->outputs().empty() && (translateView(kind, node) || translateIndexedView(kind, node))))
+    return;
 
   static const std::map<std::string, std::string> binaries = {
       {"aten::add", "+"}, {"aten::sub", "-"}, {"aten::mul", "*"}, {"aten::div", "/"}, {"aten::floordiv", "//"},
@@ -1492,6 +1613,28 @@ void Translator::translate(const Node* node) {
                                     callCode(kind.substr(6), {operandCode(a, type), operandCode(b, type)})));
   }
   if (kind == "aten::max" || kind == "aten::min") return define(out, reduce(kind.substr(6), operand(0), nullptr, false, std::nullopt), true);
+  if (kind == "aten::norm" || kind == "aten::frobenius_norm" || kind == "aten::linalg_vector_norm") {
+    // The p-norm over dims (every dim without them): 2 as sqrt(sum(x * x)), 1, inf, -inf, or any p.
+    Item x = materialized(tensorOf(operand(0), "the operand"), baseName(node->input(0)));
+    if (!isFloat(x.dtype)) x = castTo(DType::F32, x);
+    const Item* order = kind == "aten::frobenius_norm" ? nullptr : optionalInput(node, kind == "aten::norm" ? "p" : "ord");
+    double p = order && order->kind != Item::Kind::None ? numberOf(*order, "the norm's order") : 2;
+    const Item* dims = optionalInput(node, "dim");
+    const Item* keepItem = optionalInput(node, "keepdim");
+    bool keepdim = keepItem && boolOf(*keepItem, "keepdim");
+    if (dims && dims->kind == Item::Kind::List && dims->elements.empty()) dims = nullptr;
+    Item magnitude = function("abs", x, false);
+    if (p == INFINITY || p == -INFINITY) return define(out, reduce(p > 0 ? "max" : "min", magnitude, dims, keepdim, std::nullopt), true);
+    if (p == 1) return define(out, reduce("sum", magnitude, dims, keepdim, std::nullopt), true);
+    if (p == 2) {
+      Item total = reduce("sum", elementwise("*", x, x), dims, keepdim, std::nullopt);
+      return define(out, function("sqrt", total, true), true);
+    }
+    if (p <= 0) fail(fmt::format("the norm of order {} is not supported", p));
+    Item powers = Item::tensor(x.dtype, x.shape, callCode("pow", {magnitude.code, numberCode(p, false)}));
+    Item total = reduce("sum", powers, dims, keepdim, std::nullopt);
+    return define(out, Item::tensor(total.dtype, total.shape, callCode("pow", {total.code, numberCode(1 / p, false)})), true);
+  }
   if (kind == "aten::cumsum" || kind == "aten::cumprod") {
     Item x = tensorOf(operand(0), "the operand");
     if (std::optional<DType> dtype = dtypeArgument(optionalInput(node, "dtype"))) x = castTo(*dtype, x);

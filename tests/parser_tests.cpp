@@ -461,6 +461,16 @@ TEST_CASE("rank-0 tensors: the type T[], a definition NAME[] = and a read NAME[]
         "            ^~\n");
 }
 
+TEST_CASE("indices on the left with their range", "[parser]") {
+  auto module = parseValid("kernel k(x: f32[N]) -> (y: f32[N]) {\n    t[i < N - 1, j, k < 2 * N] = x[i]\n    y = x\n}\n");
+  const ast::Statement& statement = module->kernels.at(0).body.at(0);
+  CHECK(names(statement.indices) == Strings{"i", "j", "k"});
+  REQUIRE(statement.indexRanges.size() == 3);
+  CHECK(show(*statement.indexRanges[0]) == "(- N 1)");
+  CHECK(statement.indexRanges[1] == nullptr);
+  CHECK(show(*statement.indexRanges[2]) == "(* 2 N)");
+}
+
 TEST_CASE("reduction indices with a bound", "[parser]") {
   auto module = parseValid("fn f() = max[di < 3, j, k < t + 1](x[k])\n");
   const auto* max = fnBody(*module).as<ast::Reduction>();
@@ -796,7 +806,7 @@ TEST_CASE("forms the grammar accepts but the builder refuses", "[parser]") {
         "test.emmy:1:52: error: an output cannot have a default value\n"
         "kernel k(x: f32[N], w: f32[N] = 1) -> (y: f32[N] = 2) {\n"
         "                                                   ^\n"
-        "test.emmy:2:7: error: an index on the left of '=' must be a name\n"
+        "test.emmy:2:7: error: an index on the left of '=' must be a name, or a name and its range, as in y[i < N]\n"
         "    y[i + 1] = x[i]\n"
         "      ^~~~~\n"
         "test.emmy:3:13: error: a reduction index must be a name, or a name and its bound, as in sum[k](...) or "

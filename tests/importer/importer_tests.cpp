@@ -359,6 +359,24 @@ def forward(self, x):
   checkAgainstLibTorch(model);
 }
 
+TEST_CASE("importer: views in index form (select, slice, narrow, flip, tril, triu, .T) and norms", "[importer]") {
+  torch::manual_seed(13);
+  Model model{torch::jit::Module("Views"), {{"x", torch::randn({3, 6, 5})}, {"m", torch::randn({5, 5})}},
+              {"x=f32[B,6,5]", "m=f32[5,5]"}};
+  model.module.define(R"(
+def forward(self, x, m):
+    a = x[:, 2] + x[:, -1] + x.select(1, 0)
+    b = x[:, 1:5:2, :-1] * 2.0
+    c = torch.narrow(x, 2, 1, 3) + torch.flip(x, [0, 2])[:, :, 1:4]
+    d = torch.tril(m) + torch.triu(m, 1) * 3.0 + torch.tril(m, -2) + m.T
+    e = torch.norm(x, 2, [2]) + torch.frobenius_norm(x, [1, 2], True).squeeze(-1).squeeze(-1).unsqueeze(1)
+    f = torch.linalg_vector_norm(x, 1.0, [0], False) + torch.linalg_vector_norm(x, 3.0, [0], False)
+    return a, b, c, d, e, f, torch.norm(m)
+)");
+  // Dims sliced must be known: a slice of a dim only known at run time has a length no size names.
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
 // torch.jit.trace is Python; LibTorch's tracer is what it runs, with the module as `self` so that
 // parameters are recorded as attributes, as trace_module does.
 TEST_CASE("importer: a traced module", "[importer]") {

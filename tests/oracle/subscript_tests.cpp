@@ -46,10 +46,12 @@ kernel t<T: f16 | bf16 | f32>(x: T[M, N]) -> (y: T[N, M], z: T[N, M], flipped: T
 
 TEST_CASE("strided and shifted reads within literal sizes", "[oracle]") {
   const std::string source = R"(
-kernel s<T: f16 | bf16 | f32>(x: T[N, 6], v: T[8]) -> (odd: T[N, 3], thirds: T[3], pairs: T[4]) {
+kernel s<T: f16 | bf16 | f32>(x: T[N, 6], v: T[8]) -> (odd: T[N, 3], thirds: T[3], pairs: T[4], inner: T[N, 4]) {
     odd[n, i] = x[n, 2 * i + 1]
     thirds[i] = v[3 * i]
     pairs[i]  = v[2 * i + 1] - v[2 * i]
+    middle[n < N, i < 4] = x[n, i + 1]
+    inner[n, i] = middle[n, i] * 2
 }
 )";
   for (DType dtype : kFloatTypes)
@@ -58,7 +60,8 @@ kernel s<T: f16 | bf16 | f32>(x: T[N, 6], v: T[8]) -> (odd: T[N, 3], thirds: T[3
       at::Tensor x = randomTensor(dtype, {n, 6}, 2), v = randomTensor(dtype, {8}, 3);
       expectKernelMatches(source, instance("s", dtype), {{"x", x}, {"v", v}},
                           {{"odd", x.slice(1, 1, 6, 2)}, {"thirds", v.slice(0, 0, 8, 3)},
-                           {"pairs", v.slice(0, 1, 8, 2) - v.slice(0, 0, 8, 2)}});
+                           {"pairs", v.slice(0, 1, 8, 2) - v.slice(0, 0, 8, 2)},
+                           {"inner", x.slice(1, 1, 5) * 2}});
     }
 }
 
