@@ -73,7 +73,9 @@ private:
       case Code::Kind::Subscript: {
         std::vector<std::string> elements;
         for (const CodePtr& element : code.operands) elements.push_back(print(*element));
-        return {code.text + "[" + fmt::format("{}", fmt::join(elements, ", ")) + "]", kAtom};
+        std::string base = code.text;
+        if (!code.keywords.empty()) base = "pad(" + base + ", " + print(*code.keywords[0].second) + ")";
+        return {base + "[" + fmt::format("{}", fmt::join(elements, ", ")) + "]", kAtom};
       }
     }
     EMMY_INTERNAL_ASSERT(false, "unknown code kind");
@@ -133,6 +135,10 @@ CodePtr listCode(std::vector<CodePtr> elements) { return make({Code::Kind::List,
 
 CodePtr subscriptCode(std::string tensor, std::vector<CodePtr> subscripts) {
   return make({Code::Kind::Subscript, std::move(tensor), {}, std::move(subscripts), {}});
+}
+
+CodePtr paddedSubscriptCode(std::string tensor, CodePtr fill, std::vector<CodePtr> subscripts) {
+  return make({Code::Kind::Subscript, std::move(tensor), {}, std::move(subscripts), {{"pad", std::move(fill)}}});
 }
 
 void SizeNames::add(const std::string& name) { order_.emplace(name, order_.size()); }

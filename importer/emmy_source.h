@@ -27,7 +27,7 @@ struct Code {
   tensor::Dim size;               // Size: a dimension (an i64 value, or an entry of a shape list)
   std::vector<CodePtr> operands;  // Unary, Binary: the operands; Call: positional arguments; List,
                                   // Subscript: the elements, the subscripts
-  std::vector<std::pair<std::string, CodePtr>> keywords;  // Call: `axis=-1`, ...
+  std::vector<std::pair<std::string, CodePtr>> keywords;  // Call: `axis=-1`, ...; Subscript: the fill of a pad
 };
 
 CodePtr nameCode(std::string name);
@@ -40,6 +40,8 @@ CodePtr callCode(std::string callee, std::vector<CodePtr> arguments,
                  std::vector<std::pair<std::string, CodePtr>> keywords = {});
 CodePtr listCode(std::vector<CodePtr> elements);
 CodePtr subscriptCode(std::string tensor, std::vector<CodePtr> subscripts);
+// `pad(tensor, fill)[subscripts]`: reads `fill` outside the tensor.
+CodePtr paddedSubscriptCode(std::string tensor, CodePtr fill, std::vector<CodePtr> subscripts);
 
 // Size names and what unification has made of them: the same as an earlier name, or a number.
 class SizeNames {

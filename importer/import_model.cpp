@@ -223,11 +223,13 @@ private:
   // A per-channel vector [C] beside a tensor of rank `rank` laid out [N, C, ...]: [C, 1, ...].
   static Item channelVector(const Item& vector, int rank);
   Item batchNorm(const std::string& kind, const Node* node);
-  // An index-form statement over `shape`: `element` gives the value at the statement's indices (names
-  // claimed for it) from those indices' codes.
-  Item indexed(DType dtype, const Shape& shape, const std::string& base,
+  // An index-form statement defining `value` over `shape` (under the output's name where it is one):
+  // `element` gives the value at the statement's indices (names claimed for it) from those indices' codes.
+  Item indexed(const Value* value, DType dtype, const Shape& shape,
                const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element);
   bool translateIndexedView(const std::string& kind, const Node* node);
+  // cat and stack of a list of tensors, and constant_pad_nd, in index form.
+  bool translateJoin(const std::string& kind, const Node* node);
   Item loss(const std::string& kind, const Node* node);
   Item classLoss(const std::string& kind, const Node* node);
   Item attention(const Node* node);
@@ -1120,7 +1122,7 @@ Item Translator::channelVector(const Item& vector, int rank) {
   return result;
 }
 
-Item Translator::indexed(DType dtype, const Shape& shape, const std::string& base,
+Item Translator::indexed(const Value* value, DType dtype, const Shape& shape,
                          const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element) {
   std::vector<std::string> names;
   std::vector<CodePtr> indices;
@@ -1128,9 +1130,10 @@ Item Translator::indexed(DType dtype, const Shape& shape, const std::string& bas
     names.push_back(claim(fmt::format("i{}", d)));
     indices.push_back(nameCode(names.back()));
   }
-  std::string target = emit(base, element(indices), names);
+  auto output = outputNames_.find(value);
+  std::string target = output != outputNames_.end() ? output->second.front() : claim(baseName(value));
   // Each index's range is written on the left: nothing on the right need read it alone.
-  program_.statements.back().ranges = shape;
+  program_.statements.push_back({target, names, element(indices), shape});
   for (const std::string& name : names) taken_.erase(name);
   return Item::tensor(dtype, shape, nameCode(target));
 }
@@ -1144,7 +1147,6 @@ bool Translator::translateIndexedView(const std::string& kind, const Node* node)
   const Value* out = node->output(0);
   Item x = materialized(tensorOf(item(node->input(0)), "the operand"), baseName(node->input(0)));
   int rank = x.rank();
-  std::string base = baseName(out);
   const std::string& source = x.code->text;
   auto sizeOf = [&](int d) { return sizes_.resolve(x.shape[d]); };
   if (kind == "aten::numpy_T") {
@@ -1169,7 +1171,7 @@ bool Translator::translateIndexedView(const std::string& kind, const Node* node)
                                                   : binaryCode("-", sizeCode(extent), numberCode(1, true));
     Shape shape = x.shape;
     shape.erase(shape.begin() + dim);
-    define(out, indexed(x.dtype, shape, base, [&](const std::vector<CodePtr>& indices) {
+    define(out, indexed(out, x.dtype, shape, [&](const std::vector<CodePtr>& indices) {
       std::vector<CodePtr> subscripts = indices;
       subscripts.insert(subscripts.begin() + dim, at);
       return subscriptCode(source, subscripts);
@@ -1203,7 +1205,7 @@ bool Translator::translateIndexedView(const std::string& kind, const Node* node)
     if (length == 0) fail("a slice with no elements is not supported");
     Shape shape = x.shape;
     shape[dim] = Dim::constant(length);
-    define(out, indexed(x.dtype, shape, base, [&](const std::vector<CodePtr>& indices) {
+    define(out, indexed(out, x.dtype, shape, [&](const std::vector<CodePtr>& indices) {
       std::vector<CodePtr> subscripts = indices;
       CodePtr scaled = step == 1 ? indices[dim] : binaryCode("*", numberCode(static_cast<double>(step), true), indices[dim]);
       subscripts[dim] = start == 0 ? scaled : binaryCode("+", scaled, numberCode(static_cast<double>(start), true));
@@ -1214,7 +1216,7 @@ bool Translator::translateIndexedView(const std::string& kind, const Node* node)
   if (kind == "aten::flip") {
     std::set<int> dims;
     for (int64_t dim : intsOf(input(node, "dims"), "flip's dims")) dims.insert(axis(dim, rank));
-    define(out, indexed(x.dtype, x.shape, base, [&](const std::vector<CodePtr>& indices) {
+    define(out, indexed(out, x.dtype, x.shape, [&](const std::vector<CodePtr>& indices) {
       std::vector<CodePtr> subscripts = indices;
       for (int dim : dims)
         subscripts[dim] = binaryCode("-", binaryCode("-", sizeCode(sizeOf(dim)), numberCode(1, true)), indices[dim]);
@@ -1225,12 +1227,96 @@ bool Translator::translateIndexedView(const std::string& kind, const Node* node)
   // tril / triu: the elements on and below (above) the diagonal moved by `diagonal`, zeros elsewhere.
   if (rank < 2) fail(fmt::format("{} needs a tensor of rank 2 or more", kind));
   int64_t diagonal = intOf(input(node, "diagonal"), "the diagonal");
-  define(out, indexed(x.dtype, x.shape, base, [&](const std::vector<CodePtr>& indices) {
+  define(out, indexed(out, x.dtype, x.shape, [&](const std::vector<CodePtr>& indices) {
     const CodePtr &row = indices[rank - 2], &column = indices[rank - 1];
     CodePtr edge = diagonal == 0 ? row : binaryCode(diagonal > 0 ? "+" : "-", row, numberCode(static_cast<double>(std::abs(diagonal)), true));
     CodePtr kept = kind == "aten::tril" ? binaryCode("<=", column, edge) : binaryCode(">=", column, edge);
     CodePtr zero = x.dtype == DType::Bool ? nameCode("false") : numberCode(0, true);
     return callCode("where", {kept, subscriptCode(source, indices), zero});
+  }));
+  return true;
+}
+
+bool Translator::translateJoin(const std::string& kind, const Node* node) {
+  if (kind != "aten::cat" && kind != "aten::concat" && kind != "aten::stack" && kind != "aten::constant_pad_nd") return false;
+  const Value* out = node->output(0);
+  std::string base = baseName(out);
+  if (kind == "aten::constant_pad_nd") {
+    // pad lists (before, after) pairs from the last dim backwards; a negative one crops.
+    Item x = materialized(tensorOf(item(node->input(0)), "the padded tensor"), baseName(node->input(0)));
+    std::vector<int64_t> pads = intsOf(input(node, "pad"), "pad");
+    double value = numberOf(input(node, "value"), "the padding value");
+    if (pads.size() % 2 != 0 || static_cast<int>(pads.size() / 2) > x.rank()) fail("pad needs (before, after) pairs, at most one per dim");
+    std::vector<int64_t> before(x.rank(), 0);
+    Shape shape = x.shape;
+    for (size_t k = 0; k < pads.size() / 2; ++k) {
+      int dim = x.rank() - 1 - static_cast<int>(k);
+      if (pads[2 * k] == 0 && pads[2 * k + 1] == 0) continue;
+      Dim extent = sizes_.resolve(x.shape[dim]);
+      if (!extent.isConstant())
+        fail(fmt::format("padding a dim only known at run time ({}): its new length is not a size the .emmy source can state", extent.toString()));
+      int64_t length = extent.factor + pads[2 * k] + pads[2 * k + 1];
+      if (length < 1) fail("padding that leaves no elements");
+      before[dim] = pads[2 * k];
+      shape[dim] = Dim::constant(length);
+    }
+    CodePtr fill = x.dtype == DType::Bool ? nameCode(value != 0 ? "true" : "false") : numberCode(value, !isFloat(x.dtype));
+    define(out, indexed(out, x.dtype, shape, [&](const std::vector<CodePtr>& indices) {
+      std::vector<CodePtr> subscripts = indices;
+      for (int d = 0; d < x.rank(); ++d)
+        if (before[d] != 0) subscripts[d] = binaryCode(before[d] > 0 ? "-" : "+", indices[d], numberCode(static_cast<double>(std::abs(before[d])), true));
+      return paddedSubscriptCode(x.code->text, fill, subscripts);
+    }));
+    return true;
+  }
+  const Item& list = item(node->input(0));
+  if (list.kind != Item::Kind::List || list.elements.empty()) fail(fmt::format("{} of something other than a list of tensors", kind.substr(6)));
+  std::vector<Item> parts;
+  DType dtype = tensorOf(list.elements[0], "a joined tensor").dtype;
+  for (const Item& element : list.elements) dtype = promote(dtype, tensorOf(element, "a joined tensor").dtype);
+  for (size_t k = 0; k < list.elements.size(); ++k)
+    parts.push_back(materialized(castTo(dtype, tensorOf(list.elements[k], "a joined tensor")), fmt::format("{}_part", base)));
+  int rank = parts[0].rank() + (kind == "aten::stack" ? 1 : 0);
+  int dim = axis(intOf(input(node, "dim"), "the joined dim"), rank);
+  Shape shape = parts[0].shape;
+  for (const Item& part : parts) {
+    if (part.rank() != parts[0].rank()) fail(fmt::format("{} of tensors of different ranks", kind.substr(6)));
+    for (int d = 0; d < part.rank(); ++d)
+      if ((kind == "aten::stack" || d != dim) && !sizes_.unify(part.shape[d], parts[0].shape[d]))
+        fail(fmt::format("{} of tensors whose shapes differ outside the joined dim", kind.substr(6)));
+  }
+  // Along the joined dim, part k starts where the ones before it end.
+  std::vector<Dim> starts;
+  if (kind == "aten::stack") {
+    shape.insert(shape.begin() + dim, Dim::constant(static_cast<int64_t>(parts.size())));
+  } else {
+    Dim total = Dim::constant(0);
+    for (const Item& part : parts) {
+      Dim extent = sizes_.resolve(part.shape[dim]);
+      starts.push_back(total);
+      if (total.factor == 0) total = extent;
+      else if (total.isConstant() && extent.isConstant()) total = Dim::constant(total.factor + extent.factor);
+      else if (total.sizes == extent.sizes) total = Dim{total.factor + extent.factor, total.sizes};
+      else fail(fmt::format("cat along a dim of sizes {} and {}: their sum is not a size the .emmy source can state", total.toString(), extent.toString()));
+    }
+    shape[dim] = total;
+  }
+  define(out, indexed(out, dtype, sizes_.resolve(shape), [&](const std::vector<CodePtr>& indices) {
+    CodePtr result;
+    for (size_t k = parts.size(); k-- > 0;) {
+      std::vector<CodePtr> subscripts = indices;
+      CodePtr condition;
+      if (kind == "aten::stack") {
+        subscripts.erase(subscripts.begin() + dim);
+        condition = binaryCode("==", indices[dim], numberCode(static_cast<double>(k), true));
+      } else {
+        if (!(starts[k] == Dim::constant(0))) subscripts[dim] = binaryCode("-", indices[dim], sizeCode(starts[k]));
+        if (k + 1 < parts.size()) condition = binaryCode("<", indices[dim], sizeCode(starts[k + 1]));
+      }
+      CodePtr read = subscriptCode(parts[k].code->text, subscripts);
+      result = !result ? read : callCode("where", {condition, read, result});
+    }
+    return result;
   }));
   return true;
 }
@@ -1406,7 +1492,8 @@ void Translator::translate(const Node* node) {
     return define(node->output(0), Item::ofNumber(a.number == 0, true, true));
   }
   if (kind == "prim::RaiseException") fail("the model raises an exception here for the inputs it was given");
-  if (translateScalar(kind, node) || (!node->outputs().empty() && (translateView(kind, node) || translateIndexedView(kind, node))))
+  if (translateScalar(kind, node) ||
+      (!node->outputs().empty() && (translateView(kind, node) || translateIndexedView(kind, node) || translateJoin(kind, node))))
     return;
 
   static const std::map<std::string, std::string> binaries = {
@@ -1500,6 +1587,20 @@ void Translator::translate(const Node* node) {
   if (losses.count(kind)) return define(out, loss(kind, node), true);
   if (kind == "aten::cross_entropy_loss" || kind == "aten::nll_loss" || kind == "aten::nll_loss_nd")
     return define(out, classLoss(kind, node), true);
+  if (kind == "aten::reciprocal" || kind == "aten::square" || kind == "aten::log1p" || kind == "aten::expm1" || kind == "aten::sign") {
+    Item x = materialized(tensorOf(operand(0), "the operand"), baseName(node->input(0)));
+    if (kind == "aten::square") return define(out, elementwise("*", x, x));
+    if (kind == "aten::sign") {  // NaN and 0 give themselves
+      CodePtr one = numberCode(1, !isFloat(x.dtype));
+      if (x.dtype == DType::Bool) return define(out, x);
+      CodePtr negative = callCode("where", {binaryCode("<", x.code, numberCode(0, true)), unaryCode("-", one), x.code});
+      return define(out, Item::tensor(x.dtype, x.shape, callCode("where", {binaryCode(">", x.code, numberCode(0, true)), one, negative})));
+    }
+    Item wide = isFloat(x.dtype) ? x : castTo(DType::F32, x);
+    if (kind == "aten::reciprocal") return define(out, elementwise("/", Item::ofNumber(1, false), wide));
+    if (kind == "aten::log1p") return define(out, function("log", elementwise("+", Item::ofNumber(1, false), wide), true));
+    return define(out, elementwise("-", function("exp", wide, true), Item::ofNumber(1, false)));
+  }
   if (kind == "aten::relu6") {
     const Item& x = tensorOf(operand(0), "the operand");
     return define(out, Item::tensor(x.dtype, x.shape, callCode("clamp", {x.code, numberCode(0, true), numberCode(6, true)})));

@@ -377,6 +377,22 @@ def forward(self, x, m):
   checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
 }
 
+TEST_CASE("importer: cat, stack, constant_pad_nd and reciprocal, square, log1p, expm1, sign", "[importer]") {
+  torch::manual_seed(14);
+  Model model{torch::jit::Module("Joins"), {{"x", torch::randn({5, 3})}, {"y", torch::randn({5, 4})}},
+              {"x=f32[N,3]", "y=f32[N,4]"}};
+  model.module.define(R"(
+def forward(self, x, y):
+    a = torch.cat([x, y * 2.0], 1)
+    b = torch.stack([x, x + 1.0], 0)
+    c = torch.constant_pad_nd(x, [1, 2], 0.5) + torch.constant_pad_nd(y, [3, -1], 0.0)
+    d = torch.reciprocal(x + 3.0) + torch.square(x) + torch.log1p(torch.abs(x)) + torch.expm1(x) + torch.sign(x)
+    e = torch.cat([x, x * 3.0], 0).sum(0)
+    return a, b, c, d, e
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
 // torch.jit.trace is Python; LibTorch's tracer is what it runs, with the module as `self` so that
 // parameters are recorded as attributes, as trace_module does.
 TEST_CASE("importer: a traced module", "[importer]") {
