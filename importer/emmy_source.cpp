@@ -77,6 +77,11 @@ private:
         if (!code.keywords.empty()) base = "pad(" + base + ", " + print(*code.keywords[0].second) + ")";
         return {base + "[" + fmt::format("{}", fmt::join(elements, ", ")) + "]", kAtom};
       }
+      case Code::Kind::Reduction: {
+        std::vector<std::string> bounds;
+        for (const auto& [index, bound] : code.keywords) bounds.push_back(index + " < " + print(*bound));
+        return {fmt::format("{}[{}]({})", code.text, fmt::join(bounds, ", "), print(*code.operands[0])), kAtom};
+      }
     }
     EMMY_INTERNAL_ASSERT(false, "unknown code kind");
   }
@@ -139,6 +144,10 @@ CodePtr subscriptCode(std::string tensor, std::vector<CodePtr> subscripts) {
 
 CodePtr paddedSubscriptCode(std::string tensor, CodePtr fill, std::vector<CodePtr> subscripts) {
   return make({Code::Kind::Subscript, std::move(tensor), {}, std::move(subscripts), {{"pad", std::move(fill)}}});
+}
+
+CodePtr reductionCode(std::string op, std::vector<std::pair<std::string, CodePtr>> bounds, CodePtr body) {
+  return make({Code::Kind::Reduction, std::move(op), {}, {std::move(body)}, std::move(bounds)});
 }
 
 void SizeNames::add(const std::string& name) { order_.emplace(name, order_.size()); }

@@ -20,14 +20,15 @@ using CodePtr = std::shared_ptr<const Code>;
 
 // An expression of the .emmy language.
 struct Code {
-  enum class Kind { Name, Number, Size, Unary, Binary, Call, List, Subscript };
+  enum class Kind { Name, Number, Size, Unary, Binary, Call, List, Subscript, Reduction };
   Kind kind = Kind::Name;
   std::string text;               // Name: the name; Number: its spelling; Unary, Binary: the operator;
-                                  // Call: the callee; Subscript: the tensor
+                                  // Call: the callee; Subscript: the tensor; Reduction: `sum`, `max`, ...
   tensor::Dim size;               // Size: a dimension (an i64 value, or an entry of a shape list)
   std::vector<CodePtr> operands;  // Unary, Binary: the operands; Call: positional arguments; List,
-                                  // Subscript: the elements, the subscripts
-  std::vector<std::pair<std::string, CodePtr>> keywords;  // Call: `axis=-1`, ...; Subscript: the fill of a pad
+                                  // Subscript: the elements, the subscripts; Reduction: the body
+  std::vector<std::pair<std::string, CodePtr>> keywords;  // Call: `axis=-1`, ...; Subscript: the fill of a
+                                                          // pad; Reduction: each index and its bound
 };
 
 CodePtr nameCode(std::string name);
@@ -42,6 +43,8 @@ CodePtr listCode(std::vector<CodePtr> elements);
 CodePtr subscriptCode(std::string tensor, std::vector<CodePtr> subscripts);
 // `pad(tensor, fill)[subscripts]`: reads `fill` outside the tensor.
 CodePtr paddedSubscriptCode(std::string tensor, CodePtr fill, std::vector<CodePtr> subscripts);
+// `op[k < bound, ...](body)`: an index-form reduction whose indices carry their bounds.
+CodePtr reductionCode(std::string op, std::vector<std::pair<std::string, CodePtr>> bounds, CodePtr body);
 
 // Size names and what unification has made of them: the same as an earlier name, or a number.
 class SizeNames {

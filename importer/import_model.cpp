@@ -227,9 +227,20 @@ private:
   // `element` gives the value at the statement's indices (names claimed for it) from those indices' codes.
   Item indexed(const Value* value, DType dtype, const Shape& shape,
                const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element);
+  // The same under the name `target`.
+  Item indexedAs(const std::string& target, DType dtype, const Shape& shape,
+                 const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element);
   bool translateIndexedView(const std::string& kind, const Node* node);
   // cat and stack of a list of tensors, and constant_pad_nd, in index form.
   bool translateJoin(const std::string& kind, const Node* node);
+  // Convolutions (plain and transposed) and pools (max, average, adaptive) in index form.
+  bool translateWindowed(const std::string& kind, const Node* node);
+  Item convolution(const std::string& kind, const Node* node);
+  Item pool(const std::string& kind, const Node* node);
+  // An int[d] argument: d integers, or one that stands for every spatial dim (`int[2] stride=1`).
+  static std::vector<int64_t> spatialInts(const Item& item, int dims, const char* what);
+  // Dim `d` of `x` as a number: the windowed operations need their spatial dims known when imported.
+  int64_t knownExtent(const Item& x, int d, const std::string& op);
   Item loss(const std::string& kind, const Node* node);
   Item classLoss(const std::string& kind, const Node* node);
   Item attention(const Node* node);
@@ -352,7 +363,7 @@ void Translator::define(const Value* value, Item result, bool named) {
     auto output = outputNames_.find(value);
     if (output != outputNames_.end() || named || value->uses().size() > 1) {
       std::string target = output != outputNames_.end() ? output->second.front() : claim(baseName(value));
-      program_.statements.push_back({target, {}, result.code});
+      program_.statements.push_back({target, {}, result.code, {}});
       result.code = nameCode(target);
     }
   }
@@ -361,7 +372,7 @@ void Translator::define(const Value* value, Item result, bool named) {
 
 std::string Translator::emit(const std::string& wanted, CodePtr value, std::vector<std::string> indices) {
   std::string target = claim(wanted);
-  program_.statements.push_back({target, std::move(indices), std::move(value)});
+  program_.statements.push_back({target, std::move(indices), std::move(value), {}});
   return target;
 }
 
@@ -1124,14 +1135,18 @@ Item Translator::channelVector(const Item& vector, int rank) {
 
 Item Translator::indexed(const Value* value, DType dtype, const Shape& shape,
                          const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element) {
+  auto output = outputNames_.find(value);
+  return indexedAs(output != outputNames_.end() ? output->second.front() : claim(baseName(value)), dtype, shape, element);
+}
+
+Item Translator::indexedAs(const std::string& target, DType dtype, const Shape& shape,
+                           const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element) {
   std::vector<std::string> names;
   std::vector<CodePtr> indices;
   for (size_t d = 0; d < shape.size(); ++d) {
     names.push_back(claim(fmt::format("i{}", d)));
     indices.push_back(nameCode(names.back()));
   }
-  auto output = outputNames_.find(value);
-  std::string target = output != outputNames_.end() ? output->second.front() : claim(baseName(value));
   // Each index's range is written on the left: nothing on the right need read it alone.
   program_.statements.push_back({target, names, element(indices), shape});
   for (const std::string& name : names) taken_.erase(name);
@@ -1321,6 +1336,324 @@ bool Translator::translateJoin(const std::string& kind, const Node* node) {
   return true;
 }
 
+// ------------------------------------------------------------------------------------------------
+// Convolutions and pools, in index form: each output element is a reduction over its window (and, for a
+// convolution, over the input channels of its group) whose indices carry their bounds, reading the input
+// through pad() where a window may leave it. The spatial dims must be known when the model is imported:
+// the output's are computed from them, and a .emmy dim is a number or a product of size names.
+
+namespace {
+
+// `value * factor + offset`, without the parts that do nothing.
+CodePtr affineCode(CodePtr value, int64_t factor, int64_t offset) {
+  CodePtr scaled = factor == 1 ? std::move(value) : binaryCode("*", std::move(value), numberCode(static_cast<double>(factor), true));
+  if (offset == 0) return scaled;
+  return binaryCode(offset > 0 ? "+" : "-", scaled, numberCode(static_cast<double>(std::abs(offset)), true));
+}
+
+// The names of a window's indices, as PyTorch's documentation writes them.
+std::vector<std::string> windowIndexNames(int spatial) {
+  if (spatial == 1) return {"k"};
+  if (spatial == 2) return {"kh", "kw"};
+  return {"kd", "kh", "kw"};
+}
+
+// f16 and bf16 windows accumulate, and are scaled, in f32.
+DType windowAccumulator(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16 ? DType::F32 : dtype; }
+
+}  // namespace
+
+std::vector<int64_t> Translator::spatialInts(const Item& item, int dims, const char* what) {
+  std::vector<int64_t> values = intsOf(item, what);
+  if (values.size() == 1) values.assign(dims, values[0]);
+  if (static_cast<int>(values.size()) != dims) fail(fmt::format("{} has {} entries for {} spatial dims", what, values.size(), dims));
+  return values;
+}
+
+int64_t Translator::knownExtent(const Item& x, int d, const std::string& op) {
+  Dim extent = sizes_.resolve(x.shape[d]);
+  if (!extent.isConstant())
+    fail(fmt::format("{} needs the spatial dims of its input known when the model is imported, not {}: give them with --input",
+                     op, extent.toString()));
+  return extent.factor;
+}
+
+bool Translator::translateWindowed(const std::string& kind, const Node* node) {
+  static const std::set<std::string> convolutions = {
+      "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d", "aten::conv_transpose2d",
+      "aten::conv_transpose3d", "aten::_convolution", "aten::convolution"};
+  static const std::set<std::string> pools = {
+      "aten::max_pool1d", "aten::max_pool2d", "aten::max_pool3d", "aten::avg_pool1d", "aten::avg_pool2d",
+      "aten::avg_pool3d", "aten::adaptive_avg_pool1d", "aten::adaptive_avg_pool2d", "aten::adaptive_avg_pool3d",
+      "aten::adaptive_max_pool1d", "aten::adaptive_max_pool2d", "aten::adaptive_max_pool3d"};
+  if (convolutions.count(kind)) return define(node->output(0), convolution(kind, node), true), true;
+  if (!pools.count(kind)) return false;
+  define(node->output(0), pool(kind, node), true);
+  // adaptive_max_pool's positions: an error where something reads them as a tensor.
+  for (size_t k = 1; k < node->outputs().size(); ++k)
+    define(node->output(k), Item::of(Item::Kind::Other, fmt::format("the positions of {}", kind)));
+  return true;
+}
+
+// y[n, o, s...] = sum[c < C / groups, k... < K...](x[n, group's channel c, s * stride - padding + k * dilation]
+// * w[o, c, k...]) + b[o]. A transposed convolution is the plain one over its input spread out by the
+// stride (zeros between the elements) and read from the other end of the kernel, with w laid out
+// [C, O / groups, ...]. With groups, the statement runs over [N, groups, O / groups, ...] and is reshaped.
+Item Translator::convolution(const std::string& kind, const Node* node) {
+  std::string op = kind.substr(6);
+  bool transposed = kind.find("transpose") != std::string::npos ||
+                    ((kind == "aten::_convolution" || kind == "aten::convolution") && boolOf(input(node, "transposed"), "transposed"));
+  Item x = materialized(tensorOf(input(node, "input"), "the convolved input"), baseName(node->input(0)));
+  Item w = materialized(tensorOf(input(node, "weight"), "the weight"), baseName(node->input(1)));
+  int spatial = w.rank() - 2;
+  if (spatial < 1 || spatial > 3) fail(fmt::format("{} with a weight of rank {}", op, w.rank()));
+  int lead = x.rank() - spatial;  // [N, C], or [C] unbatched
+  if (lead != 1 && lead != 2) fail(fmt::format("{} of an input of rank {} with a weight of rank {}", op, x.rank(), w.rank()));
+  if (x.dtype != w.dtype || !isFloat(x.dtype)) fail(fmt::format("{} needs an input and a weight of one floating-point type", op));
+  int64_t groups = intOf(input(node, "groups"), "groups");
+  if (groups < 1) fail("groups must be positive");
+  std::vector<int64_t> stride = spatialInts(input(node, "stride"), spatial, "stride");
+  std::vector<int64_t> dilation = spatialInts(input(node, "dilation"), spatial, "dilation");
+  std::vector<int64_t> before(spatial, 0), after(spatial, 0), outputPadding(spatial, 0);
+  std::vector<int64_t> kernel(spatial), extent(spatial), output(spatial);
+  for (int d = 0; d < spatial; ++d) kernel[d] = knownExtent(w, 2 + d, op), extent[d] = knownExtent(x, lead + d, op);
+  const Item& padding = input(node, "padding");
+  if (padding.kind == Item::Kind::Text) {  // padding='same' or 'valid'
+    if (padding.text != "same" && padding.text != "valid") fail(fmt::format("padding='{}' (PyTorch knows 'same' and 'valid')", padding.text));
+    for (int d = 0; d < spatial && padding.text == "same"; ++d) {
+      if (stride[d] != 1) fail("padding='same' needs stride 1");
+      int64_t total = dilation[d] * (kernel[d] - 1);
+      before[d] = total / 2, after[d] = total - before[d];  // the odd one after, as PyTorch
+    }
+  } else {
+    before = after = spatialInts(padding, spatial, "padding");
+  }
+  if (transposed) outputPadding = spatialInts(input(node, "output_padding"), spatial, "output_padding");
+  for (int d = 0; d < spatial; ++d) {
+    if (stride[d] < 1 || dilation[d] < 1 || before[d] < 0 || outputPadding[d] < 0)
+      fail(fmt::format("{}: strides and dilations must be positive, paddings not negative", op));
+    if (transposed && outputPadding[d] >= std::max(stride[d], dilation[d]))
+      fail(fmt::format("{}: output_padding {} must be smaller than the stride or the dilation", op, outputPadding[d]));
+    int64_t reach = transposed ? (extent[d] - 1) * stride[d] - before[d] - after[d] + dilation[d] * (kernel[d] - 1) + outputPadding[d]
+                               : extent[d] + before[d] + after[d] - dilation[d] * (kernel[d] - 1) - 1;
+    if (reach < 0) fail(fmt::format("{}: spatial dim {} of size {} is too small for the kernel (the output would be empty)", op, d, extent[d]));
+    output[d] = transposed ? reach + 1 : reach / stride[d] + 1;
+  }
+
+  // A convolution's weight is [O, C / groups, ...], a transposed one's [C, O / groups, ...].
+  Dim groupCount = Dim::constant(groups);
+  Dim rows = sizes_.resolve(w.shape[0]), columns = sizes_.resolve(w.shape[1]);
+  std::optional<Dim> rowsPerGroup = rows.dividedBy(groupCount);
+  if (!rowsPerGroup) fail(fmt::format("{}: the weight's {} rows are not a multiple of groups = {}", op, rows.toString(), groups));
+  Dim inPerGroup = transposed ? *rowsPerGroup : columns, outPerGroup = transposed ? columns : *rowsPerGroup;
+  Dim channels = transposed ? rows : columns * groupCount;
+  if (!sizes_.unify(x.shape[lead - 1], channels))
+    fail(fmt::format("{}: the input has {} channels where the weight takes {}", op, sizes_.resolve(x.shape[lead - 1]).toString(), channels.toString()));
+  Dim outChannels = outPerGroup * groupCount;
+  std::optional<Item> bias;
+  if (const Item* given = optionalInput(node, "bias"); given && given->kind != Item::Kind::None) {
+    bias = materialized(tensorOf(*given, "the bias"), "bias");
+    if (bias->rank() != 1 || bias->dtype != x.dtype || !sizes_.unify(bias->shape[0], outChannels))
+      fail(fmt::format("{}: the bias must be a vector of the {} output channels, of the input's type", op, outChannels.toString()));
+  }
+
+  std::string base = baseName(node->output(0));
+  std::string source = x.code->text;
+  Shape leading = sizes_.resolve(Shape(x.shape.begin(), x.shape.begin() + lead));
+  // A transposed convolution with a stride reads its input spread out: x's elements `stride` apart with
+  // zeros between, made as [.., S, stride, ..] (zero where the inner index is not 0) and reshaped.
+  bool spread = transposed && std::any_of(stride.begin(), stride.end(), [](int64_t s) { return s > 1; });
+  if (spread) {
+    Shape strided = leading, dilated = leading;
+    std::vector<size_t> at;
+    for (int d = 0; d < spatial; ++d) {
+      at.push_back(strided.size());
+      strided.push_back(Dim::constant(extent[d]));
+      if (stride[d] > 1) strided.push_back(Dim::constant(stride[d]));
+      dilated.push_back(Dim::constant(extent[d] * stride[d]));
+    }
+    Item spaced = indexedAs(claim(base + "_spaced"), x.dtype, strided, [&](const std::vector<CodePtr>& indices) {
+      std::vector<CodePtr> subscripts(indices.begin(), indices.begin() + lead);
+      CodePtr first;
+      for (int d = 0; d < spatial; ++d) {
+        subscripts.push_back(indices[at[d]]);
+        if (stride[d] == 1) continue;
+        CodePtr here = binaryCode("==", indices[at[d] + 1], numberCode(0, true));
+        first = first ? binaryCode("and", first, here) : here;
+      }
+      return callCode("where", {first, subscriptCode(source, subscripts), numberCode(0, true)});
+    });
+    std::vector<CodePtr> listed;
+    for (const Dim& dim : dilated) listed.push_back(sizeCode(dim));
+    source = emit(base + "_dilated", callCode("reshape", {spaced.code, listCode(listed)}));
+  }
+  bool padded = transposed || std::any_of(before.begin(), before.end(), [](int64_t p) { return p > 0; }) ||
+                std::any_of(after.begin(), after.end(), [](int64_t p) { return p > 0; });
+
+  std::string channel = claim("c");
+  std::vector<std::string> window;
+  for (const std::string& name : windowIndexNames(spatial)) window.push_back(claim(name));
+  DType accumulator = windowAccumulator(x.dtype);
+  auto widened = [&](CodePtr value) { return accumulator == x.dtype ? value : callCode(std::string(dtypeName(accumulator)), {value}); };
+  Shape shape(leading.begin(), leading.end() - 1);
+  if (groups > 1) shape.push_back(groupCount);
+  shape.push_back(outPerGroup);
+  for (int d = 0; d < spatial; ++d) shape.push_back(Dim::constant(output[d]));
+  auto element = [&](const std::vector<CodePtr>& indices) {
+    size_t at = lead - 1;
+    CodePtr group = groups > 1 ? indices[at++] : nullptr;
+    CodePtr localOut = indices[at++];
+    auto global = [&](const CodePtr& local, const Dim& perGroup) {
+      return group ? binaryCode("+", binaryCode("*", group, sizeCode(perGroup)), local) : local;
+    };
+    CodePtr inChannel = global(nameCode(channel), inPerGroup), outChannel = global(localOut, outPerGroup);
+    std::vector<CodePtr> xs(indices.begin(), indices.begin() + lead - 1);
+    xs.push_back(inChannel);
+    std::vector<CodePtr> ws = transposed ? std::vector<CodePtr>{inChannel, localOut} : std::vector<CodePtr>{outChannel, nameCode(channel)};
+    std::vector<std::pair<std::string, CodePtr>> bounds = {{channel, sizeCode(inPerGroup)}};
+    for (int d = 0; d < spatial; ++d) {
+      const CodePtr& position = indices[at + d];
+      CodePtr tap = affineCode(nameCode(window[d]), dilation[d], 0);
+      xs.push_back(transposed ? binaryCode("-", affineCode(position, 1, before[d]), tap)
+                              : binaryCode("+", affineCode(position, stride[d], -before[d]), tap));
+      ws.push_back(nameCode(window[d]));
+      bounds.emplace_back(window[d], numberCode(static_cast<double>(kernel[d]), true));
+    }
+    CodePtr read = padded ? paddedSubscriptCode(source, numberCode(0, true), xs) : subscriptCode(source, xs);
+    CodePtr value = reductionCode("sum", bounds, binaryCode("*", widened(read), widened(subscriptCode(w.code->text, ws))));
+    if (bias) value = binaryCode("+", value, widened(subscriptCode(bias->code->text, {outChannel})));
+    return accumulator == x.dtype ? value : callCode(std::string(dtypeName(x.dtype)), {value});
+  };
+  Item result = groups > 1 ? indexedAs(claim(base + "_grouped"), x.dtype, shape, element) : indexed(node->output(0), x.dtype, shape, element);
+  taken_.erase(channel);
+  for (const std::string& name : window) taken_.erase(name);
+  if (groups == 1) return result;
+  Shape merged(leading.begin(), leading.end() - 1);
+  merged.push_back(outChannels);
+  for (int d = 0; d < spatial; ++d) merged.push_back(Dim::constant(output[d]));
+  std::vector<CodePtr> listed;
+  for (const Dim& dim : merged) listed.push_back(sizeCode(dim));
+  return Item::tensor(x.dtype, merged, callCode("reshape", {result.code, listCode(listed)}));
+}
+
+// max_pool, avg_pool and their adaptive forms, with PyTorch's output sizes (ceil_mode's last window starts
+// inside the input or its padding), padding read as -inf (max) or 0 (avg), and avg_pool's divisor: the
+// window clipped to the padded input (count_include_pad) or to the input, or divisor_override. An adaptive
+// pool whose output divides its input is the plain pool of that window; otherwise each output reads the
+// whole dim under where(start <= k < end), start = floor(s * S / out), end = ceil((s + 1) * S / out).
+Item Translator::pool(const std::string& kind, const Node* node) {
+  std::string op = kind.substr(6);
+  bool adaptive = op.rfind("adaptive_", 0) == 0, maximum = op.find("max") != std::string::npos;
+  int spatial = op[op.size() - 2] - '0';  // max_pool2d
+  Item x = materialized(tensorOf(input(node, "self"), "the pooled input"), baseName(node->input(0)));
+  int lead = x.rank() - spatial;
+  if (lead != 1 && lead != 2) fail(fmt::format("{} of a tensor of rank {}", op, x.rank()));
+  if (!isFloat(x.dtype)) fail(fmt::format("{} of {}: floating-point inputs only", op, dtypeName(x.dtype)));
+  std::vector<int64_t> extent(spatial), kernel(spatial), stride(spatial), before(spatial, 0), dilation(spatial, 1), output(spatial);
+  std::vector<bool> uneven(spatial, false);  // adaptive dims whose windows differ
+  for (int d = 0; d < spatial; ++d) extent[d] = knownExtent(x, lead + d, op);
+  bool includePad = true;
+  std::optional<int64_t> divisor;
+  if (adaptive) {
+    output = spatialInts(input(node, "output_size"), spatial, "output_size");
+    for (int d = 0; d < spatial; ++d) {
+      if (output[d] < 1) fail(fmt::format("{}: output_size {} must be positive", op, output[d]));
+      uneven[d] = extent[d] % output[d] != 0;
+      kernel[d] = uneven[d] ? extent[d] : extent[d] / output[d];
+      stride[d] = kernel[d];
+    }
+  } else {
+    kernel = spatialInts(input(node, "kernel_size"), spatial, "kernel_size");
+    const Item& strides = input(node, "stride");
+    stride = strides.kind == Item::Kind::List && strides.elements.empty() ? kernel : spatialInts(strides, spatial, "stride");
+    before = spatialInts(input(node, "padding"), spatial, "padding");
+    if (maximum) dilation = spatialInts(input(node, "dilation"), spatial, "dilation");
+    bool ceil = boolOf(input(node, "ceil_mode"), "ceil_mode");
+    if (!maximum) {
+      includePad = boolOf(input(node, "count_include_pad"), "count_include_pad");
+      if (const Item* given = optionalInput(node, "divisor_override"); given && given->kind != Item::Kind::None) {
+        divisor = intOf(*given, "divisor_override");
+        if (*divisor < 1) fail("divisor_override must be positive");
+      }
+    }
+    for (int d = 0; d < spatial; ++d) {
+      if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1 || before[d] < 0)
+        fail(fmt::format("{}: kernel sizes, strides and dilations must be positive, paddings not negative", op));
+      if (before[d] > kernel[d] / 2) fail(fmt::format("{}: padding {} is more than half the kernel size {}", op, before[d], kernel[d]));
+      int64_t reach = extent[d] + 2 * before[d] - dilation[d] * (kernel[d] - 1) - 1;
+      if (reach < 0) fail(fmt::format("{}: spatial dim {} of size {} is too small for the window (the output would be empty)", op, d, extent[d]));
+      output[d] = (reach + (ceil ? stride[d] - 1 : 0)) / stride[d] + 1;
+      if (ceil && (output[d] - 1) * stride[d] >= extent[d] + before[d]) --output[d];
+    }
+  }
+  // Where a window may leave the input (padding, or ceil_mode's last window), it reads through pad().
+  auto lastTap = [&](int d) { return (output[d] - 1) * stride[d] - before[d] + dilation[d] * (kernel[d] - 1); };
+  bool padded = false;
+  for (int d = 0; d < spatial; ++d) padded = padded || (!uneven[d] && (before[d] > 0 || lastTap(d) > extent[d] - 1));
+
+  std::vector<std::string> window;
+  for (const std::string& name : windowIndexNames(spatial)) window.push_back(claim(name));
+  DType accumulator = windowAccumulator(x.dtype);
+  Shape shape = sizes_.resolve(Shape(x.shape.begin(), x.shape.begin() + lead));
+  for (int d = 0; d < spatial; ++d) shape.push_back(Dim::constant(output[d]));
+  const std::string& source = x.code->text;
+  auto element = [&](const std::vector<CodePtr>& indices) {
+    std::vector<CodePtr> subscripts(indices.begin(), indices.begin() + lead);
+    std::vector<std::pair<std::string, CodePtr>> bounds;
+    CodePtr inside;  // of the uneven dims' windows
+    std::vector<CodePtr> insideEach(spatial);
+    for (int d = 0; d < spatial; ++d) {
+      const CodePtr& position = indices[lead + d];
+      CodePtr tap = nameCode(window[d]);
+      bounds.emplace_back(window[d], numberCode(static_cast<double>(kernel[d]), true));
+      if (!uneven[d]) {
+        subscripts.push_back(binaryCode("+", affineCode(position, stride[d], -before[d]), affineCode(tap, dilation[d], 0)));
+        continue;
+      }
+      // k >= floor(s * S / out) and k < ceil((s + 1) * S / out), multiplied out.
+      subscripts.push_back(tap);
+      CodePtr scaled = affineCode(tap, output[d], 0), start = affineCode(position, extent[d], 0);
+      insideEach[d] = binaryCode("and", binaryCode(">", affineCode(tap, output[d], output[d]), start),
+                                 binaryCode("<", scaled, affineCode(position, extent[d], extent[d])));
+      inside = inside ? binaryCode("and", inside, insideEach[d]) : insideEach[d];
+    }
+    CodePtr fill = maximum ? numberCode(-INFINITY, false) : numberCode(0, true);
+    CodePtr read = padded ? paddedSubscriptCode(source, fill, subscripts) : subscriptCode(source, subscripts);
+    if (maximum) return reductionCode("max", bounds, inside ? callCode("where", {inside, read, fill}) : read);
+    if (accumulator != x.dtype) read = callCode(std::string(dtypeName(accumulator)), {read});
+    CodePtr sum = reductionCode("sum", bounds, inside ? callCode("where", {inside, read, numberCode(0, true)}) : read);
+    // The divisor: a number where every window has the same, else a product of per-dim counts.
+    int64_t constant = divisor.value_or(1);
+    CodePtr count;
+    for (int d = 0; d < spatial && !divisor; ++d) {
+      CodePtr here;
+      if (uneven[d]) {
+        here = reductionCode("sum", {bounds[d]}, callCode("where", {insideEach[d], numberCode(1, true), numberCode(0, true)}));
+      } else {
+        int64_t limit = includePad ? extent[d] + before[d] : extent[d];
+        bool clippedBelow = !includePad && before[d] > 0, clippedAbove = lastTap(d) > limit - 1;
+        if (!clippedBelow && !clippedAbove) {
+          constant *= kernel[d];
+          continue;
+        }
+        const CodePtr& position = indices[lead + d];
+        CodePtr end = affineCode(position, stride[d], kernel[d] - before[d]);
+        if (clippedAbove) end = callCode("min", {end, numberCode(static_cast<double>(limit), true)});
+        CodePtr start = affineCode(position, stride[d], -before[d]);
+        if (clippedBelow) start = callCode("max", {start, numberCode(0, true)});
+        here = binaryCode("-", end, start);
+      }
+      count = count ? binaryCode("*", count, here) : here;
+    }
+    if (count && constant != 1) count = binaryCode("*", count, numberCode(static_cast<double>(constant), true));
+    CodePtr mean = binaryCode("/", sum, count ? callCode(std::string(dtypeName(accumulator)), {count}) : numberCode(static_cast<double>(constant), false));
+    return accumulator == x.dtype ? mean : callCode(std::string(dtypeName(x.dtype)), {mean});
+  };
+  Item result = indexed(node->output(0), x.dtype, shape, element);
+  for (const std::string& name : window) taken_.erase(name);
+  return result;
+}
+
 // batch_norm (inference: the running statistics), instance_norm (each sample's own statistics over its
 // spatial dims) and group_norm (each sample's over groups of channels), then weight and bias per channel.
 Item Translator::batchNorm(const std::string& kind, const Node* node) {
@@ -1493,7 +1826,8 @@ void Translator::translate(const Node* node) {
   }
   if (kind == "prim::RaiseException") fail("the model raises an exception here for the inputs it was given");
   if (translateScalar(kind, node) ||
-      (!node->outputs().empty() && (translateView(kind, node) || translateIndexedView(kind, node) || translateJoin(kind, node))))
+      (!node->outputs().empty() && (translateView(kind, node) || translateIndexedView(kind, node) || translateJoin(kind, node) ||
+                                     translateWindowed(kind, node))))
     return;
 
   static const std::map<std::string, std::string> binaries = {
@@ -1784,7 +2118,7 @@ void Translator::declareOutputs() {
       if (!dim.isConstant() && (dim.factor != 1 || dim.sizes.size() != 1))
         report(place, fmt::format("{} has the shape {}, which a .emmy output cannot declare (each dimension must be a number or "
                                   "one size name)", name, shapeToString(declaration.shape)));
-    if (value.code->kind != Code::Kind::Name || value.code->text != name) program_.statements.push_back({name, {}, value.code});
+    if (value.code->kind != Code::Kind::Name || value.code->text != name) program_.statements.push_back({name, {}, value.code, {}});
     program_.outputs.push_back(declaration);
   }
 }

@@ -3,6 +3,7 @@
 // compared with LibTorch's results.
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -162,6 +163,19 @@ torch::jit::Module linearModule(int64_t out, int64_t in, bool bias = true) {
   linear.register_parameter("weight", torch::randn({out, in}) * 0.2, false);
   if (bias) linear.register_parameter("bias", torch::randn({out}) * 0.2, false);
   return linear;
+}
+
+// torch.jit.trace is Python; LibTorch's tracer is what it runs, with the module as `self` so that
+// parameters are recorded as attributes, as trace_module does. `forward` becomes the module's forward,
+// traced on `x`.
+void addTracedForward(torch::jit::Module& module, const torch::Tensor& x,
+                      const std::function<torch::jit::Stack(torch::jit::Stack)>& forward) {
+  torch::NoGradGuard noGrad;
+  auto traced = torch::jit::tracer::trace({x}, forward, [](const torch::autograd::Variable&) { return std::string(); },
+                                          /*strict=*/true, /*force_outplace=*/false, &module, {"x"});
+  auto function = module._ivalue()->compilation_unit()->create_function(
+      c10::QualifiedName(*module.type()->name(), "forward"), traced.first->graph);
+  module.type()->addMethod(function);
 }
 
 }  // namespace
@@ -393,8 +407,99 @@ def forward(self, x, y):
   checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
 }
 
-// torch.jit.trace is Python; LibTorch's tracer is what it runs, with the module as `self` so that
-// parameters are recorded as attributes, as trace_module does.
+TEST_CASE("importer: convolutions (1d, 2d, 3d; stride, padding, dilation, groups, bias, 'same')", "[importer]") {
+  torch::manual_seed(15);
+  Model model{torch::jit::Module("Convolutions"),
+              {{"x", torch::randn({2, 4, 9, 7})}, {"s", torch::randn({2, 3, 11})}, {"v", torch::randn({1, 2, 5, 6, 4})}},
+              {"x=f32[N,4,9,7]", "s=f32[N,3,11]", "v=f32[M,2,5,6,4]"}};
+  torch::jit::Module& module = model.module;
+  module.register_parameter("w", torch::randn({6, 4, 3, 3}) * 0.3, false);
+  module.register_parameter("b", torch::randn({6}), false);
+  module.register_parameter("grouped", torch::randn({6, 2, 3, 2}) * 0.3, false);
+  module.register_parameter("w1", torch::randn({5, 3, 4}) * 0.3, false);
+  module.register_parameter("b1", torch::randn({5}), false);
+  module.register_parameter("w3", torch::randn({3, 2, 2, 3, 2}) * 0.3, false);
+  module.define(R"(
+def forward(self, x, s, v):
+    a = torch.conv2d(x, self.w, self.b, [2, 1], [1, 2], [1, 2], 1)
+    g = torch.conv2d(x, self.grouped, None, 2, 0, 1, 2)
+    same = torch.conv2d(torch.relu(x), self.w, None, 1, "same", 2, 1)
+    one = torch.conv1d(s, self.w1, self.b1, 3, 2, 1, 1)
+    three = torch.conv3d(v, self.w3, None, [1, 2, 1], [1, 0, 1], 1, 1)
+    unbatched = torch.conv1d(s[0], self.w1, None, 1, 0, 2, 1)
+    return a, g, same, one, three, unbatched
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
+TEST_CASE("importer: transposed convolutions (stride, padding, output_padding, groups, dilation)", "[importer]") {
+  torch::manual_seed(16);
+  Model model{torch::jit::Module("Transposed"),
+              {{"x", torch::randn({2, 4, 5, 6})}, {"s", torch::randn({2, 3, 7})}, {"v", torch::randn({1, 2, 3, 4, 3})}},
+              {"x=f32[N,4,5,6]", "s=f32[N,3,7]", "v=f32[1,2,3,4,3]"}};
+  torch::jit::Module& module = model.module;
+  module.register_parameter("w", torch::randn({4, 3, 3, 2}) * 0.3, false);
+  module.register_parameter("b", torch::randn({6}), false);
+  module.register_parameter("w1", torch::randn({3, 5, 4}) * 0.3, false);
+  module.register_parameter("w3", torch::randn({2, 3, 2, 3, 2}) * 0.3, false);
+  module.register_parameter("b3", torch::randn({3}), false);
+  module.define(R"(
+def forward(self, x, s, v):
+    a = torch.conv_transpose2d(x, self.w, self.b, [2, 3], [1, 0], [1, 2], 2, [1, 2])
+    one = torch.conv_transpose1d(s, self.w1, None, 3, 2, 1, 1, 1)
+    plain = torch.conv_transpose1d(s, self.w1, None, 1, 0, 0, 1, 2)
+    three = torch.conv_transpose3d(v, self.w3, self.b3, 2, [0, 1, 1], [1, 0, 1], 1, 1)
+    return a, one, plain, three
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
+TEST_CASE("importer: max, average and adaptive pools (padding, ceil_mode, count_include_pad, divisor)", "[importer]") {
+  torch::manual_seed(17);
+  Model model{torch::jit::Module("Pools"),
+              {{"x", torch::randn({2, 3, 9, 8})}, {"s", torch::randn({2, 3, 10})}, {"v", torch::randn({1, 2, 5, 7, 6})}},
+              {"x=f32[N,C,9,8]", "s=f32[N,3,10]", "v=f32[1,2,5,7,6]"}};
+  model.module.define(R"(
+def forward(self, x, s, v):
+    m2 = torch.max_pool2d(x, [3, 2], [2, 2], [1, 1], [1, 2], True)
+    m1 = torch.max_pool1d(s, [3], [2], [1], [1], False)
+    m3 = torch.max_pool3d(v, [2, 3, 2], [2, 2, 2], [1, 1, 0], [1, 1, 1], True)
+    a2 = torch.avg_pool2d(x, [3, 3], [2, 2], [1, 1], True, False)
+    a2pad = torch.avg_pool2d(x, [3, 2], [2, 3], [1, 1], True, True)
+    a2div = torch.avg_pool2d(x, [2, 2], [2, 2], [0, 0], False, True, 3)
+    a1 = torch.avg_pool1d(s, [4], [3], [2], True, False)
+    a3 = torch.avg_pool3d(v, [3, 3, 2], [1, 2, 2], [1, 0, 1], False, True)
+    g = torch.adaptive_avg_pool2d(x, [1, 1])
+    uneven = torch.adaptive_avg_pool2d(x, [4, 3])
+    g1 = torch.adaptive_avg_pool1d(s, [3])
+    g3 = torch.adaptive_avg_pool3d(v, [5, 2, 4])
+    top, where = torch.adaptive_max_pool2d(x, [2, 3])
+    return m2, m1, m3, a2, a2pad, a2div, a1, a3, g, uneven, g1, g3, top
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
+// What torch.jit.trace records for nn.Conv2d: aten::_convolution with every argument.
+TEST_CASE("importer: a traced convolution (aten::_convolution), plain and transposed", "[importer]") {
+  torch::manual_seed(18);
+  torch::Tensor x = torch::randn({2, 3, 7, 6});
+  Model model{torch::jit::Module("TracedConvolution"), {{"x", x}}, {"x=f32[N,3,7,6]"}};
+  model.module.register_parameter("weight", torch::randn({4, 3, 3, 3}) * 0.3, false);
+  model.module.register_parameter("bias", torch::randn({4}), false);
+  model.module.register_parameter("up", torch::randn({4, 2, 2, 2}) * 0.3, false);
+  torch::jit::Module& module = model.module;
+  auto forward = [&](torch::jit::Stack inputs) -> torch::jit::Stack {
+    torch::Tensor input = inputs[0].toTensor();
+    torch::Tensor h = torch::_convolution(input, module.attr("weight").toTensor(), module.attr("bias").toTensor(), {2, 1}, {1, 1},
+                                          {1, 1}, false, {0, 0}, 1, false, false, true, true);
+    torch::Tensor up = torch::_convolution(torch::relu(h), module.attr("up").toTensor(), {}, {2, 2}, {0, 1}, {1, 1}, true,
+                                           {1, 0}, 2, false, false, true, true);
+    return {torch::max_pool2d(up, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true)};
+  };
+  addTracedForward(module, x, forward);
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
 TEST_CASE("importer: a traced module", "[importer]") {
   torch::manual_seed(7);
   torch::Tensor x = torch::randn({3, 12});
@@ -407,12 +512,7 @@ TEST_CASE("importer: a traced module", "[importer]") {
     torch::Tensor h = torch::addmm(module.attr("bias").toTensor(), input, module.attr("weight").toTensor().t());
     return {torch::tanh(h) * 2 - torch::sigmoid(h)};
   };
-  torch::NoGradGuard noGrad;
-  auto traced = torch::jit::tracer::trace({x}, forward, [](const torch::autograd::Variable&) { return std::string(); },
-                                          /*strict=*/true, /*force_outplace=*/false, &module, {"x"});
-  auto function = module._ivalue()->compilation_unit()->create_function(
-      c10::QualifiedName(*module.type()->name(), "forward"), traced.first->graph);
-  module.type()->addMethod(function);
+  addTracedForward(module, x, forward);
   checkAgainstLibTorch(model);
 }
 
@@ -434,6 +534,24 @@ def forward(self, x):
   CHECK(build.code == 1);
   CHECK_THAT(build.output, Catch::Contains("unsupported operation aten::sort"));
   CHECK_FALSE(fs::exists(scratch.path() / "out"));
+}
+
+TEST_CASE("importer: a window over spatial dims not known when imported, and one larger than its input", "[importer]") {
+  Scratch scratch;
+  torch::jit::Module module("Windows");
+  module.register_parameter("w", torch::randn({2, 3, 3, 3}), false);
+  module.define(R"(
+def forward(self, x, y):
+    a = torch.conv2d(x, self.w, None, 1, 0, 1, 1)
+    b = torch.max_pool1d(y, [5], [1], [0], [1], False)
+    return a, b
+)");
+  module.save((scratch.path() / "model.pt").string());
+  Run run = runEmmy({"import", "model.pt", "--input", "x=f32[N,3,H,W]", "--input", "y=f32[2,4]"}, scratch.path());
+  CHECK(run.code == 1);
+  CHECK_THAT(run.output, Catch::Contains("error: conv2d needs the spatial dims of its input known when the model is imported, not H: "
+                                         "give them with --input"));
+  CHECK_THAT(run.output, Catch::Contains("error: max_pool1d: spatial dim 0 of size 4 is too small for the window"));
 }
 
 TEST_CASE("importer: a corrupt model and a file that is no model are clear errors", "[importer]") {
