@@ -774,6 +774,22 @@ schedule center {
   checkRuns(centered, {{{"N", 7}, {"D", 45}}, {{"N", 1}, {"D", 1}}});
 }
 
+// A reduction of up to 32 elements in all stays in its thread, the outputs spread over the grid as
+// elementwise ones are; one element more and it is a row kernel's, split over the lanes.
+TEST_CASE("the default policy reduces a window of up to 32 elements in each thread", "[schedule]") {
+  for (auto [bounds, serial] : {std::pair{"di < 4, dj < 8", true}, std::pair{"di < 3, dj < 11", false}, std::pair{"di < N, dj < 2", false}}) {
+    tensor::Kernel kernel = testing::kernelsOfText(fmt::format(R"(
+kernel window(x: f32[N, M]) -> (y: f32[N, M]) {{
+    y[i, j] = max[{}](pad(x, 0)[i + di, j + dj])
+}}
+)", bounds))[0];
+    std::string schedule = tile::printSchedule(lower(kernel, PipelineOptions{}).tile);
+    INFO(bounds << "\n" << schedule);
+    CHECK(contains(schedule, R"(bind y.i_j to grid.x\n)") == serial);
+    CHECK(contains(schedule, R"(to thread.x\n)") == !serial);
+  }
+}
+
 TEST_CASE("the default policy's params: -D sets them, and a value outside their candidates is a usage error",
           "[schedule]") {
   tensor::Kernel kernel = testing::kernelsOfText(softmaxKernel())[0];
@@ -787,13 +803,13 @@ TEST_CASE("the default policy's params: -D sets them, and a value outside their 
                     "of the default schedule of softmax");
   // Short rows share a block: its threads and rows together fit in one.
   tensor::Kernel rows = testing::kernelsOfText(R"(
-kernel rowsum(x: f32[N, 20]) -> (y: f32[N]) {
+kernel rowsum(x: f32[N, 40]) -> (y: f32[N]) {
     y[n] = sum[d](x[n, d])
 }
 )")[0];
   Lowered shortRows = lower(rows, PipelineOptions{});
-  CHECK(contains(tile::printSchedule(shortRows.tile), R"(param y_rows in \[1, 2, 4, 8, 16, 32\] = 8\n)"));
-  CHECK(shortRows.tile.kernels.at(0).threads == std::array<int, 3>{32, 8, 1});
+  CHECK(contains(tile::printSchedule(shortRows.tile), R"(param y_rows in \[1, 2, 4, 8, 16, 32\] = 4\n)"));
+  CHECK(shortRows.tile.kernels.at(0).threads == std::array<int, 3>{64, 4, 1});
   rows.paramValues = {{"y_threads", 1024}, {"y_rows", 2}};
   CHECK_THROWS_WITH(lower(rows, PipelineOptions{}),
                     "-D y_threads=1024 and y_rows=2: blocks of 2048 threads, more than the 1024 a block may have");

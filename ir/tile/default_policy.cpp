@@ -27,6 +27,9 @@ const std::vector<int64_t> kRowCandidates{1, 2, 4, 8, 16, 32};
 // A contraction's tiles: kTile x kTile outputs per block, kRegister x kRegister per thread, slices of
 // kSlice along the reduction.
 constexpr int64_t kTile = 64, kRegister = 4, kSlice = 16;
+// A reduction over at most this many elements (a pooling window, a short constant row) stays in its
+// thread: spread over a warp's lanes, most of them would idle.
+constexpr int64_t kSerialReduction = 32;
 
 bool free(const ScheduledLoop& loop) { return !loop.binding && !loop.unrolled && !loop.vectorized; }
 
@@ -61,7 +64,11 @@ private:
     std::vector<std::string> pure, reductions;
     for (const ScheduledLoop& loop : model_.stages.at(root).loops) (loop.reduction ? reductions : pure).push_back(loop.name);
     if (nest.stages.size() == 1 && !stage.reduction) {
-      if (!pure.empty()) elementwise(root, pure, stage.dtype);
+      if (!pure.empty()) elementwise(root, pure, stage.dtype, /*vectorized=*/true);
+      return;
+    }
+    if (nest.stages.size() == 1 && !pure.empty() && shortReduction(root)) {
+      elementwise(root, pure, stage.dtype, /*vectorized=*/false);
       return;
     }
     shaped_.insert(nest.name);
@@ -91,16 +98,31 @@ private:
     return !schedule.epilogueOf.empty() || !schedule.onlineIn.empty();
   }
 
+  // Is every reduction loop of `stage` constant, over at most kSerialReduction elements in all?
+  bool shortReduction(const std::string& stage) const {
+    int64_t elements = 1;
+    bool any = false;
+    for (const ScheduledLoop& loop : model_.stages.at(stage).loops) {
+      if (!loop.reduction) continue;
+      if (!loop.extent || !free(loop)) return false;
+      any = true;
+      elements *= *loop.extent;
+      if (elements > kSerialReduction) return false;
+    }
+    return any;
+  }
+
   // Every element on its own: one loop over all of them, shared out over the whole grid, each thread
-  // taking 16-byte groups where the element type allows.
-  void elementwise(const std::string& root, const std::vector<std::string>& pure, DType dtype) {
+  // taking 16-byte groups where the element type allows and `vectorized` asks (an element with a
+  // reduction of its own is one at a time).
+  void elementwise(const std::string& root, const std::vector<std::string>& pure, DType dtype, bool vectorized) {
     std::string all = fuse(root, pure);
     Directive threads = directive(DirectiveKind::Threads, root);
     threads.factors = {declare(root + "_threads", kThreadCandidates, kGridThreads)};
     add(threads);
     add(bind(root, all, {HardwareScope::Grid, 0}));
     int bytes = dtypeBytes(dtype);
-    if (bytes < 2 || dtype == DType::Bool) return;
+    if (!vectorized || bytes < 2 || dtype == DType::Bool) return;
     int64_t width = kVectorGroupBytes / bytes;
     Directive vectorize = directive(DirectiveKind::Vectorize, root);
     vectorize.axes = {{all, {}}};

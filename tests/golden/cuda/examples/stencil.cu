@@ -115,32 +115,17 @@ static int emmy_fail(const char* format, ...) {
 #ifndef EMMY_HOST_ONLY
 // Computes out.
 extern "C" __global__ void __launch_bounds__(256, 1) conv3x3__k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
-  for (int64_t i_j_block = (int64_t)blockIdx.x; i_j_block < (((H * W) + (int64_t)7) / (int64_t)8); i_j_block += (int64_t)gridDim.x) {
-    const int64_t i_j_row = (int64_t)threadIdx.y;
-    const int64_t i = (((i_j_block * (int64_t)8) + i_j_row) / W);
-    const int64_t j = (((i_j_block * (int64_t)8) + i_j_row) % W);
+  for (int64_t i_j = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i_j < (H * W); i_j += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
+    const int64_t i = (i_j / W);
+    const int64_t j = (i_j % W);
     float out__acc;
     out__acc = 0.0f;
-    const int64_t di_dj_lane = (int64_t)threadIdx.x;
-    for (int64_t di_dj_step = (int64_t)0; di_dj_step < (int64_t)1; di_dj_step += (int64_t)1) {
-      const int64_t di = (((di_dj_step * (int64_t)32) + di_dj_lane) / (int64_t)3);
-      const int64_t dj = (((di_dj_step * (int64_t)32) + di_dj_lane) % (int64_t)3);
-      if ((((di_dj_step * (int64_t)32) + di_dj_lane) < (int64_t)9)) {
-        if ((((i_j_block * (int64_t)8) + i_j_row) < (H * W))) {
-          out__acc = (out__acc + (((((emmy_sub(emmy_add(i, di), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(i, di), (int64_t)1) < H)) && ((emmy_sub(emmy_add(j, dj), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(j, dj), (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
-        }
+    for (int64_t di = (int64_t)0; di < (int64_t)3; di += (int64_t)1) {
+      for (int64_t dj = (int64_t)0; dj < (int64_t)3; dj += (int64_t)1) {
+        out__acc = (out__acc + (((((emmy_sub(emmy_add(i, di), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(i, di), (int64_t)1) < H)) && ((emmy_sub(emmy_add(j, dj), (int64_t)1) >= (int64_t)0) && (emmy_sub(emmy_add(j, dj), (int64_t)1) < W))) ? img[((((i + di) - (int64_t)1) * W) + ((j + dj) - (int64_t)1))] : 0.0f) * k[((di * (int64_t)3) + dj)]));
       }
     }
-    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 16));
-    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 8));
-    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 4));
-    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 2));
-    out__acc = (out__acc + __shfl_xor_sync(0xffffffffu, out__acc, 1));
-    if (((int64_t)threadIdx.x == (int64_t)0)) {
-      if ((((i_j_block * (int64_t)8) + i_j_row) < (H * W))) {
-        out[((i * W) + j)] = out__acc;
-      }
-    }
+    out[((i * W) + j)] = out__acc;
   }
 }
 
@@ -150,7 +135,7 @@ extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, 
   if (H < 0) return emmy_fail("conv3x3: size H is negative (%lld)", (long long)H);
   if (W < 0) return emmy_fail("conv3x3: size W is negative (%lld)", (long long)W);
   if (H == 0 || W == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv3x3__k0, dim3((unsigned)(emmy_min(emmy_max((((H * W) + (int64_t)7) / (int64_t)8), (int64_t)1), (int64_t)65535))), dim3(32, 8, 1), stream, img, k, out, H, W);
+  EMMY_LAUNCH(conv3x3__k0, dim3((unsigned)(emmy_min(emmy_max((((H * W) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, img, k, out, H, W);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv3x3: kernel conv3x3__k0 failed: %s", cudaGetErrorString(error));
   return 0;
