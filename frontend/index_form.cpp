@@ -451,11 +451,6 @@ KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const a
   // the reduction's indices where the body reaches it (or is NaN, which max and min propagate).
   if (bodyType == DType::Bool) error(e.loc, fmt::format("{} of bool values is not defined; convert them first, e.g. i32(...)", e.op.name));
   TensorValue extreme = hoistReduction(ReductionParts{reduction, body, resultType, nullptr}, e, scope, reduceOpName(*op));
-  ExprPtr best = extreme.at({}, reduction.accumulator);
-  ExprPtr reached = std::make_shared<Binary>(DType::Bool, BinaryOp::Eq, body, best);
-  if (isFloat(bodyType))
-    reached = std::make_shared<Binary>(DType::Bool, BinaryOp::Or, reached,
-                                       std::make_shared<Binary>(DType::Bool, BinaryOp::Ne, body, body));
   ExprPtr position;
   for (const Axis& axis : reduction.axes) {
     ExprPtr index = std::make_shared<AxisVar>(axis.name);
@@ -463,8 +458,8 @@ KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const a
                                                    std::make_shared<Binary>(DType::I64, BinaryOp::Mul, position, dimValue(axis.extent)), index)
                         : index;
   }
-  ExprPtr candidate = std::make_shared<Select>(reached, position, immediateOf(reductionIdentity(ReduceOp::Min, DType::I64)));
-  return ReductionParts{Reduction{ReduceOp::Min, reduction.axes, DType::I64}, candidate, DType::I64, nullptr};
+  TensorValue candidate = extremeCandidate(TensorValue::ofScalar(body, e.loc), extreme, TensorValue::ofScalar(position, e.loc), e.loc, diagnostics);
+  return ReductionParts{Reduction{ReduceOp::Min, reduction.axes, DType::I64}, candidate.at({}, DType::I64), DType::I64, nullptr};
 }
 
 KernelElaboration::BoundedRange KernelElaboration::boundedRange(const ast::Ident& index, const ast::Expr& boundExpr,

@@ -203,4 +203,13 @@ std::optional<UnaryOp> builtinUnary(const std::string& name) {
   return std::nullopt;
 }
 
+TensorValue extremeCandidate(const TensorValue& value, const TensorValue& best, const TensorValue& position,
+                             const SourceLoc& loc, Diagnostics& diagnostics) {
+  TensorValue reached = binaryOp(tensor::BinaryOp::Eq, value, best, loc, diagnostics);
+  if (isFloat(value.dtype))
+    reached = binaryOp(tensor::BinaryOp::Or, reached, binaryOp(tensor::BinaryOp::Ne, value, value, loc, diagnostics), loc, diagnostics);
+  TensorValue none = TensorValue::ofScalar(tensor::immediateOf(tensor::reductionIdentity(tensor::ReduceOp::Min, DType::I64)), loc);
+  return selectOp(reached, position, none, loc, diagnostics);
+}
+
 }  // namespace emmy

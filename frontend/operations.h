@@ -36,6 +36,11 @@ TensorValue selectOp(const TensorValue& condition, const TensorValue& ifTrue, co
 
 TensorValue castOp(DType dtype, const TensorValue& value, const SourceLoc& loc);
 
+// argmax/argmin's candidate at each element: `position` where `value` reaches `best` (or is NaN, which max
+// and min propagate), else the largest i64, so that the least candidate is the first extreme's position.
+TensorValue extremeCandidate(const TensorValue& value, const TensorValue& best, const TensorValue& position,
+                             const SourceLoc& loc, Diagnostics& diagnostics);
+
 // The builtin function of one argument named `name` (exp, relu, ...), if there is one.
 std::optional<tensor::UnaryOp> builtinUnary(const std::string& name);
 

@@ -240,16 +240,12 @@ std::optional<TensorValue> KernelElaboration::wholeTensorFunction(const ast::Cal
     // The extreme along the axis, then the least position where x reaches it (or is NaN, which max and min
     // propagate), as in index form.
     TensorValue best = realize(reduce(n == "argmax" ? ReduceOp::Max : ReduceOp::Min, x, {axis}, true, c.loc, diagnostics));
-    TensorValue reached = binaryOp(BinaryOp::Eq, x, best, c.loc, diagnostics);
-    if (isFloat(x.dtype))
-      reached = binaryOp(BinaryOp::Or, reached, binaryOp(BinaryOp::Ne, x, x, c.loc, diagnostics), c.loc, diagnostics);
     TensorValue position;  // the index along the axis
     position.dtype = DType::I64;
     position.shape = x.shape;
     position.loc = c.loc;
     position.element = [axis](const std::vector<ExprPtr>& index) { return index[axis]; };
-    TensorValue none = TensorValue::ofScalar(immediateOf(reductionIdentity(ReduceOp::Min, DType::I64)), c.loc);
-    return reduce(ReduceOp::Min, selectOp(reached, position, none, c.loc, diagnostics), {axis}, keepdim, c.loc, diagnostics);
+    return reduce(ReduceOp::Min, extremeCandidate(x, best, position, c.loc, diagnostics), {axis}, keepdim, c.loc, diagnostics);
   }
   if (n == "cumsum" || n == "cumprod") {
     auto args = matchArguments(n, {"x", "axis"}, 2, c);
