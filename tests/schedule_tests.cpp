@@ -775,19 +775,30 @@ schedule center {
 }
 
 // A reduction of up to 32 elements in all stays in its thread, the outputs spread over the grid as
-// elementwise ones are; one element more and it is a row kernel's, split over the lanes.
-TEST_CASE("the default policy reduces a window of up to 32 elements in each thread", "[schedule]") {
-  for (auto [bounds, serial] : {std::pair{"di < 4, dj < 8", true}, std::pair{"di < 3, dj < 11", false}, std::pair{"di < N, dj < 2", false}}) {
+// elementwise ones are; one element more and it is a row kernel's, split over the lanes, unless
+// neighbouring outputs read neighbouring elements (a convolution, also with its bias as an epilogue) and
+// there are enough outputs to fill the grid.
+TEST_CASE("the default policy reduces a window in each thread: short, or read along the outputs", "[schedule]") {
+  auto inThreads = [](const std::string& statement, const std::string& outputDims) {
     tensor::Kernel kernel = testing::kernelsOfText(fmt::format(R"(
-kernel window(x: f32[N, M]) -> (y: f32[N, M]) {{
-    y[i, j] = max[{}](pad(x, 0)[i + di, j + dj])
+kernel k(x: f32[N, M], w: f32[70, 3, 3]) -> (y: f32[{}]) {{
+    {}
 }}
-)", bounds))[0];
+)", outputDims, statement))[0];
     std::string schedule = tile::printSchedule(lower(kernel, PipelineOptions{}).tile);
-    INFO(bounds << "\n" << schedule);
-    CHECK(contains(schedule, R"(bind y.i_j to grid.x\n)") == serial);
-    CHECK(contains(schedule, R"(to thread.x\n)") == !serial);
-  }
+    INFO(statement << "\n" << schedule);
+    bool grid = contains(schedule, R"(to grid.x\n)"), lanes = contains(schedule, R"(to thread.x\n)");
+    CHECK(grid != lanes);
+    return grid;
+  };
+  CHECK(inThreads("y[i, j] = max[di < 4, dj < 8](pad(x, 0)[i + di, j + dj])", "N, M"));
+  CHECK_FALSE(inThreads("y[i, j] = max[di < 3, dj < 11](pad(x, 0)[j + dj, i + di])", "N, M"));
+  CHECK_FALSE(inThreads("y[i, j] = max[di < N, dj < 2](pad(x, 0)[i + di, j + dj])", "N, M"));
+  CHECK(inThreads("y[i, j] = sum[c < 70, di < 3, dj < 3](pad(x, 0)[i + di + c, j + dj] * w[c, di, dj]) + 1.0", "N, M"));
+  CHECK_FALSE(inThreads("y[i, j] = sum[c < 70, di < 3, dj < 3](pad(x, 0)[i + di + c, 2 * j + dj] * w[c, di, dj])", "N, M"));
+  CHECK_FALSE(inThreads("y[i] = sum[k < 64](pad(x, 0)[i, k])", "N"));
+  CHECK(inThreads("y[j] = sum[k < 64](pad(x, 0)[k, j])", "M"));
+  CHECK_FALSE(inThreads("y[j < 100] = sum[k < 64](pad(x, 0)[k, j])", "100"));
 }
 
 TEST_CASE("the default policy's params: -D sets them, and a value outside their candidates is a usage error",

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "ir/tensor/rewrite.h"
+#include "ir/tensor/simplify.h"
 #include "ir/tile/nest_parts.h"
 #include "ir/tile/matrix_product.h"
 #include "support/text.h"
@@ -27,9 +28,11 @@ const std::vector<int64_t> kRowCandidates{1, 2, 4, 8, 16, 32};
 // A contraction's tiles: kTile x kTile outputs per block, kRegister x kRegister per thread, slices of
 // kSlice along the reduction.
 constexpr int64_t kTile = 64, kRegister = 4, kSlice = 16;
-// A reduction over at most this many elements (a pooling window, a short constant row) stays in its
-// thread: spread over a warp's lanes, most of them would idle.
-constexpr int64_t kSerialReduction = 32;
+// A reduction over at most kSerialReduction elements (a pooling window, a short constant row) stays in
+// its thread: spread over a warp's lanes, most of them would idle. So does one of up to
+// kSerialCoalescedReduction elements (a convolution's channels and window) whose reads neighbouring
+// threads make from neighbouring elements, where there are at least kSerialOutputs outputs to share out.
+constexpr int64_t kSerialReduction = 32, kSerialCoalescedReduction = 4096, kSerialOutputs = 16384;
 
 bool free(const ScheduledLoop& loop) { return !loop.binding && !loop.unrolled && !loop.vectorized; }
 
@@ -67,7 +70,7 @@ private:
       if (!pure.empty()) elementwise(root, pure, stage.dtype, /*vectorized=*/true);
       return;
     }
-    if (nest.stages.size() == 1 && !pure.empty() && shortReduction(root)) {
+    if (!pure.empty() && reducedInThreads(nest)) {
       elementwise(root, pure, stage.dtype, /*vectorized=*/false);
       return;
     }
@@ -98,18 +101,43 @@ private:
     return !schedule.epilogueOf.empty() || !schedule.onlineIn.empty();
   }
 
-  // Is every reduction loop of `stage` constant, over at most kSerialReduction elements in all?
-  bool shortReduction(const std::string& stage) const {
-    int64_t elements = 1;
+  // Does each thread best reduce its own element (kSerialReduction above)? For a nest of one stage, or
+  // of a root and the reduction it is the epilogue of, whose reduction loops are free and constant.
+  bool reducedInThreads(const loop::LoopNest& nest) const {
+    const std::string& root = nest.stages.back();
+    for (const std::string& member : nest.stages)
+      if (member != root && model_.stages.at(member).epilogueOf != root) return false;
+    int64_t elements = 1, outputs = 1;
     bool any = false;
-    for (const ScheduledLoop& loop : model_.stages.at(stage).loops) {
-      if (!loop.reduction) continue;
-      if (!loop.extent || !free(loop)) return false;
-      any = true;
-      elements *= *loop.extent;
-      if (elements > kSerialReduction) return false;
+    for (const ScheduledLoop& loop : model_.stages.at(root).loops) {
+      if (loop.reduction && (!loop.extent || !free(loop))) return false;
+      if (loop.reduction) any = true, elements *= *loop.extent;
+      else outputs *= loop.extent.value_or(kSerialOutputs);
+      if (elements > kSerialCoalescedReduction) return false;
     }
-    return any;
+    if (!any) return false;
+    if (elements <= kSerialReduction) return true;
+    if (outputs < kSerialOutputs) return false;
+    return std::all_of(nest.stages.begin(), nest.stages.end(),
+                       [&](const std::string& member) { return coalescedReads(*kernel_.findStage(member)); });
+  }
+
+  // Does every read of `stage` move by one element, or not at all, along the stage's last axis (which
+  // neighbouring threads take when its loops are fused and spread over the grid)?
+  static bool coalescedReads(const Stage& stage) {
+    if (stage.axes.empty()) return false;
+    const std::string& along = stage.axes.back().name;
+    bool coalesced = true;
+    forEachNode(*stage.body, [&](const Expr& node) {
+      const auto* load = node.as<Load>();
+      if (!load) return;
+      for (size_t d = 0; d < load->indices.size(); ++d) {
+        std::optional<int64_t> step = coefficientOf(*load->indices[d], along);
+        bool last = d + 1 == load->indices.size();
+        if (!step || (*step != 0 && !(last && *step == 1))) coalesced = false;
+      }
+    });
+    return coalesced;
   }
 
   // Every element on its own: one loop over all of them, shared out over the whole grid, each thread
