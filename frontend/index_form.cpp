@@ -443,8 +443,7 @@ KernelElaboration::ReductionParts KernelElaboration::indexReductionParts(const a
   reduction.accumulator = accumulatorType(resultType);
   ExprPtr body = value.at({}, reduction.accumulator);
   // Past its bound, an index adds the reduction's identity.
-  for (const ExprPtr& guard : boundGuards)
-    body = std::make_shared<Select>(guard, body, immediateOf(reductionIdentity(reduction.op, reduction.accumulator)));
+  for (const ExprPtr& guard : boundGuards) body = takenOrIdentity(guard, body, reduction.op, reduction.accumulator);
   if (!positional) return ReductionParts{reduction, body, resultType, divisor};
 
   // argmax/argmin: the extreme, hoisted into a stage of its own, then the least row-major position of

@@ -37,16 +37,24 @@ ExprPtr binary(BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Bina
 }  // namespace
 
 // The reduction of `value` over `axes` (sorted, distinct), as a pending stage.
+// A reduction of `value`'s elements by `op`, its body and extents left to fill.
+static std::pair<TensorValue, std::shared_ptr<PendingReduction>> pendingReduction(ReduceOp op, const TensorValue& value,
+                                                                                  std::string hint, const SourceLoc& loc,
+                                                                                  Diagnostics& diagnostics) {
+  auto pending = std::make_shared<PendingReduction>();
+  TensorValue result;
+  result.dtype = reductionResultType(op, value.dtype, loc, diagnostics);
+  result.loc = loc;
+  result.reduction = pending;
+  pending->op = op;
+  pending->accumulator = accumulatorType(result.dtype);
+  pending->hint = std::move(hint);
+  return {result, pending};
+}
+
 static TensorValue reduce(ReduceOp op, const TensorValue& value, const std::vector<int>& axes, bool keepdim,
                           const SourceLoc& loc, Diagnostics& diagnostics) {
-  DType resultType = reductionResultType(op, value.dtype, loc, diagnostics);
-  auto pending = std::make_shared<PendingReduction>();
-  pending->op = op;
-  pending->accumulator = accumulatorType(resultType);
-  pending->hint = reduceOpName(op);
-  TensorValue result;
-  result.dtype = resultType;
-  result.loc = loc;
+  auto [result, pending] = pendingReduction(op, value, reduceOpName(op), loc, diagnostics);
   std::vector<int> outputPosition(value.shape.size(), -1);  // of each kept dimension
   for (int d = 0; d < value.rank(); ++d) {
     bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
@@ -72,32 +80,22 @@ static TensorValue reduce(ReduceOp op, const TensorValue& value, const std::vect
     }
     return value.at(source, accumulator);
   };
-  result.reduction = pending;
   return result;
 }
 
 // The running reduction of `value` along `axis`: element i is the reduction of elements 0..i, a
 // reduction over the whole axis whose body adds the identity past i.
 static TensorValue scan(ReduceOp op, const TensorValue& value, int axis, const SourceLoc& loc, Diagnostics& diagnostics) {
-  DType resultType = reductionResultType(op, value.dtype, loc, diagnostics);
-  auto pending = std::make_shared<PendingReduction>();
-  pending->op = op;
-  pending->accumulator = accumulatorType(resultType);
-  pending->hint = op == ReduceOp::Sum ? "cumsum" : "cumprod";
+  auto [result, pending] = pendingReduction(op, value, op == ReduceOp::Sum ? "cumsum" : "cumprod", loc, diagnostics);
+  result.shape = value.shape;
   pending->extents = {value.shape[axis]};
   DType accumulator = pending->accumulator;
   pending->body = [value, axis, op, accumulator](const std::vector<ExprPtr>& index, const std::vector<ExprPtr>& reductionIndex) {
     std::vector<ExprPtr> source = index;
     source[axis] = reductionIndex[0];
     ExprPtr taken = std::make_shared<Binary>(DType::Bool, BinaryOp::Le, reductionIndex[0], index[axis]);
-    return std::static_pointer_cast<const Expr>(
-        std::make_shared<Select>(taken, value.at(source, accumulator), immediateOf(reductionIdentity(op, accumulator))));
+    return takenOrIdentity(taken, value.at(source, accumulator), op, accumulator);
   };
-  TensorValue result;
-  result.dtype = resultType;
-  result.shape = value.shape;
-  result.loc = loc;
-  result.reduction = pending;
   return result;
 }
 

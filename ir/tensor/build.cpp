@@ -1,5 +1,7 @@
 #include "ir/tensor/build.h"
 
+#include "ir/tensor/scalar_ops.h"
+
 namespace emmy::tensor {
 
 ExprPtr castTo(ExprPtr expr, DType dtype) {
@@ -23,6 +25,10 @@ ExprPtr dimValue(const Dim& dim) {
     product = product ? std::make_shared<Binary>(DType::I64, BinaryOp::Mul, product, factor) : factor;
   }
   return product;
+}
+
+ExprPtr takenOrIdentity(ExprPtr taken, ExprPtr body, ReduceOp op, DType accumulator) {
+  return std::make_shared<Select>(std::move(taken), std::move(body), immediateOf(reductionIdentity(op, accumulator)));
 }
 
 }  // namespace emmy::tensor

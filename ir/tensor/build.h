@@ -14,5 +14,8 @@ ExprPtr immediate(DType dtype, double value);
 ExprPtr immediateOf(const Value& value);
 // The product of a Dim's factor and size names, as an i64 expression.
 ExprPtr dimValue(const Dim& dim);
+// A reduction's body where `taken` holds, else the identity of `op` in `accumulator`: a term that adds
+// nothing (an index past its bound, a running reduction's elements after its own).
+ExprPtr takenOrIdentity(ExprPtr taken, ExprPtr body, ReduceOp op, DType accumulator);
 
 }  // namespace emmy::tensor
