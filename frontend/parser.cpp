@@ -149,7 +149,7 @@ private:
 // a line the parser is recovering, and what it finds next on that line is usually a consequence.
 class SyntaxErrors {
 public:
-  void add(SourceLoc loc, std::string message) { errors_.push_back({std::move(loc), std::move(message)}); }
+  void add(SourceLoc loc, std::string message) { errors_.push_back({std::move(loc), std::move(message), {}}); }
   bool empty() const { return errors_.empty(); }
 
   void reportTo(Diagnostics& diagnostics) {

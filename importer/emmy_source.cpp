@@ -206,7 +206,8 @@ std::string printProgram(const Program& program, const SizeNames& sizes) {
     std::string target = statement.target;
     std::vector<std::string> indices = statement.indices;
     for (size_t k = 0; k < statement.ranges.size(); ++k) indices[k] += " < " + printer.dim(statement.ranges[k]);
-    if (!indices.empty()) target += fmt::format("[{}]", fmt::join(indices, ", "));
+    // A rank-0 stage whose value is an index-form reduction is in index form too: `d[] = sum[i < N](...)`.
+    if (!indices.empty() || statement.value->kind == Code::Kind::Reduction) target += fmt::format("[{}]", fmt::join(indices, ", "));
     out += fmt::format("    {} = {}\n", target, printer.print(*statement.value));
   }
   out += "}\n";

@@ -72,7 +72,7 @@ struct Declaration {
 
 struct Statement {
   std::string target;
-  std::vector<std::string> indices;  // index form when not empty
+  std::vector<std::string> indices;  // index form when not empty, or when `value` is a Reduction
   CodePtr value;
   tensor::Shape ranges;  // written as `i < RANGE` when given (one per index)
 };

@@ -174,7 +174,9 @@ private:
   void nameAttribute(const std::string& path);
 
   // ---- places in the TorchScript source
-  SourceLoc locationOf(const Node* node, std::string* note);
+  // Where `range` is: a place in the model's file, or (source without a file) nothing, and the line quoted in
+  // `quote`.
+  SourceLoc locationOf(torch::jit::SourceRange range, std::string* quote);
   void report(const Node* node, const std::string& message);
 
   // ---- values
@@ -202,6 +204,10 @@ private:
   static DType arithmeticType(const Item& a, const Item& b);
   Item elementwise(const std::string& op, const Item& a, const Item& b);
   Item scalarArithmetic(const std::string& op, const Item& a, const Item& b);
+  // where(condition, a, b), and max or min of a and b (`callee`), of tensors and numbers (one at least a
+  // tensor), promoted and broadcast as PyTorch does.
+  Item select(const Item& condition, const Item& a, const Item& b);
+  Item pairwise(const std::string& callee, const Item& a, const Item& b);
   Item function(const std::string& callee, const Item& x, bool floatOnly, std::vector<CodePtr> arguments = {});
   // A float function of the standard library's `nn` (`nn.elu(x, alpha)`), which the program then imports.
   Item nnFunction(const std::string& name, const Item& x, std::vector<CodePtr> arguments = {});
@@ -231,7 +237,7 @@ private:
   Item indexedAs(const std::string& target, DType dtype, const Shape& shape,
                  const std::function<CodePtr(const std::vector<CodePtr>& indices)>& element);
   bool translateIndexedView(const std::string& kind, const Node* node);
-  // cat and stack of a list of tensors, and constant_pad_nd, in index form.
+  // cat and stack of a list of tensors, in index form.
   bool translateJoin(const std::string& kind, const Node* node);
   // Convolutions (plain and transposed) and pools (max, average, adaptive) in index form.
   bool translateWindowed(const std::string& kind, const Node* node);
@@ -241,6 +247,7 @@ private:
   static std::vector<int64_t> spatialInts(const Item& item, int dims, const char* what);
   // Dim `d` of `x` as a number: the windowed operations need their spatial dims known when imported.
   int64_t knownExtent(const Item& x, int d, const std::string& op);
+  Item einsum(const Node* node);
   Item loss(const std::string& kind, const Node* node);
   Item classLoss(const std::string& kind, const Node* node);
   Item attention(const Node* node);
@@ -301,8 +308,7 @@ std::string Translator::sizeName(const std::string& proposed) {
 // ------------------------------------------------------------------------------------------------
 // Places
 
-SourceLoc Translator::locationOf(const Node* node, std::string* note) {
-  torch::jit::SourceRange range = node->sourceRange();
+SourceLoc Translator::locationOf(torch::jit::SourceRange range, std::string* quote) {
   if (auto original = range.findSourceRangeThatGenerated()) range = *original;
   const std::shared_ptr<torch::jit::Source>& source = range.source();
   if (!source || range.size() == 0) return {};
@@ -314,7 +320,7 @@ SourceLoc Translator::locationOf(const Node* node, std::string* note) {
   if (!fileLineColumn || std::get<0>(*fileLineColumn).empty()) {
     // Source without a file (a module built with `define`): quote the line instead.
     size_t first = lineText.find_first_not_of(" \t");
-    *note = fmt::format(" (TorchScript line {}: {})", lineIndex + 1, first == std::string::npos ? "" : lineText.substr(first));
+    *quote = fmt::format(" (TorchScript line {}: {})", lineIndex + 1, first == std::string::npos ? "" : lineText.substr(first));
     return {};
   }
   int line = static_cast<int>(std::get<1>(*fileLineColumn));
@@ -329,9 +335,18 @@ SourceLoc Translator::locationOf(const Node* node, std::string* note) {
 }
 
 void Translator::report(const Node* node, const std::string& message) {
-  std::string note;
-  SourceLoc loc = node ? locationOf(node, &note) : SourceLoc{};
-  diagnostics_.error(loc, message + note);
+  if (!node) return diagnostics_.error(SourceLoc{}, message);
+  std::string quote;
+  SourceLoc own = locationOf(node->sourceRange(), &quote);
+  // An operation inlined from code forward calls (PyTorch's nn.functional, a module's forward) is
+  // reported at forward's call, with its own line as a note.
+  std::optional<torch::jit::SourceRange> call;
+  if (auto stack = node->callstack())
+    if (std::vector<torch::jit::InlinedCallStackEntry> calls = (*stack)->vec(); !calls.empty()) call = std::get<1>(calls.front());
+  if (!call) return diagnostics_.error(own, message + quote);
+  std::string callQuote;
+  SourceLoc at = locationOf(*call, &callQuote);
+  diagnostics_.error(at, message + callQuote, {Diagnostic{own, "where the code it calls does it" + quote, {}}});
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -556,6 +571,26 @@ Item Translator::scalarArithmetic(const std::string& op, const Item& a, const It
 
 // A builtin applied elementwise. Float-only functions take integer tensors as the default dtype, as
 // PyTorch does.
+namespace {
+// A tensor's shape, or a number's (none: it broadcasts).
+Shape shapeOf(const Item& item) { return item.kind == Item::Kind::Tensor ? item.shape : Shape{}; }
+}  // namespace
+
+Item Translator::select(const Item& condition, const Item& a, const Item& b) {
+  const Item& tensor = tensorOf(condition, "where's condition");
+  if (tensor.dtype != DType::Bool) fail("where needs a bool condition");
+  if (a.kind != Item::Kind::Tensor && b.kind != Item::Kind::Tensor) fail("where with two scalar branches is not supported");
+  DType type = arithmeticType(a, b);
+  return Item::tensor(type, broadcast(tensor.shape, broadcast(shapeOf(a), shapeOf(b))),
+                      callCode("where", {tensor.code, operandCode(a, type), operandCode(b, type)}));
+}
+
+Item Translator::pairwise(const std::string& callee, const Item& a, const Item& b) {
+  if (a.kind != Item::Kind::Tensor && b.kind != Item::Kind::Tensor) fail(fmt::format("{} of two numbers is not supported", callee));
+  DType type = arithmeticType(a, b);
+  return Item::tensor(type, broadcast(shapeOf(a), shapeOf(b)), callCode(callee, {operandCode(a, type), operandCode(b, type)}));
+}
+
 Item Translator::function(const std::string& callee, const Item& x, bool floatOnly, std::vector<CodePtr> arguments) {
   const Item& tensor = tensorOf(x, "the operand");
   Item operand = floatOnly && !isFloat(tensor.dtype) ? castTo(DType::F32, tensor) : tensor;
@@ -989,18 +1024,7 @@ Item Translator::loss(const std::string& kind, const Node* node) {
   const Item& target = tensorOf(item(node->input(1)), "a loss's target");
   std::string base = baseName(node->input(0));
   auto number = [](double value) { return Item::ofNumber(value, false); };
-  // A call whose result has the loss's float type.
-  DType type = arithmeticType(scores, target);
-  if (!isFloat(type)) fail(fmt::format("{} of integer tensors", kind));
-  auto call = [&](const std::string& callee, std::vector<Item> arguments) {
-    Shape shape;
-    std::vector<CodePtr> codes;
-    for (const Item& argument : arguments) {
-      if (argument.kind == Item::Kind::Tensor) shape = broadcast(shape, argument.shape);
-      codes.push_back(argument.kind == Item::Kind::Tensor ? argument.code : numberCode(argument.number, argument.integer));
-    }
-    return Item::tensor(type, shape, callCode(callee, codes));
-  };
+  if (!isFloat(arithmeticType(scores, target))) fail(fmt::format("{} of integer tensors", kind));
   Item x = materialized(scores, base), t = materialized(target, baseName(node->input(1)));
   auto negated = [](Item value) {
     value.code = unaryCode("-", value.code);
@@ -1024,32 +1048,32 @@ Item Translator::loss(const std::string& kind, const Node* node) {
       Item inside = huber ? square : elementwise("/", square, number(width));
       Item outside = elementwise("-", distance, number(0.5 * width));
       if (huber) outside = elementwise("*", number(width), outside);
-      each = call("where", {elementwise("<", distance, number(width)), inside, outside});
+      each = select(elementwise("<", distance, number(width)), inside, outside);
     }
   } else if (kind == "aten::kl_div") {
     if (boolOf(input(node, "log_target"), "kl_div's log_target")) {
       each = elementwise("*", function("exp", t, true), elementwise("-", t, x));
     } else {  // xlogy(t, t) - t * x: 0 where t is 0
-      Item logTerm = call("where", {elementwise("==", t, number(0)), number(0), elementwise("*", t, function("log", t, true))});
+      Item logTerm = select(elementwise("==", t, number(0)), number(0), elementwise("*", t, function("log", t, true)));
       each = elementwise("-", logTerm, elementwise("*", t, x));
     }
   } else if (kind == "aten::binary_cross_entropy") {
     // (t - 1) * max(log(1 - x), -100) - t * max(log(x), -100), as ATen clamps the logarithms.
-    auto clampedLog = [&](const Item& value) { return call("max", {function("log", value, true), number(-100)}); };
+    auto clampedLog = [&](const Item& value) { return pairwise("max", function("log", value, true), number(-100)); };
     each = elementwise("-", elementwise("*", elementwise("-", t, number(1)), clampedLog(elementwise("-", number(1), x))),
                        elementwise("*", t, clampedLog(x)));
   } else if (kind == "aten::binary_cross_entropy_with_logits") {
     if (const Item* pos = optionalInput(node, "pos_weight"); pos && pos->kind != Item::Kind::None)
       fail("binary_cross_entropy_with_logits with pos_weight is not supported");
     // (1 - t) * x + m + log(exp(-m) + exp(-x - m)) with m = max(-x, 0), as ATen writes it.
-    Item m = materialized(call("max", {negated(x), number(0)}), base + "_m");
+    Item m = materialized(pairwise("max", negated(x), number(0)), base + "_m");
     Item logTerm = function("log", elementwise("+", function("exp", negated(m), true),
                                                function("exp", elementwise("-", negated(x), m), true)), true);
     each = elementwise("+", elementwise("+", elementwise("*", elementwise("-", number(1), t), x), m), logTerm);
   } else if (kind == "aten::hinge_embedding_loss") {
     double margin = numberOf(input(node, "margin"), "hinge_embedding_loss's margin");
-    Item marginTerm = call("where", {elementwise("!=", t, number(1)), call("max", {elementwise("-", number(margin), x), number(0)}), number(0)});
-    each = elementwise("+", marginTerm, call("where", {elementwise("!=", t, number(-1)), x, number(0)}));
+    Item marginTerm = select(elementwise("!=", t, number(1)), pairwise("max", elementwise("-", number(margin), x), number(0)), number(0));
+    each = elementwise("+", marginTerm, select(elementwise("!=", t, number(-1)), x, number(0)));
   } else {  // aten::soft_margin_loss
     each = function("log", elementwise("+", number(1), function("exp", elementwise("*", negated(t), x), true)), true);
   }
@@ -1154,10 +1178,12 @@ Item Translator::indexedAs(const std::string& target, DType dtype, const Shape& 
 }
 
 // Views that move elements in ways whole-tensor form has no word for, written in index form: select,
-// slice and narrow (with bounds known when the model is imported), flip, tril and triu, and `.T`.
+// slice and narrow (with bounds known when the model is imported), flip, tril and triu, `.T`,
+// constant_pad_nd and roll (of dims known when imported).
 bool Translator::translateIndexedView(const std::string& kind, const Node* node) {
   static const std::set<std::string> kinds = {"aten::select", "aten::slice", "aten::narrow", "aten::flip",
-                                              "aten::tril", "aten::triu", "aten::numpy_T"};
+                                              "aten::tril", "aten::triu", "aten::numpy_T", "aten::constant_pad_nd",
+                                              "aten::roll"};
   if (!kinds.count(kind)) return false;
   const Value* out = node->output(0);
   Item x = materialized(tensorOf(item(node->input(0)), "the operand"), baseName(node->input(0)));
@@ -1171,7 +1197,68 @@ bool Translator::translateIndexedView(const std::string& kind, const Node* node)
     define(out, rank < 2 ? x : Item::tensor(x.dtype, shape, callCode("permute", {x.code, listCode(order)})));
     return true;
   }
+  if (kind == "aten::constant_pad_nd") {
+    // pad lists (before, after) pairs from the last dim backwards; a negative one crops.
+    std::vector<int64_t> pads = intsOf(input(node, "pad"), "pad");
+    double value = numberOf(input(node, "value"), "the padding value");
+    if (pads.size() % 2 != 0 || static_cast<int>(pads.size() / 2) > x.rank()) fail("pad needs (before, after) pairs, at most one per dim");
+    std::vector<int64_t> before(x.rank(), 0);
+    Shape shape = x.shape;
+    for (size_t k = 0; k < pads.size() / 2; ++k) {
+      int dim = x.rank() - 1 - static_cast<int>(k);
+      if (pads[2 * k] == 0 && pads[2 * k + 1] == 0) continue;
+      Dim extent = sizes_.resolve(x.shape[dim]);
+      if (!extent.isConstant())
+        fail(fmt::format("padding a dim only known at run time ({}): its new length is not a size the .emmy source can state", extent.toString()));
+      int64_t length = extent.factor + pads[2 * k] + pads[2 * k + 1];
+      if (length < 1) fail("padding that leaves no elements");
+      before[dim] = pads[2 * k];
+      shape[dim] = Dim::constant(length);
+    }
+    CodePtr fill = x.dtype == DType::Bool ? nameCode(value != 0 ? "true" : "false") : numberCode(value, !isFloat(x.dtype));
+    define(out, indexed(out, x.dtype, shape, [&](const std::vector<CodePtr>& indices) {
+      std::vector<CodePtr> subscripts = indices;
+      for (int d = 0; d < x.rank(); ++d)
+        if (before[d] != 0) subscripts[d] = binaryCode(before[d] > 0 ? "-" : "+", indices[d], numberCode(static_cast<double>(std::abs(before[d])), true));
+      return paddedSubscriptCode(x.code->text, fill, subscripts);
+    }));
+    return true;
+  }
   if (rank == 0) fail(fmt::format("{} of a rank-0 tensor", kind));
+  if (kind == "aten::roll") {
+    // Along each rolled dim (of a length known when imported), element i is the one `shift` before it:
+    // where(i >= shift, x[i - shift], x[i + length - shift]); one stage per dim.
+    std::vector<int64_t> shifts = intsOf(input(node, "shifts"), "roll's shifts"), dims = intsOf(input(node, "dims"), "roll's dims");
+    if (dims.empty()) fail("roll of the flattened tensor (without dims) is not supported");
+    if (dims.size() != shifts.size()) fail("roll needs one shift per dim");
+    std::map<int, int64_t> shiftOf;
+    for (size_t k = 0; k < dims.size(); ++k) {
+      int dim = axis(dims[k], rank);
+      Dim extent = sizeOf(dim);
+      if (!extent.isConstant()) fail(fmt::format("roll along a dim only known at run time ({}): give it with --input", extent.toString()));
+      int64_t length = std::max<int64_t>(extent.factor, 1);
+      shiftOf[dim] = ((shiftOf[dim] + shifts[k]) % length + length) % length;
+    }
+    std::erase_if(shiftOf, [](const auto& entry) { return entry.second == 0; });
+    if (shiftOf.empty()) return define(out, x), true;
+    Item rolled = x;
+    for (auto it = shiftOf.begin(); it != shiftOf.end(); ++it) {
+      auto [dim, shift] = *it;
+      int64_t length = sizeOf(dim).factor;
+      std::string from = rolled.code->text;
+      auto element = [&](const std::vector<CodePtr>& indices) {
+        std::vector<CodePtr> before = indices, after = indices;
+        before[dim] = binaryCode("-", indices[dim], numberCode(static_cast<double>(shift), true));
+        after[dim] = binaryCode("+", indices[dim], numberCode(static_cast<double>(length - shift), true));
+        return callCode("where", {binaryCode(">=", indices[dim], numberCode(static_cast<double>(shift), true)),
+                                  subscriptCode(from, before), subscriptCode(from, after)});
+      };
+      rolled = std::next(it) == shiftOf.end() ? indexed(out, x.dtype, x.shape, element)
+                                              : indexedAs(claim(baseName(out) + "_rolled"), x.dtype, x.shape, element);
+    }
+    define(out, rolled);
+    return true;
+  }
   if (kind == "aten::select") {
     int dim = axis(intOf(input(node, "dim"), "select's dim"), rank);
     int64_t index = intOf(input(node, "index"), "select's index");
@@ -1253,37 +1340,9 @@ bool Translator::translateIndexedView(const std::string& kind, const Node* node)
 }
 
 bool Translator::translateJoin(const std::string& kind, const Node* node) {
-  if (kind != "aten::cat" && kind != "aten::concat" && kind != "aten::stack" && kind != "aten::constant_pad_nd") return false;
+  if (kind != "aten::cat" && kind != "aten::concat" && kind != "aten::stack") return false;
   const Value* out = node->output(0);
   std::string base = baseName(out);
-  if (kind == "aten::constant_pad_nd") {
-    // pad lists (before, after) pairs from the last dim backwards; a negative one crops.
-    Item x = materialized(tensorOf(item(node->input(0)), "the padded tensor"), baseName(node->input(0)));
-    std::vector<int64_t> pads = intsOf(input(node, "pad"), "pad");
-    double value = numberOf(input(node, "value"), "the padding value");
-    if (pads.size() % 2 != 0 || static_cast<int>(pads.size() / 2) > x.rank()) fail("pad needs (before, after) pairs, at most one per dim");
-    std::vector<int64_t> before(x.rank(), 0);
-    Shape shape = x.shape;
-    for (size_t k = 0; k < pads.size() / 2; ++k) {
-      int dim = x.rank() - 1 - static_cast<int>(k);
-      if (pads[2 * k] == 0 && pads[2 * k + 1] == 0) continue;
-      Dim extent = sizes_.resolve(x.shape[dim]);
-      if (!extent.isConstant())
-        fail(fmt::format("padding a dim only known at run time ({}): its new length is not a size the .emmy source can state", extent.toString()));
-      int64_t length = extent.factor + pads[2 * k] + pads[2 * k + 1];
-      if (length < 1) fail("padding that leaves no elements");
-      before[dim] = pads[2 * k];
-      shape[dim] = Dim::constant(length);
-    }
-    CodePtr fill = x.dtype == DType::Bool ? nameCode(value != 0 ? "true" : "false") : numberCode(value, !isFloat(x.dtype));
-    define(out, indexed(out, x.dtype, shape, [&](const std::vector<CodePtr>& indices) {
-      std::vector<CodePtr> subscripts = indices;
-      for (int d = 0; d < x.rank(); ++d)
-        if (before[d] != 0) subscripts[d] = binaryCode(before[d] > 0 ? "-" : "+", indices[d], numberCode(static_cast<double>(std::abs(before[d])), true));
-      return paddedSubscriptCode(x.code->text, fill, subscripts);
-    }));
-    return true;
-  }
   const Item& list = item(node->input(0));
   if (list.kind != Item::Kind::List || list.elements.empty()) fail(fmt::format("{} of something other than a list of tensors", kind.substr(6)));
   std::vector<Item> parts;
@@ -1654,6 +1713,85 @@ Item Translator::pool(const std::string& kind, const Node* node) {
   return result;
 }
 
+// einsum in index form: one index per label, the output's labels on the left, a sum over the others
+// (bounded by their sizes, which every operand that has the label must share), the operands multiplied.
+// Without `->`, the output is the labels that appear once, in alphabetical order, as PyTorch's.
+Item Translator::einsum(const Node* node) {
+  const Item& equationItem = input(node, "equation");
+  if (equationItem.kind != Item::Kind::Text) fail("einsum's equation must be a string known when the model is imported");
+  std::string equation;
+  for (char c : equationItem.text)
+    if (c != ' ') equation += c;
+  if (equation.find('.') != std::string::npos) fail("einsum with an ellipsis (...) is not supported");
+  const Item& list = input(node, "tensors");
+  if (list.kind != Item::Kind::List || list.elements.empty()) fail("einsum of something other than a list of tensors");
+  size_t arrow = equation.find("->");
+  std::string left = equation.substr(0, arrow);
+  std::vector<std::string> terms;
+  for (size_t start = 0;;) {
+    size_t comma = left.find(',', start);
+    terms.push_back(left.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  if (terms.size() != list.elements.size())
+    fail(fmt::format("einsum's equation has {} operands, the call {}", terms.size(), list.elements.size()));
+  std::map<char, Dim> extents;
+  std::map<char, int> uses;
+  std::vector<Item> operands;
+  DType dtype = tensorOf(list.elements[0], "an einsum operand").dtype;
+  for (const Item& element : list.elements) dtype = promote(dtype, tensorOf(element, "an einsum operand").dtype);
+  for (size_t k = 0; k < terms.size(); ++k) {
+    operands.push_back(materialized(castTo(dtype, tensorOf(list.elements[k], "an einsum operand")), "einsum_operand"));
+    if (static_cast<int>(terms[k].size()) != operands[k].rank())
+      fail(fmt::format("einsum's operand {} has rank {}, its term '{}' {} labels", k, operands[k].rank(), terms[k], terms[k].size()));
+    for (size_t d = 0; d < terms[k].size(); ++d) {
+      char label = terms[k][d];
+      if (!std::isalpha(static_cast<unsigned char>(label))) fail(fmt::format("einsum's equation has '{}' where a label belongs", label));
+      ++uses[label];
+      auto [it, fresh] = extents.emplace(label, operands[k].shape[d]);
+      if (!fresh && !sizes_.unify(it->second, operands[k].shape[d]))
+        fail(fmt::format("einsum: label '{}' stands for dims of sizes {} and {}", label, sizes_.resolve(it->second).toString(),
+                         sizes_.resolve(operands[k].shape[d]).toString()));
+    }
+  }
+  std::string output;
+  if (arrow != std::string::npos) {
+    output = equation.substr(arrow + 2);
+  } else {
+    for (const auto& [label, count] : uses)
+      if (count == 1) output += label;
+  }
+  std::map<char, std::string> names;
+  for (char label : output) {
+    if (!extents.count(label)) fail(fmt::format("einsum's output label '{}' is in no operand", label));
+    if (names.count(label)) fail(fmt::format("einsum's output repeats label '{}'", label));
+    names[label] = claim(std::string(1, label));
+  }
+  std::vector<std::pair<std::string, CodePtr>> summed;
+  for (const auto& [label, extent] : extents)
+    if (!names.count(label)) {
+      names[label] = claim(std::string(1, label));
+      summed.emplace_back(names[label], sizeCode(sizes_.resolve(extent)));
+    }
+  CodePtr product;
+  for (size_t k = 0; k < terms.size(); ++k) {
+    std::vector<CodePtr> subscripts;
+    for (char label : terms[k]) subscripts.push_back(nameCode(names[label]));
+    CodePtr read = subscriptCode(operands[k].code->text, subscripts);
+    product = product ? binaryCode("*", product, read) : read;
+  }
+  Shape shape;
+  std::vector<std::string> indices;
+  for (char label : output) shape.push_back(sizes_.resolve(extents.at(label))), indices.push_back(names.at(label));
+  const Value* out = node->output(0);
+  auto named = outputNames_.find(out);
+  std::string target = named != outputNames_.end() ? named->second.front() : claim(baseName(out));
+  program_.statements.push_back({target, indices, summed.empty() ? product : reductionCode("sum", summed, product), shape});
+  for (const auto& [label, name] : names) taken_.erase(name);
+  return Item::tensor(dtype, shape, nameCode(target));
+}
+
 // batch_norm (inference: the running statistics), instance_norm (each sample's own statistics over its
 // spatial dims) and group_norm (each sample's over groups of channels), then weight and bias per channel.
 Item Translator::batchNorm(const std::string& kind, const Node* node) {
@@ -1879,12 +2017,8 @@ void Translator::translate(const Node* node) {
     if (b.kind == Item::Kind::Tensor && b.dtype != type) b = castTo(type, b);
     return define(out, Item::tensor(type, shape, callCode("pow", {operandCode(a, type), operandCode(b, type)})));
   }
-  if (kind == "aten::maximum" || kind == "aten::minimum") {
-    Item a = tensorOf(operand(0), "the operand"), b = tensorOf(operand(1), "the operand");
-    DType type = arithmeticType(a, b);
-    return define(out, Item::tensor(type, broadcast(a.shape, b.shape),
-                                    callCode(kind == "aten::maximum" ? "max" : "min", {operandCode(a, type), operandCode(b, type)})));
-  }
+  if (kind == "aten::maximum" || kind == "aten::minimum")
+    return define(out, pairwise(kind == "aten::maximum" ? "max" : "min", tensorOf(operand(0), "the operand"), tensorOf(operand(1), "the operand")));
   if (kind == "aten::gelu") {
     const Item* approximate = optionalInput(node, "approximate");
     std::string form = approximate ? approximate->text : "none";
@@ -1959,15 +2093,7 @@ void Translator::translate(const Node* node) {
     else if (high) result.code = callCode("min", {x.code, operandCode(*high, x.dtype)});
     return define(out, result);
   }
-  if (kind == "aten::where" && node->inputs().size() == 3) {
-    const Item& condition = tensorOf(operand(0), "where's condition");
-    if (condition.dtype != DType::Bool) fail("where needs a bool condition");
-    const Item &a = operand(1), &b = operand(2);
-    if (a.kind != Item::Kind::Tensor && b.kind != Item::Kind::Tensor) fail("where with two scalar branches is not supported");
-    DType type = arithmeticType(a, b);
-    Shape shape = broadcast(condition.shape, broadcast(a.kind == Item::Kind::Tensor ? a.shape : Shape{}, b.kind == Item::Kind::Tensor ? b.shape : Shape{}));
-    return define(out, Item::tensor(type, shape, callCode("where", {condition.code, operandCode(a, type), operandCode(b, type)})));
-  }
+  if (kind == "aten::where" && node->inputs().size() == 3) return define(out, select(operand(0), operand(1), operand(2)));
   if (kind == "aten::masked_fill") {
     const Item& x = tensorOf(operand(0), "the operand");
     const Item& mask = tensorOf(input(node, "mask"), "the mask");
@@ -2070,6 +2196,7 @@ void Translator::translate(const Node* node) {
     Item total = reduce("sum", powers, dims, keepdim, std::nullopt);
     return define(out, Item::tensor(total.dtype, total.shape, callCode("pow", {total.code, numberCode(1 / p, false)})), true);
   }
+  if (kind == "aten::einsum") return define(out, einsum(node), true);
   if (kind == "aten::cumsum" || kind == "aten::cumprod") {
     Item x = tensorOf(operand(0), "the operand");
     if (std::optional<DType> dtype = dtypeArgument(optionalInput(node, "dtype"))) x = castTo(*dtype, x);

@@ -7,18 +7,20 @@
 
 namespace emmy {
 
-void Diagnostics::error(const SourceLoc& loc, std::string message) {
+void Diagnostics::error(const SourceLoc& loc, std::string message, std::vector<Diagnostic> notes) {
   // The instances of a generic kernel share their source: an error they all make is reported once.
   for (const Diagnostic& seen : errors_)
     if (seen.message == message && seen.loc.file == loc.file && seen.loc.line == loc.line &&
         seen.loc.column == loc.column)
       return;
-  errors_.push_back({loc, std::move(message)});
+  errors_.push_back({loc, std::move(message), std::move(notes)});
 }
 
-std::string renderDiagnostic(const Diagnostic& d) {
-  if (!d.loc.valid()) return fmt::format("emmy: error: {}\n", d.message);
-  std::string out = fmt::format("{}:{}:{}: error: {}\n", d.loc.file->path(), d.loc.line, d.loc.column, d.message);
+namespace {
+
+std::string renderLabelled(const Diagnostic& d, const char* label) {
+  if (!d.loc.valid()) return fmt::format("emmy: {}: {}\n", label, d.message);
+  std::string out = fmt::format("{}:{}:{}: {}: {}\n", d.loc.file->path(), d.loc.line, d.loc.column, label, d.message);
   std::string_view line = d.loc.file->line(d.loc.line);
   out += fmt::format("{}\n", line);
   // The caret line keeps tabs so that it lines up under the source line.
@@ -29,6 +31,14 @@ std::string renderDiagnostic(const Diagnostic& d) {
   caret += '^';
   caret += std::string(std::max(0, std::min(d.loc.length, available) - 1), '~');
   out += caret + "\n";
+  return out;
+}
+
+}  // namespace
+
+std::string renderDiagnostic(const Diagnostic& d) {
+  std::string out = renderLabelled(d, "error");
+  for (const Diagnostic& note : d.notes) out += renderLabelled(note, "note");
   return out;
 }
 

@@ -15,12 +15,13 @@ namespace emmy {
 struct Diagnostic {
   SourceLoc loc;
   std::string message;
+  std::vector<Diagnostic> notes;  // places that explain it, printed after it as `note:`
 };
 
 // Collects every error of a compilation so that all of them are reported, in the order found.
 class Diagnostics {
 public:
-  void error(const SourceLoc& loc, std::string message);
+  void error(const SourceLoc& loc, std::string message, std::vector<Diagnostic> notes = {});
   // An error that has no place in a file (a missing file, a bad command-line value).
   void error(std::string message) { error(SourceLoc{}, std::move(message)); }
   // Every error of `other`, after those reported so far.
@@ -30,7 +31,8 @@ public:
   size_t errorCount() const { return errors_.size(); }
   const std::vector<Diagnostic>& errors() const { return errors_; }
 
-  // Renders every error as `FILE:LINE:COL: error: MESSAGE`, the source line and a caret.
+  // Renders every error as `FILE:LINE:COL: error: MESSAGE`, the source line and a caret, then its notes
+  // the same way with `note:`.
   std::string render() const;
 
 private:

@@ -111,3 +111,19 @@ TEST_CASE("fn inlining is bounded: deep chains and doubling bodies are errors, f
     }
   }
 }
+
+TEST_CASE("an error's notes are rendered after it, each with its place and a caret", "[errors]") {
+  auto file = std::make_shared<const emmy::SourceFile>("model.py", "def forward(self, x):\n    return helper(x)\n");
+  emmy::Diagnostics diagnostics;
+  diagnostics.error(emmy::SourceLoc{file, 2, 12, 9}, "unsupported operation aten::sort",
+                    {emmy::Diagnostic{emmy::SourceLoc{file, 1, 5, 7}, "where the code it calls does it", {}},
+                     emmy::Diagnostic{emmy::SourceLoc{}, "without a place", {}}});
+  CHECK(diagnostics.render() ==
+        "model.py:2:12: error: unsupported operation aten::sort\n"
+        "    return helper(x)\n"
+        "           ^~~~~~~~~\n"
+        "model.py:1:5: note: where the code it calls does it\n"
+        "def forward(self, x):\n"
+        "    ^~~~~~~\n"
+        "emmy: note: without a place\n");
+}

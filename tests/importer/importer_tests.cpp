@@ -407,6 +407,27 @@ def forward(self, x, y):
   checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
 }
 
+TEST_CASE("importer: einsum (products, batches, implicit outputs, diagonals, rank 0) and roll", "[importer]") {
+  torch::manual_seed(19);
+  Model model{torch::jit::Module("Einsum"),
+              {{"a", torch::randn({3, 4})}, {"b", torch::randn({4, 5})}, {"c", torch::randn({5, 2})}, {"v", torch::randn({6})},
+               {"sq", torch::randn({4, 4})}, {"x", torch::randn({2, 3, 4})}, {"y", torch::randn({2, 4, 5})}},
+              {"a=f32[I,J]", "b=f32[J,K]", "c=f32[5,2]", "v=f32[V]", "sq=f32[4,4]", "x=f32[B,I,J]", "y=f32[B,J,K]"}};
+  model.module.define(R"(
+def forward(self, a, b, c, v, sq, x, y):
+    mm = torch.einsum("ij,jk->ik", [a, b])
+    batched = torch.einsum("bij , bjk -> bik", [x, y])
+    dot = torch.einsum("i,i->", [v, v])
+    outer = torch.einsum("i,j", [v, c[0]])
+    trace = torch.einsum("ii", [sq])
+    diagonal = torch.einsum("ii->i", [sq])
+    chain = torch.einsum("ij,jk,kl->il", [a, b, c])
+    transposed = torch.einsum("ij->ji", [a])
+    return mm, batched, dot, outer, trace, diagonal, chain, transposed, torch.roll(sq, [1, -5], [0, 1]), torch.roll(c, 7, 0)
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
 TEST_CASE("importer: convolutions (1d, 2d, 3d; stride, padding, dilation, groups, bias, 'same')", "[importer]") {
   torch::manual_seed(15);
   Model model{torch::jit::Module("Convolutions"),
@@ -534,6 +555,32 @@ def forward(self, x):
   CHECK(build.code == 1);
   CHECK_THAT(build.output, Catch::Contains("unsupported operation aten::sort"));
   CHECK_FALSE(fs::exists(scratch.path() / "out"));
+}
+
+// Code forward calls (PyTorch's nn.functional, a module's own forward) is inlined: an operation there is
+// reported at forward's call, its own line a note.
+TEST_CASE("importer: an unsupported operation in code forward calls is reported at the call, its line a note", "[importer]") {
+  Scratch scratch;
+  torch::jit::Module module("Calls");
+  module.define(R"(
+def helper(self, x):
+    y = x * 2.0
+    return torch.sort(y, -1)[0]
+
+def middle(self, x):
+    return self.helper(x) + 1.0
+
+def forward(self, x):
+    z = torch.exp(x)
+    return self.middle(z)
+)");
+  module.save((scratch.path() / "model.pt").string());
+  Run run = runEmmy({"import", "model.pt", "--input", "x=f32[N,8]"}, scratch.path());
+  CHECK(run.code == 1);
+  CHECK_THAT(run.output, Catch::Contains(":11:12: error: unsupported operation aten::sort\n"
+                                         "    return self.middle(z)\n"));
+  CHECK_THAT(run.output, Catch::Contains(":4:12: note: where the code it calls does it\n"
+                                         "    return torch.sort(y, -1)[0]\n"));
 }
 
 TEST_CASE("importer: a window over spatial dims not known when imported, and one larger than its input", "[importer]") {
