@@ -239,6 +239,8 @@ private:
   bool translateIndexedView(const std::string& kind, const Node* node);
   // cat and stack of a list of tensors, in index form.
   bool translateJoin(const std::string& kind, const Node* node);
+  // split, chunk and broadcast_tensors (lists of tensors) and repeat.
+  bool translateSplit(const std::string& kind, const Node* node);
   // Convolutions (plain and transposed) and pools (max, average, adaptive) in index form.
   bool translateWindowed(const std::string& kind, const Node* node);
   Item convolution(const std::string& kind, const Node* node);
@@ -1177,6 +1179,18 @@ Item Translator::indexedAs(const std::string& target, DType dtype, const Shape& 
   return Item::tensor(dtype, shape, nameCode(target));
 }
 
+namespace {
+// The element at `indices` of `source`[..., start::step, ...] sliced along `dim`.
+std::function<CodePtr(const std::vector<CodePtr>&)> sliceElement(std::string source, int dim, int64_t start, int64_t step) {
+  return [source = std::move(source), dim, start, step](const std::vector<CodePtr>& indices) {
+    std::vector<CodePtr> subscripts = indices;
+    CodePtr scaled = step == 1 ? indices[dim] : binaryCode("*", numberCode(static_cast<double>(step), true), indices[dim]);
+    subscripts[dim] = start == 0 ? scaled : binaryCode("+", scaled, numberCode(static_cast<double>(start), true));
+    return subscriptCode(source, subscripts);
+  };
+}
+}  // namespace
+
 // Views that move elements in ways whole-tensor form has no word for, written in index form: select,
 // slice and narrow (with bounds known when the model is imported), flip, tril and triu, `.T`,
 // constant_pad_nd and roll (of dims known when imported).
@@ -1307,12 +1321,7 @@ bool Translator::translateIndexedView(const std::string& kind, const Node* node)
     if (length == 0) fail("a slice with no elements is not supported");
     Shape shape = x.shape;
     shape[dim] = Dim::constant(length);
-    define(out, indexed(out, x.dtype, shape, [&](const std::vector<CodePtr>& indices) {
-      std::vector<CodePtr> subscripts = indices;
-      CodePtr scaled = step == 1 ? indices[dim] : binaryCode("*", numberCode(static_cast<double>(step), true), indices[dim]);
-      subscripts[dim] = start == 0 ? scaled : binaryCode("+", scaled, numberCode(static_cast<double>(start), true));
-      return subscriptCode(source, subscripts);
-    }));
+    define(out, indexed(out, x.dtype, shape, sliceElement(source, dim, start, step)));
     return true;
   }
   if (kind == "aten::flip") {
@@ -1792,6 +1801,79 @@ Item Translator::einsum(const Node* node) {
   return Item::tensor(dtype, shape, nameCode(target));
 }
 
+bool Translator::translateSplit(const std::string& kind, const Node* node) {
+  static const std::set<std::string> kinds = {"aten::split", "aten::split_with_sizes", "aten::chunk", "aten::unsafe_split",
+                                              "aten::unsafe_chunk", "aten::broadcast_tensors", "aten::repeat"};
+  if (!kinds.count(kind)) return false;
+  const Value* out = node->output(0);
+  std::string base = baseName(out);
+  if (kind == "aten::broadcast_tensors") {
+    const Item& list = input(node, "tensors");
+    if (list.kind != Item::Kind::List) fail("broadcast_tensors of something other than a list of tensors");
+    Shape shape;
+    for (const Item& element : list.elements) shape = broadcast(shape, tensorOf(element, "a broadcast tensor").shape);
+    std::vector<CodePtr> listed;
+    for (const Dim& dim : shape) listed.push_back(sizeCode(dim));
+    Item result = Item::of(Item::Kind::List);
+    for (const Item& element : list.elements)
+      result.elements.push_back(sizes_.resolve(element.shape) == sizes_.resolve(shape)
+                                    ? element
+                                    : Item::tensor(element.dtype, shape, callCode("broadcast_to", {element.code, listCode(listed)})));
+    define(out, result);
+    return true;
+  }
+  Item x = materialized(tensorOf(input(node, "self"), "the operand"), baseName(node->input(0)));
+  if (kind == "aten::repeat") {
+    // [n0, n1] repeated [r0, r1]: [1, n0, 1, n1] broadcast to [r0, n0, r1, n1], reshaped to [r0 * n0, r1 * n1].
+    std::vector<int64_t> repeats = intsOf(input(node, "repeats"), "repeat's counts");
+    if (static_cast<int>(repeats.size()) < x.rank()) fail("repeat needs a count for every dim of the tensor");
+    Shape dims(repeats.size() - x.rank(), Dim::constant(1));
+    for (const Dim& dim : x.shape) dims.push_back(sizes_.resolve(dim));
+    std::vector<CodePtr> spread, broadcastTo, merged;
+    Shape shape;
+    for (size_t d = 0; d < repeats.size(); ++d) {
+      if (repeats[d] < 1) fail("repeat counts must be positive");
+      spread.insert(spread.end(), {numberCode(1, true), sizeCode(dims[d])});
+      broadcastTo.insert(broadcastTo.end(), {numberCode(static_cast<double>(repeats[d]), true), sizeCode(dims[d])});
+      shape.push_back(Dim::constant(repeats[d]) * dims[d]);
+      merged.push_back(sizeCode(shape.back()));
+    }
+    CodePtr code = callCode("reshape", {callCode("broadcast_to", {callCode("reshape", {x.code, listCode(spread)}), listCode(broadcastTo)}), listCode(merged)});
+    define(out, Item::tensor(x.dtype, shape, code));
+    return true;
+  }
+  // split, split_with_sizes and chunk: slices along a dim known when imported, each a statement.
+  int dim = axis(intOf(input(node, "dim"), "the split dim"), x.rank());
+  Dim extent = sizes_.resolve(x.shape[dim]);
+  if (!extent.isConstant() || extent.factor == 0)
+    fail(fmt::format("{} of a dim only known at run time ({}): give it with --input", kind.substr(6), extent.toString()));
+  int64_t size = extent.factor;
+  std::vector<int64_t> lengths;
+  if (kind == "aten::split_with_sizes" || (kind == "aten::split" && input(node, "split_size").kind == Item::Kind::List)) {
+    lengths = intsOf(input(node, kind == "aten::split" ? "split_size" : "split_sizes"), "the split sizes");
+    int64_t total = 0;
+    for (int64_t length : lengths) total += length;
+    if (total != size) fail(fmt::format("split sizes that add up to {}, not the dim's {}", total, size));
+  } else {
+    bool chunks = kind == "aten::chunk" || kind == "aten::unsafe_chunk";
+    int64_t count = intOf(input(node, chunks ? "chunks" : "split_size"), chunks ? "the number of chunks" : "the split size");
+    if (count < 1) fail(fmt::format("{} must be positive", chunks ? "the number of chunks" : "the split size"));
+    int64_t part = chunks ? (size + count - 1) / count : count;
+    for (int64_t start = 0; start < size; start += part) lengths.push_back(std::min(part, size - start));
+  }
+  Item result = Item::of(Item::Kind::List);
+  int64_t start = 0;
+  for (int64_t length : lengths) {
+    if (length < 1) fail("a split part with no elements is not supported");
+    Shape shape = x.shape;
+    shape[dim] = Dim::constant(length);
+    result.elements.push_back(length == size ? x : indexedAs(claim(base + "_part"), x.dtype, shape, sliceElement(x.code->text, dim, start, 1)));
+    start += length;
+  }
+  define(out, result);
+  return true;
+}
+
 // batch_norm (inference: the running statistics), instance_norm (each sample's own statistics over its
 // spatial dims) and group_norm (each sample's over groups of channels), then weight and bias per channel.
 Item Translator::batchNorm(const std::string& kind, const Node* node) {
@@ -1965,7 +2047,7 @@ void Translator::translate(const Node* node) {
   if (kind == "prim::RaiseException") fail("the model raises an exception here for the inputs it was given");
   if (translateScalar(kind, node) ||
       (!node->outputs().empty() && (translateView(kind, node) || translateIndexedView(kind, node) || translateJoin(kind, node) ||
-                                     translateWindowed(kind, node))))
+                                     translateSplit(kind, node) || translateWindowed(kind, node))))
     return;
 
   static const std::map<std::string, std::string> binaries = {
@@ -2197,6 +2279,16 @@ void Translator::translate(const Node* node) {
     return define(out, Item::tensor(total.dtype, total.shape, callCode("pow", {total.code, numberCode(1 / p, false)})), true);
   }
   if (kind == "aten::einsum") return define(out, einsum(node), true);
+  if (kind == "aten::any" || kind == "aten::all") {
+    // any: some element is non-zero; all: none is zero. Counted, so that nothing gives False and True.
+    const Item& x = tensorOf(operand(0), "the operand");
+    bool any = kind == "aten::any";
+    Item hits = x.dtype == DType::Bool ? (any ? x : Item::tensor(DType::Bool, x.shape, unaryCode("not", x.code)))
+                                       : elementwise(any ? "!=" : "==", x, Item::ofNumber(0, true));
+    const Item* keep = optionalInput(node, "keepdim");
+    Item count = reduce("sum", hits, optionalInput(node, "dim"), keep && boolOf(*keep, "keepdim"), std::nullopt);
+    return define(out, elementwise(any ? ">" : "==", count, Item::ofNumber(0, true)), true);
+  }
   if (kind == "aten::cumsum" || kind == "aten::cumprod") {
     Item x = tensorOf(operand(0), "the operand");
     if (std::optional<DType> dtype = dtypeArgument(optionalInput(node, "dtype"))) x = castTo(*dtype, x);

@@ -428,6 +428,25 @@ def forward(self, a, b, c, v, sq, x, y):
   checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
 }
 
+TEST_CASE("importer: split, chunk, broadcast_tensors, repeat, any and all", "[importer]") {
+  torch::manual_seed(20);
+  Model model{torch::jit::Module("Splits"), {{"x", torch::randn({3, 7})}, {"m", torch::randn({1, 7}).gt(0).to(torch::kFloat32)}},
+              {"x=f32[N,7]", "m=f32[1,7]"}};
+  model.module.define(R"(
+def forward(self, x, m):
+    a, b, c = torch.chunk(x, 3, 1)
+    p, q = torch.split(x, [2, 5], 1)
+    r = torch.split(x, 4, 1)[1]
+    u, w = torch.broadcast_tensors(x, m)
+    repeated = x.repeat([2, 1, 3])
+    anything = torch.any(x > 0.5).float()
+    everything = torch.all(x > -1.0, 1).float()
+    rows = torch.any(m, 0, True).float()
+    return a, b, c + 1.0, p, q, r, u * w, repeated, anything, everything, rows, torch.all(m).float()
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
 TEST_CASE("importer: convolutions (1d, 2d, 3d; stride, padding, dilation, groups, bias, 'same')", "[importer]") {
   torch::manual_seed(15);
   Model model{torch::jit::Module("Convolutions"),
