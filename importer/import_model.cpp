@@ -215,6 +215,12 @@ private:
   Item reduce(const std::string& callee, const Item& x, const Item* dims, bool keepdim, std::optional<DType> dtype);
   Item reshape(const Item& x, const std::vector<Item>& entries);
 
+  // The p-norm of `x` over `dims` (every dim without them): 2 as sqrt(sum(x * x)), 1, inf, -inf, or any
+  // p > 0.
+  Item norm(const Item& x, double p, const Item* dims, bool keepdim);
+  // pairwise_distance: the p-norm of a - b + eps along the last dim.
+  Item pairwiseDistance(const Node* node, const Item& a, const Item& b);
+
   // ---- the walk
   void declareInputs();
   Item attribute(const Node* node);
@@ -591,6 +597,27 @@ Item Translator::pairwise(const std::string& callee, const Item& a, const Item& 
   if (a.kind != Item::Kind::Tensor && b.kind != Item::Kind::Tensor) fail(fmt::format("{} of two numbers is not supported", callee));
   DType type = arithmeticType(a, b);
   return Item::tensor(type, broadcast(shapeOf(a), shapeOf(b)), callCode(callee, {operandCode(a, type), operandCode(b, type)}));
+}
+
+Item Translator::norm(const Item& operand, double p, const Item* dims, bool keepdim) {
+  Item x = materialized(isFloat(operand.dtype) ? operand : castTo(DType::F32, operand), "norm_operand");
+  Item magnitude = function("abs", x, false);
+  if (p == INFINITY || p == -INFINITY) return reduce(p > 0 ? "max" : "min", magnitude, dims, keepdim, std::nullopt);
+  if (p == 1) return reduce("sum", magnitude, dims, keepdim, std::nullopt);
+  if (p == 2) return function("sqrt", reduce("sum", elementwise("*", x, x), dims, keepdim, std::nullopt), true);
+  if (p <= 0) fail(fmt::format("the norm of order {} is not supported", p));
+  Item powers = Item::tensor(x.dtype, x.shape, callCode("pow", {magnitude.code, numberCode(p, false)}));
+  Item total = reduce("sum", powers, dims, keepdim, std::nullopt);
+  return Item::tensor(total.dtype, total.shape, callCode("pow", {total.code, numberCode(1 / p, false)}));
+}
+
+Item Translator::pairwiseDistance(const Node* node, const Item& a, const Item& b) {
+  Item last = Item::of(Item::Kind::List);
+  last.elements.push_back(Item::ofNumber(-1, true));
+  const Item* keep = optionalInput(node, "keepdim");
+  Item difference = elementwise("+", elementwise("-", tensorOf(a, "the operand"), tensorOf(b, "the operand")),
+                                Item::ofNumber(numberOf(input(node, "eps"), "eps"), false));
+  return norm(difference, numberOf(input(node, "p"), "the norm's order"), &last, keep && boolOf(*keep, "keepdim"));
 }
 
 Item Translator::function(const std::string& callee, const Item& x, bool floatOnly, std::vector<CodePtr> arguments) {
@@ -1076,6 +1103,14 @@ Item Translator::loss(const std::string& kind, const Node* node) {
     double margin = numberOf(input(node, "margin"), "hinge_embedding_loss's margin");
     Item marginTerm = select(elementwise("!=", t, number(1)), pairwise("max", elementwise("-", number(margin), x), number(0)), number(0));
     each = elementwise("+", marginTerm, select(elementwise("!=", t, number(-1)), x, number(0)));
+  } else if (kind == "aten::triplet_margin_loss") {
+    // max(margin + d(anchor, positive) - d(anchor, negative), 0), d the p-norm distance; with swap, the
+    // negative's distance is the lesser of the anchor's and the positive's.
+    Item negative = materialized(tensorOf(item(node->input(2)), "the negative"), baseName(node->input(2)));
+    Item far = pairwiseDistance(node, x, negative);
+    if (boolOf(input(node, "swap"), "swap")) far = pairwise("min", far, pairwiseDistance(node, t, negative));
+    Item gap = elementwise("-", elementwise("+", number(numberOf(input(node, "margin"), "the margin")), pairwiseDistance(node, x, t)), far);
+    each = pairwise("max", gap, number(0));
   } else {  // aten::soft_margin_loss
     each = function("log", elementwise("+", number(1), function("exp", elementwise("*", negated(t), x), true)), true);
   }
@@ -2039,6 +2074,17 @@ void Translator::translate(const Node* node) {
     bool same = a.kind == b.kind;
     return define(node->output(0), Item::ofNumber(same == (kind == "aten::__is__"), true, true));
   }
+  if (kind == "aten::__contains__") {
+    // `key in [...]` of numbers or strings the import knows.
+    const Item &container = item(node->input(0)), &key = item(node->input(1));
+    auto known = [](const Item& value) { return value.kind == Item::Kind::Number || value.kind == Item::Kind::Text; };
+    if (container.kind != Item::Kind::List || !known(key) || !std::all_of(container.elements.begin(), container.elements.end(), known))
+      fail("`in` of values only known when the model runs (the import knows lists of numbers and strings)");
+    bool found = std::any_of(container.elements.begin(), container.elements.end(), [&](const Item& element) {
+      return element.kind == key.kind && (key.kind == Item::Kind::Text ? element.text == key.text : element.number == key.number);
+    });
+    return define(node->output(0), Item::ofNumber(found, true, true));
+  }
   if (kind == "aten::__not__") {
     const Item& a = item(node->input(0));
     if (a.kind != Item::Kind::Number) fail("not of a value only known when the model runs is not supported");
@@ -2133,7 +2179,7 @@ void Translator::translate(const Node* node) {
   }
   static const std::set<std::string> losses = {"aten::mse_loss", "aten::l1_loss", "aten::smooth_l1_loss", "aten::huber_loss",
                                                "aten::kl_div", "aten::binary_cross_entropy", "aten::binary_cross_entropy_with_logits",
-                                               "aten::hinge_embedding_loss", "aten::soft_margin_loss"};
+                                               "aten::hinge_embedding_loss", "aten::soft_margin_loss", "aten::triplet_margin_loss"};
   if (losses.count(kind)) return define(out, loss(kind, node), true);
   if (kind == "aten::cross_entropy_loss" || kind == "aten::nll_loss" || kind == "aten::nll_loss_nd")
     return define(out, classLoss(kind, node), true);
@@ -2257,26 +2303,25 @@ void Translator::translate(const Node* node) {
   }
   if (kind == "aten::max" || kind == "aten::min") return define(out, reduce(kind.substr(6), operand(0), nullptr, false, std::nullopt), true);
   if (kind == "aten::norm" || kind == "aten::frobenius_norm" || kind == "aten::linalg_vector_norm") {
-    // The p-norm over dims (every dim without them): 2 as sqrt(sum(x * x)), 1, inf, -inf, or any p.
-    Item x = materialized(tensorOf(operand(0), "the operand"), baseName(node->input(0)));
-    if (!isFloat(x.dtype)) x = castTo(DType::F32, x);
     const Item* order = kind == "aten::frobenius_norm" ? nullptr : optionalInput(node, kind == "aten::norm" ? "p" : "ord");
-    double p = order && order->kind != Item::Kind::None ? numberOf(*order, "the norm's order") : 2;
     const Item* dims = optionalInput(node, "dim");
     const Item* keepItem = optionalInput(node, "keepdim");
-    bool keepdim = keepItem && boolOf(*keepItem, "keepdim");
     if (dims && dims->kind == Item::Kind::List && dims->elements.empty()) dims = nullptr;
-    Item magnitude = function("abs", x, false);
-    if (p == INFINITY || p == -INFINITY) return define(out, reduce(p > 0 ? "max" : "min", magnitude, dims, keepdim, std::nullopt), true);
-    if (p == 1) return define(out, reduce("sum", magnitude, dims, keepdim, std::nullopt), true);
-    if (p == 2) {
-      Item total = reduce("sum", elementwise("*", x, x), dims, keepdim, std::nullopt);
-      return define(out, function("sqrt", total, true), true);
-    }
-    if (p <= 0) fail(fmt::format("the norm of order {} is not supported", p));
-    Item powers = Item::tensor(x.dtype, x.shape, callCode("pow", {magnitude.code, numberCode(p, false)}));
-    Item total = reduce("sum", powers, dims, keepdim, std::nullopt);
-    return define(out, Item::tensor(total.dtype, total.shape, callCode("pow", {total.code, numberCode(1 / p, false)})), true);
+    return define(out, norm(tensorOf(operand(0), "the operand"), order && order->kind != Item::Kind::None ? numberOf(*order, "the norm's order") : 2,
+                            dims, keepItem && boolOf(*keepItem, "keepdim")), true);
+  }
+  if (kind == "aten::pairwise_distance") return define(out, pairwiseDistance(node, operand(0), operand(1)), true);
+  if (kind == "aten::cosine_similarity") {
+    // x1 . x2 / max(|x1| |x2|, eps) along dim, as ATen computes it.
+    Item a = materialized(tensorOf(operand(0), "the operand"), baseName(node->input(0)));
+    Item b = materialized(tensorOf(operand(1), "the operand"), baseName(node->input(1)));
+    Item dims = Item::of(Item::Kind::List);
+    dims.elements.push_back(input(node, "dim"));
+    double eps = numberOf(input(node, "eps"), "eps");
+    Item dot = reduce("sum", elementwise("*", a, b), &dims, false, std::nullopt);
+    Item product = elementwise("*", reduce("sum", elementwise("*", a, a), &dims, false, std::nullopt),
+                               reduce("sum", elementwise("*", b, b), &dims, false, std::nullopt));
+    return define(out, elementwise("/", dot, function("sqrt", pairwise("max", product, Item::ofNumber(eps * eps, false)), true)), true);
   }
   if (kind == "aten::einsum") return define(out, einsum(node), true);
   if (kind == "aten::any" || kind == "aten::all") {

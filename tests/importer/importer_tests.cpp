@@ -447,6 +447,24 @@ def forward(self, x, m):
   checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
 }
 
+TEST_CASE("importer: triplet_margin_loss, pairwise_distance, cosine_similarity and `in` of sizes known when imported", "[importer]") {
+  torch::manual_seed(21);
+  Model model{torch::jit::Module("Distances"),
+              {{"a", torch::randn({4, 6})}, {"p", torch::randn({4, 6})}, {"n", torch::randn({4, 6})}}, {"a=f32[N,6]", "p=f32[N,6]", "n=f32[N,6]"}};
+  model.module.define(R"(
+def forward(self, a, p, n):
+    swap = a.size(1) in [6, 8]
+    plain = torch.triplet_margin_loss(a, p, n, 0.5, 2.0, 1e-6, False, 1)
+    swapped = torch.triplet_margin_loss(a, p, n, 1.0, 1.0, 1e-6, swap, 0)
+    distance = torch.pairwise_distance(a, n, 3.0, 1e-6, True)
+    cosine = torch.cosine_similarity(a, p, 1, 1e-8)
+    if a.size(1) in [5, 7]:
+        cosine = cosine * 2.0
+    return plain, swapped, distance, cosine
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+}
+
 TEST_CASE("importer: convolutions (1d, 2d, 3d; stride, padding, dilation, groups, bias, 'same')", "[importer]") {
   torch::manual_seed(15);
   Model model{torch::jit::Module("Convolutions"),
