@@ -36,7 +36,6 @@ ExprPtr binary(BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Bina
 
 }  // namespace
 
-// The reduction of `value` over `axes` (sorted, distinct), as a pending stage.
 // A reduction of `value`'s elements by `op`, its body and extents left to fill.
 static std::pair<TensorValue, std::shared_ptr<PendingReduction>> pendingReduction(ReduceOp op, const TensorValue& value,
                                                                                   std::string hint, const SourceLoc& loc,
@@ -52,6 +51,7 @@ static std::pair<TensorValue, std::shared_ptr<PendingReduction>> pendingReductio
   return {result, pending};
 }
 
+// The reduction of `value` over `axes` (sorted, distinct), as a pending stage.
 static TensorValue reduce(ReduceOp op, const TensorValue& value, const std::vector<int>& axes, bool keepdim,
                           const SourceLoc& loc, Diagnostics& diagnostics) {
   auto [result, pending] = pendingReduction(op, value, reduceOpName(op), loc, diagnostics);

@@ -1464,6 +1464,11 @@ std::vector<std::string> windowIndexNames(int spatial) {
 // f16 and bf16 windows accumulate, and are scaled, in f32.
 DType windowAccumulator(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16 ? DType::F32 : dtype; }
 
+// `value`, of type `from`, converted to `to` where they differ.
+CodePtr convertedCode(CodePtr value, DType from, DType to) {
+  return from == to ? value : callCode(std::string(dtypeName(to)), {std::move(value)});
+}
+
 }  // namespace
 
 std::vector<int64_t> Translator::spatialInts(const Item& item, int dims, const char* what) {
@@ -1597,7 +1602,7 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
   std::vector<std::string> window;
   for (const std::string& name : windowIndexNames(spatial)) window.push_back(claim(name));
   DType accumulator = windowAccumulator(x.dtype);
-  auto widened = [&](CodePtr value) { return accumulator == x.dtype ? value : callCode(std::string(dtypeName(accumulator)), {value}); };
+  auto widened = [&](CodePtr value) { return convertedCode(std::move(value), x.dtype, accumulator); };
   Shape shape(leading.begin(), leading.end() - 1);
   if (groups > 1) shape.push_back(groupCount);
   shape.push_back(outPerGroup);
@@ -1625,7 +1630,7 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
     CodePtr read = padded ? paddedSubscriptCode(source, numberCode(0, true), xs) : subscriptCode(source, xs);
     CodePtr value = reductionCode("sum", bounds, binaryCode("*", widened(read), widened(subscriptCode(w.code->text, ws))));
     if (bias) value = binaryCode("+", value, widened(subscriptCode(bias->code->text, {outChannel})));
-    return accumulator == x.dtype ? value : callCode(std::string(dtypeName(x.dtype)), {value});
+    return convertedCode(value, accumulator, x.dtype);
   };
   Item result = groups > 1 ? indexedAs(claim(base + "_grouped"), x.dtype, shape, element) : indexed(node->output(0), x.dtype, shape, element);
   taken_.erase(channel);
@@ -1723,7 +1728,7 @@ Item Translator::pool(const std::string& kind, const Node* node) {
     CodePtr fill = maximum ? numberCode(-INFINITY, false) : numberCode(0, true);
     CodePtr read = padded ? paddedSubscriptCode(source, fill, subscripts) : subscriptCode(source, subscripts);
     if (maximum) return reductionCode("max", bounds, inside ? callCode("where", {inside, read, fill}) : read);
-    if (accumulator != x.dtype) read = callCode(std::string(dtypeName(accumulator)), {read});
+    read = convertedCode(read, x.dtype, accumulator);
     CodePtr sum = reductionCode("sum", bounds, inside ? callCode("where", {inside, read, numberCode(0, true)}) : read);
     // The divisor: a number where every window has the same, else a product of per-dim counts.
     int64_t constant = divisor.value_or(1);
@@ -1749,8 +1754,8 @@ Item Translator::pool(const std::string& kind, const Node* node) {
       count = count ? binaryCode("*", count, here) : here;
     }
     if (count && constant != 1) count = binaryCode("*", count, numberCode(static_cast<double>(constant), true));
-    CodePtr mean = binaryCode("/", sum, count ? callCode(std::string(dtypeName(accumulator)), {count}) : numberCode(static_cast<double>(constant), false));
-    return accumulator == x.dtype ? mean : callCode(std::string(dtypeName(x.dtype)), {mean});
+    CodePtr mean = binaryCode("/", sum, count ? convertedCode(count, DType::I64, accumulator) : numberCode(static_cast<double>(constant), false));
+    return convertedCode(mean, accumulator, x.dtype);
   };
   Item result = indexed(node->output(0), x.dtype, shape, element);
   for (const std::string& name : window) taken_.erase(name);
