@@ -72,10 +72,11 @@ std::string byteText(uint64_t bytes) {
 
 void checkTensorsFit(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes, uint64_t availableBytes) {
   std::vector<std::string> sizeTexts;
-  for (const auto& [name, value] : sizes) sizeTexts.push_back(fmt::format("{}={}", name, value));
+  for (const std::string& name : kernel.sizes)
+    if (auto it = sizes.find(name); it != sizes.end()) sizeTexts.push_back(fmt::format("{}={}", name, it->second));
   auto tooLarge = [&](const std::string& what) {
     return UsageError(fmt::format("kernel {} with {}: {}, more than this machine's memory ({}); give smaller sizes",
-                                  displayName(kernel), join(sizeTexts, ", "), what, byteText(availableBytes)));
+                                  kernel.selector(), join(sizeTexts, ", "), what, byteText(availableBytes)));
   };
   uint64_t total = 0;
   auto add = [&](const std::string& what, DType dtype, const tensor::Shape& shape) {
@@ -127,7 +128,7 @@ bool checkKernel(const tensor::Kernel& kernel, const CheckOptions& options,
   const tensor::EvaluationInputs& inputs = reference.inputs;
   std::vector<std::string> sizeTexts;
   for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, reference.sizes.at(size)));
-  fmt::print(report, "{}{}\n", displayName(kernel), sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")");
+  fmt::print(report, "{}{}\n", kernel.selector(), sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")");
 
   sim::CudaSource cuda = generateCuda(kernel);
   std::unique_ptr<CompiledKernel> program = compileKernel(kernel, cuda);
@@ -159,7 +160,7 @@ std::optional<std::string> missingInput(const tensor::Kernel& kernel, const std:
   for (const tensor::ScalarParamDecl& scalar : kernel.scalars) {
     fs::path path = fs::path(inputsDir) / (scalar.name + ".npy");
     if (!scalar.defaultValue && !givenScalars.count(scalar.name) && !(!inputsDir.empty() && fs::exists(path)))
-      return fmt::format("kernel {}: scalar {} has no default: give it with --scalar {}=VALUE{}", displayName(kernel),
+      return fmt::format("kernel {}: scalar {} has no default: give it with --scalar {}=VALUE{}", kernel.selector(),
                          scalar.name, scalar.name, inputsDir.empty() ? "" : fmt::format(" or in {}", path.string()));
   }
   if (inputsDir.empty())
@@ -167,7 +168,7 @@ std::optional<std::string> missingInput(const tensor::Kernel& kernel, const std:
       if (!givenSizes.count(size))
         return fmt::format("kernel {}: size {} is not given: add --size {}=VALUE, or read the inputs from files with "
                            "--inputs DIR",
-                           displayName(kernel), size, size);
+                           kernel.selector(), size, size);
   return std::nullopt;
 }
 
@@ -179,7 +180,7 @@ std::optional<std::string> whySkipped(const tensor::Kernel& kernel, const std::s
   if (!inputsDir.empty())
     for (const tensor::TensorParam& input : kernel.inputs)
       if (fs::path path = fs::path(inputsDir) / (input.name + ".npy"); !fs::exists(path))
-        return fmt::format("kernel {}: input {} has no file {}", displayName(kernel), input.name, path.string());
+        return fmt::format("kernel {}: input {} has no file {}", kernel.selector(), input.name, path.string());
   return std::nullopt;
 }
 
@@ -197,13 +198,6 @@ bool isStdlibFile(const std::string& file) {
   if (error) return false;
   fs::path stdlib = fs::canonical(Frontend::defaultStdlibDir(), error);
   return !error && directory == stdlib;
-}
-
-std::string displayName(const tensor::Kernel& kernel) {
-  if (kernel.typeArguments.empty()) return kernel.name;
-  std::vector<std::string> types;
-  for (const auto& [parameter, dtype] : kernel.typeArguments) types.emplace_back(dtypeName(dtype));
-  return fmt::format("{}<{}>", kernel.name, join(types, ", "));
 }
 
 namespace {
@@ -277,10 +271,12 @@ tensor::EvaluationInputs prepareInputs(const tensor::Kernel& kernel, const std::
     return inputs;
   }
 
-  checkTensorsFit(kernel, inputs.sizes, physicalMemoryBytes());
+  std::map<std::string, int64_t> sizes = inputs.sizes;
+  tensor::bindDerivedSizes(kernel, sizes);
+  checkTensorsFit(kernel, sizes, physicalMemoryBytes());
   RandomInputs random(seed);
   for (const tensor::TensorParam& input : kernel.inputs)
-    inputs.tensors.emplace(input.name, random.make(input.dtype, declaredShape(input, inputs.sizes)));
+    inputs.tensors.emplace(input.name, random.make(input.dtype, declaredShape(input, sizes)));
   return inputs;
 }
 
@@ -294,7 +290,7 @@ ReferenceRun referenceRun(const tensor::Kernel& kernel, const std::string& input
     if (!inputsDir.empty()) checkTensorsFit(kernel, reference.sizes, physicalMemoryBytes());  // else prepareInputs did
     reference.outputs = tensor::evaluate(kernel, reference.inputs);
   } catch (const tensor::EvaluationError& error) {
-    throw UsageError(fmt::format("kernel {}: {}", displayName(kernel), error.what()));
+    throw UsageError(fmt::format("kernel {}: {}", kernel.selector(), error.what()));
   }
   return reference;
 }
@@ -326,7 +322,7 @@ int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, con
   if (kernels.empty()) throw UsageError(fmt::format("{} has no kernel to check", options.file));
   if (!options.saveDir.empty() && kernels.size() > 1) {
     std::vector<std::string> names;
-    for (const tensor::Kernel& kernel : kernels) names.push_back(displayName(kernel));
+    for (const tensor::Kernel& kernel : kernels) names.push_back(kernel.selector());
     throw UsageError(fmt::format("--save needs --kernel here: the outputs of {} would overwrite each other",
                                  join(names, ", ")));
   }

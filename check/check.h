@@ -62,9 +62,6 @@ int runCheck(const CheckOptions& options, const CudaGenerator& generateCuda, con
 // and with their baselines by `emmy check --profile`).
 bool isStdlibFile(const std::string& file);
 
-// "softmax" or "softmax<f16>", as `--kernel` names it.
-std::string displayName(const tensor::Kernel& kernel);
-
 // Throws UsageError, naming the tensor, when the inputs and stages (the outputs among them) of `kernel`
 // at `sizes` (every size bound) need more than `availableBytes`, alone or together: what the evaluator
 // and the simulation allocate, checked before they allocate it. Overflow-safe, for any sizes.

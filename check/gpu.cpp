@@ -136,7 +136,7 @@ public:
   void instance(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes, const Work& work) {
     std::vector<std::string> sizeTexts;
     for (const std::string& size : kernel.sizes) sizeTexts.push_back(fmt::format("{}={}", size, sizes.at(size)));
-    fmt::print(report_, "{}\n", displayName(kernel) + (sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")"));
+    fmt::print(report_, "{}\n", kernel.selector() + (sizeTexts.empty() ? "" : " (" + join(sizeTexts, ", ") + ")"));
     instance_ = BenchRecord{};
     instance_.kernel = kernel.name;
     instance_.dtype = kernel.typeArguments.empty() ? "" : std::string(dtypeName(kernel.typeArguments.front().second));
@@ -296,7 +296,7 @@ int runBench(const std::vector<BenchCase>& cases, const BenchSettings& settings,
         prepared.sizes = tensor::bindSizes(row.kernel, prepared.inputs.tensors, prepared.inputs.sizes);
         tensor::bindScalars(row.kernel, prepared.inputs.scalars);
       } catch (const tensor::EvaluationError& error) {
-        throw UsageError(fmt::format("kernel {}: {}", displayName(row.kernel), error.what()));
+        throw UsageError(fmt::format("kernel {}: {}", row.kernel.selector(), error.what()));
       }
       try {
         prepared.program = std::make_unique<runtime::GpuKernel>(device, row.kernel, row.source);

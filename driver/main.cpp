@@ -151,7 +151,7 @@ void useTunedParams(const BuildOptions& options, const std::map<std::string, int
   try {
     tune::TuningDatabase database(path, /*create=*/false);
     for (tensor::Kernel& kernel : tunedKernels) {
-      std::string label = tune::instanceLabel(kernel);
+      std::string label = kernel.selector();
       Diagnostics diagnostics;
       ElaborationDetails details;
       EMMY_INTERNAL_ASSERT(elaborateFile(options.file, label, /*requireTypes=*/true, defines, diagnostics, &details),

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
 namespace emmy {
 
@@ -154,8 +155,9 @@ void collectFacts(const Expr& condition, bool taken, std::vector<AffineForm>& fa
   }
 }
 
-BoundsProver::BoundsProver(std::map<std::string, Dim> extents, std::vector<AffineForm> facts)
-    : facts_(std::move(facts)) {
+BoundsProver::BoundsProver(std::map<std::string, Dim> extents, std::vector<AffineForm> facts,
+                           const std::vector<DerivedSize>& derivedSizes)
+    : facts_(std::move(facts)), derivedSizes_(derivedSizes) {
   AffineForm one{{}, {}, 1};
   for (const auto& [index, extent] : extents) {
     lowerBounds_[index].push_back(AffineForm{});
@@ -173,20 +175,43 @@ BoundsProver::BoundsProver(std::map<std::string, Dim> extents, std::vector<Affin
   }
 }
 
-namespace {
-
 // form >= 0 for every size >= 1, for a form over sizes alone: every monomial grows with its sizes, so
-// non-negative coefficients make the minimum the value at all sizes = 1.
-bool sizeFormNonNegative(const AffineForm& form) {
+// non-negative coefficients make the minimum the value at all sizes = 1. A derived size is replaced by its
+// definition first (the latest first, as it may use earlier ones), a quotient q = floor(n / c) by a bound
+// that keeps the claim (c*q <= n, c*q >= n - c + 1); one that remains (inside a product, or over a
+// denominator that is not a positive constant), which may be 0 or negative, fails the proof.
+bool BoundsProver::sizeFormNonNegative(AffineForm form) const {
+  for (auto derived = derivedSizes_.rbegin(); derived != derivedSizes_.rend(); ++derived) {
+    auto term = form.sizes.find({derived->name});
+    if (term == form.sizes.end()) continue;
+    std::optional<int64_t> divisor = derived->denominator.constantValue();
+    if (!divisor || *divisor < 1) return false;
+    // form >= 0 exactly when a positive multiple of it is: scale it until c divides q's coefficient.
+    form = form.scaled(*divisor / std::gcd(term->second, *divisor));
+    term = form.sizes.find({derived->name});
+    int64_t coefficient = term->second;
+    form.sizes.erase(term);
+    SizePolynomial replacement = derived->numerator;
+    if (coefficient > 0) replacement = replacement - SizePolynomial::constant(*divisor - 1);
+    replacement = replacement * SizePolynomial::constant(coefficient / *divisor);
+    for (const auto& [monomial, c] : replacement.terms) {
+      if (monomial.empty()) {
+        form.constant += c;
+      } else if ((form.sizes[monomial] += c) == 0) {
+        form.sizes.erase(monomial);
+      }
+    }
+  }
   int64_t atOnes = form.constant;
   for (const auto& [monomial, coefficient] : form.sizes) {
+    for (const std::string& size : monomial)
+      if (std::any_of(derivedSizes_.begin(), derivedSizes_.end(), [&](const DerivedSize& d) { return d.name == size; }))
+        return false;  // a derived size inside a product
     if (coefficient < 0) return false;
     atOnes += coefficient;
   }
   return atOnes >= 0;
 }
-
-}  // namespace
 
 bool BoundsProver::provesByIntervals(const AffineForm& form) const {
   // Replace each index by one of its bounds (the lower for a positive coefficient); any choice that

@@ -37,16 +37,20 @@ void collectFacts(const tensor::Expr& condition, bool taken, std::vector<AffineF
 class BoundsProver {
 public:
   // `extents`: the range [0, extent) of every index in scope. `facts`: forms known to be >= 0.
-  BoundsProver(std::map<std::string, tensor::Dim> extents, std::vector<AffineForm> facts);
+  // `derivedSizes`: the kernel's, whose definitions stand in for them.
+  BoundsProver(std::map<std::string, tensor::Dim> extents, std::vector<AffineForm> facts,
+               const std::vector<tensor::DerivedSize>& derivedSizes);
 
   // True when `form >= 0` holds for every index in range and every size >= 1 under the facts.
   bool provesNonNegative(const AffineForm& form) const;
 
 private:
   bool provesByIntervals(const AffineForm& form) const;
+  bool sizeFormNonNegative(AffineForm form) const;
 
   std::map<std::string, std::vector<AffineForm>> lowerBounds_, upperBounds_;  // size-only forms per index
   std::vector<AffineForm> facts_;
+  const std::vector<tensor::DerivedSize>& derivedSizes_;
 };
 
 }  // namespace emmy

@@ -137,10 +137,10 @@ struct Statement {
   SourceLoc loc;  // the whole statement
 };
 
-// A dimension in a type: an integer literal or a size name.
+// A dimension in a type: an integer literal, a size name, or an expression of those and integer
+// parameters with + - * / and parentheses (the parser has checked that nothing else is used).
 struct DimExpr {
-  std::optional<int64_t> value;
-  Ident name;  // valid when !value
+  ExprPtr expr;
   SourceLoc loc;
 };
 
@@ -165,9 +165,18 @@ struct TypeParam {
   std::vector<Ident> bound;
 };
 
+// `STRIDE: i64 = 1`: a compile-time integer, written among the type parameters. Its default may be an
+// earlier integer parameter's value (`STRIDE_H: i64 = STRIDE`).
+struct IntegerParam {
+  Ident name;
+  std::optional<int64_t> defaultValue;
+  std::optional<Ident> defaultParam;
+};
+
 struct KernelDef {
   Ident name;
   std::vector<TypeParam> typeParams;
+  std::vector<IntegerParam> integerParams;
   std::vector<Param> inputs;
   std::vector<Param> outputs;
   std::vector<Statement> body;

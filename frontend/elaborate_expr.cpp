@@ -4,6 +4,7 @@
 #include "frontend/elaborator.h"
 #include "frontend/operations.h"
 #include "frontend/parser.h"
+#include "ir/tensor/build.h"
 #include "support/text.h"
 
 namespace emmy {
@@ -121,12 +122,35 @@ TensorValue KernelElaboration::exprOrPending(const ast::Expr& e, Scope& scope) {
         product.loc = e.loc;
         return product;
       }
+      if (binary.op == ast::BinaryOp::Div)
+        if (std::optional<TensorValue> quotient = sizeQuotient(lhs, rhs)) {
+          quotient->loc = e.loc;
+          return *quotient;
+        }
       TensorValue result = binaryOp(elementwiseOp(binary.op), lhs, rhs, binary.opLoc, diagnostics);
       result.loc = e.loc;
       return result;
     }
   }
   throw InternalError("unknown AST expression kind");
+}
+
+std::optional<TensorValue> KernelElaboration::sizeQuotient(const TensorValue& lhs, const TensorValue& rhs) {
+  if (!rhs.literal || !rhs.literal->isInteger || rhs.literal->value < 1 || lhs.literal || !lhs.isScalar() ||
+      lhs.dtype != DType::I64)
+    return std::nullopt;
+  std::optional<AffineForm> form = affineOf(*lhs.at({}));
+  if (!form || form->hasIndices() || form->constant < 0) return std::nullopt;
+  SizePolynomial numerator = SizePolynomial::constant(form->constant);
+  for (const auto& [monomial, coefficient] : form->sizes) {
+    if (coefficient < 0) return std::nullopt;  // it might be negative, where `/` truncates and a quotient floors
+    SizePolynomial term = SizePolynomial::constant(coefficient);
+    for (const std::string& size : monomial) term = term * polynomialOf(kernel, Dim::size(size));
+    numerator = numerator + term;
+  }
+  SizePolynomial denominator = SizePolynomial::constant(static_cast<int64_t>(rhs.literal->value));
+  if (numerator.constantValue()) return std::nullopt;  // numbers fold as numbers
+  return TensorValue::ofScalar(dimValue(derivedDim(kernel, numerator, denominator)), lhs.loc);
 }
 
 TensorValue KernelElaboration::name(const ast::Name& e, Scope& scope) {
@@ -154,6 +178,8 @@ TensorValue KernelElaboration::name(const ast::Name& e, Scope& scope) {
           return TensorValue::ofTensor(n, symbol.dtype, symbol.shape, e.loc);
         case Symbol::Kind::Scalar: return TensorValue::ofScalar(std::make_shared<ScalarParam>(symbol.dtype, n), e.loc);
         case Symbol::Kind::Size: return TensorValue::ofScalar(std::make_shared<SizeVar>(n), e.loc);
+        case Symbol::Kind::IntegerParam:
+          return TensorValue::ofLiteral(Literal{true, static_cast<double>(symbol.value)}, e.loc);
         case Symbol::Kind::TypeParam: error(e.loc, fmt::format("'{}' is a type; convert a value with {}(value)", n, n));
       }
     }

@@ -3,6 +3,8 @@
 
 #include "frontend/elaborator.h"
 #include "frontend/operations.h"
+#include "ir/tensor/build.h"
+#include "ir/tensor/rewrite.h"
 #include "ir/tensor/verifier.h"
 #include "support/text.h"
 
@@ -17,14 +19,22 @@ const IndexBinding* Scope::findIndex(const std::string& name) const {
 }
 
 KernelElaboration::KernelElaboration(Elaborator& program, const LoadedModule& module, const ast::KernelDef& def,
-                                     TypeArguments typeArguments)
+                                     TypeArguments typeArguments, IntegerArguments integerArguments)
     : program(program), module(module), def(def), diagnostics(program.diagnostics()),
-      typeArguments(std::move(typeArguments)) {
+      typeArguments(std::move(typeArguments)), integerArguments(std::move(integerArguments)) {
   kernel.name = def.name.name;
   kernel.loc = def.name.loc;
   for (const ast::TypeParam& param : def.typeParams)
     if (auto it = this->typeArguments.find(param.name.name); it != this->typeArguments.end())
       kernel.typeArguments.emplace_back(param.name.name, it->second);
+  // Only values other than the default name the instance, so that `emmy build` keeps the plain names.
+  for (const ast::IntegerParam& param : def.integerParams) {
+    auto it = this->integerArguments.find(param.name.name);
+    if (it == this->integerArguments.end()) continue;
+    std::optional<int64_t> byDefault = param.defaultValue;
+    if (param.defaultParam) byDefault = this->integerArguments.at(param.defaultParam->name);
+    if (it->second != byDefault) kernel.integerArguments.emplace_back(param.name.name, it->second);
+  }
 }
 
 void KernelElaboration::error(const SourceLoc& loc, std::string message) { fail(diagnostics, loc, std::move(message)); }
@@ -48,6 +58,7 @@ const char* symbolKindName(Symbol::Kind kind) {
     case Symbol::Kind::Scalar: return "a scalar parameter";
     case Symbol::Kind::Size: return "a size";
     case Symbol::Kind::TypeParam: return "a type parameter";
+    case Symbol::Kind::IntegerParam: return "an integer parameter";
   }
   return "a name";
 }
@@ -76,10 +87,37 @@ std::optional<Kernel> KernelElaboration::run() {
     }
   }
   if (failed) return std::nullopt;
+  dropUnusedDerivedSizes();
   kernel.schedule = composeSchedule(foldTypeCases(program.ownSchedule(module, def, typeArguments), typeArguments));
   kernel.paramValues = program.paramValues();
   verifyKernel(kernel);
   return std::move(kernel);
+}
+
+// A call may compute sizes that no tensor of the caller keeps (a quotient that came out exact).
+void KernelElaboration::dropUnusedDerivedSizes() {
+  std::set<std::string> used;
+  auto useShape = [&](const Shape& shape) {
+    for (const Dim& dim : shape) used.insert(dim.sizes.begin(), dim.sizes.end());
+  };
+  for (const TensorParam& input : kernel.inputs) useShape(input.shape);
+  for (const TensorParam& output : kernel.outputs) useShape(output.shape);
+  for (const Stage& stage : kernel.stages) {
+    useShape(stage.shape());
+    if (stage.reduction)
+      for (const Axis& axis : stage.reduction->axes) used.insert(axis.extent.sizes.begin(), axis.extent.sizes.end());
+    forEachNode(*stage.body, [&](const Expr& node) {
+      if (const auto* size = node.as<SizeVar>()) used.insert(size->name);
+    });
+  }
+  std::vector<DerivedSize> kept;
+  for (auto derived = kernel.derivedSizes.rbegin(); derived != kernel.derivedSizes.rend(); ++derived) {
+    if (!used.count(derived->name)) continue;
+    for (const SizePolynomial* polynomial : {&derived->numerator, &derived->denominator})
+      for (const auto& [monomial, coefficient] : polynomial->terms) used.insert(monomial.begin(), monomial.end());
+    kept.insert(kept.begin(), *derived);
+  }
+  kernel.derivedSizes = std::move(kept);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -103,31 +141,62 @@ std::optional<DType> KernelElaboration::resolveDType(const ast::Ident& name) {
   error(name.loc, withDTypeSuggestion(fmt::format("unknown type '{}'", name.name), name.name, known));
 }
 
+SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, bool isOutput) {
+  if (const auto* number = e.as<ast::Number>()) return SizePolynomial::constant(number->intValue);
+  if (const auto* binary = e.as<ast::Binary>()) {
+    SizePolynomial lhs = dimPolynomial(*binary->lhs, isOutput);
+    SizePolynomial rhs = dimPolynomial(*binary->rhs, isOutput);
+    switch (binary->op) {
+      case ast::BinaryOp::Add: return lhs + rhs;
+      case ast::BinaryOp::Sub: return lhs - rhs;
+      case ast::BinaryOp::Mul: return lhs * rhs;
+      default: break;  // the parser allows only + - * /
+    }
+    std::optional<int64_t> numerator = lhs.constantValue(), denominator = rhs.constantValue();
+    if (denominator == 0) error(binary->opLoc, "this dimension divides by zero");
+    if (numerator && denominator) return SizePolynomial::constant(floorDivide(*numerator, *denominator));
+    if (denominator)
+      if (std::optional<SizePolynomial> exact = lhs.dividedExactly(*denominator)) return *exact;
+    // A quotient is a size of its own once it is combined further: floor((H - 3) / 2) + 1 is not a quotient.
+    return polynomialOf(kernel, derivedDim(kernel, lhs, rhs));
+  }
+  const std::string& name = static_cast<const ast::Name&>(e).name;
+  if (poisoned.count(name)) throw CompilationAborted{};  // a size or parameter whose declaration failed, reported
+  auto it = symbols.find(name);
+  if (it == symbols.end()) {
+    if (isOutput) {
+      std::vector<std::string> sizes(kernel.sizes.begin(), kernel.sizes.end());
+      error(e.loc, withSuggestion(fmt::format("output uses size '{}', which no input has (an output's shape may "
+                                              "use sizes of the inputs only)",
+                                              name),
+                                  name, sizes));
+    }
+    declare(name, Symbol{Symbol::Kind::Size, DType::I64, {}, e.loc});
+    kernel.sizes.push_back(name);
+    return SizePolynomial::of(Dim::size(name));
+  }
+  if (it->second.kind == Symbol::Kind::IntegerParam) return SizePolynomial::constant(it->second.value);
+  if (it->second.kind != Symbol::Kind::Size)
+    error(e.loc, fmt::format("'{}' is {}, not a size", name, symbolKindName(it->second.kind)));
+  return SizePolynomial::of(Dim::size(name));
+}
+
 Shape KernelElaboration::resolveShape(const ast::TypeExpr& type, bool isOutput) {
   Shape shape;
   for (const ast::DimExpr& dim : type.dims) {
-    if (dim.value) {
-      if (*dim.value < 1) error(dim.loc, fmt::format("a dimension must be at least 1, not {}", *dim.value));
-      shape.push_back(Dim::constant(*dim.value));
+    SizePolynomial value = dimPolynomial(*dim.expr, isOutput);
+    if (std::optional<int64_t> constant = value.constantValue()) {
+      if (*constant < 1)
+        error(dim.loc, fmt::format("a dimension must be at least 1, not {}{}", *constant,
+                                   dim.expr->as<ast::Number>() ? "" : " (the value of this expression)"));
+      shape.push_back(Dim::constant(*constant));
       continue;
     }
-    const std::string& name = dim.name.name;
-    if (poisoned.count(name)) throw CompilationAborted{};  // a size whose declaration failed, reported
-    auto it = symbols.find(name);
-    if (it == symbols.end()) {
-      if (isOutput) {
-        std::vector<std::string> sizes(kernel.sizes.begin(), kernel.sizes.end());
-        error(dim.loc, withSuggestion(fmt::format("output uses size '{}', which no input has (an output's shape may "
-                                                  "use sizes of the inputs only)",
-                                                  name),
-                                      name, sizes));
-      }
-      declare(name, Symbol{Symbol::Kind::Size, DType::I64, {}, dim.loc});
-      kernel.sizes.push_back(name);
-    } else if (it->second.kind != Symbol::Kind::Size) {
-      error(dim.loc, fmt::format("'{}' is {}, not a size", name, symbolKindName(it->second.kind)));
-    }
-    shape.push_back(Dim::size(name));
+    Dim resolved = derivedDim(kernel, value, SizePolynomial::constant(1));
+    // A size's value comes from an input where it is a dimension of its own.
+    if (!isOutput && resolved.factor == 1 && resolved.sizes.size() == 1 && !kernel.findDerivedSize(resolved.sizes[0]))
+      sizesStandingAlone.insert(resolved.sizes[0]);
+    shape.push_back(resolved);
   }
   return shape;
 }
@@ -145,7 +214,20 @@ bool KernelElaboration::declareSignature() {
     }
   };
   for (const ast::TypeParam& param : def.typeParams) each(param.name, [&] { declareTypeParam(param); });
+  for (const ast::IntegerParam& param : def.integerParams)
+    each(param.name, [&] {
+      declare(param.name.name, Symbol{Symbol::Kind::IntegerParam, DType::I64, {}, param.name.loc, false,
+                                      integerArguments.at(param.name.name)});
+    });
   for (const ast::Param& param : def.inputs) each(param.name, [&] { declareInput(param); });
+  for (const std::string& size : kernel.sizes)
+    if (!sizesStandingAlone.count(size)) {
+      const SourceLoc& loc = symbols.at(size).loc;
+      diagnostics.error(loc, fmt::format("size '{}' is used only inside dimension expressions; make it a dimension of "
+                                         "its own of some input, which gives its value",
+                                         size));
+      declared = false;
+    }
   for (const ast::Param& param : def.outputs) each(param.name, [&] { declareOutput(param); });
   return declared;
 }

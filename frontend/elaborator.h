@@ -36,6 +36,8 @@ struct LoadedModule {
 };
 
 using TypeArguments = std::map<std::string, DType>;
+// Values of integer parameters (`STRIDE = 2`), by name.
+using IntegerArguments = std::map<std::string, int64_t>;
 
 class Elaborator {
 public:
@@ -47,10 +49,12 @@ public:
   // The files of the modules loaded so far (a file and its imports), sorted.
   std::vector<std::filesystem::path> loadedFiles() const;
 
-  // The kernel instance for `typeArguments` (which must cover every type parameter), elaborated once.
-  // Null after its errors were reported (once). `use` is where it was called from, for recursion errors.
+  // The kernel instance for `typeArguments` (which must cover every type parameter) and
+  // `integerArguments` (integer parameters not given take their defaults), elaborated once. Null after its
+  // errors were reported (once). `use` is where it was called from, for errors there.
   const tensor::Kernel* instantiate(const LoadedModule& module, const ast::KernelDef& kernel,
-                                    const TypeArguments& typeArguments, const SourceLoc& use);
+                                    const TypeArguments& typeArguments, const IntegerArguments& integerArguments,
+                                    const SourceLoc& use);
 
   Diagnostics& diagnostics() { return diagnostics_; }
 
@@ -92,12 +96,13 @@ std::optional<std::string> reservedNameProblem(const std::string& name);
 
 // The name a statement's tensors and hoisted stages are built under.
 struct Symbol {
-  enum class Kind { Input, Output, Stage, Scalar, Size, TypeParam };
+  enum class Kind { Input, Output, Stage, Scalar, Size, TypeParam, IntegerParam };
   Kind kind;
   DType dtype = DType::F32;
   tensor::Shape shape;
   SourceLoc loc;
   bool defined = false;  // outputs: a statement has defined it
+  int64_t value = 0;     // integer parameters: the instance's value
 };
 
 // An index of an index-form statement in scope.
@@ -133,7 +138,7 @@ using IndexRanges = std::map<const ast::Ident*, tensor::Dim>;
 class KernelElaboration {
 public:
   KernelElaboration(Elaborator& program, const LoadedModule& module, const ast::KernelDef& def,
-                    TypeArguments typeArguments);
+                    TypeArguments typeArguments, IntegerArguments integerArguments);
   // The kernel, or nullopt after reporting its errors.
   std::optional<tensor::Kernel> run();
 
@@ -155,6 +160,13 @@ private:
   void declareOutput(const ast::Param& param);
   std::optional<DType> resolveDType(const ast::Ident& name);
   tensor::Shape resolveShape(const ast::TypeExpr& type, bool isOutput);
+  // A dimension written as an expression, its integer parameters replaced by their values and each
+  // quotient that is combined further made a derived size of its own.
+  tensor::SizePolynomial dimPolynomial(const ast::Expr& e, bool isOutput);
+  void dropUnusedDerivedSizes();
+  // `lhs / rhs` as a size when it is one: sizes with non-negative coefficients over a positive number
+  // (`C / GROUPS`), which is then affine and may bound a reduction index; nullopt otherwise.
+  std::optional<TensorValue> sizeQuotient(const TensorValue& lhs, const TensorValue& rhs);
   void declare(const std::string& name, Symbol symbol);
   void statement(const ast::Statement& s);
   void indexStatement(const ast::Statement& s);
@@ -238,9 +250,11 @@ public:
   const ast::KernelDef& def;
   Diagnostics& diagnostics;
   TypeArguments typeArguments;
+  IntegerArguments integerArguments;
   tensor::Kernel kernel;
   std::map<std::string, Symbol> symbols;
   std::set<std::string> poisoned;  // targets of failed statements: their uses fail silently
+  std::set<std::string> sizesStandingAlone;  // sizes that are a dimension of their own of some input
 
   // The statement being elaborated.
   std::string target;

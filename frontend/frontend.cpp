@@ -1,5 +1,6 @@
 #include "frontend/frontend.h"
 
+#include <charconv>
 #include <cstdlib>
 
 #include <fmt/format.h>
@@ -286,9 +287,34 @@ void Elaborator::checkFnRecursion(const LoadedModule& module) {
 // Instances
 
 const tensor::Kernel* Elaborator::instantiate(const LoadedModule& module, const ast::KernelDef& kernel,
-                                              const TypeArguments& typeArguments, const SourceLoc& use) {
+                                              const TypeArguments& typeArguments, const IntegerArguments& given,
+                                              const SourceLoc& use) {
+  IntegerArguments integerArguments;
+  for (const ast::IntegerParam& param : kernel.integerParams) {
+    if (auto it = given.find(param.name.name); it != given.end()) {
+      integerArguments[param.name.name] = it->second;
+    } else if (param.defaultValue) {
+      integerArguments[param.name.name] = *param.defaultValue;
+    } else if (param.defaultParam) {
+      auto earlier = integerArguments.find(param.defaultParam->name);
+      if (earlier == integerArguments.end()) {
+        diagnostics_.error(param.defaultParam->loc,
+                           fmt::format("the default of {} must be a number or an integer parameter before it, not '{}'",
+                                       param.name.name, param.defaultParam->name));
+        return nullptr;
+      }
+      integerArguments[param.name.name] = earlier->second;
+    } else {
+      diagnostics_.error(use, fmt::format("the integer parameter {} of '{}' has no default and no value here; give "
+                                          "it, as {}=... in a call or --kernel '{}<{}=...>'",
+                                          param.name.name, kernel.name.name, param.name.name, kernel.name.name,
+                                          param.name.name));
+      return nullptr;
+    }
+  }
   std::string key = fmt::format("{}:{}", module.ast->source->path(), kernel.name.name);
   for (const auto& [param, dtype] : typeArguments) key += fmt::format(":{}={}", param, dtypeName(dtype));
+  for (const auto& [param, value] : integerArguments) key += fmt::format(":{}={}", param, value);
   if (auto found = instances_.find(key); found != instances_.end())
     return found->second ? &*found->second : nullptr;
   if (std::find(instantiating_.begin(), instantiating_.end(), key) != instantiating_.end()) {
@@ -297,7 +323,7 @@ const tensor::Kernel* Elaborator::instantiate(const LoadedModule& module, const 
   }
   ownSchedule(module, kernel, typeArguments);  // its errors are reported even where the kernel's body has some
   instantiating_.push_back(key);
-  std::optional<tensor::Kernel> result = KernelElaboration(*this, module, kernel, typeArguments).run();
+  std::optional<tensor::Kernel> result = KernelElaboration(*this, module, kernel, typeArguments, integerArguments).run();
   instantiating_.pop_back();
   auto& slot = instances_[key] = std::move(result);
   return slot ? &*slot : nullptr;
@@ -379,7 +405,7 @@ std::vector<tensor::Kernel> Frontend::elaborateAll(const ast::Module& module) {
     if (loaded->kernels.at(def.name.name) != &def) continue;  // a duplicate, already reported
     std::vector<TypeArguments> instances = everyInstance(def);
     if (instances.empty()) instances.push_back({});  // an empty or invalid bound: let elaboration say why
-    for (tensor::Kernel& kernel : instantiate(*loaded, def, instances)) kernels.push_back(std::move(kernel));
+    for (tensor::Kernel& kernel : instantiate(*loaded, def, instances, {})) kernels.push_back(std::move(kernel));
   }
   return kernels;
 }
@@ -390,16 +416,23 @@ std::vector<tensor::Kernel> Frontend::elaborateSelected(const ast::Module& modul
   EMMY_INTERNAL_ASSERT(loaded != nullptr, "elaborateSelected of a module this frontend did not load");
   std::string name = selector;
   std::vector<std::string> typeNames;
+  std::vector<std::pair<std::string, std::string>> integerTexts;  // `STRIDE=2`
   if (size_t open = selector.find('<'); open != std::string::npos) {
     if (selector.back() != '>')
-      throw UsageError(fmt::format("--kernel '{}': expected NAME or NAME<TYPE, ...>", selector));
+      throw UsageError(fmt::format("--kernel '{}': expected NAME or NAME<TYPE, ..., PARAM=VALUE, ...>", selector));
     name = selector.substr(0, open);
     std::string inner = selector.substr(open + 1, selector.size() - open - 2);
     std::stringstream list(inner);
+    auto trimmed = [](std::string text) {
+      text.erase(0, text.find_first_not_of(" \t"));
+      text.erase(text.find_last_not_of(" \t") + 1);
+      return text;
+    };
     for (std::string item; std::getline(list, item, ',');) {
-      item.erase(0, item.find_first_not_of(" \t"));
-      item.erase(item.find_last_not_of(" \t") + 1);
-      typeNames.push_back(item);
+      if (size_t equals = item.find('='); equals != std::string::npos)
+        integerTexts.emplace_back(trimmed(item.substr(0, equals)), trimmed(item.substr(equals + 1)));
+      else
+        typeNames.push_back(trimmed(item));
     }
   }
   auto found = loaded->kernels.find(name);
@@ -411,6 +444,20 @@ std::vector<tensor::Kernel> Frontend::elaborateSelected(const ast::Module& modul
                                     name, names));
   }
   const ast::KernelDef& def = *found->second;
+  IntegerArguments integers;
+  for (const auto& [param, text] : integerTexts) {
+    std::vector<std::string> names;
+    for (const ast::IntegerParam& declared : def.integerParams) names.push_back(declared.name.name);
+    if (std::find(names.begin(), names.end(), param) == names.end())
+      throw UsageError(withSuggestion(fmt::format("--kernel: '{}' has no integer parameter '{}'{}", name, param,
+                                                  names.empty() ? "" : " (it has " + join(names, ", ") + ")"),
+                                      param, names));
+    int64_t value = 0;
+    auto [end, status] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || status != std::errc() || end != text.data() + text.size())
+      throw UsageError(fmt::format("--kernel: {}={} is not an integer", param, text));
+    if (!integers.emplace(param, value).second) throw UsageError(fmt::format("--kernel: {} is given twice", param));
+  }
   std::vector<TypeArguments> instances;
   if (typeNames.empty()) {
     if (requireTypes && !def.typeParams.empty())
@@ -429,14 +476,16 @@ std::vector<tensor::Kernel> Frontend::elaborateSelected(const ast::Module& modul
     }
     instances.push_back(types);
   }
-  return instantiate(*loaded, def, instances);
+  return instantiate(*loaded, def, instances, integers);
 }
 
 std::vector<tensor::Kernel> Frontend::instantiate(const LoadedModule& module, const ast::KernelDef& def,
-                                                  const std::vector<TypeArguments>& instances) {
+                                                  const std::vector<TypeArguments>& instances,
+                                                  const IntegerArguments& integers) {
   std::vector<tensor::Kernel> kernels;
   for (const TypeArguments& types : instances)
-    if (const tensor::Kernel* kernel = elaborator_->instantiate(module, def, types, def.name.loc)) kernels.push_back(*kernel);
+    if (const tensor::Kernel* kernel = elaborator_->instantiate(module, def, types, integers, def.name.loc))
+      kernels.push_back(*kernel);
   return kernels;
 }
 

@@ -57,7 +57,8 @@ public:
 
 private:
   std::vector<tensor::Kernel> instantiate(const LoadedModule& module, const ast::KernelDef& def,
-                                          const std::vector<std::map<std::string, DType>>& instances);
+                                          const std::vector<std::map<std::string, DType>>& instances,
+                                          const std::map<std::string, int64_t>& integers);
 
   Diagnostics& diagnostics_;
   std::unique_ptr<Elaborator> elaborator_;

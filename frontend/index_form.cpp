@@ -167,12 +167,19 @@ private:
         continue;
       }
       auto [first, fresh] = places_.emplace(index, Place{tensor.shape[p], name->loc, description});
-      if (!fresh && !(first->second.dim == tensor.shape[p]))
+      // Sizes computed from others (`H - 2` beside `H`) may differ: the bounds proof of the read decides.
+      if (!fresh && !(first->second.dim == tensor.shape[p]) && !involvesDerivedSize(first->second.dim) &&
+          !involvesDerivedSize(tensor.shape[p]))
         k_.error(name->loc, fmt::format("index '{}' ranges over {} (from {} at {}:{}) but here it indexes {}, of size {}",
                                         name->name, first->second.dim.toString(), first->second.description,
                                         first->second.loc.line, first->second.loc.column, description,
                                         tensor.shape[p].toString()));
     }
+  }
+
+  bool involvesDerivedSize(const Dim& dim) const {
+    return std::any_of(dim.sizes.begin(), dim.sizes.end(),
+                       [&](const std::string& size) { return k_.kernel.findDerivedSize(size) != nullptr; });
   }
 
   KernelElaboration& k_;
@@ -324,7 +331,7 @@ TensorValue KernelElaboration::subscript(const ast::Subscript& e, Scope& scope) 
   }
   std::map<std::string, Dim> extents;
   for (const IndexBinding& index : scope.indices) extents.emplace(index.name, index.extent);
-  BoundsProver prover(extents, scope.facts);
+  BoundsProver prover(extents, scope.facts, kernel.derivedSizes);
   std::vector<ExprPtr> indices;
   for (size_t p = 0; p < e.indices.size(); ++p) {
     const ast::Expr& sub = *e.indices[p];

@@ -5,6 +5,7 @@
 
 #include "frontend/elaborator.h"
 #include "frontend/operations.h"
+#include "ir/tensor/build.h"
 #include "ir/tensor/rewrite.h"
 #include "support/text.h"
 
@@ -19,10 +20,23 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
   std::string prefix = callsInStatement == 0 ? target : fmt::format("{}_{}", target, callsInStatement);
   ++callsInStatement;
 
-  // Arguments, by parameter.
+  // Arguments, by parameter: the inputs, then the integer parameters (usually given by name, STRIDE=2).
   std::vector<std::string> params;
   for (const ast::Param& param : callee.inputs) params.push_back(param.name.name);
-  std::vector<const ast::Expr*> args = matchArguments(calleeName, params, 0, c);
+  std::vector<std::string> allParams = params;
+  for (const ast::IntegerParam& param : callee.integerParams) allParams.push_back(param.name.name);
+  std::vector<const ast::Expr*> args = matchArguments(calleeName, allParams, 0, c);
+  IntegerArguments integers;
+  for (size_t k = params.size(); k < allParams.size(); ++k) {
+    if (!args[k]) continue;
+    TensorValue value = expr(*args[k], scope);
+    if (!value.literal || !value.literal->isInteger)
+      error(args[k]->loc, fmt::format("the integer parameter {} of '{}' takes an integer known when compiling (a "
+                                      "literal or an integer parameter of '{}')",
+                                      allParams[k], calleeName, def.name.name));
+    integers[allParams[k]] = static_cast<int64_t>(value.literal->value);
+  }
+  args.resize(params.size());
   std::vector<std::optional<TensorValue>> values(params.size());
   for (size_t k = 0; k < params.size(); ++k) {
     if (args[k]) {
@@ -59,7 +73,7 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
       error(c.loc, fmt::format("'{}' is called with {} = {}, outside the bound of {}: {}", calleeName,
                                typeParam.name.name, dtypeName(it->second), typeParam.name.name, join(bound, " | ")));
   }
-  const Kernel* instance = program.instantiate(calleeModule, callee, types, c.loc);
+  const Kernel* instance = program.instantiate(calleeModule, callee, types, integers, c.loc);
   if (!instance) throw CompilationAborted{};
 
   // Sizes, from the shapes of the tensor arguments; tensor inputs by name; scalars by expression.
@@ -67,6 +81,7 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
   std::map<std::string, std::string> sizeSource;
   std::map<std::string, std::string> tensorArguments;
   std::map<std::string, ExprPtr> scalarArguments;
+  std::vector<std::pair<size_t, size_t>> checkedLater;  // (argument, dimension) of a dimension that binds no size
   for (size_t k = 0; k < params.size(); ++k) {
     const std::string& param = params[k];
     if (const TensorParam* input = instance->findInput(param)) {
@@ -85,6 +100,10 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
           if (!(expected == actual))
             error(args[k]->loc, fmt::format("argument '{}' of '{}' must have size {} in dimension {}, not {}", param,
                                             calleeName, expected.toString(), d, actual.toString()));
+          continue;
+        }
+        if (expected.factor != 1 || expected.sizes.size() != 1 || instance->findDerivedSize(expected.sizes[0])) {
+          checkedLater.emplace_back(k, d);
           continue;
         }
         const std::string& size = expected.sizes.front();
@@ -119,6 +138,37 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
     for (const std::string& size : dim.sizes) result = result * sizes.at(size);
     return result;
   };
+  // The callee's derived sizes in the caller's terms, each from those before it.
+  auto substitutePolynomial = [&](const SizePolynomial& polynomial) {
+    SizePolynomial result;
+    for (const auto& [monomial, coefficient] : polynomial.terms) {
+      SizePolynomial term = SizePolynomial::constant(coefficient);
+      for (const std::string& size : monomial) term = term * polynomialOf(kernel, sizes.at(size));
+      result = result + term;
+    }
+    return result;
+  };
+  for (const DerivedSize& derived : instance->derivedSizes) {
+    SizePolynomial numerator = substitutePolynomial(derived.numerator);
+    SizePolynomial denominator = substitutePolynomial(derived.denominator);
+    std::optional<int64_t> n = numerator.constantValue(), d = denominator.constantValue();
+    if (d == 0) error(c.loc, fmt::format("with these arguments the dimension {} of '{}' divides by zero",
+                             derived.name, calleeName));
+    // A constant may be 0 or negative where it only feeds other sizes; one that is a dimension is checked below.
+    sizes[derived.name] = n && d ? Dim::constant(floorDivide(*n, *d)) : derivedDim(kernel, numerator, denominator);
+  }
+  for (const Stage& stage : instance->stages)
+    for (const Axis& axis : stage.axes)
+      if (Dim dim = substituteDim(axis.extent); dim.isConstant() && dim.factor < 1)
+        error(c.loc, fmt::format("with these arguments '{}' gives '{}' a dimension {} = {}, less than 1", calleeName,
+                                 stage.name, axis.extent.toString(), dim.factor));
+  for (const auto& [k, d] : checkedLater) {
+    const TensorParam& input = *instance->findInput(params[k]);
+    Dim expected = substituteDim(input.shape[d]);
+    if (!(expected == values[k]->shape[d]))
+      error(args[k]->loc, fmt::format("argument '{}' of '{}' must have size {} in dimension {}, not {}", params[k],
+                                      calleeName, expected.toString(), d, values[k]->shape[d].toString()));
+  }
 
   // Stage names in the caller.
   std::map<std::string, std::string> renamed = tensorArguments;

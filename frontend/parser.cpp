@@ -528,7 +528,12 @@ private:
     kernel.name = ident(ctx->name);
     kernel.loc = map_.node(ctx);
     if (ctx->typeParams())
-      for (auto* typeParam : ctx->typeParams()->typeParam()) kernel.typeParams.push_back(buildTypeParam(typeParam));
+      for (auto* typeParam : ctx->typeParams()->typeParam()) {
+        if (isIntegerParam(typeParam))
+          kernel.integerParams.push_back(buildIntegerParam(typeParam));
+        else
+          kernel.typeParams.push_back(buildTypeParam(typeParam));
+      }
     if (ctx->paramList())
       for (auto* param : ctx->paramList()->param()) kernel.inputs.push_back(buildParam(param, /*isOutput=*/false));
     EmmyParser::OutputsContext* outputs = ctx->outputs();
@@ -543,7 +548,26 @@ private:
   ast::TypeParam buildTypeParam(EmmyParser::TypeParamContext* ctx) {
     ast::TypeParam typeParam{ident(ctx->name), {}};
     for (Token* type : ctx->bound) typeParam.bound.push_back(ident(type));
+    if ((ctx->defaultValue || ctx->defaultName) && !isIntegerParam(ctx))
+      error(map_.token(ctx->defaultValue ? ctx->defaultValue : ctx->defaultName), fmt::format("only an integer parameter ({}: i64 = ...) has a default; a type "
+                                                       "parameter's type comes from the arguments or from --kernel",
+                                                       typeParam.name.name));
     return typeParam;
+  }
+
+  // `NAME: i64` among the type parameters declares a compile-time integer.
+  static bool isIntegerParam(EmmyParser::TypeParamContext* ctx) {
+    return ctx->bound.size() == 1 && ctx->bound[0]->getText() == "i64";
+  }
+
+  ast::IntegerParam buildIntegerParam(EmmyParser::TypeParamContext* ctx) {
+    ast::IntegerParam param{ident(ctx->name), std::nullopt, std::nullopt};
+    if (ctx->defaultValue) {
+      std::optional<int64_t> value = integer(ctx->defaultValue);
+      if (value) param.defaultValue = ctx->negative ? -*value : *value;
+    }
+    if (ctx->defaultName) param.defaultParam = ident(ctx->defaultName);
+    return param;
   }
 
   ast::Param buildParam(EmmyParser::ParamContext* ctx, bool isOutput) {
@@ -563,8 +587,36 @@ private:
   }
 
   ast::DimExpr buildDim(EmmyParser::DimContext* ctx) {
-    if (ctx->INT()) return {integer(ctx->INT()->getSymbol()), {}, map_.node(ctx)};
-    return {std::nullopt, ident(ctx->ID()), map_.node(ctx)};
+    ast::ExprPtr expr = buildAdditive(ctx->additive());
+    checkDimExpr(*expr);
+    return {std::move(expr), map_.node(ctx)};
+  }
+
+  // A dimension is integers and names combined by + - * / (section 2).
+  void checkDimExpr(const ast::Expr& e) {
+    if (const auto* number = e.as<ast::Number>()) {
+      if (!number->isInteger) error(e.loc, fmt::format("a dimension is an integer, not {}", number->text));
+      return;
+    }
+    if (e.as<ast::Name>()) return;
+    if (const auto* binary = e.as<ast::Binary>()) {
+      switch (binary->op) {
+        case ast::BinaryOp::Add:
+        case ast::BinaryOp::Sub:
+        case ast::BinaryOp::Mul:
+        case ast::BinaryOp::Div:
+          checkDimExpr(*binary->lhs);
+          checkDimExpr(*binary->rhs);
+          return;
+        default:
+          error(binary->opLoc, fmt::format("a dimension combines sizes, integers and integer parameters with + - * / "
+                                           "only, not '{}'",
+                                           ast::binaryOpSpelling(binary->op)));
+          return;
+      }
+    }
+    error(e.loc, "a dimension is an integer, a size name, or an expression of those and integer parameters with "
+                 "+ - * / and parentheses");
   }
 
   // Indices written `i` or `i < RANGE` (on the left of a statement, of a reduction): each name, and its

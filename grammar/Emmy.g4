@@ -49,9 +49,12 @@ kernelDef
 
 statementLine : statement? ;
 
-typeParams : LT typeParam (COMMA typeParam)* GT ;
+// A long list may break its line after a comma (`<` is no bracket to the lexer, which cannot tell it from
+// a comparison).
+typeParams : LT typeParam (COMMA NEWLINE* typeParam)* GT ;
 
-typeParam : name=ID COLON bound+=ID (PIPE bound+=ID)* ;
+// `T: f16 | bf16 | f32`, or an integer parameter `STRIDE: i64 = 1` (or `= STRIDE`, an earlier one's value).
+typeParam : name=ID COLON bound+=ID (PIPE bound+=ID)* (ASSIGN (negative=MINUS? defaultValue=INT | defaultName=ID))? ;
 
 paramList : param (COMMA param)* COMMA? ;
 
@@ -62,7 +65,9 @@ param : name=ID COLON type (ASSIGN defaultValue=expr)? ;
 // `f32[]` is a rank-0 tensor, `f32` a scalar parameter.
 type : elementType=ID (LBRACK (dim (COMMA dim)*)? RBRACK)? ;
 
-dim : INT | ID ;
+// A literal, a size name, or an expression of those and integer parameters (`(H + 2 * PAD - KH) / STRIDE + 1`);
+// the builder checks that only + - * / and parentheses are used.
+dim : additive ;
 
 statement
   : target=ID LBRACK exprList? RBRACK ASSIGN value=expr  # indexStatement

@@ -604,9 +604,26 @@ std::optional<Work> kernelWork(const Lowered& lowered, const std::string& functi
   return std::nullopt;
 }
 
+namespace {
+
+// `given` with the kernel's derived sizes added, when it holds every other size; a dimension that comes out
+// negative there is the user's error.
+std::map<std::string, int64_t> withDerivedSizes(const tensor::Kernel& kernel, std::map<std::string, int64_t> given) {
+  if (std::all_of(kernel.sizes.begin(), kernel.sizes.end(), [&](const std::string& size) { return given.count(size) > 0; })) {
+    try {
+      tensor::bindDerivedSizes(kernel, given);
+    } catch (const tensor::EvaluationError& error) {
+      throw UsageError(fmt::format("kernel {}: {}", kernel.instanceName(), error.what()));
+    }
+  }
+  return given;
+}
+
+}  // namespace
+
 std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, const std::vector<KernelResources>& resources,
                                            const std::string& ptx, const std::string& arch,
-                                           const std::map<std::string, int64_t>& sizes) {
+                                           const std::map<std::string, int64_t>& givenSizes) {
   std::vector<KernelMix> mixes = instructionMix(ptx);
   std::vector<std::string> lines;
   size_t k = 0;
@@ -614,6 +631,7 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
     for (const kernel::Function& function : instance.kernel.functions) {
       EMMY_INTERNAL_ASSERT(k < resources.size(), "ptxas reported fewer kernels than were generated");
       const KernelResources& used = resources[k++];
+      std::map<std::string, int64_t> sizes = withDerivedSizes(instance.tensor, givenSizes);
       bool sized = !sizes.empty() && std::all_of(instance.tensor.sizes.begin(), instance.tensor.sizes.end(),
                                                  [&](const std::string& size) { return sizes.count(size) > 0; });
       std::string text = occupancyLine(function, sized ? atLaunch(function, used, arch, sizes) : used, arch);
@@ -635,7 +653,8 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
 }
 
 TimeEstimate estimateTime(const Lowered& lowered, const CudaCompileResult* compiled, const std::string& arch,
-                          const std::map<std::string, int64_t>& sizes) {
+                          const std::map<std::string, int64_t>& givenSizes) {
+  std::map<std::string, int64_t> sizes = withDerivedSizes(lowered.tensor, givenSizes);
   std::vector<KernelResources> resources = compiled ? resourceUsage(*compiled) : std::vector<KernelResources>{};
   std::vector<KernelMix> mixes = compiled ? instructionMix(compiled->ptx) : std::vector<KernelMix>{};
   TimeEstimate estimate;

@@ -166,8 +166,8 @@ TEST_CASE("the softmax kernel of the spec", "[parser]") {
   CHECK(x.type.isTensor);
   CHECK(spelled(x.type.loc) == "f32[N, D]");
   REQUIRE(x.type.dims.size() == 2);
-  CHECK_FALSE(x.type.dims[0].value);
-  CHECK(x.type.dims[0].name.name == "N");
+  REQUIRE(x.type.dims[0].expr->as<ast::Name>());
+  CHECK(x.type.dims[0].expr->as<ast::Name>()->name == "N");
   CHECK(position(x.type.dims[1].loc) == "4:26");
   CHECK(x.defaultValue == nullptr);
   REQUIRE(kernel.outputs.size() == 1);
@@ -228,7 +228,8 @@ TEST_CASE("a generic kernel with type parameters, defaults and a single output",
   CHECK(position(kernel.typeParams[0].bound[2].loc) == "1:34");
   REQUIRE(kernel.inputs.size() == 3);
   CHECK(kernel.inputs[0].type.elementType.name == "T");
-  CHECK(kernel.inputs[0].type.dims[1].value == 64);
+  REQUIRE(kernel.inputs[0].type.dims[1].expr->as<ast::Number>());
+  CHECK(kernel.inputs[0].type.dims[1].expr->as<ast::Number>()->intValue == 64);
   CHECK(spelled(kernel.inputs[0].type.dims[1].loc) == "64");
   const ast::Param& eps = kernel.inputs[2];
   CHECK_FALSE(eps.type.isTensor);
@@ -459,6 +460,41 @@ TEST_CASE("rank-0 tensors: the type T[], a definition NAME[] = and a read NAME[]
         "test.emmy:1:13: error: a reduction needs at least one index, as in sum[k](...)\n"
         "fn f() = sum[](x)\n"
         "            ^~\n");
+}
+
+TEST_CASE("integer parameters beside type parameters, and dimensions written as expressions", "[parser]") {
+  auto module = parseValid(
+      "kernel conv<T: f16 | f32, STRIDE: i64 = 1, PAD: i64 = -1, G: i64>(x: T[N, C, H], w: T[O, C / G, K])\n"
+      "    -> (y: T[N, O, (H + 2 * PAD - K) / STRIDE + 1]) {\n"
+      "    y[n, o, i] = sum[c, k](x[n, c, i * STRIDE + k] * w[o, c, k])\n"
+      "}\n");
+  const ast::KernelDef& kernel = module->kernels.at(0);
+  REQUIRE(kernel.typeParams.size() == 1);
+  CHECK(kernel.typeParams[0].name.name == "T");
+  REQUIRE(kernel.integerParams.size() == 3);
+  CHECK(kernel.integerParams[0].name.name == "STRIDE");
+  CHECK(kernel.integerParams[0].defaultValue == 1);
+  CHECK(kernel.integerParams[1].defaultValue == -1);
+  CHECK_FALSE(kernel.integerParams[2].defaultValue);
+  CHECK(show(*kernel.inputs[1].type.dims[1].expr) == "(/ C G)");
+  CHECK(show(*kernel.outputs[0].type.dims[2].expr) == "(+ (/ (- (+ H (* 2 PAD)) K) STRIDE) 1)");
+  CHECK(spelled(kernel.outputs[0].type.dims[2].loc) == "(H + 2 * PAD - K) / STRIDE + 1");
+  CHECK(errorsOf("kernel k(x: f32[N % 2]) -> (y: f32[N]) {\n    y = x\n}\n") ==
+        "test.emmy:1:19: error: a dimension combines sizes, integers and integer parameters with + - * / only, not '%'\n"
+        "kernel k(x: f32[N % 2]) -> (y: f32[N]) {\n"
+        "                  ^\n");
+  CHECK(errorsOf("kernel k(x: f32[f(N)]) -> (y: f32[N]) {\n    y = x\n}\n") ==
+        "test.emmy:1:17: error: a dimension is an integer, a size name, or an expression of those and integer parameters "
+        "with + - * / and parentheses\n"
+        "kernel k(x: f32[f(N)]) -> (y: f32[N]) {\n"
+        "                ^~~~\n");
+  // The list may break after a comma; a default may name an earlier integer parameter.
+  auto broken = parseValid("kernel k<T: f32,\n         S: i64 = 2,\n         S_H: i64 = S>(x: T[N]) -> (y: T[N]) {\n"
+                           "    y = x\n}\n");
+  REQUIRE(broken->kernels.at(0).integerParams.size() == 2);
+  CHECK(broken->kernels.at(0).integerParams[1].defaultParam->name == "S");
+  CHECK(errorsOf("kernel k<T: f32 = 2>(x: T[N]) -> (y: T[N]) {\n    y = x\n}\n").find(
+            "only an integer parameter (T: i64 = ...) has a default") != std::string::npos);
 }
 
 TEST_CASE("indices on the left with their range", "[parser]") {

@@ -662,9 +662,9 @@ TEST_CASE("emmy check refuses sizes whose tensors do not fit in memory, naming t
   uint64_t needed = 1000 * 1000 * 4 + 1000 * 8 + 1000 * 1000 * 8 + 1000 * 8;  // x, w, t, y
   CHECK_NOTHROW(checkTensorsFit(kernel, sizes, needed));
   CHECK_THROWS_WITH(checkTensorsFit(kernel, sizes, needed - 1),
-                    "kernel k with M=1000, N=1000: output y and the tensors before it would need 12016000 bytes "
+                    "kernel k with N=1000, M=1000: output y and the tensors before it would need 12016000 bytes "
                     "together, more than this machine's memory (12015999 bytes); give smaller sizes");
-  CHECK_THROWS_WITH(checkTensorsFit(kernel, sizes, 7000000), Catch::StartsWith("kernel k with M=1000, N=1000: stage t "
+  CHECK_THROWS_WITH(checkTensorsFit(kernel, sizes, 7000000), Catch::StartsWith("kernel k with N=1000, M=1000: stage t "
                                                                                 "would need 8000000 bytes, more than"));
   CHECK_THROWS_WITH(checkTensorsFit(kernel, {{"N", 1}, {"M", int64_t{1} << 62}}, UINT64_MAX),
                     Catch::Contains("input x would need more than 2^64 bytes"));

@@ -3,6 +3,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "ir/tensor/build.h"
+#include "ir/tensor/evaluator.h"
 #include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/simplify.h"
@@ -351,4 +353,48 @@ TEST_CASE("simplifyIndex keeps the value of remainders of remainders, and drops 
         INFO(a << " " << b << " " << v);
         CHECK(value(simplifyIndex(e), v) == value(e, v));
       }
+}
+
+TEST_CASE("size polynomials and derived sizes: arithmetic, names that are their definitions, one per definition",
+          "[tensor-ir][dims]") {
+  SizePolynomial h = SizePolynomial::of(Dim::size("H")), k = SizePolynomial::of(Dim::size("KH"));
+  SizePolynomial one = SizePolynomial::constant(1), two = SizePolynomial::constant(2);
+  CHECK((h - k + one).toString() == "H - KH + 1");
+  CHECK((k * h * two - h + h).toString() == "2*H*KH");
+  CHECK((one - h).toString() == "-H + 1");
+  CHECK((h - h).constantValue() == 0);
+  CHECK((h * two).dividedExactly(2) == h);
+  CHECK_FALSE((h + one).dividedExactly(2));
+  CHECK((h * two).asDim() == Dim{2, {"H"}});
+  CHECK_FALSE((h - k).asDim());
+
+  Kernel kernel;
+  kernel.sizes = {"H", "KH"};
+  // An exact quotient is a Dim, others are derived sizes named by their definitions, made once.
+  CHECK(derivedDim(kernel, h * two, two) == Dim::size("H"));
+  Dim quotient = derivedDim(kernel, h - k, two);
+  CHECK(quotient == Dim::size("(H - KH)/2"));
+  CHECK(derivedDim(kernel, h - k, two) == quotient);
+  Dim outputs = derivedDim(kernel, SizePolynomial::of(quotient) + one, one);
+  CHECK(outputs == Dim::size("(H - KH)/2 + 1"));
+  CHECK(kernel.derivedSizes.size() == 2);
+  CHECK((Dim{2, {"(H - KH)/2 + 1"}}).toString() == "2*((H - KH)/2 + 1)");
+  CHECK(polynomialOf(kernel, outputs) == SizePolynomial::of(quotient) + one);
+  CHECK(polynomialOf(kernel, quotient) == SizePolynomial::of(quotient));
+
+  // Floor division, and the launcher's checks.
+  CHECK(floorDivide(-1, 2) == -1);
+  CHECK(floorDivide(7, -2) == -4);
+  CHECK(floorDivide(6, 3) == 2);
+  kernel.name = "k";
+  kernel.outputs = {TensorParam{"y", DType::F32, {outputs}, {}}};
+  std::map<std::string, int64_t> sizes = {{"H", 9}, {"KH", 4}};
+  bindDerivedSizes(kernel, sizes);
+  CHECK(sizes.at("(H - KH)/2") == 2);
+  CHECK(sizes.at("(H - KH)/2 + 1") == 3);
+  sizes = {{"H", 1}, {"KH", 4}};
+  CHECK_THROWS_WITH(bindDerivedSizes(kernel, sizes), "dimension 0 of y is (H - KH)/2 + 1 = -1, which is negative");
+  kernel.derivedSizes.push_back(DerivedSize{"H/(KH - 4)", h, k - SizePolynomial::constant(4)});
+  sizes = {{"H", 9}, {"KH", 4}};
+  CHECK_THROWS_WITH(bindDerivedSizes(kernel, sizes), "the dimension H/(KH - 4) divides by zero");
 }

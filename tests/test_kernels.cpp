@@ -99,9 +99,11 @@ tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, const std::m
   std::uniform_real_distribution<double> uniform(-1, 1);
   tensor::EvaluationInputs inputs;
   for (const std::string& name : kernel.sizes) inputs.sizes[name] = sizes.at(name);
+  std::map<std::string, int64_t> allSizes = inputs.sizes;
+  tensor::bindDerivedSizes(kernel, allSizes);
   for (const tensor::TensorParam& input : kernel.inputs) {
     std::vector<int64_t> shape;
-    for (const tensor::Dim& dim : input.shape) shape.push_back(tensor::evaluateDim(dim, inputs.sizes));
+    for (const tensor::Dim& dim : input.shape) shape.push_back(tensor::evaluateDim(dim, allSizes));
     Buffer buffer(input.dtype, shape);
     for (int64_t i = 0; i < buffer.numel(); ++i)
       buffer.set(i, isFloat(input.dtype) ? Value::ofFloat(input.dtype, uniform(random))

@@ -89,13 +89,6 @@ std::string alignColumns(const std::vector<std::vector<std::string>>& rows) {
 
 }  // namespace
 
-std::string instanceLabel(const tensor::Kernel& kernel) {
-  if (kernel.typeArguments.empty()) return kernel.name;
-  std::vector<std::string> types;
-  for (const auto& [param, dtype] : kernel.typeArguments) types.push_back(std::string(dtypeName(dtype)));
-  return kernel.name + "<" + join(types, ", ") + ">";
-}
-
 TuningKey tuningKey(const tensor::Kernel& kernel, const std::map<std::string, DeclaredParam>& params,
                     const std::map<std::string, int64_t>& sizes, const std::string& device, const std::string& arch) {
   std::string schedule;
@@ -126,7 +119,7 @@ std::vector<TuningTarget> tuningTargets(const std::string& file, const std::stri
   std::vector<TuningTarget> targets;
   for (const tensor::Kernel& kernel : *kernels) {
     // Alone, so that the params are this instance's schedule's only.
-    std::string label = instanceLabel(kernel);
+    std::string label = kernel.selector();
     ElaborationDetails details;
     std::optional<std::vector<tensor::Kernel>> instance =
         elaborateFile(file, label, /*requireTypes=*/true, {}, diagnostics, &details);
@@ -286,7 +279,7 @@ std::optional<TuningRecord> bestRecorded(const TuningDatabase& database, const t
     std::vector<std::string> available;
     for (const auto& [group, record] : groups) available.push_back(fmt::format("{} on {}", group.first, group.second));
     note = fmt::format("{} has tuned parameters for several sizes or devices ({}); name the sizes with --size to use one",
-                       instanceLabel(kernel), join(available, "; "));
+                       kernel.selector(), join(available, "; "));
   }
   return std::nullopt;
 }

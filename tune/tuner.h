@@ -30,8 +30,6 @@ struct TuningTarget {
   std::map<std::string, std::string> scalars;  // --scalar values, by name, as text (check/check.h)
 };
 
-// "matmul" or "matmul<f32>".
-std::string instanceLabel(const tensor::Kernel& kernel);
 // The key of `kernel` (elaborated with any param values: neither hash depends on them) for `sizes` (only
 // the kernel's own are kept) on `device` and `arch`. The kernel hash is the hash of its Tensor IR: the
 // meaning, with every `fn` and imported definition inlined, and nothing of comments, layout or the file's

@@ -168,6 +168,11 @@ public:
   bool copiesAsynchronously() const { return copiesAsynchronously_; }
   bool usesTensorCores() const { return usesTensorCores_; }
   bool transposesQuads() const { return transposesQuads_; }
+  // Whether the host function computes a derived size by a floor division (and needs kFloorDividePrelude).
+  bool dividesSizes() const {
+    return std::any_of(program_.source.derivedSizes.begin(), program_.source.derivedSizes.end(),
+                       [](const DerivedSize& size) { return !(size.denominator == SizePolynomial::constant(1)); });
+  }
   bool sizesSharedAtLaunch() const {
     return std::any_of(program_.functions.begin(), program_.functions.end(),
                        [](const kernel::Function& function) { return function.launchSharedBytes() != nullptr; });
@@ -184,7 +189,14 @@ private:
     if (kernel::isLaunchSharedBytes(node.name)) return "(int64_t)emmy_launch_shared_bytes()";
     return kernel::isHardwareIndex(node.name) ? "(int64_t)" + node.name : variable(node.name);
   }
-  std::string exprNode(const SizeVar& node) const { return spelled(node.name); }
+  std::string exprNode(const SizeVar& node) const { return sizeName(node.name); }
+  // A size's C name: a derived one (named by its definition) is `size__K`, K its place among them.
+  std::string sizeName(const std::string& name) const {
+    const std::vector<DerivedSize>& derived = program_.source.derivedSizes;
+    for (size_t k = 0; k < derived.size(); ++k)
+      if (derived[k].name == name) return fmt::format("size__{}", k);
+    return spelled(name);
+  }
   std::string exprNode(const ScalarParam& node) const { return spelled(node.name); }
   std::string exprNode(const Load& node) const {
     EMMY_INTERNAL_ASSERT(!node.padValue, "a padded load reached the CUDA printer");
@@ -447,6 +459,9 @@ private:
       add(fmt::format("{}*", cudaTypeName(temporary.dtype)), temporary.name);
     for (const ScalarParamDecl& scalar : source.scalars) add(cudaTypeName(scalar.dtype), scalar.name);
     for (const std::string& size : source.sizes) add("int64_t", size);
+    // A derived size's name is its definition: its C name stands for it everywhere, even among the names.
+    for (const DerivedSize& size : source.derivedSizes)
+      params.push_back(text == ParameterText::Declared ? "int64_t " + sizeName(size.name) : sizeName(size.name));
     return params;
   }
 
@@ -525,6 +540,43 @@ private:
     return shapes;
   }
 
+  // A polynomial of sizes as C.
+  std::string polynomialText(const SizePolynomial& polynomial) const {
+    std::string out;
+    for (const auto& [monomial, coefficient] : polynomial.orderedTerms()) {
+      std::string term = expr(*dimValue(Dim{coefficient < 0 ? -coefficient : coefficient, monomial}));
+      out += out.empty() ? (coefficient < 0 ? "-" : "") + term : (coefficient < 0 ? " - " : " + ") + term;
+    }
+    return out.empty() ? "0" : out;
+  }
+
+  // The derived sizes, each from those before it; one that is a dimension must not be negative.
+  void derivedSizes() {
+    const Kernel& source = program_.source;
+    std::set<std::string> dimensions;
+    auto collect = [&](const Shape& shape) {
+      for (const Dim& dim : shape) dimensions.insert(dim.sizes.begin(), dim.sizes.end());
+    };
+    for (const TensorParam& input : source.inputs) collect(input.shape);
+    for (const TensorParam& output : source.outputs) collect(output.shape);
+    for (const Stage& stage : source.stages) collect(stage.shape());
+    std::string name = source.instanceName();
+    for (const DerivedSize& size : source.derivedSizes) {
+      std::string numerator = polynomialText(size.numerator);
+      if (size.denominator == SizePolynomial::constant(1)) {
+        line(1, fmt::format("const int64_t {} = {};", sizeName(size.name), numerator));
+      } else {
+        std::string denominator = polynomialText(size.denominator);
+        line(1, fmt::format("if (({}) == 0) return emmy_fail(\"{}: the dimension {} divides by zero\");", denominator,
+                            name, size.name));
+        line(1, fmt::format("const int64_t {} = emmy_floor_divide({}, {});", sizeName(size.name), numerator, denominator));
+      }
+      if (dimensions.count(size.name))
+        line(1, fmt::format("if ({} < 0) return emmy_fail(\"{}: the dimension {} is negative (%lld)\", (long long){});",
+                            sizeName(size.name), name, size.name, sizeName(size.name)));
+    }
+  }
+
   std::string hostFunction() {
     const Kernel& source = program_.source;
     std::string name = source.instanceName();
@@ -533,6 +585,7 @@ private:
     for (const std::string& size : source.sizes)
       line(1, fmt::format("if ({} < 0) return emmy_fail(\"{}: size {} is negative (%lld)\", (long long){});", spelled(size),
                           name, size, spelled(size)));
+    derivedSizes();
     // With every output empty there is nothing to compute, and CUDA refuses a grid of 0 blocks.
     std::vector<Shape> outputShapes;
     for (const TensorParam& output : source.outputs) outputShapes.push_back(output.shape);
@@ -848,6 +901,15 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 )";
 
+// The floor of a / b, for a derived size (LANGUAGE.md section 2: `/` in a dimension is floor division).
+const char* kFloorDividePrelude = R"(#ifndef __CUDACC_RTC__
+static int64_t emmy_floor_divide(int64_t a, int64_t b) {
+  int64_t quotient = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? quotient - 1 : quotient;
+}
+#endif  // __CUDACC_RTC__
+)";
+
 // Shared memory sized at launch (extern __shared__): the arrays in it, and how much the launch gave. The
 // simulation of `emmy check` defines its own, which checks every access against what the launch sized.
 const char* kSizedAtLaunchPrelude = R"(#ifndef EMMY_SHARED_SIZED_AT_LAUNCH
@@ -896,7 +958,8 @@ GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::
                        const std::string& sourceFile) {
   std::string kernels, declarations;
   std::vector<std::string> names;
-  bool copiesAsynchronously = false, usesTensorCores = false, transposesQuads = false, sizesSharedAtLaunch = false;
+  bool copiesAsynchronously = false, usesTensorCores = false, transposesQuads = false, sizesSharedAtLaunch = false,
+       dividesSizes = false;
   for (const kernel::Program& program : programs) {
     Emitter emitter(program);
     kernels += emitter.emit() + "\n";
@@ -905,6 +968,7 @@ GeneratedCuda emitCuda(const std::vector<kernel::Program>& programs, const std::
     usesTensorCores = usesTensorCores || emitter.usesTensorCores();
     transposesQuads = transposesQuads || emitter.transposesQuads();
     sizesSharedAtLaunch = sizesSharedAtLaunch || emitter.sizesSharedAtLaunch();
+    dividesSizes = dividesSizes || emitter.dividesSizes();
     names.push_back(program.source.instanceName());
   }
   // (Whether a schedule was written or the default policy's is not said: the same schedule either way
@@ -931,7 +995,8 @@ extern "C" {
                      (copiesAsynchronously ? kAsyncCopyPrelude : "") +
                      (usesTensorCores ? kTensorCorePrelude : "") + (transposesQuads ? kQuadTransposePrelude : "") +
                      (sizesSharedAtLaunch ? kSizedAtLaunchPrelude : "") + kHostPrelude +
-                     (sizesSharedAtLaunch ? kSizedAtLaunchHostPrelude : "") + "\n" + kernels;
+                     (sizesSharedAtLaunch ? kSizedAtLaunchHostPrelude : "") + (dividesSizes ? kFloorDividePrelude : "") +
+                     "\n" + kernels;
   return generated;
 }
 

@@ -30,7 +30,7 @@ public:
     for (const Temporary& temporary : program.temporaries)
       buffers_[temporary.name] = {temporary.dtype, temporary.shape.size(), true};
     for (const ScalarParamDecl& scalar : source.scalars) scalars_[scalar.name] = scalar.dtype;
-    sizes_.insert(source.sizes.begin(), source.sizes.end());
+    for (const std::string& size : source.allSizes()) sizes_.insert(size);
   }
 
   void check(const Stmt& stmt) {

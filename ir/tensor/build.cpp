@@ -1,6 +1,9 @@
 #include "ir/tensor/build.h"
 
+#include <fmt/format.h>
+
 #include "ir/tensor/scalar_ops.h"
+#include "support/diagnostics.h"
 
 namespace emmy::tensor {
 
@@ -25,6 +28,39 @@ ExprPtr dimValue(const Dim& dim) {
     product = product ? std::make_shared<Binary>(DType::I64, BinaryOp::Mul, product, factor) : factor;
   }
   return product;
+}
+
+Dim derivedDim(Kernel& kernel, const SizePolynomial& numerator, const SizePolynomial& denominator) {
+  SizePolynomial one = SizePolynomial::constant(1);
+  SizePolynomial polynomial = numerator, divisor = denominator;
+  if (std::optional<int64_t> c = denominator.constantValue())
+    if (std::optional<SizePolynomial> exact = numerator.dividedExactly(*c)) {
+      polynomial = *exact;
+      divisor = one;
+    }
+  if (divisor == one)
+    if (std::optional<Dim> dim = polynomial.asDim()) return *dim;
+  EMMY_INTERNAL_ASSERT(!(polynomial.constantValue() && divisor.constantValue()), "derivedDim of constants {} / {}",
+                       polynomial.toString(), divisor.toString());
+  for (const DerivedSize& size : kernel.derivedSizes)
+    if (size.numerator == polynomial && size.denominator == divisor) return Dim::size(size.name);
+  DerivedSize size{"", polynomial, divisor};
+  size.name = size.definition();
+  kernel.derivedSizes.push_back(size);
+  return Dim::size(size.name);
+}
+
+SizePolynomial polynomialOf(const Kernel& kernel, const Dim& dim) {
+  if (dim.factor == 1 && dim.sizes.size() == 1)
+    if (const DerivedSize* derived = kernel.findDerivedSize(dim.sizes[0]);
+        derived && derived->denominator == SizePolynomial::constant(1))
+      return derived->numerator;
+  return SizePolynomial::of(dim);
+}
+
+int64_t floorDivide(int64_t a, int64_t b) {
+  int64_t quotient = a / b;
+  return (a % b != 0 && (a < 0) != (b < 0)) ? quotient - 1 : quotient;
 }
 
 ExprPtr takenOrIdentity(ExprPtr taken, ExprPtr body, ReduceOp op, DType accumulator) {

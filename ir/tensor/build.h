@@ -14,6 +14,15 @@ ExprPtr immediate(DType dtype, double value);
 ExprPtr immediateOf(const Value& value);
 // The product of a Dim's factor and size names, as an i64 expression.
 ExprPtr dimValue(const Dim& dim);
+// The Dim of floor(numerator / denominator) in `kernel`: a plain Dim where the quotient is one, else the
+// derived size of that definition, added to `kernel.derivedSizes` unless an equal one is there. Neither
+// may be constant both (the caller folds constants, whose value must be a dimension).
+Dim derivedDim(Kernel& kernel, const SizePolynomial& numerator, const SizePolynomial& denominator);
+// The polynomial a Dim stands for, a derived size that is a polynomial replaced by its definition (so that
+// sums simplify: (H - 2) + 2 is H); a quotient stays a size of its own.
+SizePolynomial polynomialOf(const Kernel& kernel, const Dim& dim);
+// floor(a / b) for b != 0.
+int64_t floorDivide(int64_t a, int64_t b);
 // A reduction's body where `taken` holds, else the identity of `op` in `accumulator`: a term that adds
 // nothing (an index past its bound, a running reduction's elements after its own).
 ExprPtr takenOrIdentity(ExprPtr taken, ExprPtr body, ReduceOp op, DType accumulator);

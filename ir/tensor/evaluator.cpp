@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/tensor/build.h"
 #include "ir/tensor/printer.h"
 #include "ir/tensor/scalar_ops.h"
 #include "ir/tensor/verifier.h"
@@ -301,6 +302,35 @@ int64_t evaluateDim(const Dim& dim, const std::map<std::string, int64_t>& sizes)
   return value;
 }
 
+void bindDerivedSizes(const Kernel& kernel, std::map<std::string, int64_t>& sizes) {
+  auto evaluatePolynomial = [&](const SizePolynomial& polynomial, const std::string& what) {
+    int64_t sum = 0;
+    for (const auto& [monomial, coefficient] : polynomial.terms) {
+      int64_t term = evaluateDim(Dim{coefficient, monomial}, sizes);
+      if (__builtin_add_overflow(sum, term, &sum)) throw EvaluationError(fmt::format("{} overflows int64", what));
+    }
+    return sum;
+  };
+  for (const DerivedSize& derived : kernel.derivedSizes) {
+    std::string what = fmt::format("the dimension {}", derived.name);
+    int64_t numerator = evaluatePolynomial(derived.numerator, what);
+    int64_t denominator = evaluatePolynomial(derived.denominator, what);
+    if (denominator == 0) throw EvaluationError(fmt::format("{} divides by zero", what));
+    sizes[derived.name] = floorDivide(numerator, denominator);
+  }
+  // A derived size that is a dimension must not be negative (a window larger than its padded input).
+  auto check = [&](const Shape& shape, const std::string& tensor) {
+    for (size_t d = 0; d < shape.size(); ++d)
+      for (const std::string& size : shape[d].sizes)
+        if (const DerivedSize* derived = kernel.findDerivedSize(size); derived && sizes.at(size) < 0)
+          throw EvaluationError(fmt::format("dimension {} of {} is {} = {}, which is negative", d, tensor,
+                                            derived->name, sizes.at(size)));
+  };
+  for (const TensorParam& input : kernel.inputs) check(input.shape, input.name);
+  for (const TensorParam& output : kernel.outputs) check(output.shape, output.name);
+  for (const Stage& stage : kernel.stages) check(stage.shape(), stage.name);
+}
+
 std::map<std::string, int64_t> bindSizes(const Kernel& kernel, const std::map<std::string, Buffer>& tensors,
                                          const std::map<std::string, int64_t>& given) {
   std::vector<std::string> names = inputNames(kernel);
@@ -347,7 +377,8 @@ std::map<std::string, int64_t> bindSizes(const Kernel& kernel, const std::map<st
           fmt::format("size {} is not determined by any input; give it with --size {}=...", size, size));
     sizes[size] = it->second.value;
   }
-  // Constant and product dimensions are checked once every size is known.
+  bindDerivedSizes(kernel, sizes);
+  // Constant, product and derived dimensions are checked once every size is known.
   for (const TensorParam& input : kernel.inputs) {
     const std::vector<int64_t>& shape = tensors.at(input.name).shape();
     for (size_t d = 0; d < input.shape.size(); ++d) {

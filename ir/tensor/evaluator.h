@@ -30,6 +30,10 @@ struct EvaluationInputs {
 std::map<std::string, int64_t> bindSizes(const Kernel& kernel, const std::map<std::string, Buffer>& tensors,
                                          const std::map<std::string, int64_t>& given);
 
+// Adds the value of every derived size to `sizes`, which hold the others; throws EvaluationError for a
+// division by zero or a dimension that comes out negative.
+void bindDerivedSizes(const Kernel& kernel, std::map<std::string, int64_t>& sizes);
+
 // Every scalar of the kernel: the value given (of exactly its dtype) or its default; throws
 // EvaluationError for an unknown name, a wrong dtype or a missing value without a default.
 std::map<std::string, Value> bindScalars(const Kernel& kernel, const std::map<std::string, Value>& given);

@@ -43,6 +43,41 @@ struct Dim {
 using Shape = std::vector<Dim>;
 std::string shapeToString(const Shape& shape);  // "[N, 64]"
 
+// A polynomial in sizes with integer coefficients: a dimension written as an expression
+// (`H + 2 * PAD - KH`, LANGUAGE.md section 2) once its integer parameters are known.
+struct SizePolynomial {
+  std::map<std::vector<std::string>, int64_t> terms;  // sorted size names of a monomial -> nonzero coefficient
+
+  static SizePolynomial constant(int64_t value);
+  static SizePolynomial of(const Dim& dim);
+  SizePolynomial operator+(const SizePolynomial& other) const;
+  SizePolynomial operator-(const SizePolynomial& other) const;
+  SizePolynomial operator*(const SizePolynomial& other) const;
+  bool operator==(const SizePolynomial&) const = default;
+  std::optional<int64_t> constantValue() const;
+  // The polynomial as a Dim when it is one: a positive constant, or a positive constant times sizes.
+  std::optional<Dim> asDim() const;
+  // The quotient when every coefficient is a multiple of `divisor`.
+  std::optional<SizePolynomial> dividedExactly(int64_t divisor) const;
+  // The terms in the order they are written: sizes added, then those subtracted, then the constant.
+  std::vector<std::pair<std::vector<std::string>, int64_t>> orderedTerms() const;
+  std::string toString() const;  // "H - KH + 1"
+};
+
+// A size the kernel computes from other sizes: the floor of numerator / denominator, both over sizes
+// before it. A dimension written as an expression that is no Dim is one of these, named by its definition
+// (`H - KH + 1`, `(H - 3)/2`), which no size name the user writes can be; the launcher computes it. A
+// denominator of 1 makes it a polynomial. Only quotients appear inside other definitions.
+struct DerivedSize {
+  std::string name;
+  SizePolynomial numerator;
+  SizePolynomial denominator;
+  std::string definition() const;  // "(H - KH)/2", or "H - KH + 1"
+};
+
+// Whether a size name is a derived size's (a definition, not an identifier).
+bool isDerivedSizeName(const std::string& name);
+
 // ---------------------------------------------------------------------------------------------------
 // Scalar expressions. The node list is one X-macro so that visitors cannot miss a node.
 #define EMMY_TENSOR_EXPR_NODES(X) \
@@ -249,6 +284,10 @@ struct Kernel {
   std::vector<TensorParam> outputs;  // each is also defined by the stage of the same name
   std::vector<ScalarParamDecl> scalars;
   std::vector<std::string> sizes;  // every size name, in order of first appearance in the signature
+  // Sizes computed from the others, each from those before it; not parameters of the host function.
+  std::vector<DerivedSize> derivedSizes;
+  // Integer parameters given values other than their defaults: `STRIDE = 2`; they name the instance.
+  std::vector<std::pair<std::string, int64_t>> integerArguments;
   std::vector<Stage> stages;       // in definition order: a stage reads only inputs and earlier stages
   std::vector<Directive> schedule;  // the kernel's schedule block, empty when it has none
   // The values `-D` gave params: those the default policy declares read them there.
@@ -260,8 +299,13 @@ struct Kernel {
 
   // "softmax" or, for an instance, "softmax_f16": the host function's name.
   std::string instanceName() const;
+  // "softmax", "softmax<f16>" or "conv2d<f16, STRIDE=2>": the instance as `--kernel` names it.
+  std::string selector() const;
   const Stage* findStage(const std::string& name) const;
   const TensorParam* findInput(const std::string& name) const;
+  const DerivedSize* findDerivedSize(const std::string& name) const;
+  // Every size name: those of the signature, then the derived ones.
+  std::vector<std::string> allSizes() const;
 };
 
 }  // namespace emmy::tensor

@@ -91,7 +91,10 @@ struct ExprPrinter {
     return immediate(floatText(node.dtype, node.value), node.dtype, DType::F32);
   }
   Printed operator()(const AxisVar& node) const { return {node.name, kAtom}; }
-  Printed operator()(const SizeVar& node) const { return {node.name, kAtom}; }
+  // A derived size is named by its definition, which binds like a sum (`H - 2`) or a quotient.
+  Printed operator()(const SizeVar& node) const {
+    return {node.name, isDerivedSizeName(node.name) ? kAdditive : kAtom};
+  }
   Printed operator()(const ScalarParam& node) const { return {node.name, kAtom}; }
 
   Printed operator()(const Load& node) const {
@@ -180,10 +183,11 @@ bool sameIndex(const Expr& a, const Expr& b) { return printExpr(a) == printExpr(
 
 std::string printKernel(const Kernel& kernel) {
   std::string out = "kernel " + kernel.instanceName();
-  if (!kernel.typeArguments.empty()) {
+  if (!kernel.typeArguments.empty() || !kernel.integerArguments.empty()) {
     std::vector<std::string> arguments;
     for (const auto& [param, dtype] : kernel.typeArguments)
       arguments.push_back(fmt::format("{} = {}", param, dtypeName(dtype)));
+    for (const auto& [param, value] : kernel.integerArguments) arguments.push_back(fmt::format("{} = {}", param, value));
     out += fmt::format(" = {}<{}>", kernel.name, join(arguments, ", "));
   }
   out += "\n";
@@ -197,6 +201,11 @@ std::string printKernel(const Kernel& kernel) {
   for (const TensorParam& output : kernel.outputs)
     out += fmt::format("  output {}: {}\n", output.name, tensorType(output.dtype, output.shape));
   if (!kernel.sizes.empty()) out += "  sizes " + join(kernel.sizes, ", ") + "\n";
+  if (!kernel.derivedSizes.empty()) {
+    std::vector<std::string> names;
+    for (const DerivedSize& size : kernel.derivedSizes) names.push_back(size.name);
+    out += "  computed sizes " + join(names, ", ") + "\n";
+  }
   for (const Stage& stage : kernel.stages) out += "  " + printStage(stage) + "\n";
   return out;
 }

@@ -42,8 +42,7 @@ private:
     if (!std::is_sorted(dim.sizes.begin(), dim.sizes.end()))
       fail("{} has a dimension whose size names are not sorted: {}", where, dim.toString());
     for (const std::string& size : dim.sizes)
-      if (std::find(kernel_.sizes.begin(), kernel_.sizes.end(), size) == kernel_.sizes.end())
-        fail("{} uses size {}, which is not a size of the kernel", where, size);
+      if (!sizes_.count(size)) fail("{} uses size {}, which is not a size of the kernel", where, size);
   }
 
   void checkTensorParam(const TensorParam& param, const char* what) {
@@ -51,7 +50,20 @@ private:
   }
 
   void checkSignature() {
-    for (const std::string& size : kernel_.sizes) declare(size, "size");
+    for (const std::string& size : kernel_.sizes) {
+      declare(size, "size");
+      sizes_.insert(size);
+    }
+    // A derived size is computed from the sizes before it.
+    for (const DerivedSize& derived : kernel_.derivedSizes) {
+      for (const SizePolynomial* polynomial : {&derived.numerator, &derived.denominator})
+        for (const auto& [monomial, coefficient] : polynomial->terms)
+          for (const std::string& size : monomial)
+            if (!sizes_.count(size)) fail("derived size {} uses {}, which is not a size before it", derived.name, size);
+      if (derived.denominator.terms.empty()) fail("derived size {} divides by zero", derived.name);
+      declare(derived.name, "derived size");
+      sizes_.insert(derived.name);
+    }
     for (const TensorParam& input : kernel_.inputs) {
       declare(input.name, "input");
       checkTensorParam(input, "input");
@@ -150,8 +162,7 @@ private:
   }
 
   void check(const SizeVar& node) {
-    if (std::find(kernel_.sizes.begin(), kernel_.sizes.end(), node.name) == kernel_.sizes.end())
-      fail("size {} is not a size of the kernel", node.name);
+    if (!sizes_.count(node.name)) fail("size {} is not a size of the kernel", node.name);
   }
 
   void check(const ScalarParam& node) {
@@ -235,6 +246,7 @@ private:
   void check(const Cast& node) { checkOperand(node.operand, node); }
 
   const Kernel& kernel_;
+  std::set<std::string> sizes_;          // the kernel's sizes, derived ones included
   std::set<std::string> names_;          // inputs, scalars, sizes and stages declared so far
   std::set<std::string> definedStages_;  // stages before the current one
   const Stage* stage_ = nullptr;         // the stage being checked

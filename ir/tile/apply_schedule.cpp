@@ -174,7 +174,7 @@ void NestScheduler::collectTaken(const loop::Stmt& stmt) {
   for (const TensorParam& p : kernel_.inputs) taken_.insert(p.name);
   for (const TensorParam& p : kernel_.outputs) taken_.insert(p.name);
   for (const ScalarParamDecl& p : kernel_.scalars) taken_.insert(p.name);
-  for (const std::string& size : kernel_.sizes) taken_.insert(size);
+  for (const std::string& size : kernel_.allSizes()) taken_.insert(size);
   for (const Stage& stage : kernel_.stages) taken_.insert(stage.name);
   for (const CacheStage& cache : model_.caches) taken_.insert(cache.name);
 }

@@ -280,7 +280,7 @@ void ScheduleChecker::cache(const Directive& d) {
 bool ScheduleChecker::nameTaken(const std::string& name) {
   const auto& scalars = kernel_.scalars;
   return kernel_.findStage(name) || kernel_.findInput(name) || findCache(name) ||
-         std::find(kernel_.sizes.begin(), kernel_.sizes.end(), name) != kernel_.sizes.end() ||
+         std::find(kernel_.sizes.begin(), kernel_.sizes.end(), name) != kernel_.sizes.end() || kernel_.findDerivedSize(name) ||
          std::any_of(scalars.begin(), scalars.end(), [&](const ScalarParamDecl& s) { return s.name == name; });
 }
 
