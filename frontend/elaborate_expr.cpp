@@ -122,6 +122,10 @@ TensorValue KernelElaboration::exprOrPending(const ast::Expr& e, Scope& scope) {
         product.loc = e.loc;
         return product;
       }
+      if (std::optional<TensorValue> folded = indexByItsExtent(binary, lhs, rhs, scope)) {
+        folded->loc = e.loc;
+        return *folded;
+      }
       if (binary.op == ast::BinaryOp::Div)
         if (std::optional<TensorValue> quotient = sizeQuotient(lhs, rhs)) {
           quotient->loc = e.loc;
@@ -133,6 +137,21 @@ TensorValue KernelElaboration::exprOrPending(const ast::Expr& e, Scope& scope) {
     }
   }
   throw InternalError("unknown AST expression kind");
+}
+
+std::optional<TensorValue> KernelElaboration::indexByItsExtent(const ast::Binary& e, const TensorValue& lhs,
+                                                                const TensorValue& rhs, const Scope& scope) {
+  if (e.op != ast::BinaryOp::Div && e.op != ast::BinaryOp::Mod) return std::nullopt;
+  const auto* name = e.lhs->as<ast::Name>();
+  bool indexName = name && scope.kernelNames && !scope.fnArguments.count(name->name);
+  const IndexBinding* index = indexName ? scope.findIndex(name->name) : nullptr;
+  if (!index || !rhs.isScalar() || !(rhs.literal ? rhs.literal->isInteger : isInteger(rhs.dtype))) return std::nullopt;
+  std::optional<AffineForm> divisor = affineOf(*rhs.at({}, DType::I64));
+  AffineForm extent = AffineForm::ofDim(index->extent);
+  if (!divisor || divisor->indices != extent.indices || divisor->sizes != extent.sizes || divisor->constant != extent.constant)
+    return std::nullopt;
+  // An index is below its extent: `o / OUT` is 0 and `o % OUT` is o (a group's channel when groups = 1).
+  return e.op == ast::BinaryOp::Div ? TensorValue::ofLiteral(Literal{true, 0}, e.loc) : lhs;
 }
 
 std::optional<TensorValue> KernelElaboration::sizeQuotient(const TensorValue& lhs, const TensorValue& rhs) {

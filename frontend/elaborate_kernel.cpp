@@ -141,16 +141,23 @@ std::optional<DType> KernelElaboration::resolveDType(const ast::Ident& name) {
   error(name.loc, withDTypeSuggestion(fmt::format("unknown type '{}'", name.name), name.name, known));
 }
 
-SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, bool isOutput) {
-  if (const auto* number = e.as<ast::Number>()) return SizePolynomial::constant(number->intValue);
+SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, DimPlace place) {
+  const char* form = "a positive number, a size name, or an expression of those and integer parameters with + - * /";
+  if (const auto* number = e.as<ast::Number>()) {
+    if (!number->isInteger) error(e.loc, fmt::format("a dimension is {}, not {}", form, number->text));
+    return SizePolynomial::constant(number->intValue);
+  }
   if (const auto* binary = e.as<ast::Binary>()) {
-    SizePolynomial lhs = dimPolynomial(*binary->lhs, isOutput);
-    SizePolynomial rhs = dimPolynomial(*binary->rhs, isOutput);
+    bool arithmetic = binary->op == ast::BinaryOp::Add || binary->op == ast::BinaryOp::Sub ||
+                      binary->op == ast::BinaryOp::Mul || binary->op == ast::BinaryOp::Div;
+    if (!arithmetic) error(binary->opLoc, fmt::format("a dimension is {}, not '{}'", form, ast::binaryOpSpelling(binary->op)));
+    SizePolynomial lhs = dimPolynomial(*binary->lhs, place);
+    SizePolynomial rhs = dimPolynomial(*binary->rhs, place);
     switch (binary->op) {
       case ast::BinaryOp::Add: return lhs + rhs;
       case ast::BinaryOp::Sub: return lhs - rhs;
       case ast::BinaryOp::Mul: return lhs * rhs;
-      default: break;  // the parser allows only + - * /
+      default: break;
     }
     std::optional<int64_t> numerator = lhs.constantValue(), denominator = rhs.constantValue();
     if (denominator == 0) error(binary->opLoc, "this dimension divides by zero");
@@ -160,17 +167,23 @@ SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, bool isOutpu
     // A quotient is a size of its own once it is combined further: floor((H - 3) / 2) + 1 is not a quotient.
     return polynomialOf(kernel, derivedDim(kernel, lhs, rhs));
   }
-  const std::string& name = static_cast<const ast::Name&>(e).name;
+  const auto* nameExpr = e.as<ast::Name>();
+  if (!nameExpr) error(e.loc, fmt::format("a dimension is {}", form));
+  const std::string& name = nameExpr->name;
   if (poisoned.count(name)) throw CompilationAborted{};  // a size or parameter whose declaration failed, reported
   auto it = symbols.find(name);
   if (it == symbols.end()) {
-    if (isOutput) {
-      std::vector<std::string> sizes(kernel.sizes.begin(), kernel.sizes.end());
+    std::vector<std::string> sizes(kernel.sizes.begin(), kernel.sizes.end());
+    if (place == DimPlace::Output)
       error(e.loc, withSuggestion(fmt::format("output uses size '{}', which no input has (an output's shape may "
                                               "use sizes of the inputs only)",
                                               name),
                                   name, sizes));
-    }
+    if (place == DimPlace::Range)
+      error(e.loc, withSuggestion(fmt::format("unknown size '{}' in a range (a range uses the kernel's sizes, numbers "
+                                              "and integer parameters)",
+                                              name),
+                                  name, sizes));
     declare(name, Symbol{Symbol::Kind::Size, DType::I64, {}, e.loc});
     kernel.sizes.push_back(name);
     return SizePolynomial::of(Dim::size(name));
@@ -181,18 +194,21 @@ SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, bool isOutpu
   return SizePolynomial::of(Dim::size(name));
 }
 
+Dim KernelElaboration::resolveDim(const ast::Expr& e, DimPlace place) {
+  SizePolynomial value = dimPolynomial(e, place);
+  if (std::optional<int64_t> constant = value.constantValue()) {
+    if (*constant < 1)
+      error(e.loc, fmt::format("a dimension must be at least 1, not {}{}", *constant,
+                               e.as<ast::Number>() ? "" : " (the value of this expression)"));
+    return Dim::constant(*constant);
+  }
+  return derivedDim(kernel, value, SizePolynomial::constant(1));
+}
+
 Shape KernelElaboration::resolveShape(const ast::TypeExpr& type, bool isOutput) {
   Shape shape;
   for (const ast::DimExpr& dim : type.dims) {
-    SizePolynomial value = dimPolynomial(*dim.expr, isOutput);
-    if (std::optional<int64_t> constant = value.constantValue()) {
-      if (*constant < 1)
-        error(dim.loc, fmt::format("a dimension must be at least 1, not {}{}", *constant,
-                                   dim.expr->as<ast::Number>() ? "" : " (the value of this expression)"));
-      shape.push_back(Dim::constant(*constant));
-      continue;
-    }
-    Dim resolved = derivedDim(kernel, value, SizePolynomial::constant(1));
+    Dim resolved = resolveDim(*dim.expr, isOutput ? DimPlace::Output : DimPlace::Input);
     // A size's value comes from an input where it is a dimension of its own.
     if (!isOutput && resolved.factor == 1 && resolved.sizes.size() == 1 && !kernel.findDerivedSize(resolved.sizes[0]))
       sizesStandingAlone.insert(resolved.sizes[0]);

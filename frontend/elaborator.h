@@ -160,13 +160,21 @@ private:
   void declareOutput(const ast::Param& param);
   std::optional<DType> resolveDType(const ast::Ident& name);
   tensor::Shape resolveShape(const ast::TypeExpr& type, bool isOutput);
+  // Where a dimension is written: an input's (new size names are declared), an output's, or the range of
+  // an index (`t[i < H - 2] = ...`; only known sizes).
+  enum class DimPlace { Input, Output, Range };
   // A dimension written as an expression, its integer parameters replaced by their values and each
   // quotient that is combined further made a derived size of its own.
-  tensor::SizePolynomial dimPolynomial(const ast::Expr& e, bool isOutput);
+  tensor::SizePolynomial dimPolynomial(const ast::Expr& e, DimPlace place);
+  // The same as a Dim, which must be at least 1 where it is a constant.
+  tensor::Dim resolveDim(const ast::Expr& e, DimPlace place);
   void dropUnusedDerivedSizes();
   // `lhs / rhs` as a size when it is one: sizes with non-negative coefficients over a positive number
   // (`C / GROUPS`), which is then affine and may bound a reduction index; nullopt otherwise.
   std::optional<TensorValue> sizeQuotient(const TensorValue& lhs, const TensorValue& rhs);
+  // `i / E` as 0 and `i % E` as i, for an index i whose range is E; nullopt for anything else.
+  std::optional<TensorValue> indexByItsExtent(const ast::Binary& e, const TensorValue& lhs, const TensorValue& rhs,
+                                              const Scope& scope);
   void declare(const std::string& name, Symbol symbol);
   void statement(const ast::Statement& s);
   void indexStatement(const ast::Statement& s);
@@ -177,8 +185,6 @@ private:
 
   // index form (index_form.cpp)
   IndexRanges inferRanges(const ast::Statement& s);
-  // The range written for an index on the left, `y[i < N] = ...`: a number, a size or their product.
-  tensor::Dim declaredRange(const ast::Expr& e);
   TensorValue subscript(const ast::Subscript& e, Scope& scope);
   struct ReductionParts {
     tensor::Reduction reduction;

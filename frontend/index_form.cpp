@@ -195,17 +195,6 @@ private:
 
 }  // namespace
 
-Dim KernelElaboration::declaredRange(const ast::Expr& e) {
-  if (const auto* number = e.as<ast::Number>(); number && number->isInteger && number->intValue >= 1)
-    return Dim::constant(number->intValue);
-  if (const auto* name = e.as<ast::Name>())
-    if (auto it = symbols.find(name->name); it != symbols.end() && it->second.kind == Symbol::Kind::Size)
-      return Dim::size(name->name);
-  if (const auto* product = e.as<ast::Binary>(); product && product->op == ast::BinaryOp::Mul)
-    return declaredRange(*product->lhs) * declaredRange(*product->rhs);
-  error(e.loc, "the range of an index on the left must be a positive number, a size name or a product of them");
-}
-
 void KernelElaboration::unknownTensor(const ast::Name& name) {
   std::vector<std::string> tensors;
   for (const auto& [n, symbol] : symbols)
@@ -223,7 +212,7 @@ IndexRanges KernelElaboration::inferRanges(const ast::Statement& s) {
     inference.bind(s.indices[k]);
     indices.push_back(&s.indices[k]);
     if (s.indexRanges[k]) {
-      Dim range = declaredRange(*s.indexRanges[k]);
+      Dim range = resolveDim(*s.indexRanges[k], DimPlace::Range);
       if (output && !(range == symbol->second.shape[k]))
         error(s.indexRanges[k]->loc, fmt::format("output '{}' has size {} in dimension {}, not {}", s.targets.front().name,
                                                  symbol->second.shape[k].toString(), k, range.toString()));
@@ -331,6 +320,7 @@ TensorValue KernelElaboration::subscript(const ast::Subscript& e, Scope& scope) 
   }
   std::map<std::string, Dim> extents;
   for (const IndexBinding& index : scope.indices) extents.emplace(index.name, index.extent);
+  bool padNeeded = false;  // some subscript of a padded read may leave the tensor
   BoundsProver prover(extents, scope.facts, kernel.derivedSizes);
   std::vector<ExprPtr> indices;
   for (size_t p = 0; p < e.indices.size(); ++p) {
@@ -350,7 +340,11 @@ TensorValue KernelElaboration::subscript(const ast::Subscript& e, Scope& scope) 
       error(sub.loc, fmt::format("a subscript must be an integer, not {}",
                                  value.literal ? "a fractional number" : std::string(dtypeName(value.dtype))));
     ExprPtr index = value.at({}, DType::I64);
-    if (!padValue) {
+    if (padValue) {
+      std::optional<AffineForm> form = affineOf(*index);
+      AffineForm last = AffineForm::ofDim(tensor.shape[p]) - AffineForm{{}, {}, 1};
+      padNeeded = padNeeded || !form || !prover.provesNonNegative(*form) || !prover.provesNonNegative(last - *form);
+    } else {
       std::optional<AffineForm> form = affineOf(*index);
       if (!form)
         error(sub.loc, "a subscript must be affine in the indices (sums of indices times constants, sizes and "
@@ -363,6 +357,9 @@ TensorValue KernelElaboration::subscript(const ast::Subscript& e, Scope& scope) 
     }
     indices.push_back(index);
   }
+  // A padded read that provably stays inside the tensor reads it directly, with no guard at run time
+  // (a convolution without padding, written once for every padding).
+  if (!padNeeded) padValue = nullptr;
   return TensorValue::ofScalar(std::make_shared<Load>(tensor.dtype, tensorName, indices, padValue), e.loc);
 }
 

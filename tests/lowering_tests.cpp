@@ -23,11 +23,10 @@ sim::CudaSource cudaOf(const Lowered& lowered, const fs::path& source) {
   return emitCudaFiles({lowered}, source.string());
 }
 
-// Runs `program` on random inputs with every size `size` and compares every output.
+// Runs `program` on random inputs with every size `size` (or the largest below it that the simulation affords:
+// testing::everySize) and compares every output.
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKernel& program, int64_t size) {
-  std::map<std::string, int64_t> sizes;
-  for (const std::string& name : kernel.sizes) sizes[name] = size;
-  testing::checkAgainstEvaluator(kernel, program, sizes, 1000 + size);
+  testing::checkAgainstEvaluator(kernel, program, testing::everySize(kernel, size), 1000 + size);
 }
 
 }  // namespace

@@ -84,6 +84,19 @@ TEST_CASE("every param candidate of the stdlib schedules passes the simulated ch
             int64_t size = 37;
             for (size_t k = 0; k < instance.sizes.size(); ++k)
               sizes[instance.sizes[k]] = k < batch ? static_cast<int64_t>(k) + 2 : (size += 8);  // 45, 53, 61, ...
+            if (!instance.derivedSizes.empty()) {
+              // Windows (convolutions, pools): their sizes, those the first input does not have, are 3, 5,
+              // ...; the first input's are 2 and 3 for its batch and channels, then 13, 17, 21, ...
+              const tensor::TensorParam& first = instance.inputs.front();
+              size = 9;
+              int64_t window = 1;
+              for (size_t k = 0; k < instance.sizes.size(); ++k) {
+                bool ofFirst = std::any_of(first.shape.begin(), first.shape.end(),
+                                           [&](const tensor::Dim& dim) { return dim == tensor::Dim::size(instance.sizes[k]); });
+                sizes[instance.sizes[k]] = !ofFirst ? (window += 2) : k < 2 ? static_cast<int64_t>(k) + 2 : (size += 4);
+              }
+              REQUIRE(testing::sizesValid(instance, sizes));
+            }
             testing::checkAgainstEvaluator(instance, program, sizes, turn);
           }
         }

@@ -55,14 +55,27 @@ tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, const std::m
 tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, int64_t size, uint64_t seed);
 
 // One size set per size of `kernel`: that size 0, the others small and ragged (3, 5, 7, ...), for the
-// sweep over empty tensors.
+// sweep over empty tensors; a window the others leave larger than its input is 1 wide, and a set that
+// still makes a dimension negative, or takes over 10^5 elements and reduction terms, is left out.
 std::vector<std::map<std::string, int64_t>> sizesWithOneEmpty(const tensor::Kernel& kernel);
 
 // " N=3 M=0": how a test names the sizes it runs at.
 std::string describeSizes(const std::map<std::string, int64_t>& sizes);
 
+// Every size `size`, or the largest below it at which the kernel's stages take at most `budget` elements
+// and reduction terms together (a transposed 3-d convolution at 13 would take 10^11: the simulation and
+// the interpreter run on a CPU).
+std::map<std::string, int64_t> everySize(const tensor::Kernel& kernel, int64_t size, double budget = 2e6);
+// The elements and reduction terms of every stage of the kernel at `sizes` (valid ones).
+double workAt(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes);
+
+// Whether `sizes` are inputs the kernel takes: no dimension it computes from them is negative (a window
+// larger than its input) or divides by zero. The evaluator and the launcher refuse the others.
+bool sizesValid(const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes);
+
 // Runs `program` (the generated CUDA of `kernel`) on those inputs and checks every output against the
-// reference evaluator within the dtype's tolerance; a failed run (deadlock, fault, crash) fails the test.
+// reference evaluator within the dtype's tolerance, at sizes the kernel takes (others are skipped); a
+// failed run (deadlock, fault, crash) fails the test.
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
                            const std::map<std::string, int64_t>& sizes, uint64_t seed);
 // The same on given inputs.

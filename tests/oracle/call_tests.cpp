@@ -4,6 +4,8 @@
 #include <filesystem>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "tests/oracle/oracle.h"
 
 namespace emmy::oracle {
@@ -215,6 +217,141 @@ TEST_CASE("nn.attention and nn.causal_attention", "[oracle]") {
       at::Tensor vSelf = randomTensor(dtype, {size.b, size.h, size.s, size.e}, 22);
       expectKernelMatches(nn, instance("causal_attention", dtype), {{"q", q}, {"k", kSelf}, {"v", vSelf}},
                           {{"o", roundTo(attention(f32(q), f32(kSelf), f32(vSelf), scale, true), dtype)}}, scalars);
+    }
+}
+
+// The convolutions of nn against ATen's, each (rank, integer parameters, sizes) in every dtype; the
+// sizes are ragged (odd spatial sizes, strides and paddings that do not divide them).
+TEST_CASE("nn.conv1d, conv2d and conv3d: stride, padding, dilation and groups, for every dim or one", "[oracle]") {
+  std::string nn = sourceFile("stdlib/nn.emmy");
+  struct Case {
+    int rank;
+    std::string integers;           // the instance's integer parameters, as --kernel writes them
+    std::vector<int64_t> stride, padding, dilation;
+    int64_t groups, n, c, out;
+    std::vector<int64_t> spatial, window;
+  };
+  const std::vector<Case> cases = {
+      {1, "", {1}, {0}, {1}, 1, 2, 3, 5, {17}, {4}},
+      {1, ", stride=3, padding=2, dilation=2, groups=3", {3}, {2}, {2}, 3, 1, 6, 9, {11}, {3}},
+      {2, "", {1, 1}, {0, 0}, {1, 1}, 1, 2, 3, 4, {7, 9}, {3, 2}},
+      {2, ", STRIDE=2, PAD=1", {2, 2}, {1, 1}, {1, 1}, 1, 2, 3, 5, {9, 8}, {3, 3}},
+      {2, ", stride=2, padding=1, dilation=2, groups=2, STRIDE_W=1, PAD_H=0", {2, 1}, {0, 1}, {2, 2}, 2, 1, 4, 6,
+       {11, 7}, {2, 3}},
+      {2, ", groups=4", {1, 1}, {0, 0}, {1, 1}, 4, 1, 4, 4, {1, 5}, {1, 3}},  // depthwise
+      {3, ", stride=2, padding=1", {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, 1, 1, 2, 3, {5, 4, 7}, {3, 2, 3}},
+      {3, ", DILATION_D=2, PAD_W=2", {1, 1, 1}, {0, 0, 2}, {2, 1, 1}, 1, 2, 2, 2, {5, 3, 4}, {2, 2, 3}},
+  };
+  for (DType dtype : kFloatTypes)
+    for (const Case& c : cases) {
+      std::string selector = fmt::format("conv{}d<{}{}>", c.rank, dtypeName(dtype), c.integers);
+      INFO(selector);
+      std::vector<int64_t> xShape = {c.n, c.c}, wShape = {c.out, c.c / c.groups};
+      xShape.insert(xShape.end(), c.spatial.begin(), c.spatial.end());
+      wShape.insert(wShape.end(), c.window.begin(), c.window.end());
+      at::Tensor x = randomTensor(dtype, xShape, 30), w = randomTensor(dtype, wShape, 31), b = randomTensor(dtype, {c.out}, 32);
+      at::Tensor expected = c.rank == 1 ? at::conv1d(f32(x), f32(w), f32(b), c.stride, c.padding, c.dilation, c.groups)
+                            : c.rank == 2 ? at::conv2d(f32(x), f32(w), f32(b), c.stride, c.padding, c.dilation, c.groups)
+                                          : at::conv3d(f32(x), f32(w), f32(b), c.stride, c.padding, c.dilation, c.groups);
+      expectKernelMatches(nn, selector, {{"x", x}, {"w", w}, {"b", b}}, {{"y", roundTo(expected, dtype)}});
+    }
+}
+
+TEST_CASE("nn.conv_transpose1d, 2d and 3d: stride, padding, output_padding, groups and dilation", "[oracle]") {
+  std::string nn = sourceFile("stdlib/nn.emmy");
+  struct Case {
+    int rank;
+    std::string integers;
+    std::vector<int64_t> stride, padding, outputPadding, dilation;
+    int64_t groups, n, c, out;
+    std::vector<int64_t> spatial, window;
+  };
+  const std::vector<Case> cases = {
+      {1, "", {1}, {0}, {0}, {1}, 1, 2, 3, 5, {7}, {3}},
+      {1, ", stride=3, padding=1, output_padding=2, groups=2", {3}, {1}, {2}, {1}, 2, 1, 4, 6, {5}, {4}},
+      {2, ", stride=2, padding=1, output_padding=1", {2, 2}, {1, 1}, {1, 1}, {1, 1}, 1, 2, 3, 4, {5, 4}, {3, 3}},
+      {2, ", STRIDE_H=3, DILATION=2, PAD_W=1, groups=3", {3, 1}, {0, 1}, {0, 0}, {2, 2}, 3, 1, 3, 6, {4, 6}, {2, 3}},
+      {3, ", stride=2, padding=1", {2, 2, 2}, {1, 1, 1}, {0, 0, 0}, {1, 1, 1}, 1, 1, 2, 3, {3, 4, 2}, {3, 2, 3}},
+  };
+  for (DType dtype : kFloatTypes)
+    for (const Case& c : cases) {
+      std::string selector = fmt::format("conv_transpose{}d<{}{}>", c.rank, dtypeName(dtype), c.integers);
+      INFO(selector);
+      std::vector<int64_t> xShape = {c.n, c.c}, wShape = {c.c, c.out / c.groups};
+      xShape.insert(xShape.end(), c.spatial.begin(), c.spatial.end());
+      wShape.insert(wShape.end(), c.window.begin(), c.window.end());
+      at::Tensor x = randomTensor(dtype, xShape, 40), w = randomTensor(dtype, wShape, 41), b = randomTensor(dtype, {c.out}, 42);
+      auto transposed = c.rank == 1 ? at::conv_transpose1d : c.rank == 2 ? at::conv_transpose2d : at::conv_transpose3d;
+      at::Tensor expected = transposed(f32(x), f32(w), f32(b), c.stride, c.padding, c.outputPadding, c.groups, c.dilation);
+      expectKernelMatches(nn, selector, {{"x", x}, {"w", w}, {"b", b}}, {{"y", roundTo(expected, dtype)}});
+    }
+}
+
+TEST_CASE("nn.max_pool and nn.avg_pool 1d, 2d and 3d: window, stride, padding, dilation, count_include_pad", "[oracle]") {
+  std::string nn = sourceFile("stdlib/nn.emmy");
+  struct Case {
+    int rank;
+    std::string integers;
+    std::vector<int64_t> kernel, stride, padding, dilation;
+    bool countIncludePad;
+    std::vector<int64_t> spatial;
+  };
+  const std::vector<Case> cases = {
+      {1, "", {2}, {2}, {0}, {1}, true, {9}},
+      {1, ", kernel_size=3, stride=2, padding=1", {3}, {2}, {1}, {1}, true, {10}},
+      {2, ", kernel_size=3, stride=2, padding=1", {3, 3}, {2, 2}, {1, 1}, {1, 1}, true, {9, 8}},
+      {2, ", KERNEL_H=2, KERNEL_W=3, STRIDE=1, PAD_W=1", {2, 3}, {1, 1}, {0, 1}, {1, 1}, true, {5, 4}},
+      {3, ", kernel_size=2, padding=1", {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, true, {5, 4, 3}},
+  };
+  for (DType dtype : kFloatTypes)
+    for (const Case& c : cases) {
+      std::vector<int64_t> shape = {2, 3};
+      shape.insert(shape.end(), c.spatial.begin(), c.spatial.end());
+      at::Tensor x = randomTensor(dtype, shape, 33);
+      std::string max = fmt::format("max_pool{}d<{}{}>", c.rank, dtypeName(dtype), c.integers);
+      INFO(max);
+      at::Tensor maxExpected = c.rank == 1 ? at::max_pool1d(f32(x), c.kernel, c.stride, c.padding, c.dilation)
+                               : c.rank == 2 ? at::max_pool2d(f32(x), c.kernel, c.stride, c.padding, c.dilation)
+                                             : at::max_pool3d(f32(x), c.kernel, c.stride, c.padding, c.dilation);
+      expectKernelMatches(nn, max, {{"x", x}}, {{"y", roundTo(maxExpected, dtype)}});
+      for (bool countIncludePad : {true, false}) {
+        std::string avg = fmt::format("avg_pool{}d<{}{}{}>", c.rank, dtypeName(dtype), c.integers,
+                                      countIncludePad ? "" : ", count_include_pad=0");
+        INFO(avg);
+        at::Tensor avgExpected =
+            c.rank == 1 ? at::avg_pool1d(f32(x), c.kernel, c.stride, c.padding, false, countIncludePad)
+            : c.rank == 2 ? at::avg_pool2d(f32(x), c.kernel, c.stride, c.padding, false, countIncludePad)
+                          : at::avg_pool3d(f32(x), c.kernel, c.stride, c.padding, false, countIncludePad);
+        expectKernelMatches(nn, avg, {{"x", x}}, {{"y", roundTo(avgExpected, dtype)}});
+      }
+    }
+}
+
+TEST_CASE("nn.batchnorm (inference), nn.groupnorm and nn.instancenorm", "[oracle]") {
+  std::string nn = sourceFile("stdlib/nn.emmy");
+  const std::vector<std::vector<int64_t>> shapes = {{1, 1, 1, 1}, {2, 6, 5, 3}, {3, 4, 1, 7}};
+  for (DType dtype : kFloatTypes)
+    for (const auto& shape : shapes) {
+      INFO(dtypeName(dtype) << shapeName(shape));
+      int64_t channels = shape[1];
+      at::Tensor x = randomTensor(dtype, shape, 34), w = randomTensor(dtype, {channels}, 35);
+      at::Tensor b = randomTensor(dtype, {channels}, 36), mean = randomTensor(dtype, {channels}, 37);
+      at::Tensor var = randomTensor(dtype, {channels}, 38, Range::Positive);
+      expectKernelMatches(nn, instance("batchnorm", dtype), {{"x", x}, {"mean", mean}, {"var", var}, {"w", w}, {"b", b}},
+                          {{"y", roundTo(at::batch_norm(f32(x), f32(w), f32(b), f32(mean), f32(var), false, 0.1, 1e-5,
+                                                        false),
+                                         dtype)}});
+      expectKernelMatches(nn, instance("instancenorm", dtype), {{"x", x}},
+                          {{"y", roundTo(at::instance_norm(f32(x), {}, {}, {}, {}, true, 0.1, 1e-5, false), dtype)}});
+      for (int64_t groups : {int64_t{1}, channels}) {
+        std::string selector = fmt::format("groupnorm<{}, num_groups={}>", dtypeName(dtype), groups);
+        INFO(selector);
+        expectKernelMatches(nn, selector, {{"x", x}, {"w", w}, {"b", b}},
+                            {{"y", roundTo(at::group_norm(f32(x), groups, f32(w), f32(b), 1e-5, false), dtype)}});
+      }
+      if (channels % 2 == 0)
+        expectKernelMatches(nn, fmt::format("groupnorm<{}, GROUPS=2>", dtypeName(dtype)), {{"x", x}, {"w", w}, {"b", b}},
+                            {{"y", roundTo(at::group_norm(f32(x), 2, f32(w), f32(b), 1e-5, false), dtype)}});
     }
 }
 
