@@ -159,13 +159,8 @@ SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, DimPlace pla
       case ast::BinaryOp::Mul: return lhs * rhs;
       default: break;
     }
-    std::optional<int64_t> numerator = lhs.constantValue(), denominator = rhs.constantValue();
-    if (denominator == 0) error(binary->opLoc, "this dimension divides by zero");
-    if (numerator && denominator) return SizePolynomial::constant(floorDivide(*numerator, *denominator));
-    if (denominator)
-      if (std::optional<SizePolynomial> exact = lhs.dividedExactly(*denominator)) return *exact;
-    // A quotient is a size of its own once it is combined further: floor((H - 3) / 2) + 1 is not a quotient.
-    return polynomialOf(kernel, derivedDim(kernel, lhs, rhs));
+    if (rhs.constantValue() == 0) error(binary->opLoc, "this dimension divides by zero");
+    return quotientPolynomial(kernel, lhs, rhs);
   }
   const auto* nameExpr = e.as<ast::Name>();
   if (!nameExpr) error(e.loc, fmt::format("a dimension is {}", form));

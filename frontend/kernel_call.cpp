@@ -151,11 +151,10 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
   for (const DerivedSize& derived : instance->derivedSizes) {
     SizePolynomial numerator = substitutePolynomial(derived.numerator);
     SizePolynomial denominator = substitutePolynomial(derived.denominator);
-    std::optional<int64_t> n = numerator.constantValue(), d = denominator.constantValue();
-    if (d == 0) error(c.loc, fmt::format("with these arguments the dimension {} of '{}' divides by zero",
-                             derived.name, calleeName));
+    if (denominator.constantValue() == 0)
+      error(c.loc, fmt::format("with these arguments the dimension {} of '{}' divides by zero", derived.name, calleeName));
     // A constant may be 0 or negative where it only feeds other sizes; one that is a dimension is checked below.
-    sizes[derived.name] = n && d ? Dim::constant(floorDivide(*n, *d)) : derivedDim(kernel, numerator, denominator);
+    sizes[derived.name] = derivedDim(kernel, numerator, denominator);
   }
   for (const Stage& stage : instance->stages)
     for (const Axis& axis : stage.axes)

@@ -40,8 +40,8 @@ Dim derivedDim(Kernel& kernel, const SizePolynomial& numerator, const SizePolyno
     }
   if (divisor == one)
     if (std::optional<Dim> dim = polynomial.asDim()) return *dim;
-  EMMY_INTERNAL_ASSERT(!(polynomial.constantValue() && divisor.constantValue()), "derivedDim of constants {} / {}",
-                       polynomial.toString(), divisor.toString());
+  if (std::optional<int64_t> n = polynomial.constantValue(), d = divisor.constantValue(); n && d)
+    return Dim::constant(floorDivide(*n, *d));
   for (const DerivedSize& size : kernel.derivedSizes)
     if (size.numerator == polynomial && size.denominator == divisor) return Dim::size(size.name);
   DerivedSize size{"", polynomial, divisor};
@@ -56,6 +56,12 @@ SizePolynomial polynomialOf(const Kernel& kernel, const Dim& dim) {
         derived && derived->denominator == SizePolynomial::constant(1))
       return derived->numerator;
   return SizePolynomial::of(dim);
+}
+
+SizePolynomial quotientPolynomial(Kernel& kernel, const SizePolynomial& numerator, const SizePolynomial& denominator) {
+  if (std::optional<int64_t> c = denominator.constantValue())
+    if (std::optional<SizePolynomial> exact = numerator.dividedExactly(*c)) return *exact;
+  return polynomialOf(kernel, derivedDim(kernel, numerator, denominator));
 }
 
 int64_t floorDivide(int64_t a, int64_t b) {

@@ -14,10 +14,13 @@ ExprPtr immediate(DType dtype, double value);
 ExprPtr immediateOf(const Value& value);
 // The product of a Dim's factor and size names, as an i64 expression.
 ExprPtr dimValue(const Dim& dim);
-// The Dim of floor(numerator / denominator) in `kernel`: a plain Dim where the quotient is one, else the
-// derived size of that definition, added to `kernel.derivedSizes` unless an equal one is there. Neither
-// may be constant both (the caller folds constants, whose value must be a dimension).
+// The Dim of floor(numerator / denominator) in `kernel` (the denominator not zero): a constant or a plain
+// Dim where the quotient is one, else the derived size of that definition, added to `kernel.derivedSizes`
+// unless an equal one is there.
 Dim derivedDim(Kernel& kernel, const SizePolynomial& numerator, const SizePolynomial& denominator);
+// floor(numerator / denominator) as a polynomial to compute with: exact where it divides, else a
+// derived size of its own (floor((H - 3) / 2) + 1 is no quotient).
+SizePolynomial quotientPolynomial(Kernel& kernel, const SizePolynomial& numerator, const SizePolynomial& denominator);
 // The polynomial a Dim stands for, a derived size that is a polynomial replaced by its definition (so that
 // sums simplify: (H - 2) + 2 is H); a quotient stays a size of its own.
 SizePolynomial polynomialOf(const Kernel& kernel, const Dim& dim);
