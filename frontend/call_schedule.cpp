@@ -100,6 +100,7 @@ std::vector<std::string> decides(const Directive& d) {
     case DirectiveKind::Cache: return {"cache " + stage + " at " + d.atStage.text};
     case DirectiveKind::Threads: return {"threads " + stage};
     case DirectiveKind::Mma: return {"mma " + stage};
+    case DirectiveKind::Scan: return {"scan " + stage};
     case DirectiveKind::Vectorize:
     case DirectiveKind::Unroll:
     case DirectiveKind::Pad:

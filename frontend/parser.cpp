@@ -171,11 +171,11 @@ private:
 // Token groups that messages name as a whole.
 constexpr std::array<size_t, 4> kTopLevelKeywords = {EmmyParser::IMPORT, EmmyParser::FN, EmmyParser::KERNEL,
                                                      EmmyParser::SCHEDULE};
-constexpr std::array<size_t, 16> kDirectiveKeywords = {
+constexpr std::array<size_t, 17> kDirectiveKeywords = {
     EmmyParser::PARAM,  EmmyParser::SPLIT,   EmmyParser::TILE,      EmmyParser::REORDER, EmmyParser::FUSE,
     EmmyParser::BIND,   EmmyParser::INLINE,  EmmyParser::COMPUTE,   EmmyParser::ROOT,    EmmyParser::CACHE,
     EmmyParser::VECTORIZE, EmmyParser::UNROLL, EmmyParser::PAD,     EmmyParser::DOUBLE_BUFFER,
-    EmmyParser::THREADS, EmmyParser::MMA};
+    EmmyParser::THREADS, EmmyParser::MMA,     EmmyParser::SCAN};
 // The other words that are keywords inside a schedule only.
 constexpr std::array<size_t, 5> kDirectiveParticles = {EmmyParser::IN, EmmyParser::TO, EmmyParser::AT,
                                                        EmmyParser::BY, EmmyParser::ATOMIC};
@@ -698,6 +698,7 @@ private:
     else if (auto* c = dynamic_cast<P::DoubleBufferDirectiveContext*>(ctx)) setStage(K::DoubleBuffer, c->stage, d);
     else if (auto* c = dynamic_cast<P::ThreadsDirectiveContext*>(ctx)) buildThreads(c, d);
     else if (auto* c = dynamic_cast<P::MmaDirectiveContext*>(ctx)) buildMma(c, d);
+    else if (auto* c = dynamic_cast<P::ScanDirectiveContext*>(ctx)) buildScan(c, d);
     else EMMY_INTERNAL_ASSERT(false, "unknown directive '{}'", ctx->getText());
     return d;
   }
@@ -812,6 +813,13 @@ private:
                                                ctx->word->getText()));
     if (ctx->stages) d.factors.push_back(buildFactor(ctx->stages));
     else d.factors.push_back(ast::Factor{3, {}, d.loc});
+  }
+
+  // `scan S.t by (THREADS, ITEMS)`
+  void buildScan(EmmyParser::ScanDirectiveContext* ctx, ast::Directive& d) {
+    setAxis(ast::DirectiveKind::Scan, ctx->axisRef(), d);
+    d.factors = buildFactors(ctx->factorList());
+    expectCount(d.factors.size(), 2, ctx->factorList(), "scan takes", "extents", "scan S.t by (THREADS, ITEMS)");
   }
 
   // `inline S`, `root S`, `double_buffer S`

@@ -19,6 +19,9 @@ grammar Emmy;
     return token;
   }
 
+  // Whether the token being read starts a line of a block (a directive's first word).
+  bool atDirectiveStart() const { return previousType == NEWLINE || previousType == LBRACE; }
+
   // Whether the next line, after its indentation, starts with `->`: a kernel header (or a directive)
   // broken before its arrow continues there. Only that line is looked at, so lexing stays linear.
   bool nextLineStartsWithArrow() {
@@ -104,6 +107,7 @@ directive
   | DOUBLE_BUFFER stage=ID                                                 # doubleBufferDirective
   | THREADS stage=ID factor                                                # threadsDirective
   | MMA stage=ID LPAREN axes=idList RPAREN BY LPAREN factorList RPAREN (word=ID stages=factor)? # mmaDirective
+  | SCAN axisRef BY LPAREN factorList RPAREN                              # scanDirective
   ;
 
 // A param's default: `V`, or `V if SIZE <= B else ...` (chosen at launch by a size) or `V if T == f16 else
@@ -197,8 +201,11 @@ VECTORIZE : 'vectorize' { inSchedule }? ;
 UNROLL : 'unroll' { inSchedule }? ;
 PAD : 'pad' { inSchedule }? ;
 DOUBLE_BUFFER : 'double_buffer' { inSchedule }? ;
-THREADS : 'threads' { inSchedule }? ;
-MMA : 'mma' { inSchedule }? ;
+// Directive words LANGUAGE.md does not reserve: keywords only where a directive starts, names elsewhere
+// (a tensor `scan`, a loop `threads`).
+THREADS : 'threads' { inSchedule && atDirectiveStart() }? ;
+MMA : 'mma' { inSchedule && atDirectiveStart() }? ;
+SCAN : 'scan' { inSchedule && atDirectiveStart() }? ;
 ATOMIC : 'atomic' { inSchedule }? ;
 
 ID : [A-Za-z_] [A-Za-z0-9_]* ;

@@ -11,6 +11,7 @@
 
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/printer.h"
+#include "ir/tile/prefix_scan.h"
 #include "ir/tile/nodes.h"
 #include "performance/instruction_mix.h"
 #include "ir/tensor/rewrite.h"
@@ -128,10 +129,15 @@ int64_t operationsIn(const Expr& e) {
 // a reduction, times the reduced extent with one more operation per term (a sum of products is 2 per
 // term: the convention's multiply-add). Recomputation that a schedule causes (a stage computed inline
 // once per use) is the schedule's cost, not the kernel's work: the instruction mix and issue time see it.
+// So is a running reduction's (prefix_scan.h): each term is folded in once, as a scan does.
 double stageFlops(const tensor::Stage& stage, const std::map<std::string, int64_t>& sizes) {
   double elements = 1;
   for (const tensor::Axis& axis : stage.axes) elements *= static_cast<double>(tensor::evaluateDim(axis.extent, sizes));
   double perElement = static_cast<double>(operationsIn(*stage.body));
+  bool running = std::any_of(stage.axes.begin(), stage.axes.end(), [&](const tensor::Axis& axis) {
+    return std::holds_alternative<tile::PrefixReduction>(tile::prefixReduction(stage, axis.name));
+  });
+  if (running) return elements * (perElement + 1);
   if (stage.reduction) {
     double terms = 1;
     for (const tensor::Axis& axis : stage.reduction->axes) terms *= static_cast<double>(tensor::evaluateDim(axis.extent, sizes));

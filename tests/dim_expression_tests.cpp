@@ -87,7 +87,7 @@ std::optional<std::vector<tensor::Kernel>> elaborate(const std::string& source, 
 }  // namespace
 
 TEST_CASE("a dimension expression has the value of floor-division arithmetic at every size, alone and through a call",
-          "[dims]") {
+          "[dims][sweep]") {
   std::mt19937_64 random(7);
   int simulated = 0;
   for (int program = 0; program < 60; ++program) {

@@ -1,8 +1,10 @@
 // Name hygiene (LANGUAGE.md section 1): every identifier without '__' that is not an Emmy keyword may name
 // a tensor, size, scalar, index or loop, and the generated code spells it so that it meets neither C++,
 // CUDA and the headers nor a name of the compiler's own. A list of hostile names is put into every role
-// of four kernels (elementwise by the default policy, a row reduction combined across threads, a
-// scheduled matmul with shared and register caches, attention through a call); each instance is checked
+// of six kernels (elementwise by the default policy, a row reduction combined across threads and one the
+// default policy schedules, a scheduled matmul with shared and register caches, a running sum as a
+// block-level scan, attention through a call), the directive words LANGUAGE.md does not reserve (`scan`,
+// `threads`, `mma`) among the names, in schedules too; each instance is checked
 // in the simulation against the reference, and its `.cu` compiled by nvcc for host and device where nvcc
 // is present. EMMY_NAMES_ALL=1 puts every name into every role; by default each name goes into a few
 // roles of each kernel (seeded). Also: kernel names that C cannot take are refused with the reason, and
@@ -40,7 +42,8 @@ const std::vector<std::string> kHostileNames = {
     "dim3", "half", "uint4", "size_t", "int64_t", "cudaStream_t", "cudaGetLastError", "stream", "error", "expf",
     "sqrtf", "printf", "malloc", "main", "fabs", "assert", "errno", "stdout", "INFINITY", "NAN", "EOF", "NULL",
     "INT32_MAX", "CHAR_BIT", "emmy_max", "emmy_f32", "EMMY_SHARED", "emmy_harness_arguments", "Row", "ROW", "Int",
-    "o_1", "s_t", "As", "in_x", "out_y", "scalar_s", "first", "lane", "partials"};
+    "o_1", "s_t", "As", "in_x", "out_y", "scalar_s", "first", "lane", "partials", "scan", "threads", "mma", "item",
+    "carry"};
 
 struct Template {
   std::string name;
@@ -125,6 +128,19 @@ schedule $KERNEL {
 }
 )",
        {{"S1", 13}, {"S2", 17}, {"S3", 11}}},
+      {"running sum",
+       {"A", "S1", "S2", "I", "J", "K", "D"},
+       {"sum"},
+       R"(
+kernel $KERNEL($A: f32[$S1, $S2]) -> ($D: f32[$S1, $S2]) {
+    $D[$I, $J] = sum[$K < $J + 1]($A[$I, $K])
+}
+schedule $KERNEL {
+    scan $D.$J by (32, 3)
+    bind $D.$I to block.x
+}
+)",
+       {{"S1", 3}, {"S2", 200}}},
       {"attention",
        {"A", "B", "C", "F", "S1", "S2", "S3", "S4", "S5", "D"},
        {"nn"},
@@ -182,7 +198,7 @@ void checkNvccCompiles(const cuda::GeneratedCuda& cuda, const std::string& nvcc,
 
 }  // namespace
 
-TEST_CASE("hostile names in every role of four kinds of kernel: correct in the simulation, compiled by nvcc",
+TEST_CASE("hostile names in every role of six kinds of kernel: correct in the simulation, compiled by nvcc",
           "[names][sweep]") {
   bool everyRole = std::getenv("EMMY_NAMES_ALL") != nullptr;
   std::string nvcc = findNvcc();

@@ -626,6 +626,27 @@ TEST_CASE("directive words are names outside schedule blocks", "[parser]") {
   CHECK(module->fns.at(0).name.name == "root");
 }
 
+TEST_CASE("scan, threads and mma, which LANGUAGE.md does not reserve, are names where no directive starts", "[parser]") {
+  auto module = parseValid(
+      "schedule k {\n"
+      "    param mma in [32, 64] = 64\n"
+      "    scan scan.threads by (mma, 4)\n"
+      "    threads mma scan\n"
+      "    mma threads (scan, mma, threads) by (scan, mma) stages threads\n"
+      "    split scan.t by 4 -> (threads, mma)\n"
+      "}\n");
+  const std::vector<ast::Directive>& directives = module->schedules.at(0).directives;
+  REQUIRE(directives.size() == 4);
+  CHECK(directives[0].kind == ast::DirectiveKind::Scan);
+  CHECK(directives[0].stage.name == "scan");
+  CHECK(directives[0].axes.at(0).name == "threads");
+  CHECK(directives[1].kind == ast::DirectiveKind::Threads);
+  CHECK(directives[1].stage.name == "mma");
+  CHECK(directives[2].kind == ast::DirectiveKind::Mma);
+  CHECK(names(directives[2].axes) == Strings{"scan", "mma", "threads"});
+  CHECK(names(directives[3].results) == Strings{"threads", "mma"});
+}
+
 // ---------------------------------------------------------------------------------------------------
 // Syntax errors
 
@@ -798,7 +819,7 @@ TEST_CASE("schedule syntax errors", "[parser]") {
                  "    fuse y (a, b, c) -> abc\n"
                  "}\n") ==
         "test.emmy:2:5: error: unknown directive 'splt' (directives: param, split, tile, reorder, fuse, bind, "
-        "inline, compute, root, cache, vectorize, unroll, pad, double_buffer, threads, mma); did you mean 'split'?\n"
+        "inline, compute, root, cache, vectorize, unroll, pad, double_buffer, threads, mma, scan); did you mean 'split'?\n"
         "    splt y.n by 4 -> (no, ni)\n"
         "    ^~~~\n"
         "test.emmy:3:22: error: unexpected end of line; a loop binds to block.x, block.y, block.z, thread.x, "
@@ -806,7 +827,7 @@ TEST_CASE("schedule syntax errors", "[parser]") {
         "    bind y.n to block\n"
         "                     ^\n"
         "test.emmy:4:5: error: unexpected '4'; expected a directive (param, split, tile, reorder, fuse, bind, inline, "
-        "compute, root, cache, vectorize, unroll, pad, double_buffer, threads, mma)\n"
+        "compute, root, cache, vectorize, unroll, pad, double_buffer, threads, mma, scan)\n"
         "    4 x\n"
         "    ^\n");
   CHECK(errorsOf("schedule k {\n"

@@ -556,9 +556,14 @@ namespace {
 const char* kMatmulEmmy = "kernel matmul(A: f32[M, K], B: f32[K, N]) -> (C: f32[M, N]) {\n"
                           "  C[i, j] = sum[k](A[i, k] * B[k, j])\n}\n";
 
+// A running sum: a block-level scan (ir/tile/prefix_scan.h).
+const char* kRunningSumEmmy = "kernel running(x: f32[N, T]) -> (y: f32[N, T]) {\n"
+                              "  y[n, t] = sum[k < t + 1](abs(x[n, k]))\n}\n";
+
 std::vector<tensor::Kernel> safetyKernels() {
   std::vector<tensor::Kernel> kernels = testing::kernelsOf(fs::path(EMMY_SOURCE_DIR) / "examples" / "softmax.emmy");
   kernels.push_back(elaborate(kMatmulEmmy));
+  kernels.push_back(elaborate(kRunningSumEmmy));
   return kernels;
 }
 
@@ -570,10 +575,10 @@ sim::CudaSource loweredCuda(const tensor::Kernel& kernel, std::optional<int> dro
 
 }  // namespace
 
-TEST_CASE("the lowered softmax and matmul pass the race detector, and fail it with any barrier dropped",
+TEST_CASE("the lowered softmax, matmul and running sum pass the race detector, and fail it with any barrier dropped",
           "[safety]") {
   // Ragged sizes, more than one slice of k for the matmul, and each block given two rows (softmax) or
-  // four tiles of 128 x 128 (matmul) by a grid capped at one block a dimension: the barriers between a
+  // four tiles of 128 x 128 (matmul), or three tiles of a scan, by a grid capped at one block a dimension: the barriers between a
   // block's iterations have something to keep apart. The matmul's ring of three stages ends its tiles in
   // stage 0 (16 slices of 8) or 1 (17): the barrier before the next tile's first copies into that stage
   // is needed in one of the two.
@@ -583,6 +588,8 @@ TEST_CASE("the lowered softmax and matmul pass the race detector, and fail it wi
     std::vector<tensor::EvaluationInputs> inputs;
     if (kernel.name == "matmul") {
       for (int64_t k : {125, 131}) inputs.push_back(testing::randomInputs(kernel, {{"M", 131}, {"N", 131}, {"K", k}}, 7));
+    } else if (kernel.name == "running") {
+      inputs.push_back(testing::randomInputs(kernel, {{"N", 2}, {"T", 2 * 2048 + 37}}, 7));  // three tiles a row
     } else {
       inputs.push_back(testing::randomInputs(kernel, 37, 7));
     }

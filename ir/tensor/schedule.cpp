@@ -68,6 +68,8 @@ std::string printDirective(const Directive& d) {
     case DirectiveKind::Mma:
       return fmt::format("mma {} ({}) by ({}, {}) stages {}", stage, names(d.axes), numberText(d.factors[0]),
                          numberText(d.factors[1]), numberText(d.factors[2]));
+    case DirectiveKind::Scan:
+      return fmt::format("scan {}.{} by ({}, {})", stage, d.axes[0].text, numberText(d.factors[0]), numberText(d.factors[1]));
   }
   __builtin_unreachable();
 }

@@ -19,7 +19,8 @@ namespace emmy::tensor {
 #define EMMY_DIRECTIVE_KINDS(X)                                                                         \
   X(Split, "split") X(Tile, "tile") X(Reorder, "reorder") X(Fuse, "fuse") X(Bind, "bind")               \
   X(Inline, "inline") X(ComputeAt, "compute") X(Root, "root") X(Cache, "cache") X(Vectorize, "vectorize") \
-  X(Unroll, "unroll") X(Pad, "pad") X(DoubleBuffer, "double_buffer") X(Threads, "threads") X(Mma, "mma")
+  X(Unroll, "unroll") X(Pad, "pad") X(DoubleBuffer, "double_buffer") X(Threads, "threads") X(Mma, "mma") \
+  X(Scan, "scan")
 
 enum class DirectiveKind {
 #define EMMY_ENUM_ENTRY(Kind, word) Kind,
@@ -95,6 +96,7 @@ enum class CacheMemory { Shared, Registers };
 //   vectorize S.a / unroll S.a                   stage, axes={a}
 //   pad S by N                                   stage, factors={N}
 //   mma S (a, b, c) by (WM, WN) stages N          stage, axes, factors={WM, WN, N}
+//   scan S.t by (THREADS, ITEMS)                 stage, axes={t}, factors={THREADS, ITEMS}
 struct Directive {
   DirectiveKind kind = DirectiveKind::Split;
   SourceLoc loc;  // the whole directive

@@ -43,7 +43,8 @@ TileNest NestScheduler::run() {
   for (const loop::For* loop : parts_.root.reductionLoops) axisVars[loop->axis] = loop->var;
   root_loops_ = buildStageLoops(model_.stages.at(root_->name), *root_, axisVars, [&](const std::string& n) { return uniqueVar(n); });
   placeMatrixProduct();
-  if (!productPosition_) {
+  placePrefixScan();
+  if (!productPosition_ && !scanPosition_) {
     placeMembers();
     placeCaches();
     placeAccumulator();
@@ -122,7 +123,8 @@ StmtPtr NestScheduler::generate(size_t position, Defined defined, std::vector<Ex
 
 StmtPtr NestScheduler::inner(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
   if (productPosition_ == position) return matrixProduct();
-  if (root_->reduction && position == accumulatorPosition_ && !accumulatorOpen_ && !productPosition_)
+  if (scanPosition_ == position) return prefixScan();
+  if (root_->reduction && position == accumulatorPosition_ && !accumulatorOpen_ && !productPosition_ && !scanPosition_)
     return reductionRegion(position, defined, masks);
   if (position == root_loops_.loops.size()) return core(masks);
   return loop(position, defined, masks);

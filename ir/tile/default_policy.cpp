@@ -13,6 +13,7 @@
 #include "ir/tensor/simplify.h"
 #include "ir/tile/nest_parts.h"
 #include "ir/tile/matrix_product.h"
+#include "ir/tile/prefix_scan.h"
 #include "support/text.h"
 
 namespace emmy::tile {
@@ -28,6 +29,9 @@ const std::vector<int64_t> kRowCandidates{1, 2, 4, 8, 16, 32};
 // A contraction's tiles: kTile x kTile outputs per block, kRegister x kRegister per thread, slices of
 // kSlice along the reduction.
 constexpr int64_t kTile = 64, kRegister = 4, kSlice = 16;
+// A block-level scan's elements a thread per tile: enough that the threads' log2(threads) steps over their
+// totals cost less than their folds.
+constexpr int64_t kScanItems = 8;
 // A reduction over at most kSerialReduction elements (a pooling window, a short constant row) stays in
 // its thread: spread over a warp's lanes, most of them would idle. So does one of up to
 // kSerialCoalescedReduction elements (a convolution's channels and window) whose reads neighbouring
@@ -63,6 +67,7 @@ private:
   void shape(const loop::LoopNest& nest) {
     const std::string& root = nest.stages.back();
     const Stage& stage = *kernel_.findStage(root);
+    if (runningReduction(nest)) return;
     if (contraction(nest)) return;
     std::vector<std::string> pure, reductions;
     for (const ScheduledLoop& loop : model_.stages.at(root).loops) (loop.reduction ? reductions : pure).push_back(loop.name);
@@ -156,6 +161,35 @@ private:
     vectorize.axes = {{all, {}}};
     vectorize.factors = {declare(root + "_vector", {1, width}, width)};
     add(vectorize);
+  }
+
+  // A running reduction (prefix_scan.h), and its epilogue, as a block-level scan: kScanItems elements a
+  // thread per tile, and threads enough for a constant row up to kRowThreads; fill() binds the other
+  // loops to blocks. False, writing nothing, for any other nest.
+  bool runningReduction(const loop::LoopNest& nest) {
+    const std::string& root = nest.stages.back();
+    const Stage& stage = *kernel_.findStage(root);
+    const std::string& epilogueOf = model_.stages.at(root).epilogueReduction;
+    const Stage& reduction = epilogueOf.empty() ? stage : *kernel_.findStage(epilogueOf);
+    if (!reduction.reduction || nest.stages.size() != (epilogueOf.empty() ? 1u : 2u)) return false;
+    for (size_t a = 0; a < stage.axes.size() && a < reduction.axes.size(); ++a) {
+      if (!std::holds_alternative<PrefixReduction>(prefixReduction(reduction, reduction.axes[a].name))) continue;
+      std::optional<int64_t> extent = stage.axes[a].extent.isConstant() ? std::optional(stage.axes[a].extent.factor) : std::nullopt;
+      int64_t threads = extent ? std::clamp<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>((*extent + kScanItems - 1) / kScanItems, 1))),
+                                                     kWarp, kRowThreads)
+                               : kRowThreads;
+      Directive scan = directive(DirectiveKind::Scan, root);
+      scan.axes = {{stage.axes[a].name, {}}};
+      scan.factors = {declare(root + "_scan_threads", kThreadCandidates, threads),
+                      declare(root + "_scan_items", {1, 2, 4, 8, 16}, kScanItems)};
+      if (std::optional<std::string> why = whyIllegal({scan})) {
+        notes_.push_back(fmt::format("{}: not a block-level scan: {}", root, *why));
+        return false;
+      }
+      add(scan);
+      return true;
+    }
+    return false;
   }
 
   // A contraction and its epilogue, tiled (default_policy.h); false, writing nothing, for any other nest
@@ -372,6 +406,8 @@ private:
     if (std::any_of(loops.begin(), loops.end(), boundToGrid)) return;
     // The tensor cores take the innermost loops, and every other must be bound to blocks by the schedule.
     if (model_.stages.at(root).product) return;
+    // A scan takes the innermost two, and the rows the others make go to blocks.
+    if (model_.stages.at(root).scan) return scanRows(root);
     // (A reduction loop bound to blocks with `atomic` leaves the pure loops to place.) A row kernel the
     // policy shaped whose members leave no rows runs in one block.
     bool blocks = std::any_of(loops.begin(), loops.end(), [](const ScheduledLoop& l) { return !l.reduction && boundToBlocks(l); });
@@ -445,6 +481,33 @@ private:
     if (rowsLoop != rowsLoop_.end()) placeRows(root, rowsLoop->second, rowsPerBlock);
     if (lanes.value * others > kMaxThreadsPerBlock) return;
     for (const auto& [stage, loop] : spread) spreadOverLanes(stage, *loop, lanes);
+  }
+
+  // The loops of a block-level scan's root other than its two, free ones fused into one loop over the
+  // rows (after the bound ones, the scan's two last) and bound to blocks along the first free dimension.
+  void scanRows(const std::string& root) {
+    const StageSchedule& schedule = model_.stages.at(root);
+    std::vector<std::string> order, rows;
+    std::set<int> taken;
+    for (const ScheduledLoop& loop : schedule.loops) {
+      if (loop.name == schedule.scan->axis || loop.name == schedule.scan->k) continue;
+      if (loop.binding && loop.binding->scope == HardwareScope::Block) taken.insert(loop.binding->dimension);
+      (free(loop) ? rows : order).push_back(loop.name);
+    }
+    if (rows.empty()) return;
+    order.insert(order.end(), rows.begin(), rows.end());
+    order.push_back(schedule.scan->axis);
+    order.push_back(schedule.scan->k);
+    bool inOrder = true;
+    for (size_t k = 0; k < order.size(); ++k) inOrder = inOrder && schedule.loops[k].name == order[k];
+    if (!inOrder) {
+      Directive reorder = directive(DirectiveKind::Reorder, root);
+      for (const std::string& loop : order) reorder.axes.push_back({loop, {}});
+      add(reorder);
+    }
+    int dimension = 0;
+    while (taken.count(dimension)) ++dimension;
+    add(bind(root, fuse(root, rows), {HardwareScope::Block, dimension}));
   }
 
   // The rows of a row kernel: one to a block, or `perBlock` to a block along thread.y.

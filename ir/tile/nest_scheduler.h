@@ -198,6 +198,10 @@ private:
   void placeMatrixProduct();
   StmtPtr matrixProduct();
 
+  // ---- primitives/scan.cpp: the block-level scan ----
+  void placePrefixScan();
+  StmtPtr prefixScan();
+
   const loop::Program& program_;
   const Kernel& kernel_;
   const loop::LoopNest& nest_;
@@ -234,6 +238,7 @@ private:
   std::set<std::string> taken_;
   const Stage* contraction_ = nullptr;           // the stage whose reduction the root computes
   std::optional<size_t> productPosition_;    // with `mma`: where the loops it takes begin
+  std::optional<size_t> scanPosition_;       // with `scan`: where the two loops it takes begin
 };
 
 }  // namespace emmy::tile

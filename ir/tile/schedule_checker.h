@@ -111,6 +111,9 @@ private:
   void mma(const Directive& d);
   std::set<std::string> globalTensors() const;
 
+  // ---- primitives/scan.cpp ----
+  void scan(const Directive& d);
+
   const loop::Program& program_;
   const Kernel& kernel_;
   Diagnostics& diagnostics_;

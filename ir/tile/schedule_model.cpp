@@ -130,6 +130,7 @@ void ScheduleChecker::apply(const Directive& d) {
     case DirectiveKind::DoubleBuffer: return shapeCache(d);
     case DirectiveKind::Threads: return threads(d);
     case DirectiveKind::Mma: return mma(d);
+    case DirectiveKind::Scan: return scan(d);
   }
 }
 

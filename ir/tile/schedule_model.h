@@ -90,6 +90,15 @@ struct ProductTile {
   SourceLoc loc;
 };
 
+// `scan S.t by (THREADS, ITEMS)`: the loop over t and the reduction loop over k of a running reduction
+// (prefix_scan.h) run as a block-level scan of THREADS threads, ITEMS elements a thread per tile.
+struct ScanTile {
+  std::string axis, k;  // the loops, which are the axes t and k themselves
+  int64_t threads = 0, items = 0;
+  bool inclusive = true;
+  SourceLoc loc;
+};
+
 struct StageSchedule {
   std::string name;
   std::vector<ScheduledLoop> loops;  // outermost first
@@ -111,6 +120,8 @@ struct StageSchedule {
   std::string onlineIn;
   // `mma S (a, b, c) by (WM, WN) stages N`: a, b and c run on the tensor cores (matrix_product.h).
   std::optional<ProductTile> product;
+  // `scan S.t by (THREADS, ITEMS)`: t and its reduction run as a block-level scan (prefix_scan.h).
+  std::optional<ScanTile> scan;
   // `threads S N`: the block's size of the kernel of a root whose loop is bound to grid.x.
   std::optional<int64_t> threads;
   SourceLoc threadsAt;
