@@ -174,9 +174,9 @@ SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, DimPlace pla
                                               "use sizes of the inputs only)",
                                               name),
                                   name, sizes));
-    if (place == DimPlace::Range)
-      error(e.loc, withSuggestion(fmt::format("unknown size '{}' in a range (a range uses the kernel's sizes, numbers "
-                                              "and integer parameters)",
+    if (place == DimPlace::Body)
+      error(e.loc, withSuggestion(fmt::format("unknown size '{}' (a dimension in the body uses the kernel's sizes, "
+                                              "numbers and integer parameters)",
                                               name),
                                   name, sizes));
     declare(name, Symbol{Symbol::Kind::Size, DType::I64, {}, e.loc});

@@ -160,9 +160,9 @@ private:
   void declareOutput(const ast::Param& param);
   std::optional<DType> resolveDType(const ast::Ident& name);
   tensor::Shape resolveShape(const ast::TypeExpr& type, bool isOutput);
-  // Where a dimension is written: an input's (new size names are declared), an output's, or the range of
-  // an index (`t[i < H - 2] = ...`; only known sizes).
-  enum class DimPlace { Input, Output, Range };
+  // Where a dimension is written: an input's (new size names are declared), an output's, or in the body,
+  // as the range of an index (`t[i < H - 2] = ...`) or a shape (`reshape(x, [N, H / 2])`; only known sizes).
+  enum class DimPlace { Input, Output, Body };
   // A dimension written as an expression, its integer parameters replaced by their values and each
   // quotient that is combined further made a derived size of its own.
   tensor::SizePolynomial dimPolynomial(const ast::Expr& e, DimPlace place);

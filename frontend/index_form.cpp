@@ -212,7 +212,7 @@ IndexRanges KernelElaboration::inferRanges(const ast::Statement& s) {
     inference.bind(s.indices[k]);
     indices.push_back(&s.indices[k]);
     if (s.indexRanges[k]) {
-      Dim range = resolveDim(*s.indexRanges[k], DimPlace::Range);
+      Dim range = resolveDim(*s.indexRanges[k], DimPlace::Body);
       if (output && !(range == symbol->second.shape[k]))
         error(s.indexRanges[k]->loc, fmt::format("output '{}' has size {} in dimension {}, not {}", s.targets.front().name,
                                                  symbol->second.shape[k].toString(), k, range.toString()));

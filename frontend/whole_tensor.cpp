@@ -185,22 +185,13 @@ std::optional<TensorValue> KernelElaboration::wholeTensorFunction(const ast::Cal
     if (!literal) error(e.loc, "keepdim must be true or false");
     return literal->value;
   };
-  // A shape entry: a number, a size name, a product of them, or -1 where `allowInferred`.
-  std::function<std::optional<Dim>(const ast::Expr&, bool)> dimOf = [&](const ast::Expr& e, bool allowInferred) -> std::optional<Dim> {
-    if (const auto* number = e.as<ast::Number>(); number && number->isInteger && number->intValue >= 1)
-      return Dim::constant(number->intValue);
+  // A shape entry: a dimension as a type writes it (a number, a size, an expression of them, LANGUAGE.md
+  // section 2), or -1 where `allowInferred`.
+  auto dimOf = [&](const ast::Expr& e, bool allowInferred) -> std::optional<Dim> {
     if (const auto* neg = e.as<ast::Unary>(); neg && allowInferred && neg->op == ast::UnaryOp::Neg)
       if (const auto* one = neg->operand->as<ast::Number>(); one && one->isInteger && one->intValue == 1)
         return std::nullopt;
-    if (const auto* name = e.as<ast::Name>())
-      if (auto it = symbols.find(name->name); it != symbols.end() && it->second.kind == Symbol::Kind::Size)
-        return Dim::size(name->name);
-    if (const auto* product = e.as<ast::Binary>(); product && product->op == ast::BinaryOp::Mul) {
-      std::optional<Dim> lhs = dimOf(*product->lhs, false), rhs = dimOf(*product->rhs, false);
-      return *lhs * *rhs;
-    }
-    error(e.loc, allowInferred ? "a shape entry must be a positive number, a size name, a product of them, or -1"
-                               : "a shape entry must be a positive number, a size name or a product of them");
+    return resolveDim(e, DimPlace::Body);
   };
   auto shapeOf = [&](const ast::Expr& e, bool allowInferred, SourceLoc* inferredAt) {
     const auto* list = e.as<ast::List>();

@@ -179,7 +179,8 @@ Shape SizeNames::resolve(const Shape& shape) const {
 bool SizeNames::unify(const Dim& a, const Dim& b) {
   Dim x = resolve(a), y = resolve(b);
   if (x == y) return true;
-  auto single = [](const Dim& d) { return d.factor == 1 && d.sizes.size() == 1; };
+  // A size computed from others (a window's count over a dim known at run time) is never bound.
+  auto single = [](const Dim& d) { return d.factor == 1 && d.sizes.size() == 1 && !tensor::isDerivedSizeName(d.sizes[0]); };
   if (single(x) && y.isConstant()) return value_.emplace(x.sizes[0], y.factor), true;
   if (single(y) && x.isConstant()) return value_.emplace(y.sizes[0], x.factor), true;
   if (single(x) && single(y)) {

@@ -22,6 +22,7 @@
 
 #include "frontend/frontend.h"
 #include "importer/emmy_source.h"
+#include "ir/tensor/build.h"
 #include "support/npy.h"
 #include "support/text.h"
 
@@ -30,6 +31,7 @@ namespace emmy::importer {
 namespace fs = std::filesystem;
 using tensor::Dim;
 using tensor::Shape;
+using tensor::SizePolynomial;
 using torch::jit::Node;
 using torch::jit::Value;
 
@@ -253,8 +255,11 @@ private:
   Item pool(const std::string& kind, const Node* node);
   // An int[d] argument: d integers, or one that stands for every spatial dim (`int[2] stride=1`).
   static std::vector<int64_t> spatialInts(const Item& item, int dims, const char* what);
-  // Dim `d` of `x` as a number: the windowed operations need their spatial dims known when imported.
+  // Dim `d` of `x` as a number: adaptive pools and ceil_mode need their spatial dims known when imported.
   int64_t knownExtent(const Item& x, int d, const std::string& op);
+  // floor(reach / stride) + 1 windows over a dim: a number, or a size the kernel computes from a dim
+  // known only at run time (`(H - 2)/2 + 1`, a derived size of the language, named by its definition).
+  Dim windowCount(const SizePolynomial& reach, int64_t stride);
   Item einsum(const Node* node);
   Item loss(const std::string& kind, const Node* node);
   Item classLoss(const std::string& kind, const Node* node);
@@ -266,6 +271,7 @@ private:
   Diagnostics& diagnostics_;
   Program program_;
   SizeNames sizes_;
+  tensor::Kernel derivedSizes_;  // holds the derived sizes windowCount makes, each made once
   std::set<std::string> taken_;
   std::map<const Value*, Item> items_;
   std::map<std::string, std::string> parameterNames_;  // attribute path -> input name
@@ -1486,6 +1492,11 @@ int64_t Translator::knownExtent(const Item& x, int d, const std::string& op) {
   return extent.factor;
 }
 
+Dim Translator::windowCount(const SizePolynomial& reach, int64_t stride) {
+  SizePolynomial one = SizePolynomial::constant(1);
+  return tensor::derivedDim(derivedSizes_, tensor::quotientPolynomial(derivedSizes_, reach, SizePolynomial::constant(stride)) + one, one);
+}
+
 bool Translator::translateWindowed(const std::string& kind, const Node* node) {
   static const std::set<std::string> convolutions = {
       "aten::conv1d", "aten::conv2d", "aten::conv3d", "aten::conv_transpose1d", "aten::conv_transpose2d",
@@ -1522,9 +1533,9 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
   if (groups < 1) fail("groups must be positive");
   std::vector<int64_t> stride = spatialInts(input(node, "stride"), spatial, "stride");
   std::vector<int64_t> dilation = spatialInts(input(node, "dilation"), spatial, "dilation");
-  std::vector<int64_t> before(spatial, 0), after(spatial, 0), outputPadding(spatial, 0);
-  std::vector<int64_t> kernel(spatial), extent(spatial), output(spatial);
-  for (int d = 0; d < spatial; ++d) kernel[d] = knownExtent(w, 2 + d, op), extent[d] = knownExtent(x, lead + d, op);
+  std::vector<int64_t> before(spatial, 0), after(spatial, 0), outputPadding(spatial, 0), kernel(spatial);
+  std::vector<Dim> extent(spatial), output(spatial);  // numbers, or sizes known at run time
+  for (int d = 0; d < spatial; ++d) kernel[d] = knownExtent(w, 2 + d, op), extent[d] = sizes_.resolve(x.shape[lead + d]);
   const Item& padding = input(node, "padding");
   if (padding.kind == Item::Kind::Text) {  // padding='same' or 'valid'
     if (padding.text != "same" && padding.text != "valid") fail(fmt::format("padding='{}' (PyTorch knows 'same' and 'valid')", padding.text));
@@ -1542,10 +1553,14 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
       fail(fmt::format("{}: strides and dilations must be positive, paddings not negative", op));
     if (transposed && outputPadding[d] >= std::max(stride[d], dilation[d]))
       fail(fmt::format("{}: output_padding {} must be smaller than the stride or the dilation", op, outputPadding[d]));
-    int64_t reach = transposed ? (extent[d] - 1) * stride[d] - before[d] - after[d] + dilation[d] * (kernel[d] - 1) + outputPadding[d]
-                               : extent[d] + before[d] + after[d] - dilation[d] * (kernel[d] - 1) - 1;
-    if (reach < 0) fail(fmt::format("{}: spatial dim {} of size {} is too small for the kernel (the output would be empty)", op, d, extent[d]));
-    output[d] = transposed ? reach + 1 : reach / stride[d] + 1;
+    SizePolynomial size = SizePolynomial::of(extent[d]);
+    SizePolynomial reach =
+        transposed ? size * SizePolynomial::constant(stride[d]) +
+                         SizePolynomial::constant(-stride[d] - before[d] - after[d] + dilation[d] * (kernel[d] - 1) + outputPadding[d])
+                   : size + SizePolynomial::constant(before[d] + after[d] - dilation[d] * (kernel[d] - 1) - 1);
+    if (std::optional<int64_t> known = reach.constantValue(); known && *known < 0)
+      fail(fmt::format("{}: spatial dim {} of size {} is too small for the kernel (the output would be empty)", op, d, extent[d].toString()));
+    output[d] = windowCount(reach, transposed ? 1 : stride[d]);
   }
 
   // A convolution's weight is [O, C / groups, ...], a transposed one's [C, O / groups, ...].
@@ -1576,9 +1591,9 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
     std::vector<size_t> at;
     for (int d = 0; d < spatial; ++d) {
       at.push_back(strided.size());
-      strided.push_back(Dim::constant(extent[d]));
+      strided.push_back(extent[d]);
       if (stride[d] > 1) strided.push_back(Dim::constant(stride[d]));
-      dilated.push_back(Dim::constant(extent[d] * stride[d]));
+      dilated.push_back(extent[d] * Dim::constant(stride[d]));
     }
     Item spaced = indexedAs(claim(base + "_spaced"), x.dtype, strided, [&](const std::vector<CodePtr>& indices) {
       std::vector<CodePtr> subscripts(indices.begin(), indices.begin() + lead);
@@ -1606,7 +1621,7 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
   Shape shape(leading.begin(), leading.end() - 1);
   if (groups > 1) shape.push_back(groupCount);
   shape.push_back(outPerGroup);
-  for (int d = 0; d < spatial; ++d) shape.push_back(Dim::constant(output[d]));
+  for (int d = 0; d < spatial; ++d) shape.push_back(output[d]);
   auto element = [&](const std::vector<CodePtr>& indices) {
     size_t at = lead - 1;
     CodePtr group = groups > 1 ? indices[at++] : nullptr;
@@ -1638,7 +1653,7 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
   if (groups == 1) return result;
   Shape merged(leading.begin(), leading.end() - 1);
   merged.push_back(outChannels);
-  for (int d = 0; d < spatial; ++d) merged.push_back(Dim::constant(output[d]));
+  for (int d = 0; d < spatial; ++d) merged.push_back(output[d]);
   std::vector<CodePtr> listed;
   for (const Dim& dim : merged) listed.push_back(sizeCode(dim));
   return Item::tensor(x.dtype, merged, callCode("reshape", {result.code, listCode(listed)}));
@@ -1657,18 +1672,23 @@ Item Translator::pool(const std::string& kind, const Node* node) {
   int lead = x.rank() - spatial;
   if (lead != 1 && lead != 2) fail(fmt::format("{} of a tensor of rank {}", op, x.rank()));
   if (!isFloat(x.dtype)) fail(fmt::format("{} of {}: floating-point inputs only", op, dtypeName(x.dtype)));
-  std::vector<int64_t> extent(spatial), kernel(spatial), stride(spatial), before(spatial, 0), dilation(spatial, 1), output(spatial);
+  std::vector<int64_t> kernel(spatial), stride(spatial), before(spatial, 0), dilation(spatial, 1);
+  // Numbers, or a dim known at run time and the count of windows over it (floor mode only).
+  std::vector<Dim> extent(spatial), output(spatial);
   std::vector<bool> uneven(spatial, false);  // adaptive dims whose windows differ
-  for (int d = 0; d < spatial; ++d) extent[d] = knownExtent(x, lead + d, op);
+  for (int d = 0; d < spatial; ++d) extent[d] = sizes_.resolve(x.shape[lead + d]);
+  std::vector<int64_t> known(spatial), counts(spatial);  // adaptive pools: the extents and counts
   bool includePad = true;
   std::optional<int64_t> divisor;
   if (adaptive) {
-    output = spatialInts(input(node, "output_size"), spatial, "output_size");
+    counts = spatialInts(input(node, "output_size"), spatial, "output_size");
     for (int d = 0; d < spatial; ++d) {
-      if (output[d] < 1) fail(fmt::format("{}: output_size {} must be positive", op, output[d]));
-      uneven[d] = extent[d] % output[d] != 0;
-      kernel[d] = uneven[d] ? extent[d] : extent[d] / output[d];
+      known[d] = knownExtent(x, lead + d, op);
+      if (counts[d] < 1) fail(fmt::format("{}: output_size {} must be positive", op, counts[d]));
+      uneven[d] = known[d] % counts[d] != 0;
+      kernel[d] = uneven[d] ? known[d] : known[d] / counts[d];
       stride[d] = kernel[d];
+      output[d] = Dim::constant(counts[d]);
     }
   } else {
     kernel = spatialInts(input(node, "kernel_size"), spatial, "kernel_size");
@@ -1688,22 +1708,35 @@ Item Translator::pool(const std::string& kind, const Node* node) {
       if (kernel[d] < 1 || stride[d] < 1 || dilation[d] < 1 || before[d] < 0)
         fail(fmt::format("{}: kernel sizes, strides and dilations must be positive, paddings not negative", op));
       if (before[d] > kernel[d] / 2) fail(fmt::format("{}: padding {} is more than half the kernel size {}", op, before[d], kernel[d]));
-      int64_t reach = extent[d] + 2 * before[d] - dilation[d] * (kernel[d] - 1) - 1;
-      if (reach < 0) fail(fmt::format("{}: spatial dim {} of size {} is too small for the window (the output would be empty)", op, d, extent[d]));
-      output[d] = (reach + (ceil ? stride[d] - 1 : 0)) / stride[d] + 1;
-      if (ceil && (output[d] - 1) * stride[d] >= extent[d] + before[d]) --output[d];
+      SizePolynomial reach = SizePolynomial::of(extent[d]) + SizePolynomial::constant(2 * before[d] - dilation[d] * (kernel[d] - 1) - 1);
+      if (std::optional<int64_t> value = reach.constantValue(); value && *value < 0)
+        fail(fmt::format("{}: spatial dim {} of size {} is too small for the window (the output would be empty)", op, d, extent[d].toString()));
+      if (!ceil) {
+        output[d] = windowCount(reach, stride[d]);
+        continue;
+      }
+      // ceil_mode drops a last window that would start past the padded input's start of padding.
+      int64_t size = knownExtent(x, lead + d, op + " with ceil_mode"), count = (*reach.constantValue() + stride[d] - 1) / stride[d] + 1;
+      if ((count - 1) * stride[d] >= size + before[d]) --count;
+      output[d] = Dim::constant(count);
     }
   }
+  // Whether the last window of dim d may end past its first `extent + extra` elements: by arithmetic
+  // where the dim is known; otherwise (floor mode) windows end within the padded input, before + extent.
+  auto endsPast = [&](int d, int64_t extra) {
+    if (!extent[d].isConstant()) return extra < before[d];
+    int64_t lastTap = (output[d].factor - 1) * stride[d] - before[d] + dilation[d] * (kernel[d] - 1);
+    return lastTap > extent[d].factor + extra - 1;
+  };
   // Where a window may leave the input (padding, or ceil_mode's last window), it reads through pad().
-  auto lastTap = [&](int d) { return (output[d] - 1) * stride[d] - before[d] + dilation[d] * (kernel[d] - 1); };
   bool padded = false;
-  for (int d = 0; d < spatial; ++d) padded = padded || (!uneven[d] && (before[d] > 0 || lastTap(d) > extent[d] - 1));
+  for (int d = 0; d < spatial; ++d) padded = padded || (!uneven[d] && (before[d] > 0 || endsPast(d, 0)));
 
   std::vector<std::string> window;
   for (const std::string& name : windowIndexNames(spatial)) window.push_back(claim(name));
   DType accumulator = windowAccumulator(x.dtype);
   Shape shape = sizes_.resolve(Shape(x.shape.begin(), x.shape.begin() + lead));
-  for (int d = 0; d < spatial; ++d) shape.push_back(Dim::constant(output[d]));
+  for (int d = 0; d < spatial; ++d) shape.push_back(output[d]);
   const std::string& source = x.code->text;
   auto element = [&](const std::vector<CodePtr>& indices) {
     std::vector<CodePtr> subscripts(indices.begin(), indices.begin() + lead);
@@ -1720,9 +1753,9 @@ Item Translator::pool(const std::string& kind, const Node* node) {
       }
       // k >= floor(s * S / out) and k < ceil((s + 1) * S / out), multiplied out.
       subscripts.push_back(tap);
-      CodePtr scaled = affineCode(tap, output[d], 0), start = affineCode(position, extent[d], 0);
-      insideEach[d] = binaryCode("and", binaryCode(">", affineCode(tap, output[d], output[d]), start),
-                                 binaryCode("<", scaled, affineCode(position, extent[d], extent[d])));
+      CodePtr scaled = affineCode(tap, counts[d], 0), start = affineCode(position, known[d], 0);
+      insideEach[d] = binaryCode("and", binaryCode(">", affineCode(tap, counts[d], counts[d]), start),
+                                 binaryCode("<", scaled, affineCode(position, known[d], known[d])));
       inside = inside ? binaryCode("and", inside, insideEach[d]) : insideEach[d];
     }
     CodePtr fill = maximum ? numberCode(-INFINITY, false) : numberCode(0, true);
@@ -1738,15 +1771,15 @@ Item Translator::pool(const std::string& kind, const Node* node) {
       if (uneven[d]) {
         here = reductionCode("sum", {bounds[d]}, callCode("where", {insideEach[d], numberCode(1, true), numberCode(0, true)}));
       } else {
-        int64_t limit = includePad ? extent[d] + before[d] : extent[d];
-        bool clippedBelow = !includePad && before[d] > 0, clippedAbove = lastTap(d) > limit - 1;
+        int64_t extra = includePad ? before[d] : 0;
+        bool clippedBelow = !includePad && before[d] > 0, clippedAbove = endsPast(d, extra);
         if (!clippedBelow && !clippedAbove) {
           constant *= kernel[d];
           continue;
         }
         const CodePtr& position = indices[lead + d];
         CodePtr end = affineCode(position, stride[d], kernel[d] - before[d]);
-        if (clippedAbove) end = callCode("min", {end, numberCode(static_cast<double>(limit), true)});
+        if (clippedAbove) end = callCode("min", {end, affineCode(sizeCode(extent[d]), 1, extra)});
         CodePtr start = affineCode(position, stride[d], -before[d]);
         if (clippedBelow) start = callCode("max", {start, numberCode(0, true)});
         here = binaryCode("-", end, start);
@@ -2383,10 +2416,6 @@ void Translator::declareOutputs() {
       continue;
     }
     Declaration declaration{name, value.dtype, sizes_.resolve(value.shape)};
-    for (const Dim& dim : declaration.shape)
-      if (!dim.isConstant() && (dim.factor != 1 || dim.sizes.size() != 1))
-        report(place, fmt::format("{} has the shape {}, which a .emmy output cannot declare (each dimension must be a number or "
-                                  "one size name)", name, shapeToString(declaration.shape)));
     if (value.code->kind != Code::Kind::Name || value.code->text != name) program_.statements.push_back({name, {}, value.code, {}});
     program_.outputs.push_back(declaration);
   }
