@@ -156,8 +156,8 @@ void collectFacts(const Expr& condition, bool taken, std::vector<AffineForm>& fa
 }
 
 BoundsProver::BoundsProver(std::map<std::string, Dim> extents, std::vector<AffineForm> facts,
-                           const std::vector<DerivedSize>& derivedSizes)
-    : facts_(std::move(facts)), derivedSizes_(derivedSizes) {
+                           const std::vector<DerivedSize>& derivedSizes, int64_t smallestSize)
+    : facts_(std::move(facts)), derivedSizes_(derivedSizes), smallestSize_(smallestSize) {
   AffineForm one{{}, {}, 1};
   for (const auto& [index, extent] : extents) {
     lowerBounds_[index].push_back(AffineForm{});
@@ -175,15 +175,35 @@ BoundsProver::BoundsProver(std::map<std::string, Dim> extents, std::vector<Affin
   }
 }
 
-// form >= 0 for every size >= 1, for a form over sizes alone: every monomial grows with its sizes, so
-// non-negative coefficients make the minimum the value at all sizes = 1. A derived size is replaced by its
+// form >= 0 for every size >= smallestSize, for a form over sizes alone: every monomial grows with its
+// sizes, so non-negative coefficients make the minimum the value at all sizes = smallestSize (1 or 0). A derived size is replaced by its
 // definition first (the latest first, as it may use earlier ones), a quotient q = floor(n / c) by a bound
 // that keeps the claim (c*q <= n, c*q >= n - c + 1); one that remains (inside a product, or over a
-// denominator that is not a positive constant), which may be 0 or negative, fails the proof.
+// denominator that is not a positive constant), which may be 0 or negative, fails the proof. A minimum
+// where the claim needs it small, or a maximum where it needs it large, is replaced by either operand.
 bool BoundsProver::sizeFormNonNegative(AffineForm form) const {
+  auto add = [](AffineForm& sum, const SizePolynomial& polynomial) {
+    for (const auto& [monomial, c] : polynomial.terms) {
+      if (monomial.empty()) {
+        sum.constant += c;
+      } else if ((sum.sizes[monomial] += c) == 0) {
+        sum.sizes.erase(monomial);
+      }
+    }
+  };
   for (auto derived = derivedSizes_.rbegin(); derived != derivedSizes_.rend(); ++derived) {
     auto term = form.sizes.find({derived->name});
     if (term == form.sizes.end()) continue;
+    if (derived->kind != DerivedSize::Kind::Quotient) {
+      int64_t coefficient = term->second;
+      if ((derived->kind == DerivedSize::Kind::Minimum) != (coefficient < 0)) return false;
+      form.sizes.erase(term);
+      return std::any_of(derived->operands.begin(), derived->operands.end(), [&](const SizePolynomial& operand) {
+        AffineForm replaced = form;
+        add(replaced, operand * SizePolynomial::constant(coefficient));
+        return sizeFormNonNegative(replaced);
+      });
+    }
     std::optional<int64_t> divisor = derived->denominator.constantValue();
     if (!divisor || *divisor < 1) return false;
     // form >= 0 exactly when a positive multiple of it is: scale it until c divides q's coefficient.
@@ -193,14 +213,7 @@ bool BoundsProver::sizeFormNonNegative(AffineForm form) const {
     form.sizes.erase(term);
     SizePolynomial replacement = derived->numerator;
     if (coefficient > 0) replacement = replacement - SizePolynomial::constant(*divisor - 1);
-    replacement = replacement * SizePolynomial::constant(coefficient / *divisor);
-    for (const auto& [monomial, c] : replacement.terms) {
-      if (monomial.empty()) {
-        form.constant += c;
-      } else if ((form.sizes[monomial] += c) == 0) {
-        form.sizes.erase(monomial);
-      }
-    }
+    add(form, replacement * SizePolynomial::constant(coefficient / *divisor));
   }
   int64_t atOnes = form.constant;
   for (const auto& [monomial, coefficient] : form.sizes) {
@@ -208,7 +221,7 @@ bool BoundsProver::sizeFormNonNegative(AffineForm form) const {
       if (std::any_of(derivedSizes_.begin(), derivedSizes_.end(), [&](const DerivedSize& d) { return d.name == size; }))
         return false;  // a derived size inside a product
     if (coefficient < 0) return false;
-    atOnes += coefficient;
+    if (smallestSize_ > 0) atOnes += coefficient;
   }
   return atOnes >= 0;
 }

@@ -37,11 +37,12 @@ void collectFacts(const tensor::Expr& condition, bool taken, std::vector<AffineF
 class BoundsProver {
 public:
   // `extents`: the range [0, extent) of every index in scope. `facts`: forms known to be >= 0.
-  // `derivedSizes`: the kernel's, whose definitions stand in for them.
+  // `derivedSizes`: the kernel's, whose definitions stand in for them. `smallestSize`: 1 where a size of
+  // 0 leaves nothing to prove (an index's range is empty), 0 for claims about dimensions themselves.
   BoundsProver(std::map<std::string, tensor::Dim> extents, std::vector<AffineForm> facts,
-               const std::vector<tensor::DerivedSize>& derivedSizes);
+               const std::vector<tensor::DerivedSize>& derivedSizes, int64_t smallestSize = 1);
 
-  // True when `form >= 0` holds for every index in range and every size >= 1 under the facts.
+  // True when `form >= 0` holds for every index in range and every size >= smallestSize under the facts.
   bool provesNonNegative(const AffineForm& form) const;
 
 private:
@@ -51,6 +52,7 @@ private:
   std::map<std::string, std::vector<AffineForm>> lowerBounds_, upperBounds_;  // size-only forms per index
   std::vector<AffineForm> facts_;
   const std::vector<tensor::DerivedSize>& derivedSizes_;
+  int64_t smallestSize_;
 };
 
 }  // namespace emmy

@@ -1,6 +1,7 @@
 // One kernel instance: its signature, its statements in order, and the stages they define.
 #include <fmt/format.h>
 
+#include "frontend/affine.h"
 #include "frontend/elaborator.h"
 #include "frontend/operations.h"
 #include "ir/tensor/build.h"
@@ -113,7 +114,7 @@ void KernelElaboration::dropUnusedDerivedSizes() {
   std::vector<DerivedSize> kept;
   for (auto derived = kernel.derivedSizes.rbegin(); derived != kernel.derivedSizes.rend(); ++derived) {
     if (!used.count(derived->name)) continue;
-    for (const SizePolynomial* polynomial : {&derived->numerator, &derived->denominator})
+    for (const SizePolynomial* polynomial : {&derived->numerator, &derived->denominator, &derived->operands[0], &derived->operands[1]})
       for (const auto& [monomial, coefficient] : polynomial->terms) used.insert(monomial.begin(), monomial.end());
     kept.insert(kept.begin(), *derived);
   }
@@ -161,6 +162,21 @@ SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, DimPlace pla
     }
     if (rhs.constantValue() == 0) error(binary->opLoc, "this dimension divides by zero");
     return quotientPolynomial(kernel, lhs, rhs);
+  }
+  if (const auto* call = e.as<ast::Call>()) {
+    // min(a, b) and max(a, b), checked by the parser. Where one operand is the extreme at every size, 0
+    // included (a pool's windows in floor mode, bounded as ceil_mode's are), the dimension is that operand.
+    SizePolynomial a = dimPolynomial(*call->args[0].value, place), b = dimPolynomial(*call->args[1].value, place);
+    bool minimum = call->callee.name == "min";
+    BoundsProver prover({}, {}, kernel.derivedSizes, /*smallestSize=*/0);
+    auto atLeastZero = [&](const SizePolynomial& p) {
+      AffineForm form;
+      for (const auto& [monomial, coefficient] : p.terms) (monomial.empty() ? form.constant : form.sizes[monomial]) = coefficient;
+      return prover.provesNonNegative(form);
+    };
+    if (atLeastZero(b - a)) return minimum ? a : b;
+    if (atLeastZero(a - b)) return minimum ? b : a;
+    return extremePolynomial(kernel, minimum ? DerivedSize::Kind::Minimum : DerivedSize::Kind::Maximum, a, b);
   }
   const auto* nameExpr = e.as<ast::Name>();
   if (!nameExpr) error(e.loc, fmt::format("a dimension is {}", form));

@@ -149,6 +149,12 @@ std::vector<TensorValue> KernelElaboration::callKernel(const LoadedModule& calle
     return result;
   };
   for (const DerivedSize& derived : instance->derivedSizes) {
+    if (derived.kind != DerivedSize::Kind::Quotient) {
+      SizePolynomial extreme = extremePolynomial(kernel, derived.kind, substitutePolynomial(derived.operands[0]),
+                                                 substitutePolynomial(derived.operands[1]));
+      sizes[derived.name] = derivedDim(kernel, extreme, SizePolynomial::constant(1));
+      continue;
+    }
     SizePolynomial numerator = substitutePolynomial(derived.numerator);
     SizePolynomial denominator = substitutePolynomial(derived.denominator);
     if (denominator.constantValue() == 0)

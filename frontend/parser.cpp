@@ -592,13 +592,27 @@ private:
     return {std::move(expr), map_.node(ctx)};
   }
 
-  // A dimension is integers and names combined by + - * / (section 2).
+  // A dimension is integers and names combined by + - * / (section 2), and min(a, b) and max(a, b) of
+  // dimensions (docs/language_extensions.md).
   void checkDimExpr(const ast::Expr& e) {
     if (const auto* number = e.as<ast::Number>()) {
       if (!number->isInteger) error(e.loc, fmt::format("a dimension is an integer, not {}", number->text));
       return;
     }
     if (e.as<ast::Name>()) return;
+    if (const auto* call = e.as<ast::Call>()) {
+      bool extreme = !call->module && (call->callee.name == "min" || call->callee.name == "max");
+      if (!extreme) {
+        error(call->callee.loc, fmt::format("a dimension calls min(a, b) or max(a, b) only, not '{}'", call->callee.name));
+        return;
+      }
+      if (call->args.size() != 2 || call->args[0].keyword || call->args[1].keyword) {
+        error(e.loc, fmt::format("{} in a dimension takes two dimensions, as in '{}(H, 4)'", call->callee.name, call->callee.name));
+        return;
+      }
+      for (const ast::Argument& argument : call->args) checkDimExpr(*argument.value);
+      return;
+    }
     if (const auto* binary = e.as<ast::Binary>()) {
       switch (binary->op) {
         case ast::BinaryOp::Add:
@@ -616,7 +630,7 @@ private:
       }
     }
     error(e.loc, "a dimension is an integer, a size name, or an expression of those and integer parameters with "
-                 "+ - * / and parentheses");
+                 "+ - * /, min, max and parentheses");
   }
 
   // Indices written `i` or `i < RANGE` (on the left of a statement, of a reduction): each name, and its

@@ -255,7 +255,7 @@ private:
   Item pool(const std::string& kind, const Node* node);
   // An int[d] argument: d integers, or one that stands for every spatial dim (`int[2] stride=1`).
   static std::vector<int64_t> spatialInts(const Item& item, int dims, const char* what);
-  // Dim `d` of `x` as a number: adaptive pools and ceil_mode need their spatial dims known when imported.
+  // Dim `d` of `x` as a number: a weight's window, and the spatial dims of adaptive pools, are known when imported.
   int64_t knownExtent(const Item& x, int d, const std::string& op);
   // floor(reach / stride) + 1 windows over a dim: a number, or a size the kernel computes from a dim
   // known only at run time (`(H - 2)/2 + 1`, a derived size of the language, named by its definition).
@@ -1678,7 +1678,7 @@ Item Translator::pool(const std::string& kind, const Node* node) {
   std::vector<bool> uneven(spatial, false);  // adaptive dims whose windows differ
   for (int d = 0; d < spatial; ++d) extent[d] = sizes_.resolve(x.shape[lead + d]);
   std::vector<int64_t> known(spatial), counts(spatial);  // adaptive pools: the extents and counts
-  bool includePad = true;
+  bool includePad = true, ceil = false;
   std::optional<int64_t> divisor;
   if (adaptive) {
     counts = spatialInts(input(node, "output_size"), spatial, "output_size");
@@ -1696,7 +1696,7 @@ Item Translator::pool(const std::string& kind, const Node* node) {
     stride = strides.kind == Item::Kind::List && strides.elements.empty() ? kernel : spatialInts(strides, spatial, "stride");
     before = spatialInts(input(node, "padding"), spatial, "padding");
     if (maximum) dilation = spatialInts(input(node, "dilation"), spatial, "dilation");
-    bool ceil = boolOf(input(node, "ceil_mode"), "ceil_mode");
+    ceil = boolOf(input(node, "ceil_mode"), "ceil_mode");
     if (!maximum) {
       includePad = boolOf(input(node, "count_include_pad"), "count_include_pad");
       if (const Item* given = optionalInput(node, "divisor_override"); given && given->kind != Item::Kind::None) {
@@ -1711,20 +1711,22 @@ Item Translator::pool(const std::string& kind, const Node* node) {
       SizePolynomial reach = SizePolynomial::of(extent[d]) + SizePolynomial::constant(2 * before[d] - dilation[d] * (kernel[d] - 1) - 1);
       if (std::optional<int64_t> value = reach.constantValue(); value && *value < 0)
         fail(fmt::format("{}: spatial dim {} of size {} is too small for the window (the output would be empty)", op, d, extent[d].toString()));
-      if (!ceil) {
-        output[d] = windowCount(reach, stride[d]);
-        continue;
+      // ceil_mode rounds the count up, but drops a last window that would start in the right padding:
+      // the lesser of the two counts (LANGUAGE.md's min of dimensions, a number where the dim is known).
+      output[d] = windowCount(reach, stride[d]);
+      if (ceil) {
+        SizePolynomial rounded = SizePolynomial::of(windowCount(reach + SizePolynomial::constant(stride[d] - 1), stride[d]));
+        SizePolynomial starts = SizePolynomial::of(windowCount(SizePolynomial::of(extent[d]) + SizePolynomial::constant(before[d] - 1), stride[d]));
+        output[d] = tensor::derivedDim(derivedSizes_, tensor::extremePolynomial(derivedSizes_, tensor::DerivedSize::Kind::Minimum, rounded, starts),
+                                       SizePolynomial::constant(1));
       }
-      // ceil_mode drops a last window that would start past the padded input's start of padding.
-      int64_t size = knownExtent(x, lead + d, op + " with ceil_mode"), count = (*reach.constantValue() + stride[d] - 1) / stride[d] + 1;
-      if ((count - 1) * stride[d] >= size + before[d]) --count;
-      output[d] = Dim::constant(count);
     }
   }
   // Whether the last window of dim d may end past its first `extent + extra` elements: by arithmetic
-  // where the dim is known; otherwise (floor mode) windows end within the padded input, before + extent.
+  // where the dim is known; otherwise in floor mode windows end within the padded input, before +
+  // extent, and in ceil_mode the last may end past it.
   auto endsPast = [&](int d, int64_t extra) {
-    if (!extent[d].isConstant()) return extra < before[d];
+    if (!extent[d].isConstant()) return ceil || extra < before[d];
     int64_t lastTap = (output[d].factor - 1) * stride[d] - before[d] + dilation[d] * (kernel[d] - 1);
     return lastTap > extent[d].factor + extra - 1;
   };

@@ -1,5 +1,6 @@
 // Dimensions written as expressions and integer parameters (LANGUAGE.md section 2). A generator draws
-// expressions of two sizes, an integer parameter and literals with + - * / (floor division); each becomes
+// expressions of two sizes, an integer parameter and literals with + - * / (floor division), min and max
+// (docs/language_extensions.md); each becomes
 // the output dimension of a kernel, alone and behind a call that sets the parameter. A reference here
 // evaluates the expression directly: the compiler must refuse exactly the constant expressions below 1
 // or dividing by zero, and at every size the evaluator and the simulated launcher must give the
@@ -26,12 +27,13 @@ namespace {
 using namespace emmy;
 
 struct DimTree {
-  char op = 0;  // 0: a leaf
+  char op = 0;  // 0: a leaf; 'm' and 'M': min and max
   std::string leaf;  // "A", "B", "P" or a literal
   std::shared_ptr<DimTree> lhs, rhs;
 
   std::string text() const {
     if (!op) return leaf;
+    if (op == 'm' || op == 'M') return fmt::format("{}({}, {})", op == 'm' ? "min" : "max", lhs->text(), rhs->text());
     return fmt::format("({} {} {})", lhs->text(), op, rhs->text());
   }
   bool hasSizes() const { return op ? lhs->hasSizes() || rhs->hasSizes() : leaf == "A" || leaf == "B"; }
@@ -44,6 +46,8 @@ struct DimTree {
       case '+': return *l + *r;
       case '-': return *l - *r;
       case '*': return *l * *r;
+      case 'm': return std::min(*l, *r);
+      case 'M': return std::max(*l, *r);
       default: return *r == 0 ? std::nullopt : std::optional(tensor::floorDivide(*l, *r));
     }
   }
@@ -56,7 +60,7 @@ std::shared_ptr<DimTree> randomTree(std::mt19937_64& random, int depth) {
     tree->leaf = leaves[random() % 7];
     return tree;
   }
-  tree->op = "+-*/"[random() % 4];
+  tree->op = "+-*/mM"[random() % 6];
   tree->lhs = randomTree(random, depth - 1);
   tree->rhs = randomTree(random, depth - 1);
   // Mostly by a number or the parameter, as strides and groups are, sometimes by sizes; often of a
@@ -131,8 +135,9 @@ TEST_CASE("a dimension expression has the value of floor-division arithmetic at 
       continue;
     }
     REQUIRE(kernels->size() == 2);
-    // The launcher's own arithmetic runs in the simulation: for programs with quotients, which round.
-    bool simulate = simulated < 10 && text.find('/') != std::string::npos;
+    // The launcher's own arithmetic runs in the simulation: for programs with quotients, which round, or
+    // with min and max.
+    bool simulate = simulated < 10 && text.find_first_of("/m") != std::string::npos;
     simulated += simulate;
     for (const tensor::Kernel& kernel : *kernels) {
       int64_t parameter = kernel.name == "k" ? p : p + 1;

@@ -484,9 +484,13 @@ TEST_CASE("integer parameters beside type parameters, and dimensions written as 
         "kernel k(x: f32[N % 2]) -> (y: f32[N]) {\n"
         "                  ^\n");
   CHECK(errorsOf("kernel k(x: f32[f(N)]) -> (y: f32[N]) {\n    y = x\n}\n") ==
-        "test.emmy:1:17: error: a dimension is an integer, a size name, or an expression of those and integer parameters "
-        "with + - * / and parentheses\n"
+        "test.emmy:1:17: error: a dimension calls min(a, b) or max(a, b) only, not 'f'\n"
         "kernel k(x: f32[f(N)]) -> (y: f32[N]) {\n"
+        "                ^\n");
+  CHECK(errorsOf("kernel k(x: f32[N[0]]) -> (y: f32[N]) {\n    y = x\n}\n") ==
+        "test.emmy:1:17: error: a dimension is an integer, a size name, or an expression of those and integer parameters "
+        "with + - * /, min, max and parentheses\n"
+        "kernel k(x: f32[N[0]]) -> (y: f32[N]) {\n"
         "                ^~~~\n");
   // The list may break after a comma; a default may name an earlier integer parameter.
   auto broken = parseValid("kernel k<T: f32,\n         S: i64 = 2,\n         S_H: i64 = S>(x: T[N]) -> (y: T[N]) {\n"

@@ -171,7 +171,9 @@ public:
   // Whether the host function computes a derived size by a floor division (and needs kFloorDividePrelude).
   bool dividesSizes() const {
     return std::any_of(program_.source.derivedSizes.begin(), program_.source.derivedSizes.end(),
-                       [](const DerivedSize& size) { return !(size.denominator == SizePolynomial::constant(1)); });
+                       [](const DerivedSize& size) {
+                         return size.kind == DerivedSize::Kind::Quotient && !(size.denominator == SizePolynomial::constant(1));
+                       });
   }
   bool sizesSharedAtLaunch() const {
     return std::any_of(program_.functions.begin(), program_.functions.end(),
@@ -563,7 +565,11 @@ private:
     std::string name = source.instanceName();
     for (const DerivedSize& size : source.derivedSizes) {
       std::string numerator = polynomialText(size.numerator);
-      if (size.denominator == SizePolynomial::constant(1)) {
+      if (size.kind != DerivedSize::Kind::Quotient) {
+        std::string a = polynomialText(size.operands[0]), b = polynomialText(size.operands[1]);
+        const char* pick = size.kind == DerivedSize::Kind::Minimum ? "<" : ">";
+        line(1, fmt::format("const int64_t {} = ({}) {} ({}) ? ({}) : ({});", sizeName(size.name), a, pick, b, a, b));
+      } else if (size.denominator == SizePolynomial::constant(1)) {
         line(1, fmt::format("const int64_t {} = {};", sizeName(size.name), numerator));
       } else {
         std::string denominator = polynomialText(size.denominator);

@@ -43,7 +43,8 @@ Dim derivedDim(Kernel& kernel, const SizePolynomial& numerator, const SizePolyno
   if (std::optional<int64_t> n = polynomial.constantValue(), d = divisor.constantValue(); n && d)
     return Dim::constant(floorDivide(*n, *d));
   for (const DerivedSize& size : kernel.derivedSizes)
-    if (size.numerator == polynomial && size.denominator == divisor) return Dim::size(size.name);
+    if (size.kind == DerivedSize::Kind::Quotient && size.numerator == polynomial && size.denominator == divisor)
+      return Dim::size(size.name);
   DerivedSize size{"", polynomial, divisor};
   size.name = size.definition();
   kernel.derivedSizes.push_back(size);
@@ -53,7 +54,7 @@ Dim derivedDim(Kernel& kernel, const SizePolynomial& numerator, const SizePolyno
 SizePolynomial polynomialOf(const Kernel& kernel, const Dim& dim) {
   if (dim.factor == 1 && dim.sizes.size() == 1)
     if (const DerivedSize* derived = kernel.findDerivedSize(dim.sizes[0]);
-        derived && derived->denominator == SizePolynomial::constant(1))
+        derived && derived->kind == DerivedSize::Kind::Quotient && derived->denominator == SizePolynomial::constant(1))
       return derived->numerator;
   return SizePolynomial::of(dim);
 }
@@ -62,6 +63,21 @@ SizePolynomial quotientPolynomial(Kernel& kernel, const SizePolynomial& numerato
   if (std::optional<int64_t> c = denominator.constantValue())
     if (std::optional<SizePolynomial> exact = numerator.dividedExactly(*c)) return *exact;
   return polynomialOf(kernel, derivedDim(kernel, numerator, denominator));
+}
+
+SizePolynomial extremePolynomial(Kernel& kernel, DerivedSize::Kind kind, const SizePolynomial& a, const SizePolynomial& b) {
+  bool minimum = kind == DerivedSize::Kind::Minimum;
+  if (a == b) return a;
+  if (std::optional<int64_t> x = a.constantValue(), y = b.constantValue(); x && y)
+    return SizePolynomial::constant(minimum ? std::min(*x, *y) : std::max(*x, *y));
+  for (const DerivedSize& size : kernel.derivedSizes)
+    if (size.kind == kind && size.operands == std::array<SizePolynomial, 2>{a, b}) return SizePolynomial::of(Dim::size(size.name));
+  DerivedSize size;
+  size.kind = kind;
+  size.operands = {a, b};
+  size.name = size.definition();
+  kernel.derivedSizes.push_back(size);
+  return SizePolynomial::of(Dim::size(size.name));
 }
 
 int64_t floorDivide(int64_t a, int64_t b) {

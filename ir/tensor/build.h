@@ -21,6 +21,9 @@ Dim derivedDim(Kernel& kernel, const SizePolynomial& numerator, const SizePolyno
 // floor(numerator / denominator) as a polynomial to compute with: exact where it divides, else a
 // derived size of its own (floor((H - 3) / 2) + 1 is no quotient).
 SizePolynomial quotientPolynomial(Kernel& kernel, const SizePolynomial& numerator, const SizePolynomial& denominator);
+// min(a, b) or max(a, b) (`kind` Minimum or Maximum) as a polynomial to compute with: a number where both
+// are, either where they are equal, else a derived size of its own, added unless an equal one is there.
+SizePolynomial extremePolynomial(Kernel& kernel, DerivedSize::Kind kind, const SizePolynomial& a, const SizePolynomial& b);
 // The polynomial a Dim stands for, a derived size that is a polynomial replaced by its definition (so that
 // sums simplify: (H - 2) + 2 is H); a quotient stays a size of its own.
 SizePolynomial polynomialOf(const Kernel& kernel, const Dim& dim);

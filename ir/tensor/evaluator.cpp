@@ -313,6 +313,11 @@ void bindDerivedSizes(const Kernel& kernel, std::map<std::string, int64_t>& size
   };
   for (const DerivedSize& derived : kernel.derivedSizes) {
     std::string what = fmt::format("the dimension {}", derived.name);
+    if (derived.kind != DerivedSize::Kind::Quotient) {
+      int64_t a = evaluatePolynomial(derived.operands[0], what), b = evaluatePolynomial(derived.operands[1], what);
+      sizes[derived.name] = derived.kind == DerivedSize::Kind::Minimum ? std::min(a, b) : std::max(a, b);
+      continue;
+    }
     int64_t numerator = evaluatePolynomial(derived.numerator, what);
     int64_t denominator = evaluatePolynomial(derived.denominator, what);
     if (denominator == 0) throw EvaluationError(fmt::format("{} divides by zero", what));

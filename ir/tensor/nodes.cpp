@@ -117,6 +117,8 @@ std::string SizePolynomial::toString() const {
 }
 
 std::string DerivedSize::definition() const {
+  if (kind != Kind::Quotient)
+    return fmt::format("{}({}, {})", kind == Kind::Minimum ? "min" : "max", operands[0].toString(), operands[1].toString());
   if (denominator == SizePolynomial::constant(1)) return numerator.toString();
   auto operand = [&](const SizePolynomial& p) {
     std::string text = p.toString();

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <array>
 #include <map>
 #include <memory>
 #include <optional>
@@ -64,15 +65,19 @@ struct SizePolynomial {
   std::string toString() const;  // "H - KH + 1"
 };
 
-// A size the kernel computes from other sizes: the floor of numerator / denominator, both over sizes
-// before it. A dimension written as an expression that is no Dim is one of these, named by its definition
-// (`H - KH + 1`, `(H - 3)/2`), which no size name the user writes can be; the launcher computes it. A
-// denominator of 1 makes it a polynomial. Only quotients appear inside other definitions.
+// A size the kernel computes from other sizes, all before it: the floor of numerator / denominator, or
+// the least or greatest of two polynomials (`min(a, b)`, `max(a, b)`). A dimension written as an
+// expression that is no Dim is one of these, named by its definition (`H - KH + 1`, `(H - 3)/2`,
+// `min(H, 4)`), which no size name the user writes can be; the launcher computes it. A denominator of 1
+// makes a quotient a polynomial. Only quotients, minima and maxima appear inside other definitions.
 struct DerivedSize {
+  enum class Kind { Quotient, Minimum, Maximum };
   std::string name;
-  SizePolynomial numerator;
-  SizePolynomial denominator;
-  std::string definition() const;  // "(H - KH)/2", or "H - KH + 1"
+  SizePolynomial numerator;    // of a quotient
+  SizePolynomial denominator;  // of a quotient
+  Kind kind = Kind::Quotient;
+  std::array<SizePolynomial, 2> operands;  // of a minimum or maximum
+  std::string definition() const;  // "(H - KH)/2", "H - KH + 1", "min(H, 4)"
 };
 
 // Whether a size name is a derived size's (a definition, not an identifier).

@@ -56,11 +56,13 @@ private:
     }
     // A derived size is computed from the sizes before it.
     for (const DerivedSize& derived : kernel_.derivedSizes) {
-      for (const SizePolynomial* polynomial : {&derived.numerator, &derived.denominator})
+      bool quotient = derived.kind == DerivedSize::Kind::Quotient;
+      for (const SizePolynomial* polynomial : quotient ? std::array{&derived.numerator, &derived.denominator}
+                                                       : std::array{&derived.operands[0], &derived.operands[1]})
         for (const auto& [monomial, coefficient] : polynomial->terms)
           for (const std::string& size : monomial)
             if (!sizes_.count(size)) fail("derived size {} uses {}, which is not a size before it", derived.name, size);
-      if (derived.denominator.terms.empty()) fail("derived size {} divides by zero", derived.name);
+      if (quotient && derived.denominator.terms.empty()) fail("derived size {} divides by zero", derived.name);
       declare(derived.name, "derived size");
       sizes_.insert(derived.name);
     }

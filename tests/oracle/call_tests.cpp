@@ -287,21 +287,29 @@ TEST_CASE("nn.conv_transpose1d, 2d and 3d: stride, padding, output_padding, grou
     }
 }
 
-TEST_CASE("nn.max_pool and nn.avg_pool 1d, 2d and 3d: window, stride, padding, dilation, count_include_pad", "[oracle]") {
+TEST_CASE("nn.max_pool and nn.avg_pool 1d, 2d and 3d: window, stride, padding, dilation, count_include_pad, ceil_mode",
+          "[oracle]") {
   std::string nn = sourceFile("stdlib/nn.emmy");
   struct Case {
     int rank;
     std::string integers;
     std::vector<int64_t> kernel, stride, padding, dilation;
-    bool countIncludePad;
+    bool ceil;
     std::vector<int64_t> spatial;
   };
+  // ceil_mode: partial last windows, clipped by the padded input in the average's divisor, and (stride 3,
+  // window 2, padding 1 over 4 or 7) a last window that would start in the padding, which is dropped.
   const std::vector<Case> cases = {
-      {1, "", {2}, {2}, {0}, {1}, true, {9}},
-      {1, ", kernel_size=3, stride=2, padding=1", {3}, {2}, {1}, {1}, true, {10}},
-      {2, ", kernel_size=3, stride=2, padding=1", {3, 3}, {2, 2}, {1, 1}, {1, 1}, true, {9, 8}},
-      {2, ", KERNEL_H=2, KERNEL_W=3, STRIDE=1, PAD_W=1", {2, 3}, {1, 1}, {0, 1}, {1, 1}, true, {5, 4}},
-      {3, ", kernel_size=2, padding=1", {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, true, {5, 4, 3}},
+      {1, "", {2}, {2}, {0}, {1}, false, {9}},
+      {1, ", kernel_size=3, stride=2, padding=1", {3}, {2}, {1}, {1}, false, {10}},
+      {2, ", kernel_size=3, stride=2, padding=1", {3, 3}, {2, 2}, {1, 1}, {1, 1}, false, {9, 8}},
+      {2, ", KERNEL_H=2, KERNEL_W=3, STRIDE=1, PAD_W=1", {2, 3}, {1, 1}, {0, 1}, {1, 1}, false, {5, 4}},
+      {3, ", kernel_size=2, padding=1", {2, 2, 2}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, false, {5, 4, 3}},
+      {1, ", kernel_size=3, stride=2, padding=1, ceil_mode=1", {3}, {2}, {1}, {1}, true, {10}},
+      {1, ", kernel_size=2, stride=3, padding=1, ceil_mode=1", {2}, {3}, {1}, {1}, true, {4}},
+      {2, ", KERNEL_H=2, KERNEL_W=3, STRIDE=2, PAD_W=1, ceil_mode=1", {2, 3}, {2, 2}, {0, 1}, {1, 1}, true, {6, 7}},
+      {2, ", kernel_size=2, stride=3, padding=1, ceil_mode=1", {2, 2}, {3, 3}, {1, 1}, {1, 1}, true, {7, 5}},
+      {3, ", kernel_size=3, stride=2, padding=1, ceil_mode=1", {3, 3, 3}, {2, 2, 2}, {1, 1, 1}, {1, 1, 1}, true, {4, 5, 6}},
   };
   for (DType dtype : kFloatTypes)
     for (const Case& c : cases) {
@@ -310,18 +318,18 @@ TEST_CASE("nn.max_pool and nn.avg_pool 1d, 2d and 3d: window, stride, padding, d
       at::Tensor x = randomTensor(dtype, shape, 33);
       std::string max = fmt::format("max_pool{}d<{}{}>", c.rank, dtypeName(dtype), c.integers);
       INFO(max);
-      at::Tensor maxExpected = c.rank == 1 ? at::max_pool1d(f32(x), c.kernel, c.stride, c.padding, c.dilation)
-                               : c.rank == 2 ? at::max_pool2d(f32(x), c.kernel, c.stride, c.padding, c.dilation)
-                                             : at::max_pool3d(f32(x), c.kernel, c.stride, c.padding, c.dilation);
+      at::Tensor maxExpected = c.rank == 1 ? at::max_pool1d(f32(x), c.kernel, c.stride, c.padding, c.dilation, c.ceil)
+                               : c.rank == 2 ? at::max_pool2d(f32(x), c.kernel, c.stride, c.padding, c.dilation, c.ceil)
+                                             : at::max_pool3d(f32(x), c.kernel, c.stride, c.padding, c.dilation, c.ceil);
       expectKernelMatches(nn, max, {{"x", x}}, {{"y", roundTo(maxExpected, dtype)}});
       for (bool countIncludePad : {true, false}) {
         std::string avg = fmt::format("avg_pool{}d<{}{}{}>", c.rank, dtypeName(dtype), c.integers,
                                       countIncludePad ? "" : ", count_include_pad=0");
         INFO(avg);
         at::Tensor avgExpected =
-            c.rank == 1 ? at::avg_pool1d(f32(x), c.kernel, c.stride, c.padding, false, countIncludePad)
-            : c.rank == 2 ? at::avg_pool2d(f32(x), c.kernel, c.stride, c.padding, false, countIncludePad)
-                          : at::avg_pool3d(f32(x), c.kernel, c.stride, c.padding, false, countIncludePad);
+            c.rank == 1 ? at::avg_pool1d(f32(x), c.kernel, c.stride, c.padding, c.ceil, countIncludePad)
+            : c.rank == 2 ? at::avg_pool2d(f32(x), c.kernel, c.stride, c.padding, c.ceil, countIncludePad)
+                          : at::avg_pool3d(f32(x), c.kernel, c.stride, c.padding, c.ceil, countIncludePad);
         expectKernelMatches(nn, avg, {{"x", x}}, {{"y", roundTo(avgExpected, dtype)}});
       }
     }

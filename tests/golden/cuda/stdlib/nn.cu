@@ -11270,7 +11270,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool1d_f16__k0(const __
         for (int64_t k = (int64_t)0; k < (int64_t)2; k += (int64_t)1) {
           y__sum__acc = (y__sum__acc + (float)emmy_f32(x[((((n * C) + c) * L) + ((i * (int64_t)2) + k))]));
         }
-        y[((((n * C) + c) * size__1) + i)] = emmy_f16((float)(y__sum__acc / (float)(true ? (int64_t)2 : emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), L), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)))));
+        y[((((n * C) + c) * size__1) + i)] = emmy_f16((float)(y__sum__acc / (float)(true ? (false ? emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(L, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0)) : (int64_t)2) : emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), L), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)))));
       }
     }
   }
@@ -11309,7 +11309,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool1d_bf16__k0(const _
         for (int64_t k = (int64_t)0; k < (int64_t)2; k += (int64_t)1) {
           y__sum__acc = (y__sum__acc + (float)emmy_f32(x[((((n * C) + c) * L) + ((i * (int64_t)2) + k))]));
         }
-        y[((((n * C) + c) * size__1) + i)] = emmy_bf16((float)(y__sum__acc / (float)(true ? (int64_t)2 : emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), L), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)))));
+        y[((((n * C) + c) * size__1) + i)] = emmy_bf16((float)(y__sum__acc / (float)(true ? (false ? emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(L, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0)) : (int64_t)2) : emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), L), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)))));
       }
     }
   }
@@ -11348,7 +11348,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool1d_f32__k0(const fl
         for (int64_t k = (int64_t)0; k < (int64_t)2; k += (int64_t)1) {
           y__sum__acc = (y__sum__acc + x[((((n * C) + c) * L) + ((i * (int64_t)2) + k))]);
         }
-        y[((((n * C) + c) * size__1) + i)] = (y__sum__acc / (float)(true ? (int64_t)2 : emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), L), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0))));
+        y[((((n * C) + c) * size__1) + i)] = (y__sum__acc / (float)(true ? (false ? emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(L, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0)) : (int64_t)2) : emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), L), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0))));
       }
     }
   }
@@ -11531,7 +11531,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool2d_f16__k0(const __
             y__sum__acc = (y__sum__acc + (float)emmy_f32(x[((((((n * C) + c) * H) + ((i * (int64_t)2) + kh)) * W) + ((j * (int64_t)2) + kw))]));
           }
         }
-        y[((((((n * C) + c) * size__1) + i) * size__3) + j)] = emmy_f16((float)(y__sum__acc / (float)(true ? (int64_t)4 : emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0))))));
+        y[((((((n * C) + c) * size__1) + i) * size__3) + j)] = emmy_f16((float)(y__sum__acc / (float)(true ? (false ? emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(H, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(W, (int64_t)0)), emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0))) : (int64_t)4) : emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0))))));
       }
     }
   }
@@ -11578,7 +11578,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool2d_bf16__k0(const _
             y__sum__acc = (y__sum__acc + (float)emmy_f32(x[((((((n * C) + c) * H) + ((i * (int64_t)2) + kh)) * W) + ((j * (int64_t)2) + kw))]));
           }
         }
-        y[((((((n * C) + c) * size__1) + i) * size__3) + j)] = emmy_bf16((float)(y__sum__acc / (float)(true ? (int64_t)4 : emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0))))));
+        y[((((((n * C) + c) * size__1) + i) * size__3) + j)] = emmy_bf16((float)(y__sum__acc / (float)(true ? (false ? emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(H, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(W, (int64_t)0)), emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0))) : (int64_t)4) : emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0))))));
       }
     }
   }
@@ -11625,7 +11625,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool2d_f32__k0(const fl
             y__sum__acc = (y__sum__acc + x[((((((n * C) + c) * H) + ((i * (int64_t)2) + kh)) * W) + ((j * (int64_t)2) + kw))]);
           }
         }
-        y[((((((n * C) + c) * size__1) + i) * size__3) + j)] = (y__sum__acc / (float)(true ? (int64_t)4 : emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0)))));
+        y[((((((n * C) + c) * size__1) + i) * size__3) + j)] = (y__sum__acc / (float)(true ? (false ? emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(H, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(W, (int64_t)0)), emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0))) : (int64_t)4) : emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0)))));
       }
     }
   }
@@ -11840,7 +11840,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool3d_f16__k0(const __
             }
           }
         }
-        y[((((((((n * C) + c) * size__1) + d) * size__3) + i) * size__5) + j)] = emmy_f16((float)(y__sum__acc / (float)(true ? (int64_t)8 : emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), D), emmy_max(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0))))));
+        y[((((((((n * C) + c) * size__1) + d) * size__3) + i) * size__5) + j)] = emmy_f16((float)(y__sum__acc / (float)(true ? (false ? emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(D, (int64_t)0)), emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(H, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(W, (int64_t)0)), emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0))) : (int64_t)8) : emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), D), emmy_max(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0))))));
       }
     }
   }
@@ -11895,7 +11895,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool3d_bf16__k0(const _
             }
           }
         }
-        y[((((((((n * C) + c) * size__1) + d) * size__3) + i) * size__5) + j)] = emmy_bf16((float)(y__sum__acc / (float)(true ? (int64_t)8 : emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), D), emmy_max(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0))))));
+        y[((((((((n * C) + c) * size__1) + d) * size__3) + i) * size__5) + j)] = emmy_bf16((float)(y__sum__acc / (float)(true ? (false ? emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(D, (int64_t)0)), emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(H, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(W, (int64_t)0)), emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0))) : (int64_t)8) : emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), D), emmy_max(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0))))));
       }
     }
   }
@@ -11950,7 +11950,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) avg_pool3d_f32__k0(const fl
             }
           }
         }
-        y[((((((((n * C) + c) * size__1) + d) * size__3) + i) * size__5) + j)] = (y__sum__acc / (float)(true ? (int64_t)8 : emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), D), emmy_max(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0)))));
+        y[((((((((n * C) + c) * size__1) + d) * size__3) + i) * size__5) + j)] = (y__sum__acc / (float)(true ? (false ? emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(D, (int64_t)0)), emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(H, (int64_t)0)), emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), emmy_add(W, (int64_t)0)), emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0))) : (int64_t)8) : emmy_mul(emmy_mul(emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)2), D), emmy_max(emmy_sub(emmy_mul(d, (int64_t)2), (int64_t)0), (int64_t)0)), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)2), H), emmy_max(emmy_sub(emmy_mul(i, (int64_t)2), (int64_t)0), (int64_t)0))), emmy_sub(emmy_min(emmy_add(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)2), W), emmy_max(emmy_sub(emmy_mul(j, (int64_t)2), (int64_t)0), (int64_t)0)))));
       }
     }
   }
