@@ -30,6 +30,12 @@ AffineForm AffineForm::ofDim(const Dim& dim) {
   return form;
 }
 
+AffineForm AffineForm::ofPolynomial(const SizePolynomial& polynomial) {
+  AffineForm form;
+  for (const auto& [monomial, coefficient] : polynomial.terms) (monomial.empty() ? form.constant : form.sizes[monomial]) = coefficient;
+  return form;
+}
+
 AffineForm AffineForm::operator+(const AffineForm& other) const {
   AffineForm sum = *this;
   addScaled(sum.indices, other.indices, 1);
@@ -182,15 +188,6 @@ BoundsProver::BoundsProver(std::map<std::string, Dim> extents, std::vector<Affin
 // denominator that is not a positive constant), which may be 0 or negative, fails the proof. A minimum
 // where the claim needs it small, or a maximum where it needs it large, is replaced by either operand.
 bool BoundsProver::sizeFormNonNegative(AffineForm form) const {
-  auto add = [](AffineForm& sum, const SizePolynomial& polynomial) {
-    for (const auto& [monomial, c] : polynomial.terms) {
-      if (monomial.empty()) {
-        sum.constant += c;
-      } else if ((sum.sizes[monomial] += c) == 0) {
-        sum.sizes.erase(monomial);
-      }
-    }
-  };
   for (auto derived = derivedSizes_.rbegin(); derived != derivedSizes_.rend(); ++derived) {
     auto term = form.sizes.find({derived->name});
     if (term == form.sizes.end()) continue;
@@ -199,9 +196,7 @@ bool BoundsProver::sizeFormNonNegative(AffineForm form) const {
       if ((derived->kind == DerivedSize::Kind::Minimum) != (coefficient < 0)) return false;
       form.sizes.erase(term);
       return std::any_of(derived->operands.begin(), derived->operands.end(), [&](const SizePolynomial& operand) {
-        AffineForm replaced = form;
-        add(replaced, operand * SizePolynomial::constant(coefficient));
-        return sizeFormNonNegative(replaced);
+        return sizeFormNonNegative(form + AffineForm::ofPolynomial(operand * SizePolynomial::constant(coefficient)));
       });
     }
     std::optional<int64_t> divisor = derived->denominator.constantValue();
@@ -213,7 +208,7 @@ bool BoundsProver::sizeFormNonNegative(AffineForm form) const {
     form.sizes.erase(term);
     SizePolynomial replacement = derived->numerator;
     if (coefficient > 0) replacement = replacement - SizePolynomial::constant(*divisor - 1);
-    add(form, replacement * SizePolynomial::constant(coefficient / *divisor));
+    form = form + AffineForm::ofPolynomial(replacement * SizePolynomial::constant(coefficient / *divisor));
   }
   int64_t atOnes = form.constant;
   for (const auto& [monomial, coefficient] : form.sizes) {

@@ -20,6 +20,7 @@ struct AffineForm {
   int64_t constant = 0;
 
   static AffineForm ofDim(const tensor::Dim& dim);
+  static AffineForm ofPolynomial(const tensor::SizePolynomial& polynomial);
   AffineForm operator+(const AffineForm& other) const;
   AffineForm operator-(const AffineForm& other) const;
   AffineForm scaled(int64_t factor) const;

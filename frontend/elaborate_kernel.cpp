@@ -169,11 +169,7 @@ SizePolynomial KernelElaboration::dimPolynomial(const ast::Expr& e, DimPlace pla
     SizePolynomial a = dimPolynomial(*call->args[0].value, place), b = dimPolynomial(*call->args[1].value, place);
     bool minimum = call->callee.name == "min";
     BoundsProver prover({}, {}, kernel.derivedSizes, /*smallestSize=*/0);
-    auto atLeastZero = [&](const SizePolynomial& p) {
-      AffineForm form;
-      for (const auto& [monomial, coefficient] : p.terms) (monomial.empty() ? form.constant : form.sizes[monomial]) = coefficient;
-      return prover.provesNonNegative(form);
-    };
+    auto atLeastZero = [&](const SizePolynomial& p) { return prover.provesNonNegative(AffineForm::ofPolynomial(p)); };
     if (atLeastZero(b - a)) return minimum ? a : b;
     if (atLeastZero(a - b)) return minimum ? b : a;
     return extremePolynomial(kernel, minimum ? DerivedSize::Kind::Minimum : DerivedSize::Kind::Maximum, a, b);

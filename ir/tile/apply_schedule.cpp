@@ -62,6 +62,17 @@ void NestScheduler::cannot(const SourceLoc& loc, const std::string& message) {
   throw NestAbandoned{};
 }
 
+// A block-level product or scan (`kind`) builds its nest alone and stages `staged` in shared memory
+// itself: `refuse` is called where the nest computes other stages among its loops or copies at the root.
+void NestScheduler::refuseOtherWork(const std::function<void(const std::string&)>& refuse, const std::string& kind,
+                                    const std::string& staged) const {
+  if (!parts_.members.empty() || !parts_.wholes.empty())
+    refuse(fmt::format("the nest computes other stages among its loops, which a block-level {} does not", kind));
+  for (const CacheStage& cache : model_.caches)
+    if (cache.atStage == root_->name)
+      refuse(fmt::format("a block-level {} stages {} in shared memory itself; leave out 'cache {}'", kind, staged, cache.source));
+}
+
 // Where a directive about `stage` was written, for diagnostics that belong to no one directive.
 SourceLoc NestScheduler::directiveAbout(const std::string& stage) const {
   for (const Directive& directive : kernel_.schedule)

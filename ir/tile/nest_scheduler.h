@@ -128,6 +128,8 @@ private:
   // ---- apply_schedule.cpp: positions, the root's loops and core, names ----
   [[noreturn]] void unsupported(const SourceLoc& loc, const std::string& message);
   [[noreturn]] void cannot(const SourceLoc& loc, const std::string& message);
+  void refuseOtherWork(const std::function<void(const std::string&)>& refuse, const std::string& kind,
+                       const std::string& staged) const;
   SourceLoc directiveAbout(const std::string& stage) const;
   size_t positionAfter(const std::string& name) const;
   size_t positionDefining(const std::vector<std::string>& axes) const;

@@ -131,11 +131,7 @@ void NestScheduler::placeMatrixProduct() {
   if (!tile) return;
   const std::vector<FinalLoop>& loops = root_loops_.loops;
   auto refuse = [&](const std::string& why) { cannot(tile->loc, fmt::format("mma {}: {}", root_->name, why)); };
-  if (!parts_.members.empty() || !parts_.wholes.empty())
-    refuse("the nest computes other stages among its loops, which a block-level product does not");
-  for (const CacheStage& cache : model_.caches)
-    if (cache.atStage == root_->name)
-      refuse(fmt::format("a block-level product stages the operands in shared memory itself; leave out 'cache {}'", cache.source));
+  refuseOtherWork(refuse, "product", "the operands");
   std::optional<size_t> first;
   int sliceLoops = 0;
   for (size_t k = 0; k < loops.size(); ++k) {

@@ -81,11 +81,7 @@ void NestScheduler::placePrefixScan() {
   const std::optional<ScanTile>& scan = model_.stages.at(root_->name).scan;
   if (!scan) return;
   auto refuse = [&](const std::string& why) { cannot(scan->loc, fmt::format("scan {}: {}", root_->name, why)); };
-  if (!parts_.members.empty() || !parts_.wholes.empty())
-    refuse("the nest computes other stages among its loops, which a block-level scan does not");
-  for (const CacheStage& cache : model_.caches)
-    if (cache.atStage == root_->name)
-      refuse(fmt::format("a block-level scan stages its row in shared memory itself; leave out 'cache {}'", cache.source));
+  refuseOtherWork(refuse, "scan", "its row");
   const std::vector<FinalLoop>& loops = root_loops_.loops;
   size_t count = loops.size();
   auto isScanned = [&](const FinalLoop& loop) { return loop.scheduled->name == scan->axis || loop.scheduled->name == scan->k; };
