@@ -82,6 +82,19 @@ DeviceProbe probeCudaDevice() {
   return {device, ""};
 }
 
+bool cudaDriverInitializedHere() {
+  // Only a library already loaded: asking must not load or start the driver.
+  void* library = dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
+  if (!library) return false;
+  using DeviceCount = CUresult (*)(int*);
+  auto deviceCount = reinterpret_cast<DeviceCount>(dlsym(library, "cuDeviceGetCount"));
+  int count = 0;
+  // Before cuInit the driver answers CUDA_ERROR_NOT_INITIALIZED and stays uninitialised.
+  bool initialized = deviceCount && deviceCount(&count) == CUDA_SUCCESS;
+  dlclose(library);
+  return initialized;
+}
+
 CudaDevice requireCudaDevice() {
   DeviceProbe probe = probeCudaDevice();
   if (!probe.device) throw NoCudaDevice(fmt::format("no CUDA device found ({})", probe.reason));

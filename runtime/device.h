@@ -52,6 +52,10 @@ struct DeviceProbe {
 };
 DeviceProbe probeCudaDevice();
 
+// Whether this process has initialised the CUDA driver (a probe, a kernel run): a process forked after
+// that cannot use the driver, which answers its child cuInit with an error.
+bool cudaDriverInitializedHere();
+
 // Device 0; throws NoCudaDevice("no CUDA device found (REASON)").
 CudaDevice requireCudaDevice();
 

@@ -282,7 +282,7 @@ def bench(torch, clocks, request):
         if request.get("compile_seconds"):
             baselines.append(baseline("torch.compile", lambda: compiled(torch, clocks, request, t, s)))
         if kernel in PRODUCTS:
-            baselines.append(baseline("cublas", lambda: time_calls(torch, clocks, lambda: PRODUCTS[kernel](torch, t), request)))
+            baselines.append(baseline("cublas", lambda: {"ok": True, **time_calls(torch, clocks, lambda: PRODUCTS[kernel](torch, t), request)}))
         if kernel in ATTENTIONS:
             result["sdpa_backend"] = sdpa_backend(torch, request, t, s)
             baselines.append(baseline("flash-attention", lambda: flash_attention(torch, clocks, request, t, s)))

@@ -138,6 +138,9 @@ TEST_CASE("the matmul schedule of section 5 runs correctly at ragged sizes, with
   CHECK(contains(cu, R"(const int64_t it = \(int64_t\)threadIdx.y;)"));
   CHECK(contains(cu, R"(EMMY_LAUNCH\(matmul__k0, dim3\(.*\), dim3\(16, 16, 1\))"));
   CHECK(contains(cu, R"(\*reinterpret_cast<uint4\*>\(&C\[)"));  // vectorize C.jr: 16-byte stores of C
+  // The block's copies read A and B 16 bytes a thread (K = 16 and 128 columns: aligned).
+  CHECK(contains(cu, R"(\*reinterpret_cast<const uint4\*>\(&A\[)"));
+  CHECK(contains(cu, R"(\*reinterpret_cast<const uint4\*>\(&B\[)"));
   checkCompiles(built);
 }
 
@@ -179,6 +182,38 @@ schedule chain {{
       CHECK(contains(built.cuda.source, R"(= \*reinterpret_cast<const uint4\*>\(&y__lanes\[\(int64_t\)4\]\);)"));
     checkCompiles(built);
   }
+}
+
+// A vector read happens before its lanes: one that a `where` keeps inside only where it takes that branch
+// is made whole only where it takes it at every lane (x has K columns, fewer than y's D, and its rows stay
+// 16-byte aligned, so that reading past K would take the next row's elements, or past the end).
+TEST_CASE("a vectorized read under a where is read whole only where the where takes it at every lane", "[schedule]") {
+  Built built = build(R"(
+kernel clipped(x: f32[N, K], z: f32[N, D]) -> (y: f32[N, D], w: f32[N, D]) {
+    y[n, d] = where(d < K, x[n, d], z[n, d])
+    w[n, d] = where(d >= K, z[n, d], x[n, d])
+}
+
+schedule clipped {
+    bind y.n to block.x
+    split y.d by 4 -> (d_vector, d_element)
+    split y.d_vector by 32 -> (d_step, d_lane)
+    reorder y (n, d_lane, d_step, d_element)
+    bind y.d_lane to thread.x
+    vectorize y.d_element
+    bind w.n to block.x
+    split w.d by 4 -> (d_vector, d_element)
+    split w.d_vector by 32 -> (d_step, d_lane)
+    reorder w (n, d_lane, d_step, d_element)
+    bind w.d_lane to thread.x
+    vectorize w.d_element
+}
+)");
+  checkRuns(built, {{{"N", 3}, {"K", 12}, {"D", 16}}, {{"N", 2}, {"K", 16}, {"D", 16}}, {{"N", 3}, {"K", 10}, {"D", 17}},
+                    {{"N", 2}, {"K", 0}, {"D", 8}}});
+  CHECK(contains(built.cuda.source, R"(\*reinterpret_cast<const uint4\*>\(&x\[)"));
+  CHECK(contains(built.cuda.source, R"(\*reinterpret_cast<const uint4\*>\(&z\[)"));
+  checkCompiles(built);
 }
 
 // Every input dtype next to every output dtype: the inputs as wide as the output are read by vectors

@@ -251,8 +251,8 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
 
 namespace emmy {
 
-TEST_CASE("linalg.transpose reads its shared tile down the columns without bank conflicts and stores 16 bytes at a "
-          "time, in every dtype", "[stdlib][profile]") {
+TEST_CASE("linalg.transpose reads and stores 16 bytes at a time and its shared tile down the columns without bank "
+          "conflicts, in every dtype", "[stdlib][profile]") {
   for (const tensor::Kernel& kernel : instances(kStdlib / "linalg.emmy", "transpose", {})) {
     INFO(kernel.instanceName());
     // Tiles of 32 x 33 f32 or 64 x 65 halves (TILE + 1 elements a row).
@@ -270,13 +270,19 @@ TEST_CASE("linalg.transpose reads its shared tile down the columns without bank 
       for (const sim::AccessSite& site : profile.sites) {
         INFO(site.line << ": " << site.code);
         if (site.global) {
-          // y's rows of 64 elements are whole vectors: every store is one of 16 bytes, 4 sectors a request.
-          if (site.store) CHECK(site.bytes == 16u);
+          // The rows of x (96 elements) and y (64) are whole vectors: every load and store is one of 16
+          // bytes, a store 4 sectors a request (of x's last tile of columns only the first half is inside).
+          CHECK(site.bytes == 16u);
           if (site.store) CHECK(site.counters.sectors == 4 * site.counters.requests);
           vectorStores += site.store ? 1 : 0;
           continue;
         }
-        CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
+        // The column reads are free of conflicts. So are the fill's stores of f32; in 16-bit types the
+        // padded rows that keep the columns free put a vector's lanes of two rows in one bank (2-way).
+        if (site.store && !f32)
+          CHECK(site.counters.wavefronts <= 2 * site.counters.idealWavefronts);
+        else
+          CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
         ++sharedSites;
       }
     CHECK(sharedSites >= 2);  // the tile's fill and its column reads

@@ -45,6 +45,9 @@ std::optional<runtime::DeviceProbe> readProbe(const std::filesystem::path& path)
 }  // namespace
 
 runtime::DeviceProbe probeCudaDeviceInChild() {
+  // The driver already answered this process (a test that ran kernels here), and a forked child could not
+  // use it: ask it here.
+  if (runtime::cudaDriverInitializedHere()) return runtime::probeCudaDevice();
   TemporaryFolder folder;
   std::filesystem::path answer = folder.path() / "device";
   ProcessOutcome outcome = runInChild(

@@ -9,6 +9,7 @@
 namespace emmy::tune {
 
 // runtime::probeCudaDevice's answer, as the child found it; a child that crashed or hung is the reason.
+// Where this process has already initialised the driver, the answer is this process's own.
 runtime::DeviceProbe probeCudaDeviceInChild();
 
 }  // namespace emmy::tune

@@ -382,15 +382,37 @@ private:
     ExprPtr storeIndex = globalStore ? resolved(flatIndex(store->buffer, store->indices)) : nullptr;
     if ((bytes != 8 && bytes != 16 && bytes != 32) || (globalStore && coefficientOf(*storeIndex, lane) != 1)) return nullptr;
     int access = std::min(bytes, 16), pieces = bytes / access, piece = width / pieces;
-    // Every lane in bounds: a condition on the lane holds at the last lane (it grows with the lane).
+    // Every lane in bounds: a comparison that is affine in the lane holds at every lane where it holds at
+    // its tightest end, the last lane for one that tightens as the lane grows, else the first.
+    std::function<ExprPtr(const ExprPtr&)> atEveryLane = [&](const ExprPtr& condition) -> ExprPtr {
+      // not (a < b) is a >= b, and so on.
+      static const std::map<BinaryOp, BinaryOp> kNegated = {
+          {BinaryOp::Lt, BinaryOp::Ge}, {BinaryOp::Ge, BinaryOp::Lt}, {BinaryOp::Le, BinaryOp::Gt}, {BinaryOp::Gt, BinaryOp::Le}};
+      if (const auto* unary = condition->as<Unary>(); unary && unary->op == UnaryOp::Not) {
+        const auto* compared = unary->operand->as<Binary>();
+        auto negated = compared ? kNegated.find(compared->op) : kNegated.end();
+        if (negated != kNegated.end())
+          return atEveryLane(std::make_shared<Binary>(DType::Bool, negated->second, compared->lhs, compared->rhs));
+      }
+      const auto* binary = condition->as<Binary>();
+      if (binary && binary->op == BinaryOp::And) {
+        ExprPtr lhs = atEveryLane(binary->lhs), rhs = atEveryLane(binary->rhs);
+        return lhs && rhs ? std::make_shared<Binary>(DType::Bool, BinaryOp::And, lhs, rhs) : nullptr;
+      }
+      if (coefficientOf(*condition, lane) == 0) return condition;
+      bool comparison = binary && (binary->op == BinaryOp::Lt || binary->op == BinaryOp::Le ||
+                                   binary->op == BinaryOp::Gt || binary->op == BinaryOp::Ge);
+      std::optional<int64_t> lhs = comparison ? coefficientOf(*binary->lhs, lane) : std::nullopt;
+      std::optional<int64_t> rhs = comparison ? coefficientOf(*binary->rhs, lane) : std::nullopt;
+      if (!lhs || !rhs) return nullptr;
+      bool below = binary->op == BinaryOp::Lt || binary->op == BinaryOp::Le;
+      return at(condition, below == (*lhs >= *rhs) ? width - 1 : 0);
+    };
     std::vector<ExprPtr> inBounds;
     for (const ExprPtr& guard : guards) {
-      ExprPtr condition = resolved(expr(guard));
-      const auto* less = condition->as<Binary>();
-      std::optional<int64_t> growth = less ? coefficientOf(*less->lhs, lane) : std::nullopt;
-      bool bounded = less && less->op == BinaryOp::Lt && growth && *growth >= 0 && coefficientOf(*less->rhs, lane) == 0;
-      if (!bounded && coefficientOf(*condition, lane) != 0) return nullptr;
-      inBounds.push_back(at(condition, width - 1));
+      ExprPtr everyLane = atEveryLane(resolved(expr(guard)));
+      if (!everyLane) return nullptr;
+      inBounds.push_back(everyLane);
     }
     // The reads of consecutive elements of the same size: read whole before the lanes, each into a local
     // array of its own dtype (an i32 read next to an f32 store is not a float).
@@ -408,6 +430,33 @@ private:
       consistent = consistent && (fresh || sameIndex(*it->second.first, *first));
     });
     if (!consistent) return nullptr;
+    // A vector read happens whole, before the lanes. One of the stored element of a tensor shaped like the
+    // store's is inside where the store is; any other under a select may be inside only where the select
+    // takes its branch, which must then hold at every lane.
+    auto mayLeave = [&](const Expr& e) {
+      bool found = false;
+      forEachNode(e, [&](const Expr& node) {
+        const auto* load = node.as<Load>();
+        if (!load || !vectorReads.count(load->tensor)) return;
+        bool likeStore = globalStore && shapes_.count(load->tensor) && shapes_.count(store->buffer) &&
+                         shapes_.at(load->tensor) == shapes_.at(store->buffer) &&
+                         sameIndex(*resolved(flatIndex(load->tensor, load->indices)), *storeIndex);
+        found = found || !likeStore;
+      });
+      return found;
+    };
+    bool selectsHold = true;
+    forEachNode(*store->value, [&](const Expr& e) {
+      const auto* select = e.as<Select>();
+      if (!select || !selectsHold) return;
+      bool whenTrue = mayLeave(*select->ifTrue), whenFalse = mayLeave(*select->ifFalse);
+      if (!whenTrue && !whenFalse) return;
+      ExprPtr taken = whenTrue ? select->condition : std::make_shared<Unary>(DType::Bool, UnaryOp::Not, select->condition);
+      ExprPtr everyLane = whenTrue != whenFalse && !mayLeave(*select->condition) ? atEveryLane(resolved(taken)) : nullptr;
+      selectsHold = everyLane != nullptr;
+      if (everyLane) inBounds.push_back(everyLane);
+    });
+    if (!selectsHold) return nullptr;
     auto local = [](const std::string& buffer) { return buffer + "__lanes"; };
     std::vector<ExprPtr> laneIndex{std::make_shared<AxisVar>(lane)};
     ExprPtr value = rewrite(store->value, [&](const Expr& e) -> ExprPtr {

@@ -174,6 +174,8 @@ private:
   static std::vector<Dim> cacheShape(const PlacedCache& placed);
   static bool single(const PlacedCache& placed);
   static int copyLanes(const PlacedCache& placed);
+  static int readLanes(const PlacedCache& placed);
+  static ExprPtr copiedValue(const PlacedCache& placed, const std::vector<ExprPtr>& global, const std::vector<ExprPtr>& inside);
   StmtPtr fill(const PlacedCache& placed, const std::vector<ExprPtr>& base, const ExprPtr& stage, bool async);
   ExprPtr inBounds(const PlacedCache& placed, size_t d, const ExprPtr& index, const Shape& shape) const;
   StmtPtr computeElement(const PlacedCache& placed, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,

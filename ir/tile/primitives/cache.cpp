@@ -527,7 +527,11 @@ StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr
   // Asynchronous copies fill what is outside the source with zeros, and only after its start.
   async = async && !placed.padValue &&
           std::all_of(placed.baseRead.begin(), placed.baseRead.end(), [](const ExprPtr& index) { return nonNegative(*index); });
-  int lanes = async ? copyLanes(placed) : 1;
+  bool shared = cache.memory == CacheMemory::Shared;
+  // A block's plain copy reads its source 16 bytes at a time where aligned and inside (Kernel IR's vector
+  // lanes), so that a thread has whole vectors in flight rather than single elements.
+  bool vectorReads = !async && shared && !placed.computes && !single(placed);
+  int lanes = async ? copyLanes(placed) : vectorReads ? readLanes(placed) : 1;
   int64_t elements = 1;
   for (int64_t extent : cache.shape) elements *= extent;
   const Shape sourceShape = this->sourceShape(placed);
@@ -564,18 +568,30 @@ StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr
                                                 lanesInside));
   } else if (async) {
     stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, conjunction(inside), placed.dtype));
+  } else if (lanes > 1) {
+    // The lanes of a vector: consecutive elements of the last dimension, each one inside or the pad value.
+    std::string lane = uniqueVar(cache.name + "_lane");
+    local.back() = arithmetic(BinaryOp::Add, local.back(), var(lane));
+    global.back() = arithmetic(BinaryOp::Add, global.back(), var(lane));
+    inside.back() = inBounds(placed, cache.shape.size() - 1, global.back(), sourceShape);
+    stmts.push_back(std::make_shared<Loop>(lane, i64(lanes), Binding::Unrolled, std::vector<std::string>{},
+                                           std::make_shared<Store>(cache.name, local, copiedValue(placed, global, inside)),
+                                           lanes));
   } else {
-    ExprPtr value = std::make_shared<Select>(conjunction(inside), std::make_shared<Load>(placed.dtype, cache.source, global),
-                                             placed.padValue ? placed.padValue : immediate(placed.dtype, 0));
-    stmts.push_back(std::make_shared<Store>(cache.name, local, value));
+    stmts.push_back(std::make_shared<Store>(cache.name, local, copiedValue(placed, global, inside)));
   }
-  bool shared = cache.memory == CacheMemory::Shared;
   Binding binding = shared ? Binding::ThreadStrided : placed.computes ? Binding::Serial : Binding::Unrolled;
   // Whole rows: only the row's own elements (it fits: its rows are read through the copy only then).
   ExprPtr extent = cache.wholeRows ? arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, dimValue(sourceShape.back()), i64(lanes - 1)),
                                                 i64(lanes))
                                    : i64(elements / lanes);
   return std::make_shared<Loop>(vector, extent, binding, std::vector<std::string>{}, block(stmts));
+}
+
+// The source's element at `global` where it is `inside`, else the pad value (0 by default).
+ExprPtr NestScheduler::copiedValue(const PlacedCache& placed, const std::vector<ExprPtr>& global, const std::vector<ExprPtr>& inside) {
+  return std::make_shared<Select>(conjunction(inside), std::make_shared<Load>(placed.dtype, placed.cache->source, global),
+                                  placed.padValue ? placed.padValue : immediate(placed.dtype, 0));
 }
 
 // `index` < the extent of dimension `d`, and >= 0 where a padded read or one at a negative offset (under
@@ -666,13 +682,18 @@ Shape NestScheduler::sourceShape(const PlacedCache& placed) const {
   return stored->shape();
 }
 
+// Elements a 16-byte read takes, where whole vectors tile the copy's rows (its pad aside); else 1.
+int NestScheduler::readLanes(const PlacedCache& placed) {
+  int lanes = 16 / dtypeBytes(placed.dtype);
+  const std::vector<int64_t>& shape = placed.cache->shape;
+  return lanes > 1 && !shape.empty() && shape.back() % lanes == 0 ? lanes : 1;
+}
+
 // How many consecutive elements one asynchronous copy takes: 16 bytes where the copy's rows (padded)
 // and the footprint's are whole vectors, so that every vector starts aligned in shared memory.
 int NestScheduler::copyLanes(const PlacedCache& placed) {
-  const CacheStage& cache = *placed.cache;
-  int lanes = 16 / dtypeBytes(placed.dtype);
-  bool whole = lanes > 1 && !cache.shape.empty() && cache.shape.back() % lanes == 0 && cache.pad % lanes == 0;
-  return whole ? lanes : 1;
+  int lanes = readLanes(placed);
+  return placed.cache->pad % lanes == 0 ? lanes : 1;
 }
 
 }  // namespace emmy::tile
