@@ -14,7 +14,8 @@ EMMY_DEBIAN_PACKAGES=(
   libfmt-dev catch2 libcli11-dev nlohmann-json3-dev libsqlite3-dev
 )
 
-log() { printf '==> %s\n' "$*"; }
+# Each step with the seconds since the script started, so that a CI log shows where its time goes.
+log() { printf '==> [%4d s] %s\n' "$SECONDS" "$*"; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
 install_missing_packages() {
