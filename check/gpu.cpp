@@ -34,6 +34,7 @@ runtime::TorchRequest torchRequest(const tensor::Kernel& kernel, const tensor::E
   request.dtype = elementType(kernel);
   request.sizes = tensor::bindSizes(kernel, inputs.tensors, inputs.sizes);
   for (const auto& [name, value] : tensor::bindScalars(kernel, inputs.scalars)) request.scalars[name] = value.asDouble();
+  request.params.insert(kernel.integerArguments.begin(), kernel.integerArguments.end());
   return request;
 }
 

@@ -71,7 +71,7 @@ std::vector<std::string> pythonScript() {
 
 nlohmann::ordered_json requestJson(const TorchRequest& request) {
   nlohmann::ordered_json item = {{"kernel", request.kernel}, {"dtype", request.dtype}, {"sizes", request.sizes},
-                                 {"scalars", request.scalars}};
+                                 {"scalars", request.scalars}, {"params", request.params}};
   if (request.timing.repetitions > 0) {
     item["mode"] = "bench";
     item["warmup"] = request.timing.warmup;

@@ -24,6 +24,7 @@ struct TorchRequest {
   std::string dtype;   // "bf16": the instance's T
   std::map<std::string, int64_t> sizes;
   std::map<std::string, double> scalars;
+  std::map<std::string, int64_t> params;  // the instance's integer arguments (stride = 2, GROUPS = 3, ...)
   // Run: read the inputs as NAME.npy from inputsDir and write the outputs as NAME.npy to outputsDir.
   std::string inputsDir, outputsDir;
   // Bench, when timing.repetitions > 0: time PyTorch eager on random inputs instead, then its baselines.

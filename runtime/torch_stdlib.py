@@ -6,7 +6,8 @@
 
 Each request is one JSON object:
     {"kernel": "layernorm", "dtype": "bf16", "sizes": {"N": 5, "D": 300}, "scalars": {"eps": 1e-5},
-     "mode": "run", "inputs": DIR, "outputs": DIR}
+     "params": {}, "mode": "run", "inputs": DIR, "outputs": DIR}
+        ("params": the instance's integer arguments, as conv2d's {"stride": 2, "STRIDE_H": 2, "GROUPS": 1, ...})
         reads DIR/NAME.npy for every input and scalar, as `emmy check --inputs` does (bf16 as <u2 bit
         patterns), and writes every output as DIR/NAME.npy in the same format;
     {"kernel": "matmul", "dtype": "f32", "sizes": {"M": 4096, "N": 4096, "K": 4096}, "scalars": {},
@@ -58,7 +59,30 @@ KERNELS = {
     "matmul": ([("a", "M K"), ("b", "K N")], "c", {}),
     "bmm": ([("a", "B M K"), ("b", "B K N")], "c", {}),
     "transpose": ([("x", "M N")], "y", {}),
+    "conv1d": ([("x", "N C L"), ("w", "OUT C//GROUPS K"), ("b", "OUT")], "y", {}),
+    "conv2d": ([("x", "N C H W"), ("w", "OUT C//GROUPS KH KW"), ("b", "OUT")], "y", {}),
+    "conv3d": ([("x", "N C D H W"), ("w", "OUT C//GROUPS KD KH KW"), ("b", "OUT")], "y", {}),
+    "conv_transpose1d": ([("x", "N C L"), ("w", "C OUT//GROUPS K"), ("b", "OUT")], "y", {}),
+    "conv_transpose2d": ([("x", "N C H W"), ("w", "C OUT//GROUPS KH KW"), ("b", "OUT")], "y", {}),
+    "conv_transpose3d": ([("x", "N C D H W"), ("w", "C OUT//GROUPS KD KH KW"), ("b", "OUT")], "y", {}),
+    "max_pool1d": ([("x", "N C L")], "y", {}),
+    "max_pool2d": ([("x", "N C H W")], "y", {}),
+    "max_pool3d": ([("x", "N C D H W")], "y", {}),
+    "avg_pool1d": ([("x", "N C L")], "y", {}),
+    "avg_pool2d": ([("x", "N C H W")], "y", {}),
+    "avg_pool3d": ([("x", "N C D H W")], "y", {}),
+    "batchnorm": ([("x", "N C H W"), ("mean", "C"), ("var", "C"), ("w", "C"), ("b", "C")], "y", {"eps": 1e-5}),
+    "groupnorm": ([("x", "N C H W"), ("w", "C"), ("b", "C")], "y", {"eps": 1e-5}),
+    "instancenorm": ([("x", "N C H W")], "y", {"eps": 1e-5}),
 }
+
+# The windows' integer arguments, per spatial dim: the stdlib names one value for every dim (STRIDE) and
+# one for each (STRIDE_D, STRIDE_H, STRIDE_W), the latter set from the former by default.
+SPATIAL_SUFFIXES = {1: ("",), 2: ("_H", "_W"), 3: ("_D", "_H", "_W")}
+
+
+def per_dim(p, name, rank):
+    return tuple(p[name + suffix] for suffix in SPATIAL_SUFFIXES[rank])
 
 # The matrix products of each product kernel alone, through torch.matmul (cuBLAS): the library speed the
 # performance targets hold Emmy's products to.
@@ -80,8 +104,9 @@ SDPA_OPERATORS = {
 }
 
 
-def compute(torch, kernel, t, s):
-    """The kernel in PyTorch eager, as a user would write it (matrix products go to cuBLAS)."""
+def compute(torch, kernel, t, s, p):
+    """The kernel in PyTorch eager, as a user would write it (matrix products go to cuBLAS); `p` holds the
+    instance's integer arguments."""
     F = torch.nn.functional
     if kernel == "softmax":
         return torch.softmax(t["x"], -1)
@@ -106,6 +131,29 @@ def compute(torch, kernel, t, s):
         return torch.bmm(t["a"], t["b"])
     if kernel == "transpose":
         return t["x"].t().contiguous()
+    rank = t["x"].dim() - 2
+    if kernel.startswith("conv_transpose"):
+        return getattr(F, kernel)(t["x"], t["w"], t["b"], stride=per_dim(p, "STRIDE", rank),
+                                  padding=per_dim(p, "PAD", rank), output_padding=per_dim(p, "OUTPUT_PADDING", rank),
+                                  groups=p["GROUPS"], dilation=per_dim(p, "DILATION", rank))
+    if kernel.startswith("conv"):
+        return getattr(F, kernel)(t["x"], t["w"], t["b"], stride=per_dim(p, "STRIDE", rank),
+                                  padding=per_dim(p, "PAD", rank), dilation=per_dim(p, "DILATION", rank),
+                                  groups=p["GROUPS"])
+    if kernel.startswith("max_pool"):
+        return getattr(F, kernel)(t["x"], per_dim(p, "KERNEL", rank), stride=per_dim(p, "STRIDE", rank),
+                                  padding=per_dim(p, "PAD", rank), dilation=per_dim(p, "DILATION", rank),
+                                  ceil_mode=p["CEIL"] != 0)
+    if kernel.startswith("avg_pool"):
+        return getattr(F, kernel)(t["x"], per_dim(p, "KERNEL", rank), stride=per_dim(p, "STRIDE", rank),
+                                  padding=per_dim(p, "PAD", rank), ceil_mode=p["CEIL"] != 0,
+                                  count_include_pad=p["count_include_pad"] != 0)
+    if kernel == "batchnorm":
+        return F.batch_norm(t["x"], t["mean"], t["var"], t["w"], t["b"], training=False, eps=s["eps"])
+    if kernel == "groupnorm":
+        return F.group_norm(t["x"], p["GROUPS"], t["w"], t["b"], s["eps"])
+    if kernel == "instancenorm":
+        return F.instance_norm(t["x"], eps=s["eps"])
     raise KeyError(kernel)
 
 
@@ -135,6 +183,10 @@ def input_types(torch, request):
         yield parameter[0], parameter[1], torch_dtype(torch, parameter[2]) if len(parameter) > 2 else element
 
 
+def params_of(request):
+    return request.get("params", {})
+
+
 def scalars_of(request):
     values = dict(KERNELS[request["kernel"]][2])
     values.update(request.get("scalars", {}))
@@ -152,7 +204,7 @@ def run(torch, np, request):
         except FileNotFoundError:
             pass
     with torch.no_grad():
-        result = compute(torch, request["kernel"], t, s)
+        result = compute(torch, request["kernel"], t, s, params_of(request))
     torch.cuda.synchronize()
     save_npy(torch, np, f"{request['outputs']}/{output}.npy", result)
     return {"ok": True}
@@ -223,7 +275,8 @@ def compiled(torch, clocks, request, t, s):
     # Afresh for each kernel: every kernel is traced through compute()'s one code object, and past
     # dynamo's recompile limit on it the rest would run eager, unannounced.
     torch._dynamo.reset()
-    function = torch.compile(lambda tensors: compute(torch, kernel, tensors, s), fullgraph=True, dynamic=False)
+    params = params_of(request)
+    function = torch.compile(lambda tensors: compute(torch, kernel, tensors, s, params), fullgraph=True, dynamic=False)
     started = time.monotonic()
     signal.signal(signal.SIGALRM, on_alarm)
     signal.setitimer(signal.ITIMER_REAL, seconds)
@@ -244,7 +297,7 @@ def compiled(torch, clocks, request, t, s):
 def sdpa_backend(torch, request, t, s):
     """The backend SDPA picks for these inputs, by the operator the profiler sees it run."""
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as profile:
-        compute(torch, request["kernel"], t, s)
+        compute(torch, request["kernel"], t, s, params_of(request))
         torch.cuda.synchronize()
     ran = {event.name for event in profile.events()}
     return next((backend for operator, backend in SDPA_OPERATORS.items() if operator in ran), "unknown")
@@ -254,10 +307,10 @@ def flash_attention(torch, clocks, request, t, s):
     from torch.nn.attention import SDPBackend, sdpa_kernel
     with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
         try:
-            compute(torch, request["kernel"], t, s)
+            compute(torch, request["kernel"], t, s, params_of(request))
         except RuntimeError as error:  # no FlashAttention kernel for these inputs (f32, say)
             return {"ok": False, "skipped": f"FlashAttention-2 does not run these inputs ({error})"}
-        return {"ok": True, **time_calls(torch, clocks, lambda: compute(torch, request["kernel"], t, s), request)}
+        return {"ok": True, **time_calls(torch, clocks, lambda: compute(torch, request["kernel"], t, s, params_of(request)), request)}
 
 
 def baseline(name, measure):
@@ -273,11 +326,12 @@ def bench(torch, clocks, request):
     sizes = request["sizes"]
     t = {}
     for name, dims, dtype in input_types(torch, request):
-        shape = [int(sizes[dim]) for dim in dims.split()]
+        # Each dim is a size, or an expression of sizes and integer arguments (C//GROUPS).
+        shape = [int(eval(dim, {"__builtins__": {}}, {**sizes, **params_of(request)})) for dim in dims.split()]
         t[name] = (torch.rand(shape, device="cuda", dtype=torch.float32) * 2 - 1).to(dtype)
     s = scalars_of(request)
     with torch.no_grad():
-        result = {"ok": True, **time_calls(torch, clocks, lambda: compute(torch, kernel, t, s), request)}
+        result = {"ok": True, **time_calls(torch, clocks, lambda: compute(torch, kernel, t, s, params_of(request)), request)}
         baselines = []
         if request.get("compile_seconds"):
             baselines.append(baseline("torch.compile", lambda: compiled(torch, clocks, request, t, s)))

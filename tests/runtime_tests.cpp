@@ -236,14 +236,15 @@ TEST_CASE("PyTorch requests, results and command line", "[runtime]") {
   run.dtype = "bf16";
   run.sizes = {{"N", 5}, {"D", 300}};
   run.scalars = {{"eps", 1e-5}};
+  run.params = {{"GROUPS", 2}};
   run.inputsDir = "/in";
   run.outputsDir = "/out";
   runtime::TorchRequest bench = run;
   bench.timing = {3, 20, true};
   CHECK(runtime::torchRequestsJson({run, bench}) ==
-        R"([{"kernel":"layernorm","dtype":"bf16","sizes":{"D":300,"N":5},"scalars":{"eps":1e-05},"mode":"run",)"
-        R"("inputs":"/in","outputs":"/out"},{"kernel":"layernorm","dtype":"bf16","sizes":{"D":300,"N":5},)"
-        R"("scalars":{"eps":1e-05},"mode":"bench","warmup":3,"repetitions":20,"flush_l2":true}])");
+        R"([{"kernel":"layernorm","dtype":"bf16","sizes":{"D":300,"N":5},"scalars":{"eps":1e-05},"params":{"GROUPS":2},)"
+        R"("mode":"run","inputs":"/in","outputs":"/out"},{"kernel":"layernorm","dtype":"bf16","sizes":{"D":300,"N":5},)"
+        R"("scalars":{"eps":1e-05},"params":{"GROUPS":2},"mode":"bench","warmup":3,"repetitions":20,"flush_l2":true}])");
 
   runtime::TorchBatch parsed = runtime::parseTorchResults(
       R"({"torch":"2.11.0","device":"NVIDIA H200","results":[{"ok":true},{"ok":true,"median_ms":0.5,"min_ms":0.25},{"ok":false,"error":"boom"}]})",

@@ -175,6 +175,7 @@ private:
   static bool single(const PlacedCache& placed);
   static int copyLanes(const PlacedCache& placed);
   static int readLanes(const PlacedCache& placed);
+  static ExprPtr vectorStart(const PlacedCache& placed, const ExprPtr& vector, int lanes);
   static ExprPtr copiedValue(const PlacedCache& placed, const std::vector<ExprPtr>& global, const std::vector<ExprPtr>& inside);
   StmtPtr fill(const PlacedCache& placed, const std::vector<ExprPtr>& base, const ExprPtr& stage, bool async);
   ExprPtr inBounds(const PlacedCache& placed, size_t d, const ExprPtr& index, const Shape& shape) const;

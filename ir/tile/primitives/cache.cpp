@@ -7,6 +7,31 @@
 
 namespace emmy::tile {
 
+namespace {
+
+constexpr int64_t kWarpThreads = 32;
+constexpr int64_t kBanks = 32;  // of 4 bytes
+
+// The shared-memory wavefronts of one warp's stores of a block's vector copy, lane by lane, when a warp
+// takes rows `step` apart: thread t stores vector t % vectorsPerRow of row (t / vectorsPerRow) * step, an
+// element of `elementBytes` (at most 4) a lane, rows `rowElements` apart.
+int64_t warpStoreWavefronts(int64_t step, int64_t rowElements, int64_t vectorsPerRow, int lanes, int elementBytes) {
+  int64_t total = 0;
+  for (int lane = 0; lane < lanes; ++lane) {
+    std::map<int64_t, std::set<int64_t>> wordsByBank;
+    for (int64_t t = 0; t < kWarpThreads; ++t) {
+      int64_t word = ((t / vectorsPerRow) * step * rowElements + (t % vectorsPerRow) * lanes + lane) * elementBytes / 4;
+      wordsByBank[word % kBanks].insert(word);
+    }
+    size_t most = 0;
+    for (const auto& [bank, words] : wordsByBank) most = std::max(most, words.size());
+    total += static_cast<int64_t>(most);
+  }
+  return total;
+}
+
+}  // namespace
+
 // ---- checking ----
 
 // "y.d_lane, y.d_step": the loops of `d`'s stage at which its cache fits.
@@ -538,7 +563,9 @@ StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr
   std::string element = uniqueVar(cache.name + "_element");
   std::string vector = lanes > 1 ? uniqueVar(cache.name + "_vector") : element;
   std::vector<StmtPtr> stmts;
-  if (lanes > 1) stmts.push_back(std::make_shared<Let>(element, arithmetic(BinaryOp::Mul, var(vector), i64(lanes))));
+  if (lanes > 1)
+    stmts.push_back(std::make_shared<Let>(element, vectorReads ? vectorStart(placed, var(vector), lanes)
+                                                               : arithmetic(BinaryOp::Mul, var(vector), i64(lanes))));
   std::vector<ExprPtr> local, global, inside;
   if (stage) local.push_back(stage);
   std::vector<ExprPtr> coordinates;
@@ -586,6 +613,42 @@ StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr
                                                 i64(lanes))
                                    : i64(elements / lanes);
   return std::make_shared<Loop>(vector, extent, binding, std::vector<std::string>{}, block(stmts));
+}
+
+// The first element of vector `vector` of a block's copy that reads by vectors and stores their lanes one
+// by one: the vectors in row-major order, but where one warp's stores would meet in a bank (a padded row
+// that keeps column reads free of conflicts, as a transpose's), each warp takes rows `step` apart: in each
+// group of step x (rows a warp takes) rows, rows 0, step, 2 step, ... first, then 1, step + 1, ...
+ExprPtr NestScheduler::vectorStart(const PlacedCache& placed, const ExprPtr& vector, int lanes) {
+  const CacheStage& cache = *placed.cache;
+  int64_t columns = cache.shape.back(), rows = 1;
+  for (size_t d = 0; d + 1 < cache.shape.size(); ++d) rows *= cache.shape[d];
+  int64_t vectorsPerRow = columns / lanes;
+  int elementBytes = dtypeBytes(placed.dtype);
+  int64_t step = 1;
+  if (elementBytes <= 4 && kWarpThreads % vectorsPerRow == 0) {
+    int64_t rowsPerWarp = kWarpThreads / vectorsPerRow, rowElements = columns + cache.pad;
+    int64_t fewest = warpStoreWavefronts(1, rowElements, vectorsPerRow, lanes, elementBytes);
+    for (int64_t candidate : {2, 4, 8}) {
+      int64_t wavefronts = warpStoreWavefronts(candidate, rowElements, vectorsPerRow, lanes, elementBytes);
+      if (rows % (candidate * rowsPerWarp) == 0 && wavefronts < fewest) {
+        step = candidate;
+        fewest = wavefronts;
+      }
+    }
+    if (step > 1) {
+      int64_t group = step * rowsPerWarp;
+      ExprPtr row = arithmetic(BinaryOp::Div, vector, i64(vectorsPerRow));
+      ExprPtr within = arithmetic(BinaryOp::Mod, row, i64(group));
+      ExprPtr ordered = arithmetic(
+          BinaryOp::Add, arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Div, row, i64(group)), i64(group)),
+          arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Mod, within, i64(rowsPerWarp)), i64(step)),
+                     arithmetic(BinaryOp::Div, within, i64(rowsPerWarp))));
+      return arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, ordered, i64(columns)),
+                        arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Mod, vector, i64(vectorsPerRow)), i64(lanes)));
+    }
+  }
+  return arithmetic(BinaryOp::Mul, vector, i64(lanes));
 }
 
 // The source's element at `global` where it is `inside`, else the pad value (0 by default).

@@ -2372,7 +2372,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __ha
       EMMY_SHARED(__half, x_tile, 4160);
       __syncthreads();
       for (int64_t x_tile_vector = ((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))); x_tile_vector < (int64_t)512; x_tile_vector += (int64_t)32) {
-        const int64_t x_tile_element = (x_tile_vector * (int64_t)8);
+        const int64_t x_tile_element = ((((((x_tile_vector / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_vector / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_vector / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_vector % (int64_t)8) * (int64_t)8));
         const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
         const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
         if ((((unsigned long long)(const void*)&x[((((mo * (int64_t)64) + x_tile_0) * N) + ((no * (int64_t)64) + x_tile_1))]) & 15) == 0 && ((((mo * (int64_t)64) + x_tile_0) < M) && ((((no * (int64_t)64) + x_tile_1) + (int64_t)7) < N))) {
@@ -2439,7 +2439,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __n
       EMMY_SHARED(__nv_bfloat16, x_tile, 4160);
       __syncthreads();
       for (int64_t x_tile_vector = ((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))); x_tile_vector < (int64_t)512; x_tile_vector += (int64_t)32) {
-        const int64_t x_tile_element = (x_tile_vector * (int64_t)8);
+        const int64_t x_tile_element = ((((((x_tile_vector / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_vector / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_vector / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_vector % (int64_t)8) * (int64_t)8));
         const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
         const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
         if ((((unsigned long long)(const void*)&x[((((mo * (int64_t)64) + x_tile_0) * N) + ((no * (int64_t)64) + x_tile_1))]) & 15) == 0 && ((((mo * (int64_t)64) + x_tile_0) < M) && ((((no * (int64_t)64) + x_tile_1) + (int64_t)7) < N))) {
