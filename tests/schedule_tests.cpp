@@ -188,27 +188,22 @@ schedule chain {{
 // is made whole only where it takes it at every lane (x has K columns, fewer than y's D, and its rows stay
 // 16-byte aligned, so that reading past K would take the next row's elements, or past the end).
 TEST_CASE("a vectorized read under a where is read whole only where the where takes it at every lane", "[schedule]") {
+  std::string schedule;
+  for (const char* output : {"y", "w"})
+    schedule += fmt::format(R"(
+    bind {0}.n to block.x
+    split {0}.d by 4 -> (d_vector, d_element)
+    split {0}.d_vector by 32 -> (d_step, d_lane)
+    reorder {0} (n, d_lane, d_step, d_element)
+    bind {0}.d_lane to thread.x
+    vectorize {0}.d_element)", output);
   Built built = build(R"(
 kernel clipped(x: f32[N, K], z: f32[N, D]) -> (y: f32[N, D], w: f32[N, D]) {
     y[n, d] = where(d < K, x[n, d], z[n, d])
     w[n, d] = where(d >= K, z[n, d], x[n, d])
 }
 
-schedule clipped {
-    bind y.n to block.x
-    split y.d by 4 -> (d_vector, d_element)
-    split y.d_vector by 32 -> (d_step, d_lane)
-    reorder y (n, d_lane, d_step, d_element)
-    bind y.d_lane to thread.x
-    vectorize y.d_element
-    bind w.n to block.x
-    split w.d by 4 -> (d_vector, d_element)
-    split w.d_vector by 32 -> (d_step, d_lane)
-    reorder w (n, d_lane, d_step, d_element)
-    bind w.d_lane to thread.x
-    vectorize w.d_element
-}
-)");
+schedule clipped {)" + schedule + "\n}\n");
   checkRuns(built, {{{"N", 3}, {"K", 12}, {"D", 16}}, {{"N", 2}, {"K", 16}, {"D", 16}}, {{"N", 3}, {"K", 10}, {"D", 17}},
                     {{"N", 2}, {"K", 0}, {"D", 8}}});
   CHECK(contains(built.cuda.source, R"(\*reinterpret_cast<const uint4\*>\(&x\[)"));
