@@ -2,6 +2,7 @@
 // with the Tensor IR evaluator, since both reduce in the same order), and the default policy fuses
 // what it should.
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "compiler/pipeline.h"
 #include "ir/loop/interpreter.h"
@@ -74,4 +75,38 @@ TEST_CASE("softmax, layernorm and rmsnorm lower to one kernel each, and a matmul
   CHECK(kernelCount(kSourceDir / "stdlib/linalg.emmy", "matmul_f16") == 1);
   // mlp: each linear layer (contraction + bias + gelu) is one kernel.
   CHECK(kernelCount(kSourceDir / "stdlib/nn.emmy", "mlp_f32") == 2);
+}
+
+TEST_CASE("elementwise outputs over the same extents are stored by one kernel, unless the schedule keeps them apart", "[loop-ir]") {
+  // The kernels of a program of outputs y and z (and `extra` stages), with `schedule` as its schedule
+  // block's directives, each as the stages it computes.
+  auto nests = [](const std::string& stages, const std::string& outputs, const std::string& schedule) {
+    std::string source = fmt::format("kernel k(x: f32[N, D], b: f32[D]) -> ({}) {{\n{}}}\n", outputs, stages);
+    if (!schedule.empty()) source += fmt::format("schedule k {{\n{}}}\n", schedule);
+    std::vector<tensor::Kernel> kernels = testing::kernelsOfText(source);
+    REQUIRE(kernels.size() == 1);
+    std::vector<std::vector<std::string>> found;
+    for (const loop::LoopNest& nest : lower(kernels[0], PipelineOptions{}).loop.kernels) found.push_back(nest.stages);
+    return found;
+  };
+  using Nests = std::vector<std::vector<std::string>>;
+  const std::string pair = "    y[n, d] = gelu(x[n, d] + b[d])\n    z[n, d] = tanh(x[n, d] + b[d])\n";
+  const std::string two = "y: f32[N, D], z: f32[N, D]";
+  CHECK(nests(pair, two, "") == Nests{{"y", "z"}});
+  CHECK(nests(pair + "    w[n, d] = x[n, d] * 2\n", two + ", w: f32[N, D]", "") == Nests{{"y", "z", "w"}});
+  CHECK(nests(pair, two, "    compute y at z.d\n") == Nests{{"y", "z"}});
+  CHECK(nests(pair, two, "    compute z at y.d\n") == Nests{{"z", "y"}});
+  // The schedule keeps them apart: y as a root, or y's loops scheduled (then y keeps them).
+  CHECK(nests(pair, two, "    root y\n") == Nests{{"y"}, {"z"}});
+  CHECK(nests(pair, two, "    fuse y (n, d) -> nd\n") == Nests{{"y"}, {"z"}});
+  // What cannot be stored beside: an output another stage reads, other extents, a reduction, and an
+  // output whose kernel computes a row value. A row value of a kernel before both can be read.
+  CHECK(nests("    y[n, d] = x[n, d] * 2\n    z[n, d] = y[n, d] + 1\n", two, "") == Nests{{"y"}, {"z"}});
+  CHECK(nests("    y[n, d] = x[n, d] * 2\n    z[d, n] = x[n, d] + 1\n", "y: f32[N, D], z: f32[D, N]", "") ==
+        Nests{{"y"}, {"z"}});
+  CHECK(nests("    y[n, d] = x[n, d] * 2\n    z[n] = sum[d](x[n, d])\n", "y: f32[N, D], z: f32[N]", "") == Nests{{"y"}, {"z"}});
+  CHECK(nests("    y[n, d] = x[n, d] * 2\n    m[n] = max[d](x[n, d])\n    z[n, d] = x[n, d] - m[n]\n", two, "") ==
+        Nests{{"y"}, {"m", "z"}});
+  CHECK(nests("    t[n] = sum[d](x[n, d])\n    y[n, d] = x[n, d] * 2\n    z[n, d] = x[n, d] / t[n]\n", two,
+              "    root t\n") == Nests{{"t"}, {"y", "z"}});
 }

@@ -4,6 +4,9 @@
 // with NVRTC for sm_80 and sm_90 without spills.
 #include <chrono>
 #include <cstdint>
+#include <optional>
+#include <random>
+#include <set>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -12,6 +15,9 @@
 #include "backend/sim/simulator.h"
 #include "check/compare.h"
 #include "compiler/pipeline.h"
+#include "support/diagnostics.h"
+#include "support/dtype.h"
+#include "support/text.h"
 #include "test_kernels.h"
 
 namespace {
@@ -251,4 +257,66 @@ kernel ew(x: bf16[A, B, C, D], w: bf16[C, D], v: bf16[B, 1, 1]) -> (z: bf16[A, B
   sim::SimulatedKernel program(kernels[0], cuda);
   testing::checkAgainstEvaluator(kernels[0], program, {{"A", 3}, {"B", 5}, {"C", 7}, {"D", 13}}, 1);
   testing::checkAgainstEvaluator(kernels[0], program, {{"A", 2}, {"B", 1}, {"C", 3}, {"D", 64}}, 2);
+}
+
+TEST_CASE("random elementwise outputs, stored by one kernel or apart as the schedule says, agree with the reference", "[lowering]") {
+  // Programs of 2 to 4 outputs of random types and expressions, over [N, D] or [D, N], some reading an
+  // earlier output or a row maximum, with no schedule, `root` of one, or `compute` of one at another
+  // (refused with a diagnostic where it cannot be stored beside it).
+  std::mt19937_64 random(20261204);
+  auto pick = [&](const std::vector<std::string>& from) { return from[random() % from.size()]; };
+  for (int trial = 0; trial < 24; ++trial) {
+    int count = 2 + static_cast<int>(random() % 3);
+    std::string common = pick({"f32", "f16", "bf16"});  // most outputs' type
+    bool rowMax = random() % 3 == 0;
+    std::vector<std::string> names, types, declarations, bodies;
+    std::vector<bool> transposed;
+    bool reads = rowMax;
+    if (rowMax) bodies.push_back("    m[n] = max[d](x[n, d])\n");
+    for (int k = 0; k < count; ++k) {
+      names.push_back(fmt::format("o{}", k));
+      types.push_back(random() % 3 == 0 ? pick({"f32", "f16", "bf16"}) : common);
+      transposed.push_back(random() % 5 == 0);
+      std::string term = fmt::format("{}(f32(x[n, d]) * {} + f32(b[d]))", pick({"tanh", "gelu", "sigmoid", "relu", "abs"}),
+                                     pick({"0.5", "2", "-1.25"}));
+      if (rowMax && random() % 2 == 0) term += " - m[n]";
+      for (int j = 0; j < k; ++j)
+        if (!transposed[j] && !transposed[k] && random() % 5 == 0) {
+          term += fmt::format(" + f32({}[n, d])", names[j]);
+          reads = true;
+        }
+      declarations.push_back(fmt::format("{}: {}[{}]", names[k], types[k], transposed[k] ? "D, N" : "N, D"));
+      bodies.push_back(fmt::format("    {}[{}] = {}({})\n", names[k], transposed[k] ? "d, n" : "n, d", types[k], term));
+    }
+    std::string schedule;
+    int form = static_cast<int>(random() % 3);
+    int first = static_cast<int>(random() % count), second = (first + 1 + static_cast<int>(random() % (count - 1))) % count;
+    if (form == 1) schedule = fmt::format("schedule k {{\n    root {}\n}}\n", names[first]);
+    if (form == 2) schedule = fmt::format("schedule k {{\n    compute {} at {}.{}\n}}\n", names[first], names[second],
+                                          transposed[second] ? "n" : "d");
+    std::string source = fmt::format("kernel k(x: f32[N, D], b: f32[D]) -> ({}) {{\n{}}}\n{}", join(declarations, ", "),
+                                     join(bodies, ""), schedule);
+    INFO(source);
+    std::vector<tensor::Kernel> kernels = testing::kernelsOfText(source);
+    REQUIRE(kernels.size() == 1);
+    std::optional<Lowered> lowered;
+    try {
+      lowered = lower(kernels[0], PipelineOptions{});
+    } catch (const emmy::CompilationFailed& failed) {
+      INFO(failed.diagnostics.render());
+      CHECK(form == 2);  // only a `compute` of an output that cannot be stored beside the other is refused
+      CHECK(failed.diagnostics.render().find("cannot compute") != std::string::npos);
+      continue;
+    }
+    // Without a schedule and reads between them, the outputs of one extent and element size share a kernel.
+    if (form == 0 && !reads) {
+      std::set<std::pair<bool, int>> kinds;
+      for (int k = 0; k < count; ++k) kinds.insert({transposed[k], dtypeBytes(parseDType(types[k]).value())});
+      CHECK(lowered->loop.kernels.size() == kinds.size());
+    }
+    sim::SimulatedKernel program(kernels[0], cudaOf(*lowered, "outputs.emmy"));
+    for (const std::map<std::string, int64_t>& sizes :
+         std::vector<std::map<std::string, int64_t>>{{{"N", 3}, {"D", 5}}, {{"N", 1}, {"D", 1}}, {{"N", 5}, {"D", 16}}, {{"N", 0}, {"D", 3}}})
+      testing::checkAgainstEvaluator(kernels[0], program, sizes, 7 + trial);
+  }
 }

@@ -123,47 +123,61 @@ private:
                                  node.binding == tile::Binding::Unrolled);
   }
 
-  // A grid-strided loop whose body ends in `out[indices] = value`: when `out` and every tensor that
-  // `value` reads at the same indices (with elements of the same size) start on 16-byte boundaries,
+  // A grid-strided loop whose body ends in stores `out[indices] = value` (a root's, and its companions'
+  // beside it, at the same indices, of elements of one size): when each `out` and every tensor that a
+  // `value` reads at the same indices (with elements of that size) start on 16-byte boundaries,
   // each thread takes groups of `vectorWidth` consecutive elements, read and written 16 bytes at a time
   // through local arrays, kGroupsInFlight groups a grid's stride apart at once (all of their reads
   // first, so that they are in flight together), and the elements after the last whole group one by
   // one; otherwise every element one by one. Null when the loop does not have that shape.
   StmtPtr lowerVectorized(const tile::Loop& node) {
-    // The body: the store alone, or statements (the Lets of the axes) ending in it.
-    const auto* body = node.body->as<tile::Block>();
-    const tile::Store* store = body && !body->stmts.empty() ? body->stmts.back()->as<tile::Store>() : node.body->as<tile::Store>();
-    if (!store || !shapes_.count(store->buffer)) return nullptr;
+    // The body: the stores alone, or statements (the Lets of the axes) ending in them.
+    std::vector<tile::StmtPtr> flat;
+    std::function<void(const tile::StmtPtr&)> flatten = [&](const tile::StmtPtr& stmt) {
+      if (const auto* inner = stmt->as<tile::Block>())
+        for (const tile::StmtPtr& each : inner->stmts) flatten(each);
+      else
+        flat.push_back(stmt);
+    };
+    flatten(node.body);
+    std::vector<const tile::Store*> stores;
+    size_t lets = flat.size();
+    while (lets > 0 && flat[lets - 1]->as<tile::Store>()) stores.insert(stores.begin(), flat[--lets]->as<tile::Store>());
+    if (stores.empty() || !shapes_.count(stores[0]->buffer)) return nullptr;
+    const tile::Store* store = stores[0];
     const Shape shape = shapes_.at(store->buffer);
-    const Stage* out = program_.source.findStage(store->buffer);
-    if (!out) return nullptr;
-    DType outType = out->dtype;
+    std::map<std::string, DType> outTypes;
+    for (const tile::Store* each : stores) {
+      const Stage* out = program_.source.findStage(each->buffer);
+      if (!out || !shapes_.count(each->buffer) || shapes_.at(each->buffer) != shape ||
+          dtypeBytes(out->dtype) != dtypeBytes(program_.source.findStage(store->buffer)->dtype) ||
+          !sameIndices(each->indices, store->indices))
+        return nullptr;
+      outTypes[each->buffer] = out->dtype;
+    }
+    int elementBytes = dtypeBytes(outTypes.begin()->second);
     int width = node.vectorWidth;
-    std::vector<std::string> aligned{store->buffer};
+    std::vector<std::string> aligned;
+    for (const tile::Store* each : stores) aligned.push_back(each->buffer);
     std::map<std::string, DType> vectorReads;
-    forEachNode(*store->value, [&](const Expr& e) {
-      const auto* load = e.as<Load>();
-      if (!load || load->padValue || !shapes_.count(load->tensor) || shapes_.at(load->tensor) != shape ||
-          dtypeBytes(load->dtype) != dtypeBytes(outType) || load->indices.size() != store->indices.size())
-        return;
-      for (size_t d = 0; d < load->indices.size(); ++d) {
-        const auto* a = load->indices[d]->as<AxisVar>();
-        const auto* b = store->indices[d]->as<AxisVar>();
-        if (!a || !b || a->name != b->name) return;
-      }
-      if (vectorReads.emplace(load->tensor, load->dtype).second) aligned.push_back(load->tensor);
-    });
+    for (const tile::Store* each : stores)
+      forEachNode(*each->value, [&](const Expr& e) {
+        const auto* load = e.as<Load>();
+        if (!load || load->padValue || !shapes_.count(load->tensor) || shapes_.at(load->tensor) != shape ||
+            dtypeBytes(load->dtype) != elementBytes || !sameIndices(load->indices, store->indices))
+          return;
+        if (vectorReads.emplace(load->tensor, load->dtype).second) aligned.push_back(load->tensor);
+      });
     auto local = [](const std::string& buffer) { return buffer + "__vector"; };
     auto var = [](const std::string& name) { return std::make_shared<AxisVar>(name); };
     std::string first = node.var + "__first", slot = node.var + "__slot", group = node.var + "__group", lane = node.var + "__lane";
     int64_t slots = kGroupsInFlight * width;  // elements of each local array
     for (const auto& [tensor, dtype] : vectorReads) shapes_[local(tensor)] = {Dim::constant(slots)};
-    shapes_[local(store->buffer)] = {Dim::constant(slots)};
+    for (const tile::Store* each : stores) shapes_[local(each->buffer)] = {Dim::constant(slots)};
 
     ExprPtr slotStart = arithmetic(BinaryOp::Mul, var(slot), i64(width));
     std::vector<ExprPtr> laneIndex{arithmetic(BinaryOp::Add, slotStart, var(lane))};
-    const std::vector<tile::StmtPtr> axisLets = body ? std::vector<tile::StmtPtr>(body->stmts.begin(), body->stmts.end() - 1)
-                                                     : std::vector<tile::StmtPtr>{};
+    const std::vector<tile::StmtPtr> axisLets(flat.begin(), flat.begin() + lets);
     ExprPtr gridBegin = arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, blockIndex(), blockSize()), threadIndex());
     ExprPtr gridStep = arithmetic(BinaryOp::Mul, gridSize(), blockSize());
     ExprPtr total = expr(node.extent);
@@ -202,29 +216,28 @@ private:
                    ? start
                    : nullptr;
       };
-      ExprPtr value = rewrite(store->value, [&](const Expr& e) -> ExprPtr {
-        const auto* load = e.as<Load>();
-        if (!load) return nullptr;
-        if (ExprPtr start = rowRead(*load)) {
-          rowReads.emplace(load->tensor, std::make_pair(start, load->dtype));
+      for (const tile::Store* each : stores) {
+        ExprPtr value = rewrite(each->value, [&](const Expr& e) -> ExprPtr {
+          const auto* load = e.as<Load>();
+          if (!load) return nullptr;
+          if (ExprPtr start = rowRead(*load)) {
+            rowReads.emplace(load->tensor, std::make_pair(start, load->dtype));
+            return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
+          }
+          if (!vectorReads.count(load->tensor) || !sameIndices(load->indices, store->indices)) return nullptr;
           return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
-        }
-        if (!vectorReads.count(load->tensor) || load->indices.size() != store->indices.size()) return nullptr;
-        for (size_t d = 0; d < load->indices.size(); ++d) {
-          const auto* a = load->indices[d]->as<AxisVar>();
-          if (!a || a->name != store->indices[d]->as<AxisVar>()->name) return nullptr;
-        }
-        return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
-      });
+        });
+        laneStmts.push_back(std::make_shared<tile::Store>(local(each->buffer), laneIndex, value));
+      }
       if (inRows && rowReads.empty()) return nullptr;  // the carrying loop does as well
-      laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
       std::vector<StmtPtr> reads, compute;
       for (const auto& [tensor, dtype] : vectorReads) {
         reads.push_back(std::make_shared<Declare>(local(tensor), dtype, slots, Memory::Local));
         compute.push_back(std::make_shared<VectorLoad>(local(tensor), tensor, groupStart, 16, slotStart));
       }
       if (!compute.empty()) reads.push_back(eachSlot(std::make_shared<Block>(compute)));
-      reads.push_back(std::make_shared<Declare>(local(store->buffer), outType, slots, Memory::Local));
+      for (const tile::Store* each : stores)
+        reads.push_back(std::make_shared<Declare>(local(each->buffer), outTypes.at(each->buffer), slots, Memory::Local));
       std::vector<StmtPtr> computeSlot;
       for (const auto& [name, value] : divisions.ofGroup) computeSlot.push_back(std::make_shared<Let>(name, value(groupStart)));
       for (const auto& [tensor, read] : rowReads) {
@@ -237,7 +250,8 @@ private:
           lane, i64(0), i64(width), i64(1),
           std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element), lowerStmt(tile::Block(laneStmts))}),
           true));
-      computeSlot.push_back(std::make_shared<VectorStore>(store->buffer, groupStart, local(store->buffer), 16, slotStart));
+      for (const tile::Store* each : stores)
+        computeSlot.push_back(std::make_shared<VectorStore>(each->buffer, groupStart, local(each->buffer), 16, slotStart));
       reads.push_back(eachSlot(std::make_shared<Block>(computeSlot)));
       return std::make_shared<For>(first, gridBegin, groups, arithmetic(BinaryOp::Mul, gridStep, i64(kGroupsInFlight)),
                                    std::make_shared<Block>(reads));
@@ -314,6 +328,17 @@ private:
       if (value != let->value) stmt = std::make_shared<tile::Let>(let->var, value);
     }
     return divisions;
+  }
+
+  // Are `a` and `b` the same axis variables, one by one?
+  static bool sameIndices(const std::vector<ExprPtr>& a, const std::vector<ExprPtr>& b) {
+    if (a.size() != b.size()) return false;
+    for (size_t d = 0; d < a.size(); ++d) {
+      const auto* x = a[d]->as<AxisVar>();
+      const auto* y = b[d]->as<AxisVar>();
+      if (!x || !y || x->name != y->name) return false;
+    }
+    return true;
   }
 
   // Is `e` a multiple of `n` for every value of its variables?

@@ -7,6 +7,11 @@
 //     nest, into a local buffer: a row reduction feeding work over the same rows (softmax, layernorm).
 //  4. Every other stage is the root of a loop nest of its own: one CUDA kernel, storing to global
 //     memory (an output, or a temporary between kernels).
+//  5. An elementwise output whose nest computes nothing else, over the same extents and of elements of
+//     the same size as a later such output, reading only inputs and stages stored before that output's nest, and read by no stage,
+//     is stored beside it, element by element, in its nest (a *companion*): one kernel reads their
+//     common inputs once (gelu.emmy's exact and tanh forms). So does `compute O at R.a` for an output
+//     O; without it, a schedule that names O keeps O's own kernel.
 // A `root S` directive of the kernel's schedule makes S a root whatever 2 and 3 would do. A `compute S
 // at T.a` directive for a stage that 2 and 3 would not compute in T's nest makes it a **whole** member
 // of the nest of T (a root): in Loop IR, computed whole into a local buffer before the root's loops,
@@ -29,11 +34,6 @@ namespace emmy::loop {
 using namespace tensor;
 
 namespace {
-
-bool isOutput(const Kernel& kernel, const std::string& name) {
-  return std::any_of(kernel.outputs.begin(), kernel.outputs.end(),
-                     [&](const TensorParam& output) { return output.name == name; });
-}
 
 const Directive* directiveFor(const Kernel& kernel, const std::string& name, DirectiveKind kind) {
   for (const Directive& directive : kernel.schedule)
@@ -102,7 +102,7 @@ std::vector<ComputeStage> inlineElementwise(const Kernel& kernel, const std::vec
   std::vector<ComputeStage> computed;
   for (const Stage* stage : stages) {
     ExprPtr body = expand(stage->body, inlined, "");
-    bool elementwise = !isOutput(kernel, stage->name) && !stage->reduction && !placedAtRoot(kernel, stage->name);
+    bool elementwise = !kernel.isOutput(stage->name) && !stage->reduction && !placedAtRoot(kernel, stage->name);
     bool computedAt = directiveFor(kernel, stage->name, DirectiveKind::ComputeAt) != nullptr;
     if (elementwise && !computedAt) {
       inlined[stage->name] = {stage, body};
@@ -120,7 +120,8 @@ std::vector<ComputeStage> inlineElementwise(const Kernel& kernel, const std::vec
 struct Placement {
   std::string root;
   size_t depth;
-  bool whole = false;  // computed whole before the root's loops (`compute ... at`)
+  bool whole = false;      // computed whole before the root's loops (`compute ... at`)
+  bool companion = false;  // an output stored beside the root's store (step 5)
 };
 
 // True when every read of `producer` in `body` is producer[a0, ..., a(k-1)] with a the axes named by
@@ -148,7 +149,7 @@ std::map<std::string, Placement> placeStages(const Kernel& kernel, const std::ve
     const Stage& stage = *it->stage;
     size_t rank = stage.axes.size();
     placement[stage.name] = Placement{stage.name, rank};
-    if (isOutput(kernel, stage.name) || !stage.reduction || rank == 0 || placedAtRoot(kernel, stage.name)) continue;
+    if (kernel.isOutput(stage.name) || !stage.reduction || rank == 0 || placedAtRoot(kernel, stage.name)) continue;
     std::set<std::string> roots;
     bool fusable = true;
     for (const ComputeStage& user : computed) {
@@ -167,7 +168,7 @@ std::map<std::string, Placement> placeStages(const Kernel& kernel, const std::ve
   for (auto it = computed.rbegin(); it != computed.rend(); ++it) {
     const Stage& stage = *it->stage;
     const Directive* computeAt = directiveFor(kernel, stage.name, DirectiveKind::ComputeAt);
-    if (!computeAt || isOutput(kernel, stage.name) || placement.at(stage.name).root != stage.name) continue;
+    if (!computeAt || kernel.isOutput(stage.name) || placement.at(stage.name).root != stage.name) continue;
     // Computed whole before the root's loops, it cannot read what is computed inside them.
     bool readsMembers = false;
     for (const std::string& read : tensorsRead(*it->body))
@@ -186,11 +187,78 @@ std::map<std::string, Placement> placeStages(const Kernel& kernel, const std::ve
   return placement;
 }
 
+bool namedBySchedule(const Kernel& kernel, const std::string& name) {
+  return std::any_of(kernel.schedule.begin(), kernel.schedule.end(), [&](const Directive& directive) {
+    return directive.stage.text == name || directive.atStage.text == name;
+  });
+}
+
+// Step 5: why `output` cannot be stored beside `root` in its nest, or nullopt when it can.
+std::optional<std::string> whyNotCompanion(const Kernel& kernel, const std::vector<ComputeStage>& computed,
+                                           const std::map<std::string, Placement>& placement, const std::string& output,
+                                           const std::string& root) {
+  auto position = [&](const std::string& name) {
+    return std::find_if(computed.begin(), computed.end(), [&](const ComputeStage& c) { return c.stage->name == name; });
+  };
+  auto outputAt = position(output), rootAt = position(root);
+  if (outputAt == computed.end() || rootAt == computed.end()) return fmt::format("no output depends on {}", output);
+  const Stage& stage = *outputAt->stage;
+  const Stage& with = *rootAt->stage;
+  if (!kernel.isOutput(root)) return fmt::format("{} is not an output", root);
+  if (output == root) return fmt::format("{} is {} itself", root, output);
+  for (const Stage* one : {&stage, &with})
+    if (one->reduction) return fmt::format("{} is a reduction; an output is stored beside an elementwise output", one->name);
+  if (placedAtRoot(kernel, output)) return fmt::format("root {} gives it a kernel of its own", output);
+  if (const Directive* computeAt = directiveFor(kernel, root, DirectiveKind::ComputeAt); computeAt && kernel.isOutput(root))
+    return fmt::format("{} is computed at {} itself", root, computeAt->atStage.text);
+  bool sameExtents = stage.axes.size() == with.axes.size();
+  for (size_t d = 0; sameExtents && d < stage.axes.size(); ++d) sameExtents = stage.axes[d].extent == with.axes[d].extent;
+  if (dtypeBytes(stage.dtype) != dtypeBytes(with.dtype))
+    return fmt::format("{} is {} and {} is {}, and an output is stored beside one of elements of its size (a vector "
+                       "group is one 16-byte access of each)", output, dtypeName(stage.dtype), root, dtypeName(with.dtype));
+  if (!sameExtents)
+    return fmt::format("{} is {} and {} is {}, and an output is stored beside one of the same extents", output,
+                       shapeToString(stage.shape()), root, shapeToString(with.shape()));
+  for (const ComputeStage& user : computed)
+    if (tensorsRead(*user.body).count(output)) return fmt::format("{} reads {}", user.stage->name, output);
+  for (const auto& [name, where] : placement)
+    if (name != where.root && !where.companion && (where.root == output || where.root == root))
+      return fmt::format("{} is computed in the loops of {}", name, where.root);
+  for (const std::string& read : tensorsRead(*outputAt->body))
+    if (auto producer = position(read); producer != computed.end() && producer >= rootAt)
+      return fmt::format("{} reads {}, which is stored after the kernel of {} starts", output, read, root);
+  return std::nullopt;
+}
+
+// Step 5: each companion's root. Those `compute O at R` asks for first; then, last output first, each
+// output no directive names beside the last later output that stays a root.
+void placeCompanions(const Kernel& kernel, const std::vector<ComputeStage>& computed, std::map<std::string, Placement>& placement) {
+  auto besides = [&](const ComputeStage& stage, const std::string& root) {
+    placement[stage.stage->name] = Placement{root, stage.stage->axes.size(), false, true};
+  };
+  for (const ComputeStage& stage : computed)
+    if (const Directive* computeAt = directiveFor(kernel, stage.stage->name, DirectiveKind::ComputeAt);
+        computeAt && kernel.isOutput(stage.stage->name) &&
+        !whyNotCompanion(kernel, computed, placement, stage.stage->name, computeAt->atStage.text))
+      besides(stage, computeAt->atStage.text);
+  for (auto it = computed.rbegin(); it != computed.rend(); ++it) {
+    const std::string& output = it->stage->name;
+    if (!kernel.isOutput(output) || placement.at(output).root != output || namedBySchedule(kernel, output)) continue;
+    for (auto later = computed.rbegin(); later.base() != it.base(); ++later)
+      if (placement.at(later->stage->name).root == later->stage->name &&
+          !whyNotCompanion(kernel, computed, placement, output, later->stage->name)) {
+        besides(*it, later->stage->name);
+        break;
+      }
+  }
+}
+
 // Builds the loop nest of one root and the members placed in it.
 class NestBuilder {
 public:
-  NestBuilder(const ComputeStage& root, std::vector<const ComputeStage*> members, std::set<std::string> whole)
-      : root_(root), members_(std::move(members)), whole_(std::move(whole)) {
+  NestBuilder(const ComputeStage& root, std::vector<const ComputeStage*> members, std::set<std::string> whole,
+              std::vector<const ComputeStage*> companions)
+      : root_(root), members_(std::move(members)), companions_(std::move(companions)), whole_(std::move(whole)) {
     for (const Axis& axis : root.stage->axes) loopVars_.push_back(axis.name);
     for (const ComputeStage* member : members_)
       if (!whole_.count(member->stage->name)) local_.insert(member->stage->name);
@@ -200,7 +268,7 @@ public:
 
 private:
   // The statements at `depth`: the members placed there, then the loop over the root's axis `depth`
-  // (or, below the last one, the root itself).
+  // (or, below the last one, the companions' stores and the root's).
   StmtPtr level(size_t depth) {
     StmtPtr inner;
     const Stage& root = *root_.stage;
@@ -208,6 +276,13 @@ private:
       std::vector<ExprPtr> index;
       for (const std::string& var : loopVars_) index.push_back(std::make_shared<AxisVar>(var));
       inner = compute(root_, root.name, index, loopVars_);
+      if (!companions_.empty()) {
+        std::vector<StmtPtr> stores;
+        for (const ComputeStage* companion : companions_)
+          stores.push_back(compute(*companion, companion->stage->name, index, loopVars_));
+        stores.push_back(inner);
+        inner = std::make_shared<Block>(stores);
+      }
     } else {
       const Axis& axis = root.axes[depth];
       inner = std::make_shared<For>(loopVars_[depth], axis.extent, root.name, axis.name, level(depth + 1));
@@ -298,6 +373,7 @@ private:
 
   const ComputeStage& root_;
   std::vector<const ComputeStage*> members_;
+  std::vector<const ComputeStage*> companions_;
   std::vector<std::string> loopVars_;
   std::set<std::string> whole_;  // whole members
   std::set<std::string> local_;  // members computed in place, into rank-0 locals
@@ -305,28 +381,34 @@ private:
 
 }  // namespace
 
+std::optional<std::string> whyNotStoredBeside(const Kernel& kernel, const std::string& output, const std::string& root) {
+  std::vector<ComputeStage> computed = inlineElementwise(kernel, liveStages(kernel));
+  return whyNotCompanion(kernel, computed, placeStages(kernel, computed), output, root);
+}
+
 Program lowerTensorToLoops(const Kernel& kernel) {
   Program program;
   program.source = kernel;
   std::vector<ComputeStage> computed = inlineElementwise(kernel, liveStages(kernel));
   std::map<std::string, Placement> placement = placeStages(kernel, computed);
+  placeCompanions(kernel, computed, placement);
   for (const ComputeStage& stage : computed) {
     if (placement.at(stage.stage->name).root != stage.stage->name) continue;
-    std::vector<const ComputeStage*> members;
+    std::vector<const ComputeStage*> members, companions;
     std::set<std::string> whole;
     LoopNest nest;
     std::string variant = kernel.launchVariant.empty() ? "" : "__" + kernel.launchVariant;
     nest.name = fmt::format("{}{}__k{}", kernel.instanceName(), variant, program.kernels.size());
     for (const ComputeStage& other : computed) {
       if (&other == &stage || placement.at(other.stage->name).root != stage.stage->name) continue;
-      members.push_back(&other);
+      (placement.at(other.stage->name).companion ? companions : members).push_back(&other);
       nest.stages.push_back(other.stage->name);
       if (placement.at(other.stage->name).whole) whole.insert(other.stage->name);
     }
     nest.stages.push_back(stage.stage->name);
-    nest.body = NestBuilder(stage, members, whole).build();
+    nest.body = NestBuilder(stage, members, whole, companions).build();
     program.kernels.push_back(std::move(nest));
-    if (!isOutput(kernel, stage.stage->name))
+    if (!kernel.isOutput(stage.stage->name))
       program.temporaries.push_back(Temporary{stage.stage->name, stage.stage->dtype, stage.stage->shape()});
   }
   return program;

@@ -119,7 +119,9 @@ void verifyProgram(const Program& program) {
     verifier.check(*nest.body);
     EMMY_INTERNAL_ASSERT(verifier.stored.count(nest.stages.back()), "kernel {} never stores its root {}", nest.name,
                          nest.stages.back());
-    ++storedBy[nest.stages.back()];
+    // The root, and the outputs stored beside it.
+    for (const std::string& stage : nest.stages)
+      if (verifier.stored.count(stage)) ++storedBy[stage];
   }
   for (const TensorParam& output : program.source.outputs)
     EMMY_INTERNAL_ASSERT(storedBy[output.name] == 1, "output {} is computed by {} kernels", output.name,

@@ -211,6 +211,10 @@ const Stage* Kernel::findStage(const std::string& stageName) const {
   return nullptr;
 }
 
+bool Kernel::isOutput(const std::string& name) const {
+  return std::any_of(outputs.begin(), outputs.end(), [&](const TensorParam& output) { return output.name == name; });
+}
+
 const TensorParam* Kernel::findInput(const std::string& inputName) const {
   for (const TensorParam& input : inputs)
     if (input.name == inputName) return &input;

@@ -308,6 +308,7 @@ struct Kernel {
   std::string selector() const;
   const Stage* findStage(const std::string& name) const;
   const TensorParam* findInput(const std::string& name) const;
+  bool isOutput(const std::string& name) const;
   const DerivedSize* findDerivedSize(const std::string& name) const;
   // Every size name: those of the signature, then the derived ones.
   std::vector<std::string> allSizes() const;

@@ -165,8 +165,15 @@ ExprPtr NestScheduler::rootExpr(const ExprPtr& expr) const {
 }
 
 StmtPtr NestScheduler::core(const std::vector<ExprPtr>& masks) {
-  if (const loop::Store* store = parts_.root.store)
-    return globalStore(std::make_shared<Store>(store->buffer, store->indices, rootExpr(store->value)), masks);
+  if (const loop::Store* store = parts_.root.store) {
+    // The companions' stores, beside the root's, at the same element.
+    std::vector<StmtPtr> stores;
+    for (const Computation& companion : parts_.companions)
+      stores.push_back(globalStore(std::make_shared<Store>(companion.store->buffer, companion.store->indices,
+                                                           rootExpr(companion.store->value)), masks));
+    stores.push_back(globalStore(std::make_shared<Store>(store->buffer, store->indices, rootExpr(store->value)), masks));
+    return stores.size() == 1 ? stores[0] : block(stores);
+  }
   StmtPtr update = std::make_shared<Store>(accumulator_, accumulatorIndex_, rootExpr(parts_.root.update->value));
   return masks.empty() ? update : std::make_shared<Guard>(conjunction(masks), update);
 }

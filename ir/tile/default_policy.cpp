@@ -71,7 +71,9 @@ private:
     if (contraction(nest)) return;
     std::vector<std::string> pure, reductions;
     for (const ScheduledLoop& loop : model_.stages.at(root).loops) (loop.reduction ? reductions : pure).push_back(loop.name);
-    if (nest.stages.size() == 1 && !stage.reduction) {
+    // An elementwise root, and the outputs stored beside it (their elements of its size).
+    bool companions = std::all_of(nest.stages.begin(), nest.stages.end() - 1, [&](const std::string& name) { return kernel_.isOutput(name); });
+    if (companions && !stage.reduction) {
       if (!pure.empty()) elementwise(root, pure, stage.dtype, /*vectorized=*/true);
       return;
     }

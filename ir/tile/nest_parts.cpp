@@ -68,6 +68,14 @@ void parseLevel(const loop::Stmt& stmt, size_t depth, const Kernel& kernel, cons
     parseLevel(*loop->body, depth + 1, kernel, nest, root, parts);
     return;
   }
+  if (const auto* stores = level->as<loop::Block>()) {
+    for (size_t k = 0; k + 1 < stores->stmts.size(); ++k) {
+      const auto* store = stores->stmts[k]->as<loop::Store>();
+      EMMY_INTERNAL_ASSERT(store != nullptr, "a companion of {} is not a store in Loop IR", root.name);
+      parts.companions.push_back(parseComputation(*store, *kernel.findStage(store->buffer)));
+    }
+    level = stores->stmts.back().get();
+  }
   parts.root = parseComputation(*level, root);
 }
 

@@ -41,6 +41,8 @@ struct NestParts {
   std::vector<std::string> rootVars;  // the Loop IR variable of each root axis
   std::vector<WholeMember> wholes;
   std::vector<Member> members;
+  // Outputs stored beside the root's store, element by element (lower_tensor_to_loops.cpp, step 5).
+  std::vector<Computation> companions;
   Computation root;
 };
 

@@ -86,6 +86,7 @@ private:
   std::optional<std::string> readerCombinesInside(const std::string& stage, const StageSchedule& at, size_t loopAt) const;
   static Directive placement(DirectiveKind kind, const std::string& stage, const std::string& atStage, const std::string& atLoop);
   void place(const Directive& d);
+  void placeBeside(StageSchedule& stage, const Directive& d);
 
   // ---- primitives/cache.cpp: cache, pad, double_buffer, and the copies compute ... at makes ----
   struct CopyFit {

@@ -469,7 +469,9 @@ NestScheduler::PlacedCache NestScheduler::placeCopy(const CacheStage& cache, siz
 // The root's reads of `tensor`.
 std::vector<const Load*> NestScheduler::rootReadsOf(const std::string& tensor) const {
   std::vector<const Load*> found;
-  for (const loop::Store* store : {parts_.root.store, parts_.root.update, parts_.root.finalize})
+  std::vector<const loop::Store*> stores{parts_.root.store, parts_.root.update, parts_.root.finalize};
+  for (const Computation& companion : parts_.companions) stores.push_back(companion.store);
+  for (const loop::Store* store : stores)
     if (store)
       forEachNode(*store->value, [&](const Expr& node) {
         if (const auto* load = node.as<Load>(); load && load->tensor == tensor) found.push_back(load);

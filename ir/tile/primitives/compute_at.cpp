@@ -1,5 +1,6 @@
 // compute ... at, inline and root: the legal places of a stage (the model), and the members Tile IR
 // computes in place, where the schedule puts them or as soon as what they need is known.
+#include "ir/loop/lower_tensor_to_loops.h"
 #include "ir/tile/nest_scheduler.h"
 #include "ir/tile/schedule_checker.h"
 
@@ -22,9 +23,7 @@ std::set<std::string> ScheduleChecker::readsOf(const Stage& stage) const {
   return reads;
 }
 
-bool ScheduleChecker::isOutput(const std::string& name) const {
-  return std::any_of(kernel_.outputs.begin(), kernel_.outputs.end(), [&](const TensorParam& p) { return p.name == name; });
-}
+bool ScheduleChecker::isOutput(const std::string& name) const { return kernel_.isOutput(name); }
 
 bool ScheduleChecker::isInlinedByDefault(const Stage& stage) const { return !stage.reduction && !isOutput(stage.name); }
 
@@ -144,10 +143,13 @@ void ScheduleChecker::place(const Directive& d) {
     stage->placedAt = d.loc;
     return;
   }
+  if (isOutput(stage->name) && d.kind == DirectiveKind::ComputeAt) {
+    placeBeside(*stage, d);
+    return;
+  }
   if (isOutput(stage->name)) {
-    diagnostics_.error(d.stage.loc, fmt::format("{} is an output: it is stored to global memory by a kernel of its own and "
-                                                "cannot be {}", stage->name,
-                                                d.kind == DirectiveKind::Inline ? "inlined" : "computed inside another stage"));
+    diagnostics_.error(d.stage.loc, fmt::format("{} is an output: it is stored to global memory and cannot be inlined",
+                                                stage->name));
     return;
   }
   if (d.kind == DirectiveKind::Inline) {
@@ -191,11 +193,48 @@ void ScheduleChecker::place(const Directive& d) {
   copies_.push_back({d, ""});
 }
 
+// `compute O at R.a` for an output O: O is stored beside R's store, element by element, in R's kernel
+// (lower_tensor_to_loops.cpp made it R's companion where it can be one); R's innermost loop is its place.
+void ScheduleChecker::placeBeside(StageSchedule& stage, const Directive& d) {
+  StageSchedule* at = findStage(d.atStage);
+  if (!at) return;
+  const loop::LoopNest* nest = nestRootedAt(at->name);
+  bool companion = nest && at->name != stage.name && std::count(nest->stages.begin(), nest->stages.end(), stage.name);
+  std::string why = companion ? "" : loop::whyNotStoredBeside(kernel_, stage.name, at->name).value_or(
+                                         fmt::format("{} is computed in the loops of another stage", at->name));
+  if (!companion) {
+    diagnostics_.error(d.atStage.loc, fmt::format("cannot compute {} at {}.{}: {} is an output, stored by a kernel of its "
+                                                  "own unless it is stored beside another output's store, and {}",
+                                                  stage.name, at->name, d.atAxis.text, stage.name, why));
+    return;
+  }
+  if (!findLoop(*at, d.atAxis)) return;
+  stage.placement = Placement::ComputeAt;
+  stage.atStage = at->name;
+  stage.atLoop = d.atAxis.text;
+  stage.placedAt = d.loc;
+  stage.memory = CacheMemory::Registers;
+}
+
 // ---- applying ----
 
 // Each member where `compute ... at` puts it, or else as soon as the root's axes it needs are known
 // and the members it reads are computed.
 void NestScheduler::placeMembers() {
+  for (const Computation& companion : parts_.companions) {
+    const Stage& stage = *companion.stage;
+    for (const ScheduledLoop& loop : model_.stages.at(stage.name).loops) {
+      if (!loop.binding && !loop.unrolled && !loop.vectorized && !loop.fused &&
+          std::any_of(stage.axes.begin(), stage.axes.end(), [&](const Axis& a) { return a.name == loop.name; }))
+        continue;
+      auto shaping = std::find_if(kernel_.schedule.begin(), kernel_.schedule.end(), [&](const Directive& d) {
+        return d.stage.text == stage.name && d.kind != DirectiveKind::ComputeAt;
+      });
+      cannot(shaping != kernel_.schedule.end() ? shaping->loc : directiveAbout(stage.name),
+             fmt::format("{} is stored beside {}'s store, in {}'s loops, so it has no loop {} of its own: schedule {}'s "
+                         "loops instead", stage.name, root_->name, root_->name, loop.name, root_->name));
+    }
+  }
   for (const Member& member : parts_.members) {
     const StageSchedule& schedule = model_.stages.at(member.computation.stage->name);
     std::vector<std::string> needed;

@@ -113,9 +113,9 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes exact.
+// Computes exact, approx.
 extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
-  if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)x | (unsigned long long)(const void*)b) & 15) == 0 && ((D % (int64_t)4) == (int64_t)0)) {
+  if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x | (unsigned long long)(const void*)b) & 15) == 0 && ((D % (int64_t)4) == (int64_t)0)) {
     for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];
       #pragma unroll
@@ -126,79 +126,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* 
         }
       }
       alignas(16) float exact__vector[16];
-      alignas(16) float b__vector[16];
-      #pragma unroll
-      for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
-        const int64_t n_d__group = (n_d__first + (n_d__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_d__group < ((N * D) / (int64_t)4))) {
-          const int64_t n_d__remainder0 = ((n_d__group * (int64_t)4) % D);
-          *reinterpret_cast<uint4*>(&b__vector[(n_d__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&b[n_d__remainder0]);
-          #pragma unroll
-          for (int64_t n_d__lane = (int64_t)0; n_d__lane < (int64_t)4; n_d__lane += (int64_t)1) {
-            exact__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)]));
-          }
-          *reinterpret_cast<uint4*>(&exact[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(n_d__slot * (int64_t)4)]);
-        }
-      }
-    }
-    for (int64_t n_d = ((((N * D) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-      const int64_t n = (n_d / D);
-      const int64_t d = (n_d % D);
-      exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
-    }
-  } else {
-    if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)x) & 15) == 0 && (D >= (int64_t)4)) {
-      for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-        alignas(16) float x__vector[16];
-        #pragma unroll
-        for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
-          const int64_t n_d__group = (n_d__first + (n_d__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-          if ((n_d__group < ((N * D) / (int64_t)4))) {
-            *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * (int64_t)4)]);
-          }
-        }
-        alignas(16) float exact__vector[16];
-        #pragma unroll
-        for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
-          const int64_t n_d__group = (n_d__first + (n_d__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-          if ((n_d__group < ((N * D) / (int64_t)4))) {
-            const int64_t n_d__remainder0 = ((n_d__group * (int64_t)4) % D);
-            #pragma unroll
-            for (int64_t n_d__lane = (int64_t)0; n_d__lane < (int64_t)4; n_d__lane += (int64_t)1) {
-              const int64_t d = ((n_d__remainder0 + n_d__lane) - (((n_d__remainder0 + n_d__lane) >= D) ? D : (int64_t)0));
-              exact__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d]));
-            }
-            *reinterpret_cast<uint4*>(&exact[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(n_d__slot * (int64_t)4)]);
-          }
-        }
-      }
-      for (int64_t n_d = ((((N * D) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-        const int64_t n = (n_d / D);
-        const int64_t d = (n_d % D);
-        exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
-      }
-    } else {
-      for (int64_t n_d = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
-        const int64_t n = (n_d / D);
-        const int64_t d = (n_d % D);
-        exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
-      }
-    }
-  }
-}
-
-// Computes approx.
-extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k1(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
-  if ((((unsigned long long)(const void*)approx | (unsigned long long)(const void*)x | (unsigned long long)(const void*)b) & 15) == 0 && ((D % (int64_t)4) == (int64_t)0)) {
-    for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
-      alignas(16) float x__vector[16];
-      #pragma unroll
-      for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
-        const int64_t n_d__group = (n_d__first + (n_d__slot * ((int64_t)gridDim.x * (int64_t)blockDim.x)));
-        if ((n_d__group < ((N * D) / (int64_t)4))) {
-          *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * (int64_t)4)]);
-        }
-      }
       alignas(16) float approx__vector[16];
       alignas(16) float b__vector[16];
       #pragma unroll
@@ -209,8 +136,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k1(const float* 
           *reinterpret_cast<uint4*>(&b__vector[(n_d__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&b[n_d__remainder0]);
           #pragma unroll
           for (int64_t n_d__lane = (int64_t)0; n_d__lane < (int64_t)4; n_d__lane += (int64_t)1) {
+            exact__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)]));
             approx__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)]) + (((0.044715f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b__vector[((n_d__slot * (int64_t)4) + n_d__lane)])))))));
           }
+          *reinterpret_cast<uint4*>(&exact[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(n_d__slot * (int64_t)4)]);
           *reinterpret_cast<uint4*>(&approx[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(n_d__slot * (int64_t)4)]);
         }
       }
@@ -218,10 +147,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k1(const float* 
     for (int64_t n_d = ((((N * D) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
       const int64_t n = (n_d / D);
       const int64_t d = (n_d % D);
+      exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
       approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
     }
   } else {
-    if ((((unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0 && (D >= (int64_t)4)) {
+    if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0 && (D >= (int64_t)4)) {
       for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
         alignas(16) float x__vector[16];
         #pragma unroll
@@ -231,6 +161,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k1(const float* 
             *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * (int64_t)4)]);
           }
         }
+        alignas(16) float exact__vector[16];
         alignas(16) float approx__vector[16];
         #pragma unroll
         for (int64_t n_d__slot = (int64_t)0; n_d__slot < (int64_t)4; n_d__slot += (int64_t)1) {
@@ -240,8 +171,10 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k1(const float* 
             #pragma unroll
             for (int64_t n_d__lane = (int64_t)0; n_d__lane < (int64_t)4; n_d__lane += (int64_t)1) {
               const int64_t d = ((n_d__remainder0 + n_d__lane) - (((n_d__remainder0 + n_d__lane) >= D) ? D : (int64_t)0));
+              exact__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d]));
               approx__vector[((n_d__slot * (int64_t)4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d]) + (((0.044715f * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * (int64_t)4) + n_d__lane)] + b[d])))))));
             }
+            *reinterpret_cast<uint4*>(&exact[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(n_d__slot * (int64_t)4)]);
             *reinterpret_cast<uint4*>(&approx[(n_d__group * (int64_t)4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(n_d__slot * (int64_t)4)]);
           }
         }
@@ -249,12 +182,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k1(const float* 
       for (int64_t n_d = ((((N * D) / (int64_t)4) * (int64_t)4) + (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x)); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
         const int64_t n = (n_d / D);
         const int64_t d = (n_d % D);
+        exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
         approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
       }
     } else {
       for (int64_t n_d = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d < (N * D); n_d += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
         const int64_t n = (n_d / D);
         const int64_t d = (n_d % D);
+        exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
         approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
       }
     }
@@ -270,9 +205,6 @@ extern "C" int bias_gelu(const float* x, const float* b, float* exact, float* ap
   EMMY_LAUNCH(bias_gelu__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("bias_gelu: kernel bias_gelu__k0 failed: %s", cudaGetErrorString(error));
-  EMMY_LAUNCH(bias_gelu__k1, dim3((unsigned)(emmy_min(emmy_max((((((N * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bias_gelu: kernel bias_gelu__k1 failed: %s", cudaGetErrorString(error));
   return 0;
 }
 #endif  // __CUDACC_RTC__
