@@ -57,4 +57,20 @@ TEST_CASE("row values: a function of a row's value is computed once per row, wit
   }
 }
 
+TEST_CASE("row values: a 16-bit row value is widened to f32 once per row, not once per element", "[row-values]") {
+  for (const char* dtype : {"f16", "bf16"}) {
+    INFO(dtype);
+    tensor::Kernel kernel = testing::kernelsOfText(fmt::format(
+        "kernel shift(x: {0}[N, D]) -> (y: {0}[N, D]) {{\n    m[n] = max[d](x[n, d])\n"
+        "    y[n, d] = {0}(exp(f32(x[n, d]) - m[n]))\n}}\n",
+        dtype))[0];
+    cuda::GeneratedCuda cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "shift.emmy");
+    INFO(cuda.source);
+    CHECK(cuda.source.find("__invariant_0 = (float)emmy_f32(m);") != std::string::npos);
+    CHECK(cuda.source.find("- (float)emmy_f32(m)") == std::string::npos);
+    sim::SimulatedKernel program(kernel, cuda);
+    for (int64_t d : {1, 7, 1000}) testing::checkAgainstEvaluator(kernel, program, {{"N", 3}, {"D", d}}, 7);
+  }
+}
+
 }  // namespace

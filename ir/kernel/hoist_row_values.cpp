@@ -2,6 +2,9 @@
 // scalar locals) is done once before the loop:
 // - a transcendental function of such values (log_softmax's log of the sum, layernorm's rsqrt of the
 //   variance) is computed into a local, with the same result;
+// - so is the conversion of a 16-bit float such value to f32 (softmax<f16>'s maximum, read by every
+//   element's exp(x - m)): CUDA converts halves in inline assembly, which nvcc neither shares between
+//   elements nor moves out of the loop;
 // - a float division by such a value (softmax's 1 / sum, a mean's count) becomes a multiplication by
 //   its reciprocal: an IEEE divide costs about ten instructions, a multiplication one. The product rounds
 //   twice, so it may differ from the quotient in its last place. Where the reciprocal is not a normal
@@ -139,6 +142,15 @@ bool costly(UnaryOp op) {
   }
 }
 
+// Is `cast` a conversion of a 16-bit float value that reads a local (not a constant, which nvcc folds)?
+bool widened16BitFloat(const Cast& cast) {
+  DType from = cast.operand->dtype;
+  if ((from != DType::F16 && from != DType::BF16) || cast.dtype == from) return false;
+  bool reads = false;
+  forEachNode(*cast.operand, [&](const Expr& e) { reads = reads || e.as<Load>(); });
+  return reads;
+}
+
 // The loop, with the row values it repeats computed before it where there are any.
 StmtPtr hoistAtLoop(const For& loop, const StmtPtr& original) {
   Effects effects;
@@ -164,6 +176,8 @@ StmtPtr hoistAtLoop(const For& loop, const StmtPtr& original) {
     ExprReplacer replace = [&, reciprocals](const Expr& e) -> ExprPtr {
       if (const auto* unary = e.as<Unary>(); unary && costly(unary->op) && invariant(*unary->operand, effects.written))
         return localFor(std::static_pointer_cast<const Expr>(std::make_shared<Unary>(*unary)), false);
+      if (const auto* cast = e.as<Cast>(); cast && widened16BitFloat(*cast) && invariant(*cast->operand, effects.written))
+        return localFor(std::static_pointer_cast<const Expr>(std::make_shared<Cast>(*cast)), false);
       const auto* division = e.as<Binary>();
       if (!reciprocals || !division || division->op != BinaryOp::Div || !floating(division->dtype) ||
           !invariant(*division->rhs, effects.written))

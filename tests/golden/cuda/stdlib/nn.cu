@@ -306,6 +306,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
     float s__acc;
     s__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    float d_step_1__invariant_0;
+    d_step_1__invariant_0 = (float)emmy_f32(m);
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -313,7 +315,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -321,7 +323,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -334,6 +336,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
     const int64_t d_lane = (int64_t)threadIdx.x;
     float d_step__reciprocal_0;
     d_step__reciprocal_0 = (1.0f / s);
+    float d_step__invariant_1;
+    d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
@@ -343,7 +347,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
           alignas(16) __half y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -351,7 +355,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
           }
         }
@@ -365,7 +369,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
           alignas(16) __half y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -373,7 +377,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
             }
           }
         }
@@ -438,6 +442,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
     float s__acc;
     s__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    float d_step_1__invariant_0;
+    d_step_1__invariant_0 = (float)emmy_f32(m);
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -445,7 +451,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -453,7 +459,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -477,6 +483,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
     const int64_t d_lane = (int64_t)threadIdx.x;
     float d_step__reciprocal_0;
     d_step__reciprocal_0 = (1.0f / s);
+    float d_step__invariant_1;
+    d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
@@ -486,7 +494,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
           alignas(16) __half y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -494,7 +502,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
           }
         }
@@ -508,7 +516,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
           alignas(16) __half y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -516,7 +524,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
             }
           }
         }
@@ -582,6 +590,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      float d_step_1__invariant_0;
+      d_step_1__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
       const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -589,7 +599,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -597,7 +607,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
           }
         }
       }
@@ -621,6 +631,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
+      float d_step__invariant_1;
+      d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
@@ -630,7 +642,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
             alignas(16) __half y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -638,7 +650,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
               }
             }
           }
@@ -652,7 +664,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
             alignas(16) __half y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -660,7 +672,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
               }
             }
           }
@@ -712,6 +724,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      float d_step_3__invariant_0;
+      d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
@@ -719,14 +733,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
         } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
             }
           }
         }
@@ -751,6 +765,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
+      float d_step__invariant_1;
+      d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
@@ -760,7 +776,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
             alignas(16) __half y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -768,7 +784,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
               }
             }
           }
@@ -782,7 +798,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
             alignas(16) __half y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -790,7 +806,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
               }
             }
           }
@@ -875,6 +891,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
     float s__acc;
     s__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    float d_step_1__invariant_0;
+    d_step_1__invariant_0 = (float)emmy_f32(m);
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -882,7 +900,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -890,7 +908,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -903,6 +921,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
     const int64_t d_lane = (int64_t)threadIdx.x;
     float d_step__reciprocal_0;
     d_step__reciprocal_0 = (1.0f / s);
+    float d_step__invariant_1;
+    d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
@@ -912,7 +932,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
           alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -920,7 +940,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
           }
         }
@@ -934,7 +954,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
           alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -942,7 +962,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
             }
           }
         }
@@ -1007,6 +1027,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
     float s__acc;
     s__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    float d_step_1__invariant_0;
+    d_step_1__invariant_0 = (float)emmy_f32(m);
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -1014,7 +1036,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -1022,7 +1044,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -1046,6 +1068,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
     const int64_t d_lane = (int64_t)threadIdx.x;
     float d_step__reciprocal_0;
     d_step__reciprocal_0 = (1.0f / s);
+    float d_step__invariant_1;
+    d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
@@ -1055,7 +1079,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
           alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -1063,7 +1087,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
           }
         }
@@ -1077,7 +1101,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
           alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -1085,7 +1109,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
             }
           }
         }
@@ -1151,6 +1175,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      float d_step_1__invariant_0;
+      d_step_1__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
       const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -1158,7 +1184,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -1166,7 +1192,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
           }
         }
       }
@@ -1190,6 +1216,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
+      float d_step__invariant_1;
+      d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
@@ -1199,7 +1227,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
             alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -1207,7 +1235,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
               }
             }
           }
@@ -1221,7 +1249,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
             alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m))) / s));
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -1229,7 +1257,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m))) / s));
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
               }
             }
           }
@@ -1281,6 +1309,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      float d_step_3__invariant_0;
+      d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
@@ -1288,14 +1318,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
         } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
             }
           }
         }
@@ -1320,6 +1350,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__reciprocal_0;
       d_step__reciprocal_0 = (1.0f / s);
+      float d_step__invariant_1;
+      d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
@@ -1329,7 +1361,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
             alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -1337,7 +1369,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
               }
             }
           }
@@ -1351,7 +1383,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
             alignas(16) __nv_bfloat16 y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m))) / s));
+              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -1359,7 +1391,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m))) / s));
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
               }
             }
           }
@@ -2013,6 +2045,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
     float s__acc;
     s__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    float d_step_1__invariant_0;
+    d_step_1__invariant_0 = (float)emmy_f32(m);
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -2020,7 +2054,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2028,7 +2062,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -2040,7 +2074,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
     s = s__acc;
     const int64_t d_lane = (int64_t)threadIdx.x;
     float d_step__invariant_0;
-    d_step__invariant_0 = logf(s);
+    d_step__invariant_0 = (float)emmy_f32(m);
+    float d_step__invariant_1;
+    d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
     for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
       if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2049,7 +2085,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
         alignas(16) __half y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
       } else {
@@ -2057,7 +2093,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
           if ((d < D)) {
-            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
           }
         }
       }
@@ -2121,6 +2157,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
     float s__acc;
     s__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    float d_step_1__invariant_0;
+    d_step_1__invariant_0 = (float)emmy_f32(m);
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -2128,7 +2166,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2136,7 +2174,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -2159,7 +2197,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
     s = s__acc;
     const int64_t d_lane = (int64_t)threadIdx.x;
     float d_step__invariant_0;
-    d_step__invariant_0 = logf(s);
+    d_step__invariant_0 = (float)emmy_f32(m);
+    float d_step__invariant_1;
+    d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
     for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
       if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2168,7 +2208,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
         alignas(16) __half y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
       } else {
@@ -2176,7 +2216,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
           if ((d < D)) {
-            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
           }
         }
       }
@@ -2241,6 +2281,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      float d_step_1__invariant_0;
+      d_step_1__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
       const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -2248,7 +2290,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2256,7 +2298,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
           }
         }
       }
@@ -2279,7 +2321,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
-      d_step__invariant_0 = logf(s);
+      d_step__invariant_0 = (float)emmy_f32(m);
+      float d_step__invariant_1;
+      d_step__invariant_1 = logf(s);
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2288,7 +2332,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
           alignas(16) __half y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -2296,7 +2340,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
             }
           }
         }
@@ -2347,6 +2391,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      float d_step_3__invariant_0;
+      d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2354,14 +2400,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
         } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
             }
           }
         }
@@ -2385,7 +2431,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
-      d_step__invariant_0 = logf(s);
+      d_step__invariant_0 = (float)emmy_f32(m);
+      float d_step__invariant_1;
+      d_step__invariant_1 = logf(s);
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2394,7 +2442,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
           alignas(16) __half y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -2402,7 +2450,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_0) - d_step__invariant_1));
             }
           }
         }
@@ -2486,6 +2534,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
     float s__acc;
     s__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    float d_step_1__invariant_0;
+    d_step_1__invariant_0 = (float)emmy_f32(m);
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -2493,7 +2543,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2501,7 +2551,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -2513,7 +2563,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
     s = s__acc;
     const int64_t d_lane = (int64_t)threadIdx.x;
     float d_step__invariant_0;
-    d_step__invariant_0 = logf(s);
+    d_step__invariant_0 = (float)emmy_f32(m);
+    float d_step__invariant_1;
+    d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
     for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
       if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2522,7 +2574,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
         alignas(16) __nv_bfloat16 y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
       } else {
@@ -2530,7 +2582,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
           if ((d < D)) {
-            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
           }
         }
       }
@@ -2594,6 +2646,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
     float s__acc;
     s__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
+    float d_step_1__invariant_0;
+    d_step_1__invariant_0 = (float)emmy_f32(m);
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -2601,7 +2655,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2609,7 +2663,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -2632,7 +2686,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
     s = s__acc;
     const int64_t d_lane = (int64_t)threadIdx.x;
     float d_step__invariant_0;
-    d_step__invariant_0 = logf(s);
+    d_step__invariant_0 = (float)emmy_f32(m);
+    float d_step__invariant_1;
+    d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
     for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
       if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2641,7 +2697,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
         alignas(16) __nv_bfloat16 y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
       } else {
@@ -2649,7 +2705,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
           if ((d < D)) {
-            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
           }
         }
       }
@@ -2714,6 +2770,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      float d_step_1__invariant_0;
+      d_step_1__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
       const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -2721,7 +2779,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - (float)emmy_f32(m))));
+          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2729,7 +2787,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - (float)emmy_f32(m))));
+            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
           }
         }
       }
@@ -2752,7 +2810,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
-      d_step__invariant_0 = logf(s);
+      d_step__invariant_0 = (float)emmy_f32(m);
+      float d_step__invariant_1;
+      d_step__invariant_1 = logf(s);
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2761,7 +2821,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
           alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -2769,7 +2829,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
             }
           }
         }
@@ -2820,6 +2880,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float s__acc;
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      float d_step_3__invariant_0;
+      d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2827,14 +2889,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - (float)emmy_f32(m))));
+            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
         } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - (float)emmy_f32(m))));
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
             }
           }
         }
@@ -2858,7 +2920,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       s = s__acc;
       const int64_t d_lane = (int64_t)threadIdx.x;
       float d_step__invariant_0;
-      d_step__invariant_0 = logf(s);
+      d_step__invariant_0 = (float)emmy_f32(m);
+      float d_step__invariant_1;
+      d_step__invariant_1 = logf(s);
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
@@ -2867,7 +2931,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
           alignas(16) __nv_bfloat16 y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - (float)emmy_f32(m)) - d_step__invariant_0));
+            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -2875,7 +2939,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - (float)emmy_f32(m)) - d_step__invariant_0));
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_0) - d_step__invariant_1));
             }
           }
         }
