@@ -340,8 +340,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
     d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -350,7 +351,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
             y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -362,8 +374,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -372,7 +385,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
             y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -487,8 +511,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
     d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -497,7 +522,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
             y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -509,8 +545,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -519,7 +556,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
             y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -635,8 +683,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+          const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
             alignas(16) __half x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
             alignas(16) __half y__lanes[8];
@@ -645,7 +694,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -657,8 +717,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         }
       } else {
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+          const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
             alignas(16) __half x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
             alignas(16) __half y__lanes[8];
@@ -667,7 +728,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -685,15 +757,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -727,15 +811,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       float d_step_3__invariant_0;
       d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -769,8 +865,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+          const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
             alignas(16) __half y__lanes[8];
@@ -779,7 +876,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole2); d_step < d_step__end2; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -791,8 +899,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         }
       } else {
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+          const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
             alignas(16) __half y__lanes[8];
@@ -801,7 +910,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole3); d_step < d_step__end3; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -925,8 +1045,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
     d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -935,7 +1056,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
             y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -947,8 +1079,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -957,7 +1090,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
             y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -1072,8 +1216,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
     d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1082,7 +1227,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
             y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -1094,8 +1250,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1104,7 +1261,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
             y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -1220,8 +1388,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+          const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
             alignas(16) __nv_bfloat16 x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
             alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1230,7 +1399,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1242,8 +1422,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         }
       } else {
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+          const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
             alignas(16) __nv_bfloat16 x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
             alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1252,7 +1433,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1270,15 +1462,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -1312,15 +1516,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       float d_step_3__invariant_0;
       d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -1354,8 +1570,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+          const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
             alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1364,7 +1581,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole2); d_step < d_step__end2; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1376,8 +1604,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         }
       } else {
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+          const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
             alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1386,7 +1615,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole3); d_step < d_step__end3; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1506,8 +1746,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
     d_step__reciprocal_0 = (1.0f / s);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -1516,7 +1757,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
             y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -1528,8 +1780,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -1538,7 +1791,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
             y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -1649,8 +1913,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
     d_step__reciprocal_0 = (1.0f / s);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -1659,7 +1924,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
             y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -1671,8 +1947,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -1681,7 +1958,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
             y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -1793,8 +2081,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+          const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
             alignas(16) float x_row__lanes[4];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) float y__lanes[4];
@@ -1803,7 +2092,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
               y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -1815,8 +2115,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         }
       } else {
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+          const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
             alignas(16) float x_row__lanes[4];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) float y__lanes[4];
@@ -1825,7 +2126,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
               y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -1843,15 +2155,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
@@ -1883,15 +2207,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
@@ -1923,8 +2259,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+          const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
             alignas(16) float y__lanes[4];
@@ -1933,7 +2270,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
               y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole2); d_step < d_step__end2; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -1945,8 +2293,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         }
       } else {
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
-          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+          const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+          for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
             alignas(16) float y__lanes[4];
@@ -1955,7 +2304,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
               y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          } else {
+          }
+          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole3); d_step < d_step__end3; d_step += (int64_t)1) {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
+              }
+            }
+          }
+        } else {
+          for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -2078,8 +2438,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
     float d_step__invariant_1;
     d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
         alignas(16) __half y__lanes[8];
@@ -2088,7 +2449,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
           y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -2201,8 +2573,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
     float d_step__invariant_1;
     d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
         alignas(16) __half y__lanes[8];
@@ -2211,7 +2584,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
           y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -2325,8 +2709,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float d_step__invariant_1;
       d_step__invariant_1 = logf(s);
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -2335,7 +2720,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -2352,15 +2748,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -2394,15 +2802,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float d_step_3__invariant_0;
       d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -2435,8 +2855,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float d_step__invariant_1;
       d_step__invariant_1 = logf(s);
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
           alignas(16) __half y__lanes[8];
@@ -2445,7 +2866,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_0) - d_step__invariant_1));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -2567,8 +2999,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
     float d_step__invariant_1;
     d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
         alignas(16) __nv_bfloat16 y__lanes[8];
@@ -2577,7 +3010,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
           y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -2690,8 +3134,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
     float d_step__invariant_1;
     d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
         alignas(16) __nv_bfloat16 y__lanes[8];
@@ -2700,7 +3145,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
           y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -2814,8 +3270,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float d_step__invariant_1;
       d_step__invariant_1 = logf(s);
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -2824,7 +3281,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -2841,15 +3309,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -2883,15 +3363,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float d_step_3__invariant_0;
       d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -2924,8 +3416,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float d_step__invariant_1;
       d_step__invariant_1 = logf(s);
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -2934,7 +3427,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_0) - d_step__invariant_1));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -3052,8 +3556,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0
     float d_step__invariant_0;
     d_step__invariant_0 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float x_row__lanes[4];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
         alignas(16) float y__lanes[4];
@@ -3062,7 +3567,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0
           y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -3171,8 +3687,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__
     float d_step__invariant_0;
     d_step__invariant_0 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float x_row__lanes[4];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
         alignas(16) float y__lanes[4];
@@ -3181,7 +3698,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__
           y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -3291,8 +3819,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -3301,7 +3830,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
             y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -3318,15 +3858,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
@@ -3358,15 +3910,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
@@ -3397,8 +3961,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
           alignas(16) float y__lanes[4];
@@ -3407,7 +3972,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
             y__lanes[d_element] = ((x__lanes[d_element] - m) - d_step__invariant_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((x[((n * D) + d)] - m) - d_step__invariant_0);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -3525,8 +4101,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __half w__lanes[8];
@@ -3539,7 +4116,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
           y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -3648,8 +4236,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __half w__lanes[8];
@@ -3662,7 +4251,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
           y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -3772,8 +4372,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half w__lanes[8];
@@ -3786,7 +4387,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
             y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -3803,15 +4415,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+            if ((d_1 < D)) {
+              mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -3843,15 +4467,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+            if ((d_1 < D)) {
+              var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -3882,8 +4518,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half w__lanes[8];
@@ -3896,7 +4533,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
             y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -4014,8 +4662,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 w__lanes[8];
@@ -4028,7 +4677,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
           y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -4137,8 +4797,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 w__lanes[8];
@@ -4151,7 +4812,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
           y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -4261,8 +4933,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 w__lanes[8];
@@ -4275,7 +4948,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
             y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -4292,15 +4976,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+            if ((d_1 < D)) {
+              mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -4332,15 +5028,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+            if ((d_1 < D)) {
+              var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -4371,8 +5079,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 w__lanes[8];
@@ -4385,7 +5094,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
             y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -4503,8 +5223,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(c
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float b__lanes[4];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
         alignas(16) float w__lanes[4];
@@ -4517,7 +5238,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(c
           y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -4626,8 +5358,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float b__lanes[4];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
         alignas(16) float w__lanes[4];
@@ -4640,7 +5373,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0
           y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -4750,8 +5494,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float b__lanes[4];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float w__lanes[4];
@@ -4764,7 +5509,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
             y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -4781,15 +5537,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             mu__acc = (mu__acc + x__lanes[d_element_4]);
           }
-        } else {
+        }
+        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              mu__acc = (mu__acc + x[((n * D) + d_1)]);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
@@ -4821,15 +5589,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
           }
-        } else {
+        }
+        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
@@ -4860,8 +5640,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float b__lanes[4];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float w__lanes[4];
@@ -4874,7 +5655,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
             y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -4963,8 +5755,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __half x_row__lanes[8];
@@ -4975,7 +5768,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
           y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -5044,8 +5848,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __half x_row__lanes[8];
@@ -5056,7 +5861,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
           y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -5126,8 +5942,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half x_row__lanes[8];
@@ -5138,7 +5955,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -5155,15 +5983,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
           }
-        } else {
+        }
+        for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
+            if ((d_1 < D)) {
+              ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
@@ -5195,8 +6035,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half x__lanes[8];
@@ -5207,7 +6048,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -5296,8 +6148,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 x_row__lanes[8];
@@ -5308,7 +6161,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
           y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -5377,8 +6241,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 x_row__lanes[8];
@@ -5389,7 +6254,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
           y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -5459,8 +6335,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 x_row__lanes[8];
@@ -5471,7 +6348,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -5488,15 +6376,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
           }
-        } else {
+        }
+        for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
+            if ((d_1 < D)) {
+              ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
@@ -5528,8 +6428,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 x__lanes[8];
@@ -5540,7 +6441,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -5629,8 +6541,9 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(con
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
         alignas(16) float x_row__lanes[4];
@@ -5641,7 +6554,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(con
           y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -5710,8 +6634,9 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(c
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
+      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
         alignas(16) float x_row__lanes[4];
@@ -5722,7 +6647,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(c
           y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      } else {
+      }
+      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
+          if ((d < D)) {
+            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
+          }
+        }
+      }
+    } else {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -5792,8 +6728,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
+        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float x_row__lanes[4];
@@ -5804,7 +6741,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
             y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -5821,15 +6769,27 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             ms__acc = (ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
           }
-        } else {
+        }
+        for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+            if ((d_1 < D)) {
+              ms__acc = (ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
@@ -5861,8 +6821,9 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
+        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float x__lanes[4];
@@ -5873,7 +6834,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
             y__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        } else {
+        }
+        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
+            }
+          }
+        }
+      } else {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
