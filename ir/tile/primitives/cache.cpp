@@ -575,7 +575,9 @@ StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr
   for (size_t d = 0; d < cache.shape.size(); ++d) {
     stride /= cache.shape[d];
     ExprPtr coordinate = i64(0);  // along a dimension of extent 1
-    if (cache.shape[d] > 1) {
+    if (cache.wholeRows && d + 1 == cache.shape.size()) {
+      coordinate = var(element);  // one row, copied where it fits: the element is inside it
+    } else if (cache.shape[d] > 1) {
       std::string name = uniqueVar(fmt::format("{}_{}", cache.name, d));
       stmts.push_back(std::make_shared<Let>(
           name, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));

@@ -201,8 +201,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(co
     __syncthreads();
     for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
       const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
-      const int64_t h__x_row_1 = (h__x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<4>(h__x_row, h__x_row_1, x, ((n * D) + h__x_row_1), (n < N) ? (D - h__x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float h__ms;
@@ -241,6 +240,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(co
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&h[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
@@ -1207,8 +1207,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(
     __syncthreads();
     for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
       const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
-      const int64_t h__x_row_1 = (h__x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<4>(h__x_row, h__x_row_1, x, ((n * D) + h__x_row_1), (n < N) ? (D - h__x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float h__ms;
@@ -1258,6 +1257,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&h[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
@@ -2225,8 +2225,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       __syncthreads();
       for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
         const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
-        const int64_t h__x_row_1 = (h__x_row_element % (int64_t)58112);
-        emmy_copy_async_lanes<4>(h__x_row, h__x_row_1, x, ((n * D) + h__x_row_1), (n < N) ? (D - h__x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float h__ms;
@@ -2276,6 +2275,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&h[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
@@ -2317,6 +2317,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
@@ -2369,6 +2370,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&h[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);

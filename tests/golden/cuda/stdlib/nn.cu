@@ -268,8 +268,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     __half m;
@@ -342,6 +341,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
@@ -376,6 +376,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
@@ -417,8 +418,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     __half m;
@@ -513,6 +513,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
@@ -547,6 +548,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
@@ -589,8 +591,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
-        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       __half m;
@@ -685,6 +686,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
           const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
             alignas(16) __half x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
@@ -719,6 +721,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
           const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
             alignas(16) __half x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
@@ -759,6 +762,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
@@ -813,6 +817,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
@@ -867,6 +872,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
           const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
@@ -901,6 +907,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
           const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
@@ -973,8 +980,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     __nv_bfloat16 m;
@@ -1047,6 +1053,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
@@ -1081,6 +1088,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
@@ -1122,8 +1130,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     __nv_bfloat16 m;
@@ -1218,6 +1225,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
@@ -1252,6 +1260,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
@@ -1294,8 +1303,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
-        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       __nv_bfloat16 m;
@@ -1390,6 +1398,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
           const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
             alignas(16) __nv_bfloat16 x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
@@ -1424,6 +1433,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
           const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
             alignas(16) __nv_bfloat16 x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
@@ -1464,6 +1474,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
@@ -1518,6 +1529,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
@@ -1572,6 +1584,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
           const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
@@ -1606,6 +1619,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
           const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
@@ -1678,8 +1692,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float m;
@@ -1748,6 +1761,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
@@ -1782,6 +1796,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
@@ -1823,8 +1838,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float m;
@@ -1915,6 +1929,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
@@ -1949,6 +1964,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
@@ -1991,8 +2007,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)4);
-        const int64_t x_row_1 = (x_row_element % (int64_t)58112);
-        emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float m;
@@ -2083,6 +2098,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
           const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
             alignas(16) float x_row__lanes[4];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -2117,6 +2133,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
           const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
             alignas(16) float x_row__lanes[4];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -2157,6 +2174,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
@@ -2209,6 +2227,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
@@ -2261,6 +2280,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
           const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
@@ -2295,6 +2315,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
         if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
           const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+          #pragma unroll 1
           for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
@@ -2367,8 +2388,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     __half m;
@@ -2440,6 +2460,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
@@ -2480,8 +2501,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     __half m;
@@ -2575,6 +2595,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
@@ -2616,8 +2637,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
-        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       __half m;
@@ -2711,6 +2731,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
@@ -2750,6 +2771,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
@@ -2804,6 +2826,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
@@ -2857,6 +2880,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
@@ -2928,8 +2952,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     __nv_bfloat16 m;
@@ -3001,6 +3024,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
@@ -3041,8 +3065,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     __nv_bfloat16 m;
@@ -3136,6 +3159,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
@@ -3177,8 +3201,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
-        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       __nv_bfloat16 m;
@@ -3272,6 +3295,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
@@ -3311,6 +3335,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
@@ -3365,6 +3390,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
@@ -3418,6 +3444,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
@@ -3489,8 +3516,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float m;
@@ -3558,6 +3584,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float x_row__lanes[4];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
@@ -3598,8 +3625,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float m;
@@ -3689,6 +3715,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float x_row__lanes[4];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
@@ -3730,8 +3757,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)4);
-        const int64_t x_row_1 = (x_row_element % (int64_t)58112);
-        emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float m;
@@ -3821,6 +3847,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
@@ -3860,6 +3887,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
@@ -3912,6 +3940,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
@@ -3963,6 +3992,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
@@ -4034,8 +4064,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float mu;
@@ -4103,6 +4132,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
@@ -4147,8 +4177,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float mu;
@@ -4238,6 +4267,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
@@ -4283,8 +4313,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
-        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float mu;
@@ -4374,6 +4403,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
@@ -4417,6 +4447,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
@@ -4469,6 +4500,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
@@ -4520,6 +4552,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
@@ -4595,8 +4628,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float mu;
@@ -4664,6 +4696,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
@@ -4708,8 +4741,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float mu;
@@ -4799,6 +4831,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
@@ -4844,8 +4877,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
-        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float mu;
@@ -4935,6 +4967,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
@@ -4978,6 +5011,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
@@ -5030,6 +5064,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
@@ -5081,6 +5116,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
@@ -5156,8 +5192,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(c
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float mu;
@@ -5225,6 +5260,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(c
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float b__lanes[4];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
@@ -5269,8 +5305,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float mu;
@@ -5360,6 +5395,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float b__lanes[4];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
@@ -5405,8 +5441,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)4);
-        const int64_t x_row_1 = (x_row_element % (int64_t)58112);
-        emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float mu;
@@ -5496,6 +5531,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float b__lanes[4];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
@@ -5539,6 +5575,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
@@ -5591,6 +5628,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
@@ -5642,6 +5680,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float b__lanes[4];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
@@ -5717,8 +5756,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float ms;
@@ -5757,6 +5795,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
@@ -5799,8 +5838,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float ms;
@@ -5850,6 +5888,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __half g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
@@ -5893,8 +5932,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
-        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float ms;
@@ -5944,6 +5982,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __half g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
@@ -5985,6 +6024,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]);
@@ -6037,6 +6077,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __half g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
@@ -6110,8 +6151,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float ms;
@@ -6150,6 +6190,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
@@ -6192,8 +6233,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float ms;
@@ -6243,6 +6283,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) __nv_bfloat16 g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
@@ -6286,8 +6327,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)8);
-        const int64_t x_row_1 = (x_row_element % (int64_t)116224);
-        emmy_copy_async_lanes<8>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<8>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float ms;
@@ -6337,6 +6377,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
@@ -6378,6 +6419,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]);
@@ -6430,6 +6472,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) __nv_bfloat16 g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
@@ -6503,8 +6546,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(con
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
-      const int64_t x_row_1 = (x_row_element % (int64_t)2048);
-      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float ms;
@@ -6543,6 +6585,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(con
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
@@ -6585,8 +6628,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(c
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
-      const int64_t x_row_1 = (x_row_element % (int64_t)8192);
-      emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+      emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
     }
     emmy_wait_for_copies<0>();
     float ms;
@@ -6636,6 +6678,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(c
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
     if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
       const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
+      #pragma unroll 1
       for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
@@ -6679,8 +6722,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       __syncthreads();
       for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
         const int64_t x_row_element = (x_row_vector * (int64_t)4);
-        const int64_t x_row_1 = (x_row_element % (int64_t)58112);
-        emmy_copy_async_lanes<4>(x_row, x_row_1, x, ((n * D) + x_row_1), (n < N) ? (D - x_row_1) : (int64_t)0);
+        emmy_copy_async_lanes<4>(x_row, x_row_element, x, ((n * D) + x_row_element), (n < N) ? (D - x_row_element) : (int64_t)0);
       }
       emmy_wait_for_copies<0>();
       float ms;
@@ -6730,6 +6772,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
         const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
@@ -6771,6 +6814,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
@@ -6823,6 +6867,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
       if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
         const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+        #pragma unroll 1
         for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
