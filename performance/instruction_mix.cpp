@@ -169,7 +169,6 @@ double LoopMix::memoryInstructions() const {
 double KernelMix::cyclesPerMemoryInstruction() const {
   double cycles = 0, memory = 0;
   for (const LoopMix& loop : loops) {
-    if (!loop.innermost) continue;
     cycles += loop.issueCycles;
     memory += loop.memoryInstructions();
   }

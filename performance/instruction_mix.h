@@ -65,9 +65,8 @@ struct KernelMix {
   // are theirs. None for a kernel without loops.
   std::vector<LoopMix> loops;
   LoopMix whole;  // every instruction of the kernel, once: for a kernel without loops
-  // Issue cycles per global or shared access of a warp in its innermost loops (in the whole kernel when
-  // they make none): the static model's issue time is this times the accesses its threads make. An outer
-  // loop's own instructions (a row's setup) run once per trip of it, not once per access.
+  // Issue cycles per global or shared access of a warp in its loops (in the whole kernel when they make
+  // none): the static model's issue time is this times the accesses its threads make.
   double cyclesPerMemoryInstruction() const;
   bool usesTensorCores() const { return whole.instructions.count(InstructionClass::TensorCore) > 0; }
 };

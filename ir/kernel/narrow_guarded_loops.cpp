@@ -5,12 +5,9 @@
 // their iterations paid two 64-bit comparisons and branches for it.
 //
 // When the guarded body then chooses between a whole vector and its elements one by one (an IfAligned
-// whose condition has the same form: the vector's last element is in the row), the loop becomes two:
-// the whole vectors, then the rest element by element, which is at most one iteration in the row
-// kernels ("the tail handled once"). Where the choice also tests addresses (a vector store to global
-// memory), each address moving by a multiple of the vector's bytes per iteration, the addresses are
-// aligned at every iteration if at the first: they are tested once, before both loops, and where they
-// are not, one loop takes every element one by one.
+// without addresses, whose condition has the same form: the vector's last element is in the row), the
+// loop becomes two: the whole vectors, then the rest element by element, which is at most one
+// iteration in the row kernels ("the tail handled once").
 //
 // Loops with a constant trip count that are unrolled keep their form: their bounds stay constant.
 #include "ir/kernel/narrow_guarded_loops.h"
@@ -80,19 +77,6 @@ private:
 
 StmtPtr narrow(const StmtPtr& stmt, Names& names);
 
-// Does each address `choice` tests move by a multiple of its bytes (so of its alignment) each time `var`
-// grows by one, reading no buffer? Then it is aligned at every iteration where it is at the first.
-bool alignedAtEveryIteration(const IfAligned& choice, const std::string& var) {
-  for (const Address& address : choice.addresses) {
-    if (!address.element) continue;
-    std::optional<int64_t> stride = coefficientOf(*address.element, var);
-    bool readsBuffers = false;
-    forEachNode(*address.element, [&](const Expr& node) { readsBuffers = readsBuffers || node.as<Load>(); });
-    if (!stride || *stride % choice.bytes != 0 || readsBuffers) return false;
-  }
-  return true;
-}
-
 // `loop` with its guard's terms of that form moved into its end, and split where its body chooses a
 // whole vector, when it has that shape; else null.
 StmtPtr narrowLoop(const For& loop, Names& names) {
@@ -119,7 +103,7 @@ StmtPtr narrowLoop(const For& loop, Names& names) {
   const auto* choice = inner->as<IfAligned>();
   const auto* step = loop.step->as<IntImm>();
   std::optional<ExprPtr> whole;
-  if (choice && choice->condition && step && step->value == 1 && alignedAtEveryIteration(*choice, loop.var)) {
+  if (choice && choice->addresses.empty() && choice->condition && step && step->value == 1) {
     std::vector<ExprPtr> wholeTerms;
     termsOf(choice->condition, wholeTerms);
     whole = endVar;
@@ -138,28 +122,10 @@ StmtPtr narrowLoop(const For& loop, Names& names) {
   }
   std::string split = names.fresh(loop.var + "__whole");
   ExprPtr splitVar = std::make_shared<AxisVar>(split);
-  // Without the tests nvcc would unroll the whole vectors' loop, its loads all live at once (softmax<f32>
-  // reading rows from global memory: 106 registers, 45 rolled).
-  bool rolled = loop.rolled || !choice->addresses.empty();
-  std::vector<StmtPtr> vectors{
-      std::make_shared<Let>(split, *whole),
-      std::make_shared<For>(loop.var, loop.begin, splitVar, loop.step, choice->aligned, false, rolled),
-      std::make_shared<For>(loop.var, arithmetic(BinaryOp::Max, loop.begin, splitVar), endVar, loop.step, choice->otherwise,
-                            false, loop.rolled)};
-  if (choice->addresses.empty()) {
-    stmts.insert(stmts.end(), vectors.begin(), vectors.end());
-    return std::make_shared<Block>(stmts);
-  }
-  std::vector<Address> first;
-  for (const Address& address : choice->addresses)
-    first.push_back({address.buffer, address.element ? simplifyIndex(rewrite(address.element, [&](const Expr& node) -> ExprPtr {
-                                                         const auto* axis = node.as<AxisVar>();
-                                                         return axis && axis->name == loop.var ? loop.begin : nullptr;
-                                                       }))
-                                                     : nullptr});
-  stmts.push_back(std::make_shared<IfAligned>(
-      first, choice->bytes, nullptr, std::make_shared<Block>(vectors),
-      std::make_shared<For>(loop.var, loop.begin, endVar, loop.step, choice->otherwise, false, loop.rolled)));
+  stmts.push_back(std::make_shared<Let>(split, *whole));
+  stmts.push_back(std::make_shared<For>(loop.var, loop.begin, splitVar, loop.step, choice->aligned, false, loop.rolled));
+  stmts.push_back(std::make_shared<For>(loop.var, arithmetic(BinaryOp::Max, loop.begin, splitVar), endVar, loop.step,
+                                        choice->otherwise, false, loop.rolled));
   return std::make_shared<Block>(stmts);
 }
 

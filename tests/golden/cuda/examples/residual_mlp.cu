@@ -238,10 +238,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(co
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&h[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
         alignas(16) float h__x_row__lanes[4];
@@ -252,18 +250,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(co
           h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -1255,10 +1242,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&h[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
         alignas(16) float h__x_row__lanes[4];
@@ -1269,18 +1254,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(
           h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -2273,10 +2247,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&h[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float h__x_row__lanes[4];
@@ -2287,18 +2259,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
             h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              h[((n * D) + d)] = ((h__x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -2315,28 +2276,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       h__ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
           }
-        }
-        for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              h__ms__acc = (h__ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
@@ -2368,10 +2316,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&h[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float x__lanes[4];
@@ -2382,18 +2328,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
             h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(h__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);

@@ -339,10 +339,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
     d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -351,18 +349,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
             y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -374,10 +361,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -386,18 +371,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
             y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -511,10 +485,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
     d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -523,18 +495,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
             y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -546,10 +507,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -558,18 +517,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
             y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -684,10 +632,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-          const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __half x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
             alignas(16) __half y__lanes[8];
@@ -696,18 +642,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -719,10 +654,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         }
       } else {
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-          const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __half x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
             alignas(16) __half y__lanes[8];
@@ -731,18 +664,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -760,28 +682,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -815,28 +724,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       float d_step_3__invariant_0;
       d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -870,10 +766,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-          const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
             alignas(16) __half y__lanes[8];
@@ -882,18 +776,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole2); d_step < d_step__end2; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -905,10 +788,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         }
       } else {
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-          const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
             alignas(16) __half y__lanes[8];
@@ -917,18 +798,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
               y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole3); d_step < d_step__end3; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1051,10 +921,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
     d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1063,18 +931,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
             y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -1086,10 +943,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1098,18 +953,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
             y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -1223,10 +1067,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
     d_step__invariant_1 = (float)emmy_f32(m);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1235,18 +1077,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
             y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -1258,10 +1089,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1270,18 +1099,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
             y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -1396,10 +1214,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-          const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __nv_bfloat16 x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
             alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1408,18 +1224,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1431,10 +1236,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         }
       } else {
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-          const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __nv_bfloat16 x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
             alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1443,18 +1246,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1472,28 +1264,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -1527,28 +1306,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       float d_step_3__invariant_0;
       d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -1582,10 +1348,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       d_step__invariant_1 = (float)emmy_f32(m);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-          const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
             alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1594,18 +1358,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole2); d_step < d_step__end2; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1617,10 +1370,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         }
       } else {
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-          const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
             alignas(16) __nv_bfloat16 y__lanes[8];
@@ -1629,18 +1380,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
               y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s));
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole3); d_step < d_step__end3; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -1759,10 +1499,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
     d_step__reciprocal_0 = (1.0f / s);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -1771,18 +1509,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
             y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -1794,10 +1521,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -1806,18 +1531,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
             y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -1927,10 +1641,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
     d_step__reciprocal_0 = (1.0f / s);
     if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -1939,18 +1651,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
             y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -1962,10 +1663,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
       }
     } else {
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -1974,18 +1673,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
             y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -2096,10 +1784,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-          const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float x_row__lanes[4];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) float y__lanes[4];
@@ -2108,18 +1794,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
               y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -2131,10 +1806,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         }
       } else {
         const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-          const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float x_row__lanes[4];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
             alignas(16) float y__lanes[4];
@@ -2143,18 +1816,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
               y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -2172,28 +1834,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
@@ -2225,28 +1874,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
@@ -2278,10 +1914,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       d_step__reciprocal_0 = (1.0f / s);
       if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
         const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-          const int64_t d_step__whole2 = emmy_min(d_step__end2, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole2; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
             alignas(16) float y__lanes[4];
@@ -2290,18 +1924,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
               y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole2); d_step < d_step__end2; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -2313,10 +1936,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         }
       } else {
         const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-        if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-          const int64_t d_step__whole3 = emmy_min(d_step__end3, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-          #pragma unroll 1
-          for (int64_t d_step = (int64_t)0; d_step < d_step__whole3; d_step += (int64_t)1) {
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
             alignas(16) float x__lanes[4];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
             alignas(16) float y__lanes[4];
@@ -2325,18 +1946,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
               y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-          }
-          for (int64_t d_step = emmy_max((int64_t)0, d_step__whole3); d_step < d_step__end3; d_step += (int64_t)1) {
-            #pragma unroll
-            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-              if ((d < D)) {
-                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
-              }
-            }
-          }
-        } else {
-          for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -2458,10 +2068,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
     float d_step__invariant_1;
     d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
         alignas(16) __half y__lanes[8];
@@ -2470,18 +2078,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
           y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -2593,10 +2190,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
     float d_step__invariant_1;
     d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
         alignas(16) __half y__lanes[8];
@@ -2605,18 +2200,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
           y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -2729,10 +2313,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float d_step__invariant_1;
       d_step__invariant_1 = logf(s);
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
           alignas(16) __half y__lanes[8];
@@ -2741,18 +2323,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -2769,28 +2340,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -2824,28 +2382,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float d_step_3__invariant_0;
       d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -2878,10 +2423,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float d_step__invariant_1;
       d_step__invariant_1 = logf(s);
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
           alignas(16) __half y__lanes[8];
@@ -2890,18 +2433,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_0) - d_step__invariant_1));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -3022,10 +2554,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
     float d_step__invariant_1;
     d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
         alignas(16) __nv_bfloat16 y__lanes[8];
@@ -3034,18 +2564,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
           y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -3157,10 +2676,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
     float d_step__invariant_1;
     d_step__invariant_1 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
         alignas(16) __nv_bfloat16 y__lanes[8];
@@ -3169,18 +2686,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
           y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -3293,10 +2799,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float d_step__invariant_1;
       d_step__invariant_1 = logf(s);
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -3305,18 +2809,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_0) - d_step__invariant_1));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -3333,28 +2826,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -3388,28 +2868,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float d_step_3__invariant_0;
       d_step_3__invariant_0 = (float)emmy_f32(m);
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -3442,10 +2909,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float d_step__invariant_1;
       d_step__invariant_1 = logf(s);
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
           alignas(16) __nv_bfloat16 y__lanes[8];
@@ -3454,18 +2919,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_0) - d_step__invariant_1));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -3582,10 +3036,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0
     float d_step__invariant_0;
     d_step__invariant_0 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
         alignas(16) float x_row__lanes[4];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)4));
         alignas(16) float y__lanes[4];
@@ -3594,18 +3046,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0
           y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -3713,10 +3154,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__
     float d_step__invariant_0;
     d_step__invariant_0 = logf(s);
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
         alignas(16) float x_row__lanes[4];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)4));
         alignas(16) float y__lanes[4];
@@ -3725,18 +3164,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__
           y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -3845,10 +3273,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x_row__lanes[4];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
           alignas(16) float y__lanes[4];
@@ -3857,18 +3283,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
             y__lanes[d_element] = ((x_row__lanes[d_element] - m) - d_step__invariant_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m) - d_step__invariant_0);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -3885,28 +3300,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       m__acc = -INFINITY;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-            if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
@@ -3938,28 +3340,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       s__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
@@ -3990,10 +3379,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       float d_step__invariant_0;
       d_step__invariant_0 = logf(s);
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
           alignas(16) float y__lanes[4];
@@ -4002,18 +3389,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
             y__lanes[d_element] = ((x__lanes[d_element] - m) - d_step__invariant_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((x[((n * D) + d)] - m) - d_step__invariant_0);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -4130,10 +3506,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __half b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __half w__lanes[8];
@@ -4146,18 +3520,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
           y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -4265,10 +3628,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __half b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __half w__lanes[8];
@@ -4281,18 +3642,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
           y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -4401,10 +3751,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half w__lanes[8];
@@ -4417,18 +3765,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
             y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -4445,28 +3782,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
-            if ((d_1 < D)) {
-              mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -4498,28 +3822,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -4550,10 +3861,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half w__lanes[8];
@@ -4566,18 +3875,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
             y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -4694,10 +3992,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __nv_bfloat16 b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 w__lanes[8];
@@ -4710,18 +4006,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
           y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -4829,10 +4114,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __nv_bfloat16 b__lanes[8];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 w__lanes[8];
@@ -4845,18 +4128,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
           y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -4965,10 +4237,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 w__lanes[8];
@@ -4981,18 +4251,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
             y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -5009,28 +4268,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_4 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             mu__acc = (mu__acc + (float)emmy_f32(x__lanes[d_element_4]));
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
-            if ((d_1 < D)) {
-              mu__acc = (mu__acc + (float)emmy_f32(x[((n * D) + d_1)]));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
@@ -5062,28 +4308,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_3 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             var__acc = (var__acc + (((float)emmy_f32(x__lanes[d_element_3]) - mu) * ((float)emmy_f32(x__lanes[d_element_3]) - mu)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              var__acc = (var__acc + (((float)emmy_f32(x[((n * D) + d_1)]) - mu) * ((float)emmy_f32(x[((n * D) + d_1)]) - mu)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
@@ -5114,10 +4347,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 b__lanes[8];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 w__lanes[8];
@@ -5130,18 +4361,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
             y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((((float)emmy_f32(x[((n * D) + d)]) - mu) * d_step__invariant_0) * (float)emmy_f32(w[d])) + (float)emmy_f32(b[d])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -5258,10 +4478,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(c
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
         alignas(16) float b__lanes[4];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
         alignas(16) float w__lanes[4];
@@ -5274,18 +4492,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(c
           y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -5393,10 +4600,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((var + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
         alignas(16) float b__lanes[4];
         *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
         alignas(16) float w__lanes[4];
@@ -5409,18 +4614,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0
           y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -5529,10 +4723,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float b__lanes[4];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float w__lanes[4];
@@ -5545,18 +4737,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
             y__lanes[d_element] = ((((x_row__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -5573,28 +4754,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       mu__acc = 0.0f;
       const int64_t d_lane_4 = (int64_t)threadIdx.x;
       const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_4 * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step_4__whole = emmy_min(d_step_4__end, (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_4 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__whole; d_step_4 += (int64_t)1) {
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             mu__acc = (mu__acc + x__lanes[d_element_4]);
           }
-        }
-        for (int64_t d_step_4 = emmy_max((int64_t)0, d_step_4__whole); d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
-            if ((d_1 < D)) {
-              mu__acc = (mu__acc + x[((n * D) + d_1)]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
@@ -5626,28 +4794,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       var__acc = 0.0f;
       const int64_t d_lane_3 = (int64_t)threadIdx.x;
       const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_3 * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step_3__whole = emmy_min(d_step_3__end, (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_3 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__whole; d_step_3 += (int64_t)1) {
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
           }
-        }
-        for (int64_t d_step_3 = emmy_max((int64_t)0, d_step_3__whole); d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-            if ((d_1 < D)) {
-              var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
@@ -5678,10 +4833,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((var + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&b[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&w[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float b__lanes[4];
           *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float w__lanes[4];
@@ -5694,18 +4847,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
             y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -5793,10 +4935,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __half g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __half x_row__lanes[8];
@@ -5807,18 +4947,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
           y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -5886,10 +5015,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __half g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __half x_row__lanes[8];
@@ -5900,18 +5027,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
           y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -5980,10 +5096,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half x_row__lanes[8];
@@ -5994,18 +5108,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -6022,28 +5125,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
           }
-        }
-        for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
-            if ((d_1 < D)) {
-              ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
@@ -6075,10 +5165,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half x__lanes[8];
@@ -6089,18 +5177,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
             y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -6188,10 +5265,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __nv_bfloat16 g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 x_row__lanes[8];
@@ -6202,18 +5277,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
           y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
@@ -6281,10 +5345,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __nv_bfloat16 g__lanes[8];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 x_row__lanes[8];
@@ -6295,18 +5357,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
           y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
@@ -6375,10 +5426,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 x_row__lanes[8];
@@ -6389,18 +5438,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -6417,28 +5455,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             ms__acc = (ms__acc + ((float)emmy_f32(x__lanes[d_element_2]) * (float)emmy_f32(x__lanes[d_element_2])));
           }
-        }
-        for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
-            if ((d_1 < D)) {
-              ms__acc = (ms__acc + ((float)emmy_f32(x[((n * D) + d_1)]) * (float)emmy_f32(x[((n * D) + d_1)])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8) + d_element_2);
@@ -6470,10 +5495,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)8))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)8))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 g__lanes[8];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 x__lanes[8];
@@ -6484,18 +5507,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
             y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(((float)emmy_f32(x[((n * D) + d)]) * d_step__invariant_0) * (float)emmy_f32(g[d])));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
@@ -6583,10 +5595,8 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(con
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)32)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)4)]);
         alignas(16) float x_row__lanes[4];
@@ -6597,18 +5607,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(con
           y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
@@ -6676,10 +5675,8 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(c
     float d_step__invariant_0;
     d_step__invariant_0 = rsqrtf((ms + eps));
     const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)128)));
-    if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
-      const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
-      #pragma unroll 1
-      for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+    for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
         alignas(16) float g__lanes[4];
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)4)]);
         alignas(16) float x_row__lanes[4];
@@ -6690,18 +5687,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(c
           y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
         }
         *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-      }
-      for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-        #pragma unroll
-        for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-          const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
-          if ((d < D)) {
-            y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-          }
-        }
-      }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+      } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
           const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
@@ -6770,10 +5756,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)]) & 15) == 0) {
-        const int64_t d_step__whole = emmy_min(d_step__end, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float x_row__lanes[4];
@@ -6784,18 +5768,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
             y__lanes[d_element] = ((x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole); d_step < d_step__end; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__invariant_0) * g[d]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
@@ -6812,28 +5785,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       ms__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&x[((n * D) + (d_lane_2 * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]) & 15) == 0 && (((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4))]);
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             ms__acc = (ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
           }
-        }
-        for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
-            if ((d_1 < D)) {
-              ms__acc = (ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
@@ -6865,10 +5825,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       float d_step__invariant_0;
       d_step__invariant_0 = rsqrtf((ms + eps));
       const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
-      if ((((unsigned long long)(const void*)&y[((n * D) + (d_lane * (int64_t)4))] | (unsigned long long)(const void*)&g[(d_lane * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (d_lane * (int64_t)4))]) & 15) == 0) {
-        const int64_t d_step__whole1 = emmy_min(d_step__end1, (((D - ((d_lane * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
-        #pragma unroll 1
-        for (int64_t d_step = (int64_t)0; d_step < d_step__whole1; d_step += (int64_t)1) {
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float g__lanes[4];
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
           alignas(16) float x__lanes[4];
@@ -6879,18 +5837,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
             y__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
-        }
-        for (int64_t d_step = emmy_max((int64_t)0, d_step__whole1); d_step < d_step__end1; d_step += (int64_t)1) {
-          #pragma unroll
-          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
-            if ((d < D)) {
-              y[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
-            }
-          }
-        }
-      } else {
-        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
