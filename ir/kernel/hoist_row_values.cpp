@@ -182,7 +182,10 @@ StmtPtr hoistAtLoop(const For& loop, const StmtPtr& original) {
       if (!reciprocals || !division || division->op != BinaryOp::Div || !floating(division->dtype) ||
           !invariant(*division->rhs, effects.written))
         return nullptr;
-      return std::make_shared<Binary>(division->dtype, BinaryOp::Mul, rewrite(division->lhs, replace), localFor(division->rhs, true));
+      // One after the other: the locals are numbered in the order found, the same with every compiler.
+      ExprPtr reciprocal = localFor(division->rhs, true);
+      ExprPtr numerator = rewrite(division->lhs, replace);
+      return std::make_shared<Binary>(division->dtype, BinaryOp::Mul, numerator, reciprocal);
     };
     return replace;
   };
