@@ -1,6 +1,9 @@
 #include "performance/instruction_mix.h"
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
+#include <set>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -75,7 +78,41 @@ struct Instruction {
   std::string opcode;  // with its type suffixes: "ld.global.nc.v4.u32"
   std::string text;
   int line;
+  std::vector<std::string> writes, reads;  // registers ("%rd12")
+  bool guarded = false;  // by a predicate ("@%p1 bra ...")
+  bool startsBlock = false;  // a label's, or the one after a branch
 };
+
+// The registers `text` names, in order ("%r1", "%rd7"; not "%tid.x").
+std::vector<std::string> registersIn(const std::string& text) {
+  std::vector<std::string> found;
+  for (size_t at = text.find('%'); at != std::string::npos; at = text.find('%', at + 1)) {
+    size_t end = at + 1;
+    while (end < text.size() && std::isalpha(static_cast<unsigned char>(text[end]))) ++end;
+    size_t digits = end;
+    while (end < text.size() && std::isdigit(static_cast<unsigned char>(text[end]))) ++end;
+    if (end > digits && (end == text.size() || text[end] != '.')) found.push_back(text.substr(at, end - at));
+  }
+  return found;
+}
+
+// The registers an instruction writes (its first operand, unless it only reads: stores, branches, barriers,
+// asynchronous copies, reductions to memory) and those it reads (the rest, and a predicate guarding it).
+void readRegisters(Instruction& instruction, const std::string& guard) {
+  const std::string& op = instruction.opcode;
+  std::string operands = instruction.text.substr(std::min(instruction.text.size(), op.size()));
+  auto starts = [&](const char* prefix) { return op.rfind(prefix, 0) == 0; };
+  bool onlyReads = starts("st.") || starts("bra") || starts("bar") || starts("cp.async") || starts("red.") ||
+                   starts("prefetch") || starts("ret") || starts("exit") || starts("stmatrix");
+  size_t firstEnd = 0;
+  if (!onlyReads) {
+    size_t open = operands.find_first_not_of(" \t");
+    firstEnd = open != std::string::npos && operands[open] == '{' ? operands.find('}', open) : operands.find(',');
+    firstEnd = firstEnd == std::string::npos ? 0 : firstEnd;
+  }
+  instruction.writes = registersIn(operands.substr(0, firstEnd));
+  instruction.reads = registersIn(guard + " " + operands.substr(firstEnd));
+}
 
 // A class and a weight (64-bit integer operations and f32 divisions are several hardware instructions).
 std::pair<InstructionClass, double> classify(const std::string& op) {
@@ -119,16 +156,63 @@ double tensorMultiplyAdds(const std::string& op) {
   }
 }
 
-// The mix of the instructions from `first` to `last` but those in `excluded` ranges (the loops inside).
-LoopMix mixOf(const std::vector<Instruction>& instructions, size_t first, size_t last,
-              const std::vector<std::pair<size_t, size_t>>& excluded = {}) {
+// LoopMix::loadBytesInFlight of the instructions `body` (indices in PTX order).
+std::optional<double> bytesInFlight(const std::vector<Instruction>& instructions, const std::vector<size_t>& body) {
+  std::set<std::string> pending;  // the destination registers of the global loads in flight
+  std::set<std::string> loaded;   // and of those since the thread last waited
+  double outstanding = 0, most = 0, copying = 0;
+  bool waitedForCopies = false;
+  bool waits = false;  // at the end of the block: it uses a load's result
+  for (int pass = 0; pass < 2; ++pass)
+    for (size_t i : body) {
+      const Instruction& instruction = instructions[i];
+      const std::string& op = instruction.opcode;
+      if (instruction.startsBlock && waits) {
+        // The thread waited in the last block for its loads (they return about in order): none stays in
+        // flight. Within a block ptxas issues the loads before the uses, so they were in flight together.
+        pending.clear();
+        loaded.clear();
+        outstanding = 0;
+        waits = false;
+      }
+      bool readsPending = std::any_of(instruction.reads.begin(), instruction.reads.end(),
+                                      [&](const std::string& r) { return pending.count(r) > 0; });
+      if (readsPending && op.rfind("mov", 0) == 0) {
+        // A move (unpacking halves from a loaded word, say) renames the register, which ptxas does without
+        // an instruction: what it writes is still in flight.
+        for (const std::string& r : instruction.writes) pending.insert(r), loaded.insert(r);
+        continue;
+      }
+      waits = waits || readsPending;
+      // A register written again holds something else (another path's value, in PTX order).
+      if (op.rfind("ld.global", 0) != 0)
+        for (const std::string& r : instruction.writes) pending.erase(r);
+      if (op.rfind("cp.async.wait", 0) == 0) {
+        waitedForCopies = true;
+        copying = 0;
+      } else if (op.rfind("cp.async.c", 0) == 0 && op.rfind("cp.async.commit", 0) != 0) {
+        copying += instruction.text.find("], 16") != std::string::npos ? 16 : instruction.text.find("], 8") != std::string::npos ? 8 : 4;
+      } else if (op.rfind("ld.global", 0) == 0) {
+        // A load into a register another load of this window filled is another path's (the elements one
+        // by one where the vector could not be read): it adds no bytes in flight.
+        bool again = std::any_of(instruction.writes.begin(), instruction.writes.end(),
+                                 [&](const std::string& r) { return loaded.count(r) > 0; });
+        if (!again) outstanding += accessBytes(op);
+        for (const std::string& r : instruction.writes) pending.insert(r), loaded.insert(r);
+      }
+      most = std::max(most, outstanding + copying);
+    }
+  if (copying > 0 && !waitedForCopies) return std::nullopt;
+  return most;
+}
+
+// The mix of the instructions `body` (indices in PTX order), `first` the loop's header.
+LoopMix mixOf(const std::vector<Instruction>& instructions, const std::vector<size_t>& body, size_t first) {
   LoopMix mix;
   mix.ptxLine = first < instructions.size() ? instructions[first].line : 0;
   std::map<std::string, double> pipeCycles;
   double issue = 0;
-  for (size_t i = first; i <= last && i < instructions.size(); ++i) {
-    if (std::any_of(excluded.begin(), excluded.end(), [&](const auto& range) { return i >= range.first && i <= range.second; }))
-      continue;
+  for (size_t i : body) {
     const std::string& op = instructions[i].opcode;
     auto [c, weight] = classify(op);
     mix.instructions[c] += weight;
@@ -145,8 +229,10 @@ LoopMix mixOf(const std::vector<Instruction>& instructions, size_t first, size_t
                                                             : 4;
       ++mix.globalBytes[bytes];
       mix.words += bytes / 4.0;
+      if (op.rfind("ld.", 0) == 0 || op.rfind("cp.async", 0) == 0) mix.loadBytes += bytes;
     }
   }
+  mix.loadBytesInFlight = bytesInFlight(instructions, body);
   mix.issueCycles = issue;
   mix.boundBy = "issue";
   for (const auto& [pipe, cycles] : pipeCycles)
@@ -155,6 +241,107 @@ LoopMix mixOf(const std::vector<Instruction>& instructions, size_t first, size_t
       mix.boundBy = pipe;
     }
   return mix;
+}
+
+// A loop of the control-flow graph: a header that dominates the blocks with a branch back to it.
+struct NaturalLoop {
+  size_t header;              // its first instruction
+  std::vector<size_t> body;   // its instructions, in PTX order
+  std::vector<size_t> inner;  // those of the loops inside it, in PTX order
+};
+
+// The natural loops of a kernel's instructions (`labels`: label -> index of the instruction after it). A
+// backward branch is not always a loop (the CUDA compiler lays blocks out in any order), so the loops are
+// the back edges of the control-flow graph: a branch to a block that dominates it.
+std::vector<NaturalLoop> naturalLoops(const std::vector<Instruction>& instructions, const std::map<std::string, size_t>& labels) {
+  size_t count = instructions.size();
+  if (count == 0) return {};
+  // Basic blocks: each starts at a label or after a branch.
+  std::vector<bool> starts(count + 1, false);
+  starts[0] = true;
+  for (const auto& [label, at] : labels) starts[at] = true;
+  auto target = [&](const Instruction& branch) -> std::optional<size_t> {
+    std::string name = branch.text.substr(branch.text.find_last_of(" \t") + 1);
+    name.erase(std::remove(name.begin(), name.end(), ';'), name.end());
+    auto found = labels.find(name);
+    return found == labels.end() ? std::nullopt : std::optional<size_t>(found->second);
+  };
+  auto isBranch = [&](const Instruction& i) { return i.opcode.rfind("bra", 0) == 0; };
+  auto ends = [&](const Instruction& i) { return i.opcode == "ret" || i.opcode == "exit"; };
+  for (size_t i = 0; i < count; ++i)
+    if (isBranch(instructions[i]) || ends(instructions[i])) starts[i + 1] = true;
+  std::vector<size_t> first, blockOf(count);
+  for (size_t i = 0; i < count; ++i) {
+    if (starts[i]) first.push_back(i);
+    blockOf[i] = first.size() - 1;
+  }
+  size_t blocks = first.size();
+  std::vector<std::vector<size_t>> successors(blocks), predecessors(blocks);
+  for (size_t b = 0; b < blocks; ++b) {
+    size_t last = (b + 1 < blocks ? first[b + 1] : count) - 1;
+    const Instruction& end = instructions[last];
+    bool unconditional = isBranch(end) && !end.guarded;
+    if (isBranch(end))
+      if (std::optional<size_t> to = target(end); to && *to < count) successors[b].push_back(blockOf[*to]);
+    if (!unconditional && !ends(end) && b + 1 < blocks) successors[b].push_back(b + 1);
+    for (size_t to : successors[b]) predecessors[to].push_back(b);
+  }
+  // Dominators by the iterative data-flow equations, over the blocks reachable from the entry.
+  std::vector<bool> reachable(blocks, false);
+  for (std::vector<size_t> work{0}; !work.empty();) {
+    size_t at = work.back();
+    work.pop_back();
+    if (reachable[at]) continue;
+    reachable[at] = true;
+    for (size_t to : successors[at]) work.push_back(to);
+  }
+  std::vector<std::vector<bool>> dominators(blocks, std::vector<bool>(blocks, true));
+  dominators[0].assign(blocks, false);
+  dominators[0][0] = true;
+  for (bool changed = true; changed;) {
+    changed = false;
+    for (size_t b = 1; b < blocks; ++b) {
+      if (!reachable[b]) continue;
+      std::vector<bool> meet(blocks, true);
+      for (size_t p : predecessors[b])
+        if (reachable[p])
+          for (size_t d = 0; d < blocks; ++d) meet[d] = meet[d] && dominators[p][d];
+      meet[b] = true;
+      if (meet != dominators[b]) {
+        dominators[b] = std::move(meet);
+        changed = true;
+      }
+    }
+  }
+  // Each header's loop: the blocks that reach one of its back edges without passing through it.
+  std::map<size_t, std::set<size_t>> bodies;
+  for (size_t b = 0; b < blocks; ++b)
+    for (size_t to : successors[b]) {
+      if (!reachable[b] || !dominators[b][to]) continue;
+      std::set<size_t>& body = bodies[to];
+      body.insert(to);
+      std::vector<size_t> work{b};
+      while (!work.empty()) {
+        size_t at = work.back();
+        work.pop_back();
+        if (!body.insert(at).second) continue;
+        for (size_t p : predecessors[at]) work.push_back(p);
+      }
+    }
+  auto instructionsOf = [&](const std::set<size_t>& body) {
+    std::vector<size_t> indices;
+    for (size_t b : body)
+      for (size_t i = first[b]; i < (b + 1 < blocks ? first[b + 1] : count); ++i) indices.push_back(i);
+    return indices;
+  };
+  std::vector<NaturalLoop> loops;
+  for (const auto& [header, body] : bodies) {
+    std::set<size_t> inner;
+    for (const auto& [other, otherBody] : bodies)
+      if (other != header && body.count(other)) inner.insert(otherBody.begin(), otherBody.end());
+    loops.push_back({first[header], instructionsOf(body), instructionsOf(inner)});
+  }
+  return loops;
 }
 
 }  // namespace
@@ -179,6 +366,15 @@ double KernelMix::cyclesPerMemoryInstruction() const {
   return memory > 0 ? cycles / memory : 0;
 }
 
+std::optional<KernelMix::InFlight> KernelMix::loadBytesInFlight() const {
+  const LoopMix* main = nullptr;
+  for (const LoopMix& loop : loops)
+    if (loop.innermost && loop.loadBytes > 0 && (!main || loop.loadBytes > main->loadBytes)) main = &loop;
+  const LoopMix& measured = main ? *main : whole;
+  if (!measured.loadBytesInFlight || *measured.loadBytesInFlight == 0) return std::nullopt;
+  return InFlight{*measured.loadBytesInFlight, main ? main->ptxLine : 0};
+}
+
 std::vector<KernelMix> instructionMix(const std::string& ptx) {
   std::vector<KernelMix> kernels;
   std::istringstream text(ptx);
@@ -187,29 +383,24 @@ std::vector<KernelMix> instructionMix(const std::string& ptx) {
   bool inBody = false;
   auto finish = [&] {
     KernelMix& kernel = kernels.back();
-    // Loops: backward branches; the innermost are those that hold no other.
-    std::vector<std::pair<size_t, size_t>> loops;
-    for (size_t i = 0; i < instructions.size(); ++i) {
-      if (instructions[i].opcode.rfind("bra", 0) != 0) continue;
-      std::string target = instructions[i].text.substr(instructions[i].text.find_last_of(" \t") + 1);
-      target.erase(std::remove(target.begin(), target.end(), ';'), target.end());
-      if (auto label = labels.find(target); label != labels.end() && label->second <= i) loops.push_back({label->second, i});
-    }
-    for (const auto& loop : loops) {
-      std::vector<std::pair<size_t, size_t>> inner;
-      for (const auto& other : loops)
-        if (other != loop && other.first >= loop.first && other.second <= loop.second) inner.push_back(other);
-      LoopMix mix = mixOf(instructions, loop.first, loop.second, inner);
-      mix.innermost = inner.empty();
+    for (const NaturalLoop& loop : naturalLoops(instructions, labels)) {
+      std::vector<size_t> own;  // the loop's instructions but those of the loops inside it
+      for (size_t i : loop.body)
+        if (!std::binary_search(loop.inner.begin(), loop.inner.end(), i)) own.push_back(i);
+      LoopMix mix = mixOf(instructions, own, loop.header);
+      mix.innermost = loop.inner.empty();
       kernel.loops.push_back(std::move(mix));
     }
     std::sort(kernel.loops.begin(), kernel.loops.end(), [](const LoopMix& a, const LoopMix& b) { return a.ptxLine < b.ptxLine; });
-    if (!instructions.empty()) kernel.whole = mixOf(instructions, 0, instructions.size() - 1);
+    std::vector<size_t> all(instructions.size());
+    for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+    if (!instructions.empty()) kernel.whole = mixOf(instructions, all, 0);
     instructions.clear();
     labels.clear();
   };
   int number = 0;
   int depth = 0;
+  size_t labelledAt = std::string::npos;  // the instruction after the last label
   for (std::string line; std::getline(text, line);) {
     ++number;
     size_t start = line.find_first_not_of(" \t");
@@ -220,6 +411,7 @@ std::vector<KernelMix> instructionMix(const std::string& ptx) {
       std::string name = trimmed.substr(trimmed.find(".entry") + 7);
       name = name.substr(0, name.find_first_of("( \t"));
       kernels.push_back({name, {}, {}});
+      labelledAt = std::string::npos;
       inBody = false;
       depth = 0;
       continue;
@@ -239,15 +431,22 @@ std::vector<KernelMix> instructionMix(const std::string& ptx) {
     }
     if (!inBody) continue;
     if (trimmed.back() == ':') {
-      labels[trimmed.substr(0, trimmed.size() - 1)] = instructions.size();
+      labels[trimmed.substr(0, trimmed.size() - 1)] = labelledAt = instructions.size();
       continue;
     }
     if (trimmed[0] == '.') continue;  // declarations
-    std::string instruction = trimmed;
-    if (instruction[0] == '@') instruction = instruction.substr(instruction.find_first_of(" \t") + 1);
+    std::string instruction = trimmed, guard;
+    if (instruction[0] == '@') {
+      guard = instruction.substr(0, instruction.find_first_of(" \t"));
+      instruction = instruction.substr(instruction.find_first_of(" \t") + 1);
+    }
     size_t opcodeStart = instruction.find_first_not_of(" \t");
-    std::string opcode = instruction.substr(opcodeStart, instruction.find_first_of(" \t;", opcodeStart) - opcodeStart);
-    instructions.push_back({opcode, instruction, number});
+    instruction = instruction.substr(opcodeStart);
+    std::string opcode = instruction.substr(0, instruction.find_first_of(" \t;"));
+    bool afterBranch = !instructions.empty() && instructions.back().opcode.rfind("bra", 0) == 0;
+    bool labelled = labelledAt == instructions.size();
+    instructions.push_back({opcode, instruction, number, {}, {}, !guard.empty(), afterBranch || labelled});
+    readRegisters(instructions.back(), guard);
   }
   return kernels;
 }

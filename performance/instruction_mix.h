@@ -22,6 +22,7 @@
 #pragma once
 
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -56,6 +57,12 @@ struct LoopMix {
   double words = 0;         // 4-byte words of global memory loaded and stored per thread iteration
   double issueCycles = 0;   // per warp iteration on one SM
   std::string boundBy;      // the pipe (or "issue") that takes the most cycles
+  // The most bytes of global loads a thread has issued and not yet used, at any point of an iteration (two
+  // iterations walked in PTX order, so that a load issued for the next one counts): a thread stalls at the
+  // first use of a load's result, so this is what it keeps in flight. 0 without global loads; none where
+  // asynchronous copies are not waited for within the loop (they stay in flight across its iterations).
+  std::optional<double> loadBytesInFlight = 0;
+  double loadBytes = 0;  // of global loads (and asynchronous copies) per thread iteration
   double memoryInstructions() const;  // global and shared loads and stores per thread iteration
 };
 
@@ -68,6 +75,15 @@ struct KernelMix {
   // Issue cycles per global or shared access of a warp in its loops (in the whole kernel when they make
   // none): the static model's issue time is this times the accesses its threads make.
   double cyclesPerMemoryInstruction() const;
+  // The global-load bytes a thread keeps in flight in the innermost loop that loads the most per iteration
+  // (its main loop: not a loop of the last few elements), or in the whole kernel where no loop loads, with
+  // that loop's PTX line (0 for the whole kernel); none where that loop copies asynchronously or nothing is
+  // loaded.
+  struct InFlight {
+    double bytes;
+    int ptxLine;
+  };
+  std::optional<InFlight> loadBytesInFlight() const;
   bool usesTensorCores() const { return whole.instructions.count(InstructionClass::TensorCore) > 0; }
 };
 

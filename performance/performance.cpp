@@ -492,6 +492,11 @@ int64_t declaredSharedBytes(const kernel::Stmt& stmt) {
 // barrier stalls a block, and a kernel launch. Shared memory serves one wavefront per clock per SM.
 constexpr double kMultiprocessorCount = 132, kClock = 1.98e9, kL2Bandwidth = 10e12;
 constexpr double kWarpsToHideLatency = 16, kBarrierSeconds = 40 / kClock, kLaunchSeconds = 3e-6;
+// A global load's latency under load (DRAM; assumed, not yet measured here): by Little's law the machine
+// reaches its bandwidth only with bandwidth x latency bytes in flight, about 25 KB per SM; a kernel whose
+// resident threads keep fewer (LoopMix::loadBytesInFlight) moves its bytes at that share of the bandwidth.
+constexpr double kLoadLatencySeconds = 700e-9;
+constexpr double kBytesInFlightPerSm = kBandwidth * kLoadLatencySeconds / kMultiprocessorCount;
 // The part of the issue time that the memory time does not hide when memory bounds the kernel: of two
 // candidates that move the same bytes, the one that issues fewer instructions is faster.
 constexpr double kUnhiddenIssue = 0.1;
@@ -507,6 +512,9 @@ struct KernelTime {
 // The terms of a CUDA kernel's time at `sizes`, each the time its work takes on the whole machine.
 struct KernelTerms {
   double memory = 0, l2 = 0, shared = 0, issue = 0, arithmetic = 0;
+  // The memory time at the bandwidth the loads kept in flight reach (memory where they reach all of it).
+  double memoryInFlight = 0;
+  double bytesInFlightPerSm = 0;  // 0: not limited (asynchronous copies, or no global loads)
   bool tensorCores = false;
   double barriers = 0;  // per thread
 };
@@ -528,6 +536,14 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
   terms.issue = mix ? mix->cyclesPerMemoryInstruction() * counter.memoryInstructions * warps / (kMultiprocessorCount * kClock) : 0;
   terms.arithmetic = flops / (terms.tensorCores ? kTensorPeakFlops : kPeakFlops);
   terms.barriers = counter.barriers;
+  terms.memoryInFlight = terms.memory;
+  if (std::optional<KernelMix::InFlight> inFlight = mix ? mix->loadBytesInFlight() : std::nullopt) {
+    Occupancy occupancy = occupancyOf(function, atLaunch(function, resources, arch, sizes), arch);
+    double residentBlocks = std::min<double>(static_cast<double>(occupancy.blocksPerSm), std::ceil(blocks / kMultiprocessorCount));
+    terms.bytesInFlightPerSm = residentBlocks * function.threadsPerBlock() * inFlight->bytes;
+    if (terms.bytesInFlightPerSm > 0)
+      terms.memoryInFlight = terms.memory * std::max(1.0, kBytesInFlightPerSm / terms.bytesInFlightPerSm);
+  }
   return terms;
 }
 
@@ -536,7 +552,7 @@ KernelTime estimateKernel(const kernel::Function& function, const Lowered& lower
   double blocks = 1;
   for (const tensor::ExprPtr& extent : function.gridBlocks) blocks *= static_cast<double>(evaluateIndex(*extent, sizes));
   KernelTerms terms = kernelTerms(function, lowered, mix, resources, arch, sizes);
-  std::pair<double, const char*> bounds[] = {{terms.memory, "memory"},
+  std::pair<double, const char*> bounds[] = {{terms.memoryInFlight, terms.memoryInFlight > terms.memory ? "loads in flight" : "memory"},
                                              {terms.l2, "L2 traffic"},
                                              {terms.shared, "shared-memory wavefronts"},
                                              {terms.issue, "instruction issue"},
@@ -587,6 +603,13 @@ std::string mixLines(const kernel::Function& function, const Lowered& lowered, c
     text += fmt::format("\n  issue time {} against memory time {}, shared-memory wavefronts {}, arithmetic {} ({})",
                         duration(terms.issue), duration(terms.memory), duration(terms.shared), duration(terms.arithmetic),
                         terms.issue > terms.memory ? "issue-bound: instructions, not bytes, limit it" : "issue below memory");
+    if (std::optional<KernelMix::InFlight> inFlight = mix.loadBytesInFlight())
+      text += fmt::format("\n  global loads in flight: {:g} bytes a thread ({}), {} per SM of the {} the bandwidth needs "
+                          "(Little's law at {:.0f} ns): memory time {}{}",
+                          inFlight->bytes, inFlight->ptxLine ? fmt::format("loop at PTX line {}", inFlight->ptxLine) : "the kernel",
+                          scaled(terms.bytesInFlightPerSm, "B"), scaled(kBytesInFlightPerSm, "B"), kLoadLatencySeconds * 1e9,
+                          duration(terms.memoryInFlight),
+                          terms.memoryInFlight > terms.memory ? fmt::format(" ({:.0f}% of the bandwidth)", 100 * terms.memory / terms.memoryInFlight) : "");
   }
   return text;
 }

@@ -131,6 +131,85 @@ $L__BB0_2:
   CHECK(mix.cyclesPerMemoryInstruction() == Approx((outer.issueCycles + inner.issueCycles) / 2));
 }
 
+TEST_CASE("the instruction mix: loops are the back edges of the control-flow graph, not every backward branch", "[stats]") {
+  // One loop (BB0_1 .. its branch back); BB0_9 is laid out after it but runs between, and its branch back
+  // to BB0_2 is a jump forward in the program's order, not a loop.
+  const char* ptx = R"(
+.visible .entry laid_out(
+	.param .u64 laid_out_param_0
+)
+{
+	ld.param.u64 	%rd1, [laid_out_param_0];
+	mov.u64 	%rd2, 0;
+$L__BB0_1:
+	setp.eq.s64 	%p1, %rd2, 3;
+	@%p1 bra 	$L__BB0_9;
+$L__BB0_2:
+	ld.global.f32 	%f1, [%rd1];
+	st.global.f32 	[%rd1+4], %f1;
+	add.s64 	%rd2, %rd2, 1;
+	setp.lt.s64 	%p2, %rd2, 8;
+	@%p2 bra 	$L__BB0_1;
+	ret;
+$L__BB0_9:
+	add.s64 	%rd1, %rd1, 16;
+	bra.uni 	$L__BB0_2;
+}
+)";
+  std::vector<KernelMix> mixes = instructionMix(ptx);
+  REQUIRE(mixes.size() == 1);
+  REQUIRE(mixes[0].loops.size() == 1);
+  const LoopMix& loop = mixes[0].loops[0];
+  CHECK(loop.innermost);
+  // The loop's blocks: BB0_1, BB0_2 and BB0_9 (setp, bra; ld, st, add, setp, bra; add, bra), each 64-bit
+  // integer operation counted twice.
+  CHECK(loop.instructions.at(InstructionClass::Control) == 3);
+  CHECK(loop.instructions.at(InstructionClass::Integer) == 2 * 4);
+  CHECK(loop.globalBytes.at(4) == 2);
+}
+
+TEST_CASE("the instruction mix: the global loads a thread keeps in flight before it uses one", "[stats]") {
+  auto inFlight = [](const std::string& body) {
+    std::string ptx = ".visible .entry k(\n)\n{\n\tmov.u64 \t%rd2, 0;\n$L__BB0_1:\n" + body +
+                      "\tadd.s64 \t%rd2, %rd2, 1;\n\tsetp.lt.s64 \t%p9, %rd2, 8;\n\t@%p9 bra \t$L__BB0_1;\n\tret;\n}\n";
+    std::vector<KernelMix> mixes = instructionMix(ptx);
+    REQUIRE(mixes.size() == 1);
+    REQUIRE(mixes[0].loops.size() == 1);
+    return mixes[0].loops[0].loadBytesInFlight;
+  };
+  // Each load used in its own block: one in flight. In one block, ptxas issues both loads first.
+  CHECK(inFlight("\tld.global.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd1];\n\tst.shared.v4.u32 \t[%rd3], {%r1, %r2, %r3, %r4};\n"
+                 "\t@%p1 bra \t$L__BB0_2;\n$L__BB0_2:\n"
+                 "\tld.global.v4.u32 \t{%r5, %r6, %r7, %r8}, [%rd4];\n\tst.shared.v4.u32 \t[%rd3+16], {%r5, %r6, %r7, %r8};\n") == 16.0);
+  CHECK(inFlight("\tld.global.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd1];\n\tst.shared.v4.u32 \t[%rd3], {%r1, %r2, %r3, %r4};\n"
+                 "\tld.global.v4.u32 \t{%r5, %r6, %r7, %r8}, [%rd4];\n\tst.shared.v4.u32 \t[%rd3+16], {%r5, %r6, %r7, %r8};\n") == 32.0);
+  // Both loads first: two in flight; a move that unpacks halves is no use.
+  CHECK(inFlight("\tld.global.v4.u32 \t{%r1, %r2, %r3, %r4}, [%rd1];\n\tld.global.v4.u32 \t{%r5, %r6, %r7, %r8}, [%rd4];\n"
+                 "\tmov.b32 \t{%rs1, %rs2}, %r1;\n\tst.shared.u16 \t[%rd3], %rs2;\n\tst.shared.v4.u32 \t[%rd3+16], {%r5, %r6, %r7, %r8};\n") == 32.0);
+  // The elements one by one on the other path, into the registers the vector filled: no more bytes.
+  CHECK(inFlight("\t@%p1 bra \t$L__BB0_3;\n\tld.global.v2.f32 \t{%f1, %f2}, [%rd1];\n\tbra.uni \t$L__BB0_4;\n$L__BB0_3:\n"
+                 "\tmov.f32 \t%f1, 0f00000000;\n\tld.global.f32 \t%f2, [%rd1+4];\n$L__BB0_4:\n"
+                 "\tld.global.v2.f32 \t{%f3, %f4}, [%rd5];\n\tadd.f32 \t%f5, %f1, %f3;\n") == 16.0);
+  // Asynchronous copies not waited for in the loop stay in flight across it; waited for, they count.
+  CHECK_FALSE(inFlight("\tcp.async.cg.shared.global [%r1], [%rd1], 16;\n\tcp.async.commit_group;\n").has_value());
+  CHECK(inFlight("\tcp.async.cg.shared.global [%r1], [%rd1], 16;\n\tcp.async.cg.shared.global [%r2], [%rd4], 16;\n"
+                 "\tcp.async.wait_all;\n") == 32.0);
+}
+
+TEST_CASE("a transpose's tile copy keeps four vectors a thread in flight, which --stats reports", "[stats]") {
+  const std::filesystem::path linalg = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "linalg.emmy";
+  // Each thread reads 4 vectors of 16 bytes of its tile before it stores them into shared memory: 32
+  // threads a block, 64 bytes each, and at least 23 blocks an SM keep more than the 25 KB the bandwidth
+  // needs (one vector at a time kept 12 KB: 48% of it).
+  for (const char* instance : {"transpose_f32", "transpose_f16"}) {
+    std::vector<std::string> report = reportOfFile(linalg, {{"M", 8192}, {"N", 8192}}, instance);
+    REQUIRE(report.size() == 1);
+    INFO(report[0]);
+    CHECK(std::regex_search(report[0], std::regex(R"(global loads in flight: 64 bytes a thread \(loop at PTX line \d+\), )")));
+    CHECK(report[0].find("% of the bandwidth") == std::string::npos);
+  }
+}
+
 TEST_CASE("the static model counts the path the sizes choose: a row kernel's shared-memory path or its other", "[stats]") {
   const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
   // The same bytes: rows of 4096 take the shared-memory path (a shared read of each element per pass),

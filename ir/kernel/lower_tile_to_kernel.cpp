@@ -114,13 +114,34 @@ private:
         step = arithmetic(BinaryOp::Mul, gridSize(), threadCount());
         break;
       case tile::Binding::BlockStrided: begin = blockIndex(node.dimension), step = gridSize(node.dimension); break;
-      case tile::Binding::ThreadStrided: begin = linearThreadIndex(), step = threadCount(); break;
+      case tile::Binding::ThreadStrided:
+        if (StmtPtr counted = lowerCountedThreadStrided(node)) return counted;
+        begin = linearThreadIndex(), step = threadCount();
+        break;
       case tile::Binding::ThreadIndex:
         return std::make_shared<Block>(
             std::vector<StmtPtr>{std::make_shared<Let>(node.var, threadIndex(node.dimension)), lowerStmt(*node.body)});
     }
     return std::make_shared<For>(node.var, begin, expr(node.extent), step, lowerStmt(*node.body),
                                  node.binding == tile::Binding::Unrolled);
+  }
+
+  // A thread-strided loop of a constant extent that the block's threads divide: each thread's iterations
+  // counted from 0, so that the CUDA compiler sees their number (and unrolls them without a remainder)
+  // rather than a bound on an index that starts at the thread's. Null for any other.
+  StmtPtr lowerCountedThreadStrided(const tile::Loop& node) {
+    const auto* extent = node.extent->as<IntImm>();
+    if (flatBlock() || !extent) return nullptr;
+    int64_t threads = int64_t{nest_.threads[0]} * nest_.threads[1] * nest_.threads[2];
+    int64_t iterations = static_cast<int64_t>(extent->value);
+    if (iterations % threads != 0) return nullptr;
+    if (iterations == threads)  // one each
+      return std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, linearThreadIndex()), lowerStmt(*node.body)});
+    std::string trip = node.var + "__trip";
+    ExprPtr iteration = arithmetic(BinaryOp::Add, linearThreadIndex(), arithmetic(BinaryOp::Mul, std::make_shared<AxisVar>(trip), i64(threads)));
+    return std::make_shared<For>(trip, i64(0), i64(iterations / threads), i64(1),
+                                 std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, iteration), lowerStmt(*node.body)}),
+                                 false);
   }
 
   // A grid-strided loop whose body ends in stores `out[indices] = value` (a root's, and its companions'
@@ -471,6 +492,7 @@ private:
       return found;
     };
     bool selectsHold = true;
+    std::map<const Select*, ExprPtr> takenBranch;  // a select that holds at every lane of the vector path
     forEachNode(*store->value, [&](const Expr& e) {
       const auto* select = e.as<Select>();
       if (!select || !selectsHold) return;
@@ -480,17 +502,22 @@ private:
       ExprPtr everyLane = whenTrue != whenFalse && !mayLeave(*select->condition) ? atEveryLane(resolved(taken)) : nullptr;
       selectsHold = everyLane != nullptr;
       if (everyLane) inBounds.push_back(everyLane);
+      if (everyLane) takenBranch[select] = whenTrue ? select->ifTrue : select->ifFalse;
     });
     if (!selectsHold) return nullptr;
     auto local = [](const std::string& buffer) { return buffer + "__lanes"; };
     std::vector<ExprPtr> laneIndex{std::make_shared<AxisVar>(lane)};
-    ExprPtr value = rewrite(store->value, [&](const Expr& e) -> ExprPtr {
+    // In the vector path, the vector reads from the local arrays, and the selects the path's test decides
+    // by their branch (so that a lane is not tested again, nor the loaded vector used before it is stored).
+    std::function<ExprPtr(const Expr&)> inVectorPath = [&](const Expr& e) -> ExprPtr {
+      if (const auto* select = e.as<Select>(); select && takenBranch.count(select)) return rewrite(takenBranch.at(select), inVectorPath);
       const auto* load = e.as<Load>();
       if (!load || !vectorReads.count(load->tensor) || load->padValue) return nullptr;
       ExprPtr index = resolved(flatIndex(load->tensor, load->indices));
       if (coefficientOf(*index, lane) != 1) return nullptr;
       return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
-    });
+    };
+    ExprPtr value = rewrite(store->value, inVectorPath);
     if (!globalStore && vectorReads.empty()) return nullptr;
     for (const auto& [tensor, read] : vectorReads) shapes_[local(tensor)] = {Dim::constant(width)};
     std::vector<Address> addresses;

@@ -178,6 +178,7 @@ private:
   static ExprPtr vectorStart(const PlacedCache& placed, const ExprPtr& vector, int lanes);
   static ExprPtr copiedValue(const PlacedCache& placed, const std::vector<ExprPtr>& global, const std::vector<ExprPtr>& inside);
   StmtPtr fill(const PlacedCache& placed, const std::vector<ExprPtr>& base, const ExprPtr& stage, bool async);
+  int64_t vectorsInFlight(int64_t vectors) const;
   ExprPtr inBounds(const PlacedCache& placed, size_t d, const ExprPtr& index, const Shape& shape) const;
   StmtPtr computeElement(const PlacedCache& placed, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,
                          const Shape& shape);

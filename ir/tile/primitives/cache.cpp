@@ -10,6 +10,8 @@ namespace emmy::tile {
 namespace {
 
 constexpr int64_t kWarpThreads = 32;
+// The vectors of a plain shared copy each thread reads before it stores them (64 bytes).
+constexpr int64_t kVectorsInFlight = 4;
 constexpr int64_t kBanks = 32;  // of 4 bytes
 
 // The shared-memory wavefronts of one warp's stores of a block's vector copy, lane by lane, when a warp
@@ -562,61 +564,118 @@ StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr
   int64_t elements = 1;
   for (int64_t extent : cache.shape) elements *= extent;
   const Shape sourceShape = this->sourceShape(placed);
-  std::string element = uniqueVar(cache.name + "_element");
-  std::string vector = lanes > 1 ? uniqueVar(cache.name + "_vector") : element;
-  std::vector<StmtPtr> stmts;
-  if (lanes > 1)
+  // The element `element` of the copy: its coordinates (named by Lets added to `stmts`), where it is in the
+  // copy and in the source, and whether it is inside the source.
+  struct Element {
+    std::vector<ExprPtr> local, global, inside;
+  };
+  auto elementAt = [&](const std::string& element, std::vector<StmtPtr>& stmts) {
+    Element at;
+    if (stage) at.local.push_back(stage);
+    std::vector<ExprPtr> coordinates;
+    int64_t stride = elements;
+    for (size_t d = 0; d < cache.shape.size(); ++d) {
+      stride /= cache.shape[d];
+      ExprPtr coordinate = i64(0);  // along a dimension of extent 1
+      if (cache.wholeRows && d + 1 == cache.shape.size()) {
+        coordinate = var(element);  // one row, copied where it fits: the element is inside it
+      } else if (cache.shape[d] > 1) {
+        std::string name = uniqueVar(fmt::format("{}_{}", cache.name, d));
+        stmts.push_back(std::make_shared<Let>(
+            name, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));
+        coordinate = var(name);
+      }
+      coordinates.push_back(coordinate);
+      at.global.push_back(arithmetic(BinaryOp::Add, base[d], coordinate));
+      at.inside.push_back(inBounds(placed, d, at.global.back(), sourceShape));
+    }
+    if (!single(placed)) at.local.insert(at.local.end(), coordinates.begin(), coordinates.end());
+    return at;
+  };
+  // The first element of a vector of `lanes` (the element itself when 1).
+  auto firstElement = [&](const std::string& vector, std::vector<StmtPtr>& stmts) {
+    if (lanes == 1) return vector;
+    std::string element = uniqueVar(cache.name + "_element");
     stmts.push_back(std::make_shared<Let>(element, vectorReads ? vectorStart(placed, var(vector), lanes)
                                                                : arithmetic(BinaryOp::Mul, var(vector), i64(lanes))));
-  std::vector<ExprPtr> local, global, inside;
-  if (stage) local.push_back(stage);
-  std::vector<ExprPtr> coordinates;
-  int64_t stride = elements;
-  for (size_t d = 0; d < cache.shape.size(); ++d) {
-    stride /= cache.shape[d];
-    ExprPtr coordinate = i64(0);  // along a dimension of extent 1
-    if (cache.wholeRows && d + 1 == cache.shape.size()) {
-      coordinate = var(element);  // one row, copied where it fits: the element is inside it
-    } else if (cache.shape[d] > 1) {
-      std::string name = uniqueVar(fmt::format("{}_{}", cache.name, d));
-      stmts.push_back(std::make_shared<Let>(
-          name, arithmetic(BinaryOp::Mod, arithmetic(BinaryOp::Div, var(element), i64(stride)), i64(cache.shape[d]))));
-      coordinate = var(name);
-    }
-    coordinates.push_back(coordinate);
-    global.push_back(arithmetic(BinaryOp::Add, base[d], coordinate));
-    inside.push_back(inBounds(placed, d, global.back(), sourceShape));
+    return element;
+  };
+  // The lanes of a vector: consecutive elements of the last dimension, each `lane` after `at`.
+  auto atLane = [&](Element at, const std::string& lane) {
+    at.local.back() = arithmetic(BinaryOp::Add, at.local.back(), var(lane));
+    at.global.back() = arithmetic(BinaryOp::Add, at.global.back(), var(lane));
+    at.inside.back() = inBounds(placed, cache.shape.size() - 1, at.global.back(), sourceShape);
+    return at;
+  };
+  Binding binding = shared ? Binding::ThreadStrided : placed.computes ? Binding::Serial : Binding::Unrolled;
+  int64_t vectors = elements / lanes;
+  // A plain shared copy whose threads each read `group` vectors into registers, then store them: a thread
+  // stalls at the first use of a load, so a store right after each load kept one vector in flight per
+  // thread (16 bytes: on an H200 about half the bytes an SM must keep in flight to reach the bandwidth,
+  // with the few warps a transpose's tile leaves resident). Thread t's vectors are t, t + n, ...,
+  // t + (group - 1) n for n = vectors / group, its next group n further: a warp's loads of one slot are
+  // consecutive vectors.
+  if (int64_t group = vectorReads && !cache.wholeRows ? vectorsInFlight(vectors) : 1; group > 1) {
+    std::string batch = uniqueVar(cache.name + "_batch"), staged = uniqueVar(cache.name + "_staged");
+    int64_t stride = vectors / group;
+    // One pass over the slots: each vector read into its slot of `staged`, or stored from it into the copy.
+    auto pass = [&](bool read) {
+      std::string slot = uniqueVar(cache.name + "_slot"), vector = uniqueVar(cache.name + "_vector");
+      std::string lane = uniqueVar(cache.name + "_lane");
+      std::vector<StmtPtr> stmts{std::make_shared<Let>(vector, arithmetic(BinaryOp::Add, var(batch),
+                                                                         arithmetic(BinaryOp::Mul, var(slot), i64(stride))))};
+      Element element = atLane(elementAt(firstElement(vector, stmts), stmts), lane);
+      std::vector<ExprPtr> inSlot{var(slot), var(lane)};
+      StmtPtr store = read ? std::make_shared<Store>(staged, inSlot, copiedValue(placed, element.global, element.inside))
+                           : std::make_shared<Store>(cache.name, element.local, std::make_shared<Load>(placed.dtype, staged, inSlot));
+      stmts.push_back(std::make_shared<Loop>(lane, i64(lanes), Binding::Unrolled, std::vector<std::string>{}, store,
+                                             read ? lanes : 1));
+      return std::make_shared<Loop>(slot, i64(group), Binding::Unrolled, std::vector<std::string>{}, block(stmts));
+    };
+    StmtPtr body = std::make_shared<Allocate>(staged, placed.dtype, std::vector<Dim>{Dim::constant(group), Dim::constant(lanes)},
+                                              MemoryScope::Registers, block({pass(true), pass(false)}));
+    return std::make_shared<Loop>(batch, i64(stride), Binding::ThreadStrided, std::vector<std::string>{}, body);
   }
-  if (!single(placed)) local.insert(local.end(), coordinates.begin(), coordinates.end());
+
+  std::string vector = uniqueVar(cache.name + (lanes > 1 ? "_vector" : "_element"));
+  std::vector<StmtPtr> stmts;
+  Element at = elementAt(firstElement(vector, stmts), stmts);
   if (placed.computes) {
-    stmts.push_back(computeElement(placed, local, global, sourceShape));
+    stmts.push_back(computeElement(placed, at.local, at.global, sourceShape));
   } else if (async && lanes > 1) {
     // The rows inside, and of each row, the lanes before the source's end.
-    ExprPtr lanesInside = arithmetic(BinaryOp::Sub, dimValue(sourceShape.back()), global.back());
-    inside.pop_back();
-    ExprPtr rowInside = inside.empty() ? immediate(DType::Bool, 1) : conjunction(inside);
-    stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, rowInside, placed.dtype, lanes,
+    ExprPtr lanesInside = arithmetic(BinaryOp::Sub, dimValue(sourceShape.back()), at.global.back());
+    at.inside.pop_back();
+    ExprPtr rowInside = at.inside.empty() ? immediate(DType::Bool, 1) : conjunction(at.inside);
+    stmts.push_back(std::make_shared<CopyAsync>(cache.name, at.local, cache.source, at.global, rowInside, placed.dtype, lanes,
                                                 lanesInside));
   } else if (async) {
-    stmts.push_back(std::make_shared<CopyAsync>(cache.name, local, cache.source, global, conjunction(inside), placed.dtype));
+    stmts.push_back(std::make_shared<CopyAsync>(cache.name, at.local, cache.source, at.global, conjunction(at.inside), placed.dtype));
   } else if (lanes > 1) {
-    // The lanes of a vector: consecutive elements of the last dimension, each one inside or the pad value.
     std::string lane = uniqueVar(cache.name + "_lane");
-    local.back() = arithmetic(BinaryOp::Add, local.back(), var(lane));
-    global.back() = arithmetic(BinaryOp::Add, global.back(), var(lane));
-    inside.back() = inBounds(placed, cache.shape.size() - 1, global.back(), sourceShape);
+    Element element = atLane(at, lane);
     stmts.push_back(std::make_shared<Loop>(lane, i64(lanes), Binding::Unrolled, std::vector<std::string>{},
-                                           std::make_shared<Store>(cache.name, local, copiedValue(placed, global, inside)),
+                                           std::make_shared<Store>(cache.name, element.local,
+                                                                   copiedValue(placed, element.global, element.inside)),
                                            lanes));
   } else {
-    stmts.push_back(std::make_shared<Store>(cache.name, local, copiedValue(placed, global, inside)));
+    stmts.push_back(std::make_shared<Store>(cache.name, at.local, copiedValue(placed, at.global, at.inside)));
   }
-  Binding binding = shared ? Binding::ThreadStrided : placed.computes ? Binding::Serial : Binding::Unrolled;
   // Whole rows: only the row's own elements (it fits: its rows are read through the copy only then).
   ExprPtr extent = cache.wholeRows ? arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Add, dimValue(sourceShape.back()), i64(lanes - 1)),
                                                 i64(lanes))
-                                   : i64(elements / lanes);
+                                   : i64(vectors);
   return std::make_shared<Loop>(vector, extent, binding, std::vector<std::string>{}, block(stmts));
+}
+
+// How many of a block's plain copy of `vectors` vectors each thread reads before it stores them (fill): up
+// to kVectorsInFlight, where the block's threads take the copy in whole groups (then no thread's group runs
+// past the copy, and each warp's vectors are as many and as ordered as when it takes one at a time).
+int64_t NestScheduler::vectorsInFlight(int64_t vectors) const {
+  int64_t threads = int64_t{threads_[0]} * threads_[1] * threads_[2];
+  for (int64_t group = kVectorsInFlight; group > 1; group /= 2)
+    if (vectors % (group * threads) == 0 && (vectors / group) % kWarpThreads == 0) return group;
+  return 1;
 }
 
 // The first element of vector `vector` of a block's copy that reads by vectors and stores their lanes one

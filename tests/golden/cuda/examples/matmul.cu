@@ -135,42 +135,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, 
       }
       for (int64_t ko = (int64_t)0; ko < ((K + (int64_t)15) / (int64_t)16); ko += (int64_t)1) {
         EMMY_SHARED(float, As, 1088);
+        const int64_t As_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+        const int64_t As_element = (As_vector * (int64_t)4);
+        const int64_t As_0 = ((As_element / (int64_t)16) % (int64_t)64);
+        const int64_t As_1 = (As_element % (int64_t)16);
         __syncthreads();
-        for (int64_t As_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); As_vector < (int64_t)256; As_vector += (int64_t)256) {
-          const int64_t As_element = (As_vector * (int64_t)4);
-          const int64_t As_0 = ((As_element / (int64_t)16) % (int64_t)64);
-          const int64_t As_1 = (As_element % (int64_t)16);
-          if ((((unsigned long long)(const void*)&A[((((io * (int64_t)64) + As_0) * K) + ((ko * (int64_t)16) + As_1))]) & 15) == 0 && ((((io * (int64_t)64) + As_0) < M) && ((((ko * (int64_t)16) + As_1) + (int64_t)3) < K))) {
-            alignas(16) float A__lanes[4];
-            *reinterpret_cast<uint4*>(A__lanes) = *reinterpret_cast<const uint4*>(&A[((((io * (int64_t)64) + As_0) * K) + ((ko * (int64_t)16) + As_1))]);
-            #pragma unroll
-            for (int64_t As_lane = (int64_t)0; As_lane < (int64_t)4; As_lane += (int64_t)1) {
-              As[((As_0 * (int64_t)17) + (As_1 + As_lane))] = (((emmy_add(emmy_mul(io, (int64_t)64), As_0) < M) && (emmy_add(emmy_add(emmy_mul(ko, (int64_t)16), As_1), As_lane) < K)) ? A__lanes[As_lane] : 0.0f);
-            }
-          } else {
-            #pragma unroll
-            for (int64_t As_lane = (int64_t)0; As_lane < (int64_t)4; As_lane += (int64_t)1) {
-              As[((As_0 * (int64_t)17) + (As_1 + As_lane))] = (((emmy_add(emmy_mul(io, (int64_t)64), As_0) < M) && (emmy_add(emmy_add(emmy_mul(ko, (int64_t)16), As_1), As_lane) < K)) ? A[((((io * (int64_t)64) + As_0) * K) + (((ko * (int64_t)16) + As_1) + As_lane))] : 0.0f);
-            }
+        if ((((unsigned long long)(const void*)&A[((((io * (int64_t)64) + As_0) * K) + ((ko * (int64_t)16) + As_1))]) & 15) == 0 && ((((io * (int64_t)64) + As_0) < M) && ((((ko * (int64_t)16) + As_1) + (int64_t)3) < K))) {
+          alignas(16) float A__lanes[4];
+          *reinterpret_cast<uint4*>(A__lanes) = *reinterpret_cast<const uint4*>(&A[((((io * (int64_t)64) + As_0) * K) + ((ko * (int64_t)16) + As_1))]);
+          #pragma unroll
+          for (int64_t As_lane = (int64_t)0; As_lane < (int64_t)4; As_lane += (int64_t)1) {
+            As[((As_0 * (int64_t)17) + (As_1 + As_lane))] = A__lanes[As_lane];
+          }
+        } else {
+          #pragma unroll
+          for (int64_t As_lane = (int64_t)0; As_lane < (int64_t)4; As_lane += (int64_t)1) {
+            As[((As_0 * (int64_t)17) + (As_1 + As_lane))] = (((emmy_add(emmy_mul(io, (int64_t)64), As_0) < M) && (emmy_add(emmy_add(emmy_mul(ko, (int64_t)16), As_1), As_lane) < K)) ? A[((((io * (int64_t)64) + As_0) * K) + (((ko * (int64_t)16) + As_1) + As_lane))] : 0.0f);
           }
         }
         EMMY_SHARED(float, Bs, 1024);
-        for (int64_t Bs_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); Bs_vector < (int64_t)256; Bs_vector += (int64_t)256) {
-          const int64_t Bs_element = (Bs_vector * (int64_t)4);
-          const int64_t Bs_0 = ((Bs_element / (int64_t)64) % (int64_t)16);
-          const int64_t Bs_1 = (Bs_element % (int64_t)64);
-          if ((((unsigned long long)(const void*)&B[((((ko * (int64_t)16) + Bs_0) * N) + ((jo * (int64_t)64) + Bs_1))]) & 15) == 0 && ((((ko * (int64_t)16) + Bs_0) < K) && ((((jo * (int64_t)64) + Bs_1) + (int64_t)3) < N))) {
-            alignas(16) float B__lanes[4];
-            *reinterpret_cast<uint4*>(B__lanes) = *reinterpret_cast<const uint4*>(&B[((((ko * (int64_t)16) + Bs_0) * N) + ((jo * (int64_t)64) + Bs_1))]);
-            #pragma unroll
-            for (int64_t Bs_lane = (int64_t)0; Bs_lane < (int64_t)4; Bs_lane += (int64_t)1) {
-              Bs[((Bs_0 * (int64_t)64) + (Bs_1 + Bs_lane))] = (((emmy_add(emmy_mul(ko, (int64_t)16), Bs_0) < K) && (emmy_add(emmy_add(emmy_mul(jo, (int64_t)64), Bs_1), Bs_lane) < N)) ? B__lanes[Bs_lane] : 0.0f);
-            }
-          } else {
-            #pragma unroll
-            for (int64_t Bs_lane = (int64_t)0; Bs_lane < (int64_t)4; Bs_lane += (int64_t)1) {
-              Bs[((Bs_0 * (int64_t)64) + (Bs_1 + Bs_lane))] = (((emmy_add(emmy_mul(ko, (int64_t)16), Bs_0) < K) && (emmy_add(emmy_add(emmy_mul(jo, (int64_t)64), Bs_1), Bs_lane) < N)) ? B[((((ko * (int64_t)16) + Bs_0) * N) + (((jo * (int64_t)64) + Bs_1) + Bs_lane))] : 0.0f);
-            }
+        const int64_t Bs_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+        const int64_t Bs_element = (Bs_vector * (int64_t)4);
+        const int64_t Bs_0 = ((Bs_element / (int64_t)64) % (int64_t)16);
+        const int64_t Bs_1 = (Bs_element % (int64_t)64);
+        if ((((unsigned long long)(const void*)&B[((((ko * (int64_t)16) + Bs_0) * N) + ((jo * (int64_t)64) + Bs_1))]) & 15) == 0 && ((((ko * (int64_t)16) + Bs_0) < K) && ((((jo * (int64_t)64) + Bs_1) + (int64_t)3) < N))) {
+          alignas(16) float B__lanes[4];
+          *reinterpret_cast<uint4*>(B__lanes) = *reinterpret_cast<const uint4*>(&B[((((ko * (int64_t)16) + Bs_0) * N) + ((jo * (int64_t)64) + Bs_1))]);
+          #pragma unroll
+          for (int64_t Bs_lane = (int64_t)0; Bs_lane < (int64_t)4; Bs_lane += (int64_t)1) {
+            Bs[((Bs_0 * (int64_t)64) + (Bs_1 + Bs_lane))] = B__lanes[Bs_lane];
+          }
+        } else {
+          #pragma unroll
+          for (int64_t Bs_lane = (int64_t)0; Bs_lane < (int64_t)4; Bs_lane += (int64_t)1) {
+            Bs[((Bs_0 * (int64_t)64) + (Bs_1 + Bs_lane))] = (((emmy_add(emmy_mul(ko, (int64_t)16), Bs_0) < K) && (emmy_add(emmy_add(emmy_mul(jo, (int64_t)64), Bs_1), Bs_lane) < N)) ? B[((((ko * (int64_t)16) + Bs_0) * N) + (((jo * (int64_t)64) + Bs_1) + Bs_lane))] : 0.0f);
           }
         }
         __syncthreads();

@@ -9131,13 +9131,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(__half, v_tile, 4096);
+          const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+          const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+          const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+          const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
           __syncthreads();
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
-            const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
-          }
+          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           float o__m__acc;
           o__m__acc = -INFINITY;
@@ -9159,7 +9158,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
-            for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
+            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
               const int64_t scores__b = b;
@@ -9175,12 +9175,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
                 scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            }
+            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t s = ((so * (int64_t)16) + si);
@@ -9263,13 +9262,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(__nv_bfloat16, v_tile, 4096);
+          const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+          const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+          const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+          const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
           __syncthreads();
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
-            const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
-          }
+          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           float o__m__acc;
           o__m__acc = -INFINITY;
@@ -9291,7 +9289,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
-            for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
+            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
               const int64_t scores__b = b;
@@ -9307,12 +9306,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
                 scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            }
+            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t s = ((so * (int64_t)16) + si);
@@ -9396,7 +9394,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(float, v_tile, 4096);
           __syncthreads();
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)512; v_tile_vector_1 += (int64_t)256) {
+          for (int64_t v_tile_vector_1__trip = (int64_t)0; v_tile_vector_1__trip < (int64_t)2; v_tile_vector_1__trip += (int64_t)1) {
+            const int64_t v_tile_vector_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_1__trip * (int64_t)256));
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
@@ -9423,7 +9422,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
-            for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
+            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
               const int64_t scores__b = b;
@@ -9439,7 +9439,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
                 scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)512; v_tile_vector += (int64_t)256) {
+            for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
+              const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
               const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
@@ -9527,13 +9528,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(__half, v_tile, 4096);
+          const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+          const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+          const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+          const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
           __syncthreads();
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
-            const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
-          }
+          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           float o__m__acc;
           o__m__acc = -INFINITY;
@@ -9555,7 +9555,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
           for (int64_t lo = (int64_t)0; lo < ((S + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
-            for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
+            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
               const int64_t scores__b = b;
@@ -9571,12 +9572,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
                 scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            }
+            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t s = ((so * (int64_t)16) + si);
@@ -9658,13 +9658,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(__nv_bfloat16, v_tile, 4096);
+          const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+          const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+          const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+          const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
           __syncthreads();
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
-            const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
-          }
+          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           float o__m__acc;
           o__m__acc = -INFINITY;
@@ -9686,7 +9685,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
           for (int64_t lo = (int64_t)0; lo < ((S + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
-            for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
+            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
               const int64_t scores__b = b;
@@ -9702,12 +9702,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
                 scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            }
+            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t s = ((so * (int64_t)16) + si);
@@ -9790,7 +9789,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(float, v_tile, 4096);
           __syncthreads();
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)512; v_tile_vector_1 += (int64_t)256) {
+          for (int64_t v_tile_vector_1__trip = (int64_t)0; v_tile_vector_1__trip < (int64_t)2; v_tile_vector_1__trip += (int64_t)1) {
+            const int64_t v_tile_vector_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_1__trip * (int64_t)256));
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
@@ -9817,7 +9817,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
           for (int64_t lo = (int64_t)0; lo < ((S + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
-            for (int64_t scores_element = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); scores_element < (int64_t)512; scores_element += (int64_t)256) {
+            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
               const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
               const int64_t scores_3 = (scores_element % (int64_t)32);
               const int64_t scores__b = b;
@@ -9833,7 +9834,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
                 scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)512; v_tile_vector += (int64_t)256) {
+            for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
+              const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
               const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
@@ -9928,12 +9930,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
             emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
           }
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
-            const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
-          }
+          const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+          const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+          const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+          const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           float m__acc;
           m__acc = -INFINITY;
@@ -9960,12 +9961,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
               emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            }
+            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t s = ((so * (int64_t)16) + si);
@@ -10056,12 +10056,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
             emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
           }
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)256; v_tile_vector_1 += (int64_t)256) {
-            const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-            const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
-          }
+          const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+          const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+          const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+          const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * L) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < L)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           float m__acc;
           m__acc = -INFINITY;
@@ -10088,12 +10087,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
               emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)256; v_tile_vector += (int64_t)256) {
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            }
+            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t s = ((so * (int64_t)16) + si);
@@ -10184,7 +10182,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
             emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
           }
-          for (int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector_1 < (int64_t)512; v_tile_vector_1 += (int64_t)256) {
+          for (int64_t v_tile_vector_1__trip = (int64_t)0; v_tile_vector_1__trip < (int64_t)2; v_tile_vector_1__trip += (int64_t)1) {
+            const int64_t v_tile_vector_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_1__trip * (int64_t)256));
             const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
             const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
             const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
@@ -10216,7 +10215,8 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
               emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
             }
-            for (int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); v_tile_vector < (int64_t)512; v_tile_vector += (int64_t)256) {
+            for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
+              const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
               const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
               const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
               const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
