@@ -176,6 +176,8 @@ private:
   static int copyLanes(const PlacedCache& placed);
   static int readLanes(const PlacedCache& placed);
   static ExprPtr vectorStart(const PlacedCache& placed, const ExprPtr& vector, int lanes);
+  static int64_t rowStep(const PlacedCache& placed, int lanes);
+  static int64_t vectorOrderPeriod(const PlacedCache& placed, int lanes);
   static ExprPtr copiedValue(const PlacedCache& placed, const std::vector<ExprPtr>& global, const std::vector<ExprPtr>& inside);
   StmtPtr fill(const PlacedCache& placed, const std::vector<ExprPtr>& base, const ExprPtr& stage, bool async);
   int64_t vectorsInFlight(int64_t vectors) const;

@@ -617,14 +617,30 @@ StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr
   // consecutive vectors.
   if (int64_t group = vectorReads && !cache.wholeRows ? vectorsInFlight(vectors) : 1; group > 1) {
     std::string batch = uniqueVar(cache.name + "_batch"), staged = uniqueVar(cache.name + "_staged");
-    int64_t stride = vectors / group;
+    int64_t stride = vectors / group, columns = cache.shape.back();
+    // Where the vectors a slot apart are whole rows apart in the order vectorStart takes them, each slot's
+    // vector is its batch's first, rows further: its coordinates are computed once, not per slot.
+    std::vector<StmtPtr> batchStmts;
+    std::optional<Element> batchFirst;
+    if (cache.shape.size() == 2 && stride % vectorOrderPeriod(placed, lanes) == 0 && (stride * lanes) % columns == 0)
+      batchFirst = elementAt(firstElement(batch, batchStmts), batchStmts);
     // One pass over the slots: each vector read into its slot of `staged`, or stored from it into the copy.
     auto pass = [&](bool read) {
-      std::string slot = uniqueVar(cache.name + "_slot"), vector = uniqueVar(cache.name + "_vector");
-      std::string lane = uniqueVar(cache.name + "_lane");
-      std::vector<StmtPtr> stmts{std::make_shared<Let>(vector, arithmetic(BinaryOp::Add, var(batch),
-                                                                         arithmetic(BinaryOp::Mul, var(slot), i64(stride))))};
-      Element element = atLane(elementAt(firstElement(vector, stmts), stmts), lane);
+      std::string slot = uniqueVar(cache.name + "_slot"), lane = uniqueVar(cache.name + "_lane");
+      std::vector<StmtPtr> stmts;
+      Element first;
+      if (batchFirst) {
+        ExprPtr rows = arithmetic(BinaryOp::Mul, var(slot), i64(stride * lanes / columns));
+        first = *batchFirst;
+        first.local[first.local.size() - 2] = arithmetic(BinaryOp::Add, first.local[first.local.size() - 2], rows);
+        first.global[0] = arithmetic(BinaryOp::Add, first.global[0], rows);
+        first.inside[0] = inBounds(placed, 0, first.global[0], sourceShape);
+      } else {
+        std::string vector = uniqueVar(cache.name + "_vector");
+        stmts.push_back(std::make_shared<Let>(vector, arithmetic(BinaryOp::Add, var(batch), arithmetic(BinaryOp::Mul, var(slot), i64(stride)))));
+        first = elementAt(firstElement(vector, stmts), stmts);
+      }
+      Element element = atLane(first, lane);
       std::vector<ExprPtr> inSlot{var(slot), var(lane)};
       StmtPtr store = read ? std::make_shared<Store>(staged, inSlot, copiedValue(placed, element.global, element.inside))
                            : std::make_shared<Store>(cache.name, element.local, std::make_shared<Load>(placed.dtype, staged, inSlot));
@@ -632,8 +648,10 @@ StmtPtr NestScheduler::fill(const PlacedCache& placed, const std::vector<ExprPtr
                                              read ? lanes : 1));
       return std::make_shared<Loop>(slot, i64(group), Binding::Unrolled, std::vector<std::string>{}, block(stmts));
     };
+    batchStmts.push_back(pass(true));
+    batchStmts.push_back(pass(false));
     StmtPtr body = std::make_shared<Allocate>(staged, placed.dtype, std::vector<Dim>{Dim::constant(group), Dim::constant(lanes)},
-                                              MemoryScope::Registers, block({pass(true), pass(false)}));
+                                              MemoryScope::Registers, block(batchStmts));
     return std::make_shared<Loop>(batch, i64(stride), Binding::ThreadStrided, std::vector<std::string>{}, body);
   }
 
@@ -684,6 +702,25 @@ int64_t NestScheduler::vectorsInFlight(int64_t vectors) const {
 // group of step x (rows a warp takes) rows, rows 0, step, 2 step, ... first, then 1, step + 1, ...
 ExprPtr NestScheduler::vectorStart(const PlacedCache& placed, const ExprPtr& vector, int lanes) {
   const CacheStage& cache = *placed.cache;
+  int64_t columns = cache.shape.back();
+  int64_t vectorsPerRow = columns / lanes;
+  if (int64_t step = rowStep(placed, lanes); step > 1) {
+    int64_t rowsPerWarp = kWarpThreads / vectorsPerRow, group = step * rowsPerWarp;
+    ExprPtr row = arithmetic(BinaryOp::Div, vector, i64(vectorsPerRow));
+    ExprPtr within = arithmetic(BinaryOp::Mod, row, i64(group));
+    ExprPtr ordered = arithmetic(
+        BinaryOp::Add, arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Div, row, i64(group)), i64(group)),
+        arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Mod, within, i64(rowsPerWarp)), i64(step)),
+                   arithmetic(BinaryOp::Div, within, i64(rowsPerWarp))));
+    return arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, ordered, i64(columns)),
+                      arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Mod, vector, i64(vectorsPerRow)), i64(lanes)));
+  }
+  return arithmetic(BinaryOp::Mul, vector, i64(lanes));
+}
+
+// How many rows apart vectorStart has each warp take (1: consecutive rows), the fewest store wavefronts.
+int64_t NestScheduler::rowStep(const PlacedCache& placed, int lanes) {
+  const CacheStage& cache = *placed.cache;
   int64_t columns = cache.shape.back(), rows = 1;
   for (size_t d = 0; d + 1 < cache.shape.size(); ++d) rows *= cache.shape[d];
   int64_t vectorsPerRow = columns / lanes;
@@ -699,19 +736,15 @@ ExprPtr NestScheduler::vectorStart(const PlacedCache& placed, const ExprPtr& vec
         fewest = wavefronts;
       }
     }
-    if (step > 1) {
-      int64_t group = step * rowsPerWarp;
-      ExprPtr row = arithmetic(BinaryOp::Div, vector, i64(vectorsPerRow));
-      ExprPtr within = arithmetic(BinaryOp::Mod, row, i64(group));
-      ExprPtr ordered = arithmetic(
-          BinaryOp::Add, arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Div, row, i64(group)), i64(group)),
-          arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Mod, within, i64(rowsPerWarp)), i64(step)),
-                     arithmetic(BinaryOp::Div, within, i64(rowsPerWarp))));
-      return arithmetic(BinaryOp::Add, arithmetic(BinaryOp::Mul, ordered, i64(columns)),
-                        arithmetic(BinaryOp::Mul, arithmetic(BinaryOp::Mod, vector, i64(vectorsPerRow)), i64(lanes)));
-    }
   }
-  return arithmetic(BinaryOp::Mul, vector, i64(lanes));
+  return step;
+}
+
+// The vectors after which vectorStart's order repeats, rows further: a group of rows its warps take
+// `step` apart, or a vector where they take consecutive rows.
+int64_t NestScheduler::vectorOrderPeriod(const PlacedCache& placed, int lanes) {
+  int64_t step = rowStep(placed, lanes);
+  return step > 1 ? step * kWarpThreads : 1;
 }
 
 // The source's element at `global` where it is `inside`, else the pad value (0 by default).

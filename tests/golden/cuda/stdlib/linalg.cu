@@ -2374,15 +2374,14 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __ha
       for (int64_t x_tile_batch__trip = (int64_t)0; x_tile_batch__trip < (int64_t)4; x_tile_batch__trip += (int64_t)1) {
         const int64_t x_tile_batch = (((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))) + (x_tile_batch__trip * (int64_t)32));
         alignas(16) __half x_tile_staged[32];
+        const int64_t x_tile_element = ((((((x_tile_batch / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_batch / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_batch / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_batch % (int64_t)8) * (int64_t)8));
+        const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
+        const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
         #pragma unroll
         for (int64_t x_tile_slot = (int64_t)0; x_tile_slot < (int64_t)4; x_tile_slot += (int64_t)1) {
-          const int64_t x_tile_vector = (x_tile_batch + (x_tile_slot * (int64_t)128));
-          const int64_t x_tile_element = ((((((x_tile_vector / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_vector / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_vector / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_vector % (int64_t)8) * (int64_t)8));
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
-          if ((((unsigned long long)(const void*)&x[((((mo * (int64_t)64) + x_tile_0) * N) + ((no * (int64_t)64) + x_tile_1))]) & 15) == 0 && ((((mo * (int64_t)64) + x_tile_0) < M) && ((((no * (int64_t)64) + x_tile_1) + (int64_t)7) < N))) {
+          if ((((unsigned long long)(const void*)&x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + ((no * (int64_t)64) + x_tile_1))]) & 15) == 0 && (((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) < M) && ((((no * (int64_t)64) + x_tile_1) + (int64_t)7) < N))) {
             alignas(16) __half x__lanes[8];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((mo * (int64_t)64) + x_tile_0) * N) + ((no * (int64_t)64) + x_tile_1))]);
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + ((no * (int64_t)64) + x_tile_1))]);
             #pragma unroll
             for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)8; x_tile_lane += (int64_t)1) {
               x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = x__lanes[x_tile_lane];
@@ -2390,19 +2389,15 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __ha
           } else {
             #pragma unroll
             for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)8; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = (((emmy_add(emmy_mul(mo, (int64_t)64), x_tile_0) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)64), x_tile_1), x_tile_lane) < N)) ? x[((((mo * (int64_t)64) + x_tile_0) * N) + (((no * (int64_t)64) + x_tile_1) + x_tile_lane))] : emmy_f16(0.0f));
+              x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (int64_t)64), x_tile_0), emmy_mul(x_tile_slot, (int64_t)16)) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + (((no * (int64_t)64) + x_tile_1) + x_tile_lane))] : emmy_f16(0.0f));
             }
           }
         }
         #pragma unroll
         for (int64_t x_tile_slot_1 = (int64_t)0; x_tile_slot_1 < (int64_t)4; x_tile_slot_1 += (int64_t)1) {
-          const int64_t x_tile_vector_1 = (x_tile_batch + (x_tile_slot_1 * (int64_t)128));
-          const int64_t x_tile_element_1 = ((((((x_tile_vector_1 / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_vector_1 / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_vector_1 / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_vector_1 % (int64_t)8) * (int64_t)8));
-          const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)64) % (int64_t)64);
-          const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)64);
           #pragma unroll
           for (int64_t x_tile_lane_1 = (int64_t)0; x_tile_lane_1 < (int64_t)8; x_tile_lane_1 += (int64_t)1) {
-            x_tile[((x_tile_0_1 * (int64_t)65) + (x_tile_1_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)8) + x_tile_lane_1)];
+            x_tile[(((x_tile_0 + (x_tile_slot_1 * (int64_t)16)) * (int64_t)65) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)8) + x_tile_lane_1)];
           }
         }
       }
@@ -2458,15 +2453,14 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __n
       for (int64_t x_tile_batch__trip = (int64_t)0; x_tile_batch__trip < (int64_t)4; x_tile_batch__trip += (int64_t)1) {
         const int64_t x_tile_batch = (((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))) + (x_tile_batch__trip * (int64_t)32));
         alignas(16) __nv_bfloat16 x_tile_staged[32];
+        const int64_t x_tile_element = ((((((x_tile_batch / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_batch / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_batch / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_batch % (int64_t)8) * (int64_t)8));
+        const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
+        const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
         #pragma unroll
         for (int64_t x_tile_slot = (int64_t)0; x_tile_slot < (int64_t)4; x_tile_slot += (int64_t)1) {
-          const int64_t x_tile_vector = (x_tile_batch + (x_tile_slot * (int64_t)128));
-          const int64_t x_tile_element = ((((((x_tile_vector / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_vector / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_vector / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_vector % (int64_t)8) * (int64_t)8));
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)64) % (int64_t)64);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)64);
-          if ((((unsigned long long)(const void*)&x[((((mo * (int64_t)64) + x_tile_0) * N) + ((no * (int64_t)64) + x_tile_1))]) & 15) == 0 && ((((mo * (int64_t)64) + x_tile_0) < M) && ((((no * (int64_t)64) + x_tile_1) + (int64_t)7) < N))) {
+          if ((((unsigned long long)(const void*)&x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + ((no * (int64_t)64) + x_tile_1))]) & 15) == 0 && (((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) < M) && ((((no * (int64_t)64) + x_tile_1) + (int64_t)7) < N))) {
             alignas(16) __nv_bfloat16 x__lanes[8];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((mo * (int64_t)64) + x_tile_0) * N) + ((no * (int64_t)64) + x_tile_1))]);
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + ((no * (int64_t)64) + x_tile_1))]);
             #pragma unroll
             for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)8; x_tile_lane += (int64_t)1) {
               x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = x__lanes[x_tile_lane];
@@ -2474,19 +2468,15 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __n
           } else {
             #pragma unroll
             for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)8; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = (((emmy_add(emmy_mul(mo, (int64_t)64), x_tile_0) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)64), x_tile_1), x_tile_lane) < N)) ? x[((((mo * (int64_t)64) + x_tile_0) * N) + (((no * (int64_t)64) + x_tile_1) + x_tile_lane))] : emmy_bf16(0.0f));
+              x_tile_staged[((x_tile_slot * (int64_t)8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (int64_t)64), x_tile_0), emmy_mul(x_tile_slot, (int64_t)16)) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * (int64_t)64) + x_tile_0) + (x_tile_slot * (int64_t)16)) * N) + (((no * (int64_t)64) + x_tile_1) + x_tile_lane))] : emmy_bf16(0.0f));
             }
           }
         }
         #pragma unroll
         for (int64_t x_tile_slot_1 = (int64_t)0; x_tile_slot_1 < (int64_t)4; x_tile_slot_1 += (int64_t)1) {
-          const int64_t x_tile_vector_1 = (x_tile_batch + (x_tile_slot_1 * (int64_t)128));
-          const int64_t x_tile_element_1 = ((((((x_tile_vector_1 / (int64_t)8) / (int64_t)8) * (int64_t)8) + ((((x_tile_vector_1 / (int64_t)8) % (int64_t)4) * (int64_t)2) + (((x_tile_vector_1 / (int64_t)8) % (int64_t)8) / (int64_t)4))) * (int64_t)64) + ((x_tile_vector_1 % (int64_t)8) * (int64_t)8));
-          const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)64) % (int64_t)64);
-          const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)64);
           #pragma unroll
           for (int64_t x_tile_lane_1 = (int64_t)0; x_tile_lane_1 < (int64_t)8; x_tile_lane_1 += (int64_t)1) {
-            x_tile[((x_tile_0_1 * (int64_t)65) + (x_tile_1_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)8) + x_tile_lane_1)];
+            x_tile[(((x_tile_0 + (x_tile_slot_1 * (int64_t)16)) * (int64_t)65) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)8) + x_tile_lane_1)];
           }
         }
       }
@@ -2542,15 +2532,14 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0(const floa
       for (int64_t x_tile_batch__trip = (int64_t)0; x_tile_batch__trip < (int64_t)2; x_tile_batch__trip += (int64_t)1) {
         const int64_t x_tile_batch = (((int64_t)threadIdx.x + ((int64_t)8 * ((int64_t)threadIdx.y + ((int64_t)4 * (int64_t)threadIdx.z)))) + (x_tile_batch__trip * (int64_t)32));
         alignas(16) float x_tile_staged[16];
+        const int64_t x_tile_element = (x_tile_batch * (int64_t)4);
+        const int64_t x_tile_0 = ((x_tile_element / (int64_t)32) % (int64_t)32);
+        const int64_t x_tile_1 = (x_tile_element % (int64_t)32);
         #pragma unroll
         for (int64_t x_tile_slot = (int64_t)0; x_tile_slot < (int64_t)4; x_tile_slot += (int64_t)1) {
-          const int64_t x_tile_vector = (x_tile_batch + (x_tile_slot * (int64_t)64));
-          const int64_t x_tile_element = (x_tile_vector * (int64_t)4);
-          const int64_t x_tile_0 = ((x_tile_element / (int64_t)32) % (int64_t)32);
-          const int64_t x_tile_1 = (x_tile_element % (int64_t)32);
-          if ((((unsigned long long)(const void*)&x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))]) & 15) == 0 && ((((mo * (int64_t)32) + x_tile_0) < M) && ((((no * (int64_t)32) + x_tile_1) + (int64_t)3) < N))) {
+          if ((((unsigned long long)(const void*)&x[(((((mo * (int64_t)32) + x_tile_0) + (x_tile_slot * (int64_t)8)) * N) + ((no * (int64_t)32) + x_tile_1))]) & 15) == 0 && (((((mo * (int64_t)32) + x_tile_0) + (x_tile_slot * (int64_t)8)) < M) && ((((no * (int64_t)32) + x_tile_1) + (int64_t)3) < N))) {
             alignas(16) float x__lanes[4];
-            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((mo * (int64_t)32) + x_tile_0) * N) + ((no * (int64_t)32) + x_tile_1))]);
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * (int64_t)32) + x_tile_0) + (x_tile_slot * (int64_t)8)) * N) + ((no * (int64_t)32) + x_tile_1))]);
             #pragma unroll
             for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)4; x_tile_lane += (int64_t)1) {
               x_tile_staged[((x_tile_slot * (int64_t)4) + x_tile_lane)] = x__lanes[x_tile_lane];
@@ -2558,19 +2547,15 @@ extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0(const floa
           } else {
             #pragma unroll
             for (int64_t x_tile_lane = (int64_t)0; x_tile_lane < (int64_t)4; x_tile_lane += (int64_t)1) {
-              x_tile_staged[((x_tile_slot * (int64_t)4) + x_tile_lane)] = (((emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)32), x_tile_1), x_tile_lane) < N)) ? x[((((mo * (int64_t)32) + x_tile_0) * N) + (((no * (int64_t)32) + x_tile_1) + x_tile_lane))] : 0.0f);
+              x_tile_staged[((x_tile_slot * (int64_t)4) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, (int64_t)32), x_tile_0), emmy_mul(x_tile_slot, (int64_t)8)) < M) && (emmy_add(emmy_add(emmy_mul(no, (int64_t)32), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * (int64_t)32) + x_tile_0) + (x_tile_slot * (int64_t)8)) * N) + (((no * (int64_t)32) + x_tile_1) + x_tile_lane))] : 0.0f);
             }
           }
         }
         #pragma unroll
         for (int64_t x_tile_slot_1 = (int64_t)0; x_tile_slot_1 < (int64_t)4; x_tile_slot_1 += (int64_t)1) {
-          const int64_t x_tile_vector_1 = (x_tile_batch + (x_tile_slot_1 * (int64_t)64));
-          const int64_t x_tile_element_1 = (x_tile_vector_1 * (int64_t)4);
-          const int64_t x_tile_0_1 = ((x_tile_element_1 / (int64_t)32) % (int64_t)32);
-          const int64_t x_tile_1_1 = (x_tile_element_1 % (int64_t)32);
           #pragma unroll
           for (int64_t x_tile_lane_1 = (int64_t)0; x_tile_lane_1 < (int64_t)4; x_tile_lane_1 += (int64_t)1) {
-            x_tile[((x_tile_0_1 * (int64_t)33) + (x_tile_1_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)4) + x_tile_lane_1)];
+            x_tile[(((x_tile_0 + (x_tile_slot_1 * (int64_t)8)) * (int64_t)33) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * (int64_t)4) + x_tile_lane_1)];
           }
         }
       }
