@@ -154,7 +154,7 @@ TEST_CASE("a callee's param chosen at launch tests the caller's size that the ca
   SECTION("another name: the case tests it") {
     CallBuild built = callerOf("import nn\nkernel k(x: f32[B, L]) -> (y: f32[B, L]) {\n    y = nn.softmax(x)\n}\n");
     CHECK(has(built.schedule, "    param LANES in [32, 64, 128, 256, 512, 1024] = 32 if L <= 2048 else 128 if L <= 8192 else 256\n"));
-    CHECK(has(built.cuda, "  if ((L <= (int64_t)2048)) {\n    EMMY_LAUNCH(k__LANES32__k0"));
+    CHECK(has(built.cuda, "  if ((L <= (int64_t)2048)) {\n    {\n      int64_t emmy_shared_bytes = ((((L + (int64_t)3)"));
     CHECK(count(built.cuda, "__global__") == 3);
     checkRuns(built, {{{"B", 3}, {"L", 2048}}, {{"B", 2}, {"L", 2049}}, {{"B", 1}, {"L", 1}}});
   }

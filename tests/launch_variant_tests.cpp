@@ -124,10 +124,10 @@ schedule rownorm {
   CHECK(printed.find("param LANES in [32, 64, 128] = 32 if D <= 100 else 64 if D < 300 else 128\n") != std::string::npos);
   CHECK(printed.find("param VEC in [1, 2, 4] = 4 if N >= 3 else 2\n") != std::string::npos);
   cuda::GeneratedCuda files = emitCudaFiles({lowered}, "rownorm.emmy");
-  // Variants for short rows copy only their longest row: 100 floats (in whole vectors), 300 floats; the
-  // variants for longer rows a copy sized at launch to the row (of 227 KiB at most).
-  CHECK(files.source.find("EMMY_SHARED(float, x_row, 100);") != std::string::npos);
-  CHECK(files.source.find("EMMY_SHARED(float, x_row, 300);") != std::string::npos);
+  // Copies sized at launch to the row: of at most the longest row of a variant for short rows, 100 floats
+  // (in whole vectors), 300 floats; of 227 KiB at most for longer rows.
+  CHECK(files.source.find("EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 100, ") != std::string::npos);
+  CHECK(files.source.find("EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 300, ") != std::string::npos);
   CHECK(files.source.find("EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 58112, ") != std::string::npos);
   // The simulation runs the host function, which picks the variant: at each side of every bound, and
   // for long rows on a device that holds them and on one that does not.

@@ -173,21 +173,29 @@ TEST_CASE("the stdlib row kernels read a row once where it fits in shared memory
       CHECK(lowered.kernel.functions[1].name == kernel.instanceName() + "__LANES128__k0");
       CHECK(lowered.kernel.functions[2].name == kernel.instanceName() + "__LANES256__k0");
       std::string cuda = emitCudaFiles({lowered}, "nn.emmy").source;
-      CHECK(cuda.find("  if ((D <= (int64_t)2048)) {\n    EMMY_LAUNCH(" + kernel.instanceName() + "__LANES32__k0") != std::string::npos);
-      CHECK(cuda.find("  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {\n    EMMY_LAUNCH(" + kernel.instanceName() +
-                      "__LANES128__k0") != std::string::npos);
+      CHECK(cuda.find("  if ((D <= (int64_t)2048)) {\n    {\n      int64_t emmy_shared_bytes = ") != std::string::npos);
+      CHECK(cuda.find("EMMY_LAUNCH_SIZED(" + kernel.instanceName() + "__LANES32__k0") != std::string::npos);
+      CHECK(cuda.find("  if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {\n    {\n      int64_t emmy_shared_bytes = ") !=
+            std::string::npos);
+      CHECK(cuda.find("EMMY_LAUNCH_SIZED(" + kernel.instanceName() + "__LANES128__k0") != std::string::npos);
       bool half = kernel.typeArguments.at(0).second != DType::F32;
       int elementBytes = half ? 2 : 4, lanes = 16 / elementBytes;
-      // Short rows: a static copy of the variant's longest row, which always fits. Long rows: a copy sized
-      // at launch to the row (in whole vectors), up to the 227 KiB a block may have; where the device
-      // gives less, the kernel reads the row from global memory (the launcher asks the device, and the
-      // kernel tests what the launch gave).
-      CHECK(cuda.find("x_row, 2048);") != std::string::npos);
-      CHECK(cuda.find("x_row, 8192);") != std::string::npos);
+      // A copy sized at launch to the row (in whole vectors), of at most the variant's longest row where
+      // that is at most 32 KiB (every launch gives it: the kernel has no second path), else up to the
+      // 227 KiB a block may have; where the device gives less, the kernel reads the row from global memory
+      // (the launcher asks the device, and the kernel tests what the launch gave).
+      std::string type = half ? (kernel.typeArguments.at(0).second == DType::F16 ? "__half" : "__nv_bfloat16") : "float";
+      CHECK(cuda.find(fmt::format("EMMY_SHARED_SIZED_AT_LAUNCH({}, x_row, 2048, ", type)) != std::string::npos);
+      CHECK(cuda.find(fmt::format("EMMY_SHARED_SIZED_AT_LAUNCH({}, x_row, 8192, ", type)) != std::string::npos);
+      // Only the variant for long rows tests what the launch gave (its two paths).
+      size_t launchTests = 0;
+      for (size_t at = cuda.find("<= (int64_t)emmy_launch_shared_bytes()"); at != std::string::npos;
+           at = cuda.find("<= (int64_t)emmy_launch_shared_bytes()", at + 1))
+        ++launchTests;
+      CHECK(launchTests == 2);
       std::string sized = fmt::format("EMMY_SHARED_SIZED_AT_LAUNCH({}, x_row, {}, (int64_t)0, (((D + (int64_t){}) / (int64_t){}) * "
                                       "(int64_t){}));",
-                                      half ? (kernel.typeArguments.at(0).second == DType::F16 ? "__half" : "__nv_bfloat16") : "float",
-                                      227 * 1024 / elementBytes, lanes - 1, lanes, lanes);
+                                      type, 227 * 1024 / elementBytes, lanes - 1, lanes, lanes);
       CHECK(cuda.find(sized) != std::string::npos);
       CHECK(cuda.find("  if ((D >= (int64_t)8193)) {\n    {\n      int64_t emmy_shared_bytes = ") != std::string::npos);
       CHECK(cuda.find("EMMY_LAUNCH_SIZED(" + kernel.instanceName() + "__LANES256__k0") != std::string::npos);

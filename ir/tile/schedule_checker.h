@@ -93,7 +93,6 @@ private:
     std::vector<int64_t> extents;  // one per dimension of the source
     CacheMemory memory = CacheMemory::Shared;
     bool wholeRows = false;
-    bool sizedAtLaunch = false;
   };
   std::string legalCachePlaces(const Directive& d);
   void refitCopies();

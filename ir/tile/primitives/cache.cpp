@@ -68,7 +68,6 @@ void ScheduleChecker::refitCopies() {
     cache.atLoop = at.loops[loopAt].name;
     cache.shape = fit->extents;
     cache.wholeRows = fit->wholeRows;
-    cache.sizedAtLaunch = fit->sizedAtLaunch;
   }
 }
 
@@ -134,11 +133,11 @@ std::optional<ScheduleChecker::CopyFit> ScheduleChecker::fitCopy(const Directive
   };
   const Shape& shape = sourceStage ? sourceStage->shape() : input->shape;
   DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
-  // A copy of whole rows holds them in whole 16-byte vectors. A launch variant's short rows (at most
-  // kWholeRowCacheBytes) take a static copy of the longest, no more: shared memory a block does not use
-  // would only limit how many blocks an SM holds. Longer rows take a copy sized at launch to the row.
+  // A copy of whole rows holds them in whole 16-byte vectors, sized at launch to the row: shared memory a
+  // block does not use would only limit how many blocks an SM holds (a launch variant's rows of up to 2048
+  // f32 took 8 KiB each, for rows of 256 too). shape.back() bounds the row: a launch variant's longest row
+  // where that is at most kWholeRowCacheBytes (every launch gives it), else the most any device allows.
   std::optional<int64_t> rowBound;
-  bool rowsSizedAtLaunch = false;
   if (!compute && fit.memory == CacheMemory::Shared && !own) {
     int64_t lanes = std::max<int64_t>(1, 16 / dtypeBytes(dtype));
     auto roundedUp = [&](int64_t elements) { return (std::max<int64_t>(elements, 1) + lanes - 1) / lanes * lanes; };
@@ -148,7 +147,6 @@ std::optional<ScheduleChecker::CopyFit> ScheduleChecker::fitCopy(const Directive
     } else {
       rowBound = kMostSharedBytesPerBlock / dtypeBytes(dtype) / lanes * lanes;
       if (longest) rowBound = std::min(*rowBound, roundedUp(*longest));
-      rowsSizedAtLaunch = true;
     }
   }
   std::vector<const ScheduledLoop*> varying = varyingLoops(at, loopAt, fit.memory);
@@ -163,7 +161,6 @@ std::optional<ScheduleChecker::CopyFit> ScheduleChecker::fitCopy(const Directive
       } else if (rowBound && dim + 1 == indices.size() && readsWhole(*indices[dim], at, varying)) {
         extents.push_back(*rowBound);
         fit.wholeRows = true;
-        fit.sizedAtLaunch = rowsSizedAtLaunch;
       } else if (symbolic) {
         return fail(fmt::format("loop {} inside it has extent {}, which is not a constant, so the part of {} to copy has "
                                 "no constant size; {} at a loop inside {}", symbolic->name, symbolic->extentText, source,
@@ -299,7 +296,7 @@ void ScheduleChecker::cache(const Directive& d) {
   }
   DType dtype = sourceStage ? sourceStage->dtype : input->dtype;
   model_.caches.push_back(CacheStage{name, source, at->name, d.atAxis.text, d.memory, fit->extents, 0, false,
-                                     dtypeBytes(dtype), d.loc, fit->wholeRows, fit->sizedAtLaunch});
+                                     dtypeBytes(dtype), d.loc, fit->wholeRows});
   copies_.push_back({d, name});
 }
 
@@ -353,7 +350,7 @@ void ScheduleChecker::checkSharedMemory() {
     std::vector<std::string> parts;
     const SourceLoc* last = nullptr;
     for (const CacheStage& cache : model_.caches) {
-      if (cache.memory != CacheMemory::Shared || cache.sizedAtLaunch ||
+      if (cache.memory != CacheMemory::Shared || (cache.wholeRows && !rowsAlwaysFit(cache)) ||
           std::find(nest.stages.begin(), nest.stages.end(), cache.atStage) == nest.stages.end())
         continue;
       int64_t elements = 1;
@@ -487,20 +484,19 @@ StmtPtr NestScheduler::rowVariants(const PlacedCache& cache, const Defined& defi
   size_t position = cache.position;
   wholeRowsInUse_[&cache] = true;
   StmtPtr copied = generate(position, defined, masks);
-  // Where the sizes bound the rows (a launch variant for short rows), a static copy always fits.
+  // Where the sizes bound the rows to kWholeRowCacheBytes (a launch variant for short rows), every launch
+  // gives the copy its bytes.
   std::optional<int64_t> longest = largestExtent(sourceShape(cache).back(), kernel_);
-  if (!cache.cache->sizedAtLaunch && longest && *longest <= cache.cache->shape.back()) {
+  if (longest && *longest <= cache.cache->shape.back() && rowsAlwaysFit(*cache.cache)) {
     wholeRowsInUse_.erase(&cache);
     return copied;
   }
   wholeRowsInUse_[&cache] = false;
   StmtPtr direct = generate(position, defined, masks);
   wholeRowsInUse_.erase(&cache);
-  // A copy sized at launch fits where the launch gave it its bytes.
-  ExprPtr fits = cache.cache->sizedAtLaunch
-                     ? compare(BinaryOp::Le, arithmetic(BinaryOp::Mul, elementsAtLaunch(cache), i64(cache.cache->elementBytes)),
-                               var(kLaunchSharedBytes))
-                     : compare(BinaryOp::Le, dimValue(sourceShape(cache).back()), i64(cache.cache->shape.back()));
+  // The copy (sized at launch) fits where the launch gave it its bytes.
+  ExprPtr fits = compare(BinaryOp::Le, arithmetic(BinaryOp::Mul, elementsAtLaunch(cache), i64(cache.cache->elementBytes)),
+                         var(kLaunchSharedBytes));
   return block({std::make_shared<Guard>(fits, copied),
                 std::make_shared<Guard>(std::make_shared<Unary>(DType::Bool, UnaryOp::Not, fits), direct)});
 }
@@ -519,7 +515,7 @@ StmtPtr NestScheduler::cacheCopy(const PlacedCache& placed, StmtPtr rest) {
   stmts.push_back(rest);
   return std::make_shared<Allocate>(placed.cache->name, placed.dtype, cacheShape(placed),
                                     shared ? MemoryScope::Shared : MemoryScope::Registers, block(stmts),
-                                    placed.cache->sizedAtLaunch ? elementsAtLaunch(placed) : nullptr);
+                                    placed.cache->wholeRows ? elementsAtLaunch(placed) : nullptr);
 }
 
 // The elements of a copy sized at launch: the row in whole 16-byte vectors (as the copy and the reads

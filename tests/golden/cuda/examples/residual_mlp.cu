@@ -197,7 +197,7 @@ static int64_t emmy_launch_shared_limit(const void* kernel) {
 // Computes h__ms, h.
 extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, h__x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 2048, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
       const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
@@ -1190,7 +1190,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(c
 // Computes h__ms, h.
 extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, h__x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 8192, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t h__x_row_vector = (int64_t)threadIdx.x; h__x_row_vector < ((D + (int64_t)3) / (int64_t)4); h__x_row_vector += (int64_t)blockDim.x) {
       const int64_t h__x_row_element = (h__x_row_vector * (int64_t)4);
@@ -3280,9 +3280,13 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   if (cudaMallocAsync((void**)&y__h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("residual_mlp: cannot allocate the temporary y__h");
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(residual_mlp__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(residual_mlp__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(residual_mlp__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
     if (!(H == 0 || N == 0)) {
       EMMY_LAUNCH(residual_mlp__LANES32__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -3293,9 +3297,13 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
       return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k2 failed: %s", cudaGetErrorString(error));
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(residual_mlp__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(residual_mlp__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(residual_mlp__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
     if (!(H == 0 || N == 0)) {
       EMMY_LAUNCH(residual_mlp__LANES128__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)

@@ -264,7 +264,7 @@ static int64_t emmy_floor_divide(int64_t a, int64_t b) {
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__half, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 2048, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -388,7 +388,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__half, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 8192, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -820,14 +820,22 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
   if (D < 0) return emmy_fail("softmax_f16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(softmax_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_f16: kernel softmax_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_f16: kernel softmax_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(softmax_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_f16: kernel softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_f16: kernel softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -846,7 +854,7 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__nv_bfloat16, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 2048, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -970,7 +978,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__nv_bfloat16, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 8192, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -1402,14 +1410,22 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
   if (D < 0) return emmy_fail("softmax_bf16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(softmax_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_bf16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(softmax_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_bf16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -1428,7 +1444,7 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 2048, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
@@ -1548,7 +1564,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 8192, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
@@ -1968,14 +1984,22 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
   if (D < 0) return emmy_fail("softmax_f32: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(softmax_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_f32: kernel softmax_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f32__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_f32: kernel softmax_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(softmax_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax_f32: kernel softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f32__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax_f32: kernel softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -1994,7 +2018,7 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__half, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 2048, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -2094,7 +2118,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__k0(const __half* x, __half* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__half, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 8192, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -2454,14 +2478,22 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
   if (D < 0) return emmy_fail("log_softmax_f16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(log_softmax_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(log_softmax_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -2480,7 +2512,7 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__nv_bfloat16, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 2048, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -2580,7 +2612,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__nv_bfloat16, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 8192, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -2940,14 +2972,22 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
   if (D < 0) return emmy_fail("log_softmax_bf16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(log_softmax_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_bf16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(log_softmax_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_bf16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -2966,7 +3006,7 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 2048, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
@@ -3062,7 +3102,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 8192, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
@@ -3410,14 +3450,22 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
   if (D < 0) return emmy_fail("log_softmax_f32: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(log_softmax_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f32__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(log_softmax_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f32__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(log_softmax_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -3436,7 +3484,7 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__half, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 2048, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -3536,7 +3584,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0(const __half* x, const __half* w, const __half* b, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__half, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 8192, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -3896,14 +3944,22 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
   if (D < 0) return emmy_fail("layernorm_f16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(layernorm_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(layernorm_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -3922,7 +3978,7 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__nv_bfloat16, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 2048, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -4022,7 +4078,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__nv_bfloat16, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 8192, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -4382,14 +4438,22 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
   if (D < 0) return emmy_fail("layernorm_bf16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(layernorm_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_bf16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(layernorm_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_bf16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -4408,7 +4472,7 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 2048, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
@@ -4508,7 +4572,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(c
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 8192, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
@@ -4868,14 +4932,22 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
   if (D < 0) return emmy_fail("layernorm_f32: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(layernorm_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f32__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(layernorm_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f32__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -4894,7 +4966,7 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__half, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 2048, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -4963,7 +5035,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(const __half* x, const __half* g, __half* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__half, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__half, x_row, 8192, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -5198,14 +5270,22 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
   if (D < 0) return emmy_fail("rmsnorm_f16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(rmsnorm_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(rmsnorm_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -5224,7 +5304,7 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__nv_bfloat16, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 2048, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -5293,7 +5373,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv_bfloat16* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(__nv_bfloat16, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(__nv_bfloat16, x_row, 8192, (int64_t)0, (((D + (int64_t)7) / (int64_t)8) * (int64_t)8));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)7) / (int64_t)8); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)8);
@@ -5528,14 +5608,22 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
   if (D < 0) return emmy_fail("rmsnorm_bf16: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(rmsnorm_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_bf16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(rmsnorm_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_bf16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
@@ -5554,7 +5642,7 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, x_row, 2048);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 2048, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
@@ -5623,7 +5711,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(con
 // Computes ms, y.
 extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(const float* x, const float* g, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    EMMY_SHARED(float, x_row, 8192);
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, x_row, 8192, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
     for (int64_t x_row_vector = (int64_t)threadIdx.x; x_row_vector < ((D + (int64_t)3) / (int64_t)4); x_row_vector += (int64_t)blockDim.x) {
       const int64_t x_row_element = (x_row_vector * (int64_t)4);
@@ -5858,14 +5946,22 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
   if (D < 0) return emmy_fail("rmsnorm_f32: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
   if ((D <= (int64_t)2048)) {
-    EMMY_LAUNCH(rmsnorm_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f32__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    EMMY_LAUNCH(rmsnorm_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, g, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f32__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(rmsnorm_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
     {
