@@ -468,25 +468,6 @@ private:
   std::vector<Loop> loops_;                                     // around the statement counted
 };
 
-// Shared memory a kernel declares statically (what ptxas would report), for when NVRTC is missing.
-int64_t declaredSharedBytes(const kernel::Stmt& stmt) {
-  return kernel::dispatch(stmt, [&](const auto& node) -> int64_t {
-    using Node = std::decay_t<decltype(node)>;
-    if constexpr (std::is_same_v<Node, kernel::Declare>)
-      return node.memory == kernel::Memory::Shared ? node.count * dtypeBytes(node.dtype) : 0;
-    else if constexpr (std::is_same_v<Node, kernel::For> || std::is_same_v<Node, kernel::If>)
-      return declaredSharedBytes(*node.body);
-    else if constexpr (std::is_same_v<Node, kernel::IfAligned>)
-      return std::max(declaredSharedBytes(*node.aligned), declaredSharedBytes(*node.otherwise));
-    else if constexpr (std::is_same_v<Node, kernel::Block>) {
-      int64_t total = 0;
-      for (const kernel::StmtPtr& inner : node.stmts) total += declaredSharedBytes(*inner);
-      return total;
-    } else
-      return 0;
-  });
-}
-
 // The rest of an H200-class GPU the time model needs: SMs and their clock, the bandwidth of L2, the
 // tensor-core peak (dense f16/bf16), the warps an SM needs resident to hide memory latency, the time a
 // barrier stalls a block, and a kernel launch. Shared memory serves one wavefront per clock per SM.
@@ -689,7 +670,7 @@ TimeEstimate estimateTime(const Lowered& lowered, const CudaCompileResult* compi
   TimeEstimate estimate;
   size_t k = 0;
   for (const kernel::Function& function : lowered.kernel.functions) {
-    KernelResources assumed{function.name, kAssumedRegisters, 0, 0, declaredSharedBytes(*function.body)};
+    KernelResources assumed{function.name, kAssumedRegisters, 0, 0, function.declaredSharedBytes()};
     EMMY_INTERNAL_ASSERT(!compiled || k < resources.size(), "ptxas reported fewer kernels than were generated");
     const KernelResources& used = compiled ? resources[k++] : assumed;
     if (!launchedAt(function, sizes)) continue;

@@ -42,6 +42,9 @@ const char* cudaTypeName(DType dtype) {
 
 namespace {
 
+// The shared memory every device gives a block without opting in (static and sized at launch together).
+constexpr int64_t kSharedBytesWithoutOptIn = 48 * 1024;
+
 bool isHalf(DType dtype) { return dtype == DType::F16 || dtype == DType::BF16; }
 
 // f16/bf16 values are computed in float: the text of `text` (of type `dtype`) as a float, and back.
@@ -628,11 +631,14 @@ private:
       if (guarded) line(indent++, fmt::format("if (!({})) {{", emptyCondition(*storesNothing)));
       if (ExprPtr bytes = function.launchSharedBytes()) {
         // Where the device's shared memory cannot hold the rows, the kernel reads them from global memory.
+        // Within what every device gives a block without asking, it always holds them (and the kernel has
+        // no other path: a launch variant's short rows).
         line(indent++, "{");
         line(indent, fmt::format("int64_t emmy_shared_bytes = {};", expr(*bytes)));
-        line(indent, fmt::format("if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT({}), (int64_t){})) "
-                                 "emmy_shared_bytes = 0;",
-                                 function.name, function.mostLaunchSharedBytes()));
+        if (function.mostLaunchSharedBytes() + function.declaredSharedBytes() > kSharedBytesWithoutOptIn)
+          line(indent, fmt::format("if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT({}), (int64_t){})) "
+                                   "emmy_shared_bytes = 0;",
+                                   function.name, function.mostLaunchSharedBytes()));
         line(indent, fmt::format("EMMY_LAUNCH_SIZED({}, dim3({}), dim3({}), emmy_shared_bytes, stream, {});", function.name,
                                  grid, block, join(kernelParameters(ParameterText::Spelled), ", ")));
       } else {

@@ -72,6 +72,15 @@ int64_t Function::mostLaunchSharedBytes() const {
   return total;
 }
 
+int64_t Function::declaredSharedBytes() const {
+  int64_t total = 0;
+  forEachStmt(*body, [&](const Stmt& stmt) {
+    if (const auto* declare = stmt.as<Declare>(); declare && declare->memory == Memory::Shared && !declare->sizedAtLaunch)
+      total += declare->count * dtypeBytes(declare->dtype);
+  });
+  return total;
+}
+
 bool Function::flatGrid() const {
   auto one = [](const ExprPtr& e) {
     const auto* immediate = e->as<tensor::IntImm>();

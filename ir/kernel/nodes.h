@@ -317,6 +317,8 @@ struct Function {
   // The bytes they all take (an i64 expression of the sizes; null when there are none), and at most.
   ExprPtr launchSharedBytes() const;
   int64_t mostLaunchSharedBytes() const;
+  // The shared memory it declares with a constant size, every buffer counted (at most what ptxas reports).
+  int64_t declaredSharedBytes() const;
   // Only x has more than one block (or thread): printers then show one number.
   bool flatGrid() const;
   bool flatBlock() const { return blockThreads[1] == 1 && blockThreads[2] == 1; }

@@ -3282,7 +3282,6 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(residual_mlp__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(residual_mlp__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -3299,7 +3298,6 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(residual_mlp__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(residual_mlp__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0 failed: %s", cudaGetErrorString(error));

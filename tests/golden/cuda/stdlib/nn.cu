@@ -822,7 +822,6 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(softmax_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("softmax_f16: kernel softmax_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -831,7 +830,6 @@ extern "C" int softmax_f16(const __half* x, __half* y, int64_t N, int64_t D, cud
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(softmax_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("softmax_f16: kernel softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -1412,7 +1410,6 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_bf16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(softmax_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -1421,7 +1418,6 @@ extern "C" int softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t N,
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_bf16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(softmax_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("softmax_bf16: kernel softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -1986,7 +1982,6 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f32__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(softmax_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("softmax_f32: kernel softmax_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -1995,7 +1990,6 @@ extern "C" int softmax_f32(const float* x, float* y, int64_t N, int64_t D, cudaS
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax_f32__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(softmax_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("softmax_f32: kernel softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -2480,7 +2474,6 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(log_softmax_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -2489,7 +2482,6 @@ extern "C" int log_softmax_f16(const __half* x, __half* y, int64_t N, int64_t D,
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(log_softmax_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("log_softmax_f16: kernel log_softmax_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -2974,7 +2966,6 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_bf16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(log_softmax_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -2983,7 +2974,6 @@ extern "C" int log_softmax_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_bf16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(log_softmax_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("log_softmax_bf16: kernel log_softmax_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -3452,7 +3442,6 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f32__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(log_softmax_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -3461,7 +3450,6 @@ extern "C" int log_softmax_f32(const float* x, float* y, int64_t N, int64_t D, c
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(log_softmax_f32__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(log_softmax_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, y, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("log_softmax_f32: kernel log_softmax_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -3946,7 +3934,6 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(layernorm_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -3955,7 +3942,6 @@ extern "C" int layernorm_f16(const __half* x, const __half* w, const __half* b, 
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(layernorm_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("layernorm_f16: kernel layernorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -4440,7 +4426,6 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_bf16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(layernorm_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -4449,7 +4434,6 @@ extern "C" int layernorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* w, co
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_bf16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(layernorm_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("layernorm_bf16: kernel layernorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -4934,7 +4918,6 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f32__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(layernorm_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -4943,7 +4926,6 @@ extern "C" int layernorm_f32(const float* x, const float* w, const float* b, flo
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm_f32__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(layernorm_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("layernorm_f32: kernel layernorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -5272,7 +5254,6 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(rmsnorm_f16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -5281,7 +5262,6 @@ extern "C" int rmsnorm_f16(const __half* x, const __half* g, __half* y, float ep
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(rmsnorm_f16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("rmsnorm_f16: kernel rmsnorm_f16__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -5610,7 +5590,6 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_bf16__LANES32__k0), (int64_t)4096)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(rmsnorm_bf16__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -5619,7 +5598,6 @@ extern "C" int rmsnorm_bf16(const __nv_bfloat16* x, const __nv_bfloat16* g, __nv
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_bf16__LANES128__k0), (int64_t)16384)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(rmsnorm_bf16__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("rmsnorm_bf16: kernel rmsnorm_bf16__LANES128__k0 failed: %s", cudaGetErrorString(error));
@@ -5948,7 +5926,6 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
   if ((D <= (int64_t)2048)) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f32__LANES32__k0), (int64_t)8192)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(rmsnorm_f32__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES32__k0 failed: %s", cudaGetErrorString(error));
@@ -5957,7 +5934,6 @@ extern "C" int rmsnorm_f32(const float* x, const float* g, float* y, float eps, 
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
     {
       int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(rmsnorm_f32__LANES128__k0), (int64_t)32768)) emmy_shared_bytes = 0;
       EMMY_LAUNCH_SIZED(rmsnorm_f32__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, y, eps, N, D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("rmsnorm_f32: kernel rmsnorm_f32__LANES128__k0 failed: %s", cudaGetErrorString(error));
