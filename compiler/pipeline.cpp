@@ -11,6 +11,7 @@
 #include "ir/loop/lower_tensor_to_loops.h"
 #include "ir/loop/printer.h"
 #include "ir/loop/verifier.h"
+#include "ir/tensor/approximate_exponentials.h"
 #include "ir/tensor/launch_variants.h"
 #include "ir/tensor/printer.h"
 #include "ir/tile/apply_schedule.h"
@@ -22,7 +23,7 @@
 namespace emmy {
 
 const std::vector<std::string>& passNames() {
-  static const std::vector<std::string> names = {"elaborate", "lower-tensor-to-loops", "schedule", "lower-tile-to-kernel", "place-barriers", "hoist-row-values",
+  static const std::vector<std::string> names = {"elaborate", "approximate-exponentials", "lower-tensor-to-loops", "schedule", "lower-tile-to-kernel", "place-barriers", "hoist-row-values",
                                                  "narrow-guarded-loops"};
   return names;
 }
@@ -94,10 +95,13 @@ Lowered lower(const tensor::Kernel& kernel, const PipelineOptions& options) {
   tensor::verifyKernel(kernel);
   dumpAfter(options, "elaborate", "", [&] { return tensor::printKernel(kernel); });
   if (options.stopAfter == Level::Tensor) return Lowered{kernel, {}, {}, {}};
+  tensor::Kernel approximated = tensor::approximateExponentials(kernel);
+  tensor::verifyKernel(approximated);
+  dumpAfter(options, "approximate-exponentials", "", [&] { return tensor::printKernel(approximated); });
 
   // Each launch variant is lowered on its own; the first one's Loop and Tile IR stand for the kernel's
   // (they print the same schedule), and the launcher runs the kernels of the variant the sizes choose.
-  std::vector<tensor::LaunchVariant> variants = tensor::launchVariants(kernel);
+  std::vector<tensor::LaunchVariant> variants = tensor::launchVariants(approximated);
   Lowered lowered;
   for (const tensor::LaunchVariant& variant : variants) {
     Lowered one = lowerVariant(variant, options);

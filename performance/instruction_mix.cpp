@@ -127,6 +127,11 @@ std::pair<InstructionClass, double> classify(const std::string& op) {
     return {InstructionClass::GlobalMemory, 1};
   if (starts("ld.shared") || starts("st.shared") || starts("ldmatrix") || starts("stmatrix")) return {InstructionClass::SharedMemory, 1};
   if (starts("ld.local") || starts("st.local")) return {InstructionClass::LocalMemory, 1};
+  // Conversions that sm_80 and later run without the conversion unit: a 16-bit float widened to f32 is a
+  // half-precision add (HADD2.F32) or, for bf16, a shift into the upper half; a saturating f32 "conversion"
+  // is the clamp of the FMA that computes its operand (FFMA.SAT).
+  if (starts("cvt.f32.f16") || starts("cvt.sat.f32.f32")) return {InstructionClass::Fp32, 1};
+  if (starts("cvt.f32.bf16")) return {InstructionClass::Integer, 1};
   if (starts("cvt")) return {InstructionClass::Conversion, 1};
   if (starts("ex2") || starts("lg2") || starts("rcp") || starts("rsqrt") || starts("sqrt") || starts("sin") ||
       starts("cos") || starts("tanh"))
@@ -434,7 +439,11 @@ std::vector<KernelMix> instructionMix(const std::string& ptx) {
       labels[trimmed.substr(0, trimmed.size() - 1)] = labelledAt = instructions.size();
       continue;
     }
-    if (trimmed[0] == '.') continue;  // declarations
+    // An inline asm block's braces share lines with its instructions (`{  cvt.f32.f16 %f1, %rs1;}`), which
+    // are instructions like any other.
+    if (trimmed[0] == '{') trimmed = trimmed.substr(std::min(trimmed.size(), trimmed.find_first_not_of(" \t{")));
+    if (trimmed.size() > 1 && trimmed.back() == '}' && trimmed.find(';') != std::string::npos) trimmed.pop_back();
+    if (trimmed.empty() || trimmed[0] == '.') continue;  // declarations
     std::string instruction = trimmed, guard;
     if (instruction[0] == '@') {
       guard = instruction.substr(0, instruction.find_first_of(" \t"));

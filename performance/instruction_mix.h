@@ -11,7 +11,8 @@
 //   FP64 arithmetic                          64
 //   32-bit integer add, compare, logic,      64   (a 64-bit integer operation counts as two)
 //     shift, multiply, mad
-//   conversions (cvt)                        16
+//   conversions (cvt)                        16   (but f16 or bf16 to f32, and an f32 clamp: the FP32
+//                                                  and integer pipes, classify in instruction_mix.cpp)
 //   special functions (ex2, lg2, rcp, rsqrt, 16   (MUFU; a correctly rounded f32 division also takes ~8
 //     sqrt, sin, cos, tanh)                        FP32 instructions)
 //   warp shuffles                            32

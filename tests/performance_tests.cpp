@@ -131,6 +131,69 @@ $L__BB0_2:
   CHECK(mix.cyclesPerMemoryInstruction() == Approx((outer.issueCycles + inner.issueCycles) / 2));
 }
 
+TEST_CASE("the instruction mix: inline asm's instructions count, and conversions by the pipe that runs them", "[stats]") {
+  // cuda_fp16.h's conversions are inline asm, braces on the instruction's own line or around several.
+  const char* ptx = R"(
+.visible .entry widen(
+	.param .u64 widen_param_0
+)
+{
+	ld.param.u64 	%rd1, [widen_param_0];
+$L__BB0_1:
+	ld.global.u16 	%rs1, [%rd1];
+	// begin inline asm
+	{  cvt.f32.f16 %f1, %rs1;}
+
+	// end inline asm
+	cvt.f32.bf16 	%f2, %rs1;
+	fma.rn.f32 	%f3, %f1, %f2, %f1;
+	cvt.sat.f32.f32 	%f4, %f3;
+	// begin inline asm
+	{  cvt.rn.f16x2.f32 %r1, %f4, %f3;}
+
+	// end inline asm
+	{ .reg .b16 low;
+	  cvt.rn.f16.f32 low, %f4;
+	  mov.b32 %r2, {low, low};}
+	st.global.v2.u32 	[%rd1], {%r1, %r2};
+	bra.uni 	$L__BB0_1;
+}
+)";
+  std::vector<KernelMix> mixes = instructionMix(ptx);
+  REQUIRE(mixes.size() == 1);
+  REQUIRE(mixes[0].loops.size() == 1);
+  const LoopMix& loop = mixes[0].loops[0];
+  // Widening f16 (HADD2.F32) and the clamp (FFMA.SAT) are FP32, widening bf16 a shift; the two
+  // narrowings are conversions, one of them a pair.
+  CHECK(loop.instructions.at(InstructionClass::Fp32) == 3);
+  CHECK(loop.instructions.at(InstructionClass::Integer) == 1);
+  CHECK(loop.instructions.at(InstructionClass::Conversion) == 2);
+  CHECK(loop.instructions.at(InstructionClass::Other) == 1);
+  CHECK(loop.globalBytes.at(2) == 1);
+  CHECK(loop.globalBytes.at(8) == 1);
+}
+
+TEST_CASE("16-bit row kernels round their results a pair at a time and take the hardware's exponential", "[stats]") {
+  const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
+  auto ptxOf = [&](const std::string& instance) {
+    std::vector<Lowered> lowered;
+    for (const tensor::Kernel& kernel : testing::kernelsOf(nn))
+      if (kernel.instanceName() == instance) lowered.push_back(lower(kernel, PipelineOptions{}));
+    REQUIRE(lowered.size() == 1);
+    CudaCompileResult compiled = compileCuda(emitCudaFiles(lowered, "nn.emmy").source, "nn.cu", "sm_90", true);
+    REQUIRE(compiled.ok);
+    return compiled.ptx;
+  };
+  // ex2.approx.f32 (no .ftz: expf's own is .ftz) is the approximation; softmax<f32> keeps expf.
+  const std::regex approximateExp(R"(ex2\.approx\.f32\s)");
+  std::string f16 = ptxOf("softmax_f16"), bf16 = ptxOf("softmax_bf16"), f32 = ptxOf("softmax_f32");
+  CHECK(f16.find("cvt.rn.f16x2.f32") != std::string::npos);
+  CHECK(bf16.find("cvt.rn.bf16x2.f32") != std::string::npos);
+  CHECK(std::regex_search(f16, approximateExp));
+  CHECK(std::regex_search(bf16, approximateExp));
+  CHECK_FALSE(std::regex_search(f32, approximateExp));
+}
+
 TEST_CASE("the instruction mix: loops are the back edges of the control-flow graph, not every backward branch", "[stats]") {
   // One loop (BB0_1 .. its branch back); BB0_9 is laid out after it but runs between, and its branch back
   // to BB0_2 is a jump forward in the program's order, not a loop.

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "ir/tensor/approximate_exponentials.h"
 #include "ir/tensor/build.h"
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/printer.h"
@@ -11,6 +12,7 @@
 #include "ir/tensor/verifier.h"
 #include "support/diagnostics.h"
 #include "tests/tensor_ir_builder.h"
+#include "tests/test_kernels.h"
 
 using namespace emmy;
 using namespace emmy::tensor;
@@ -397,4 +399,77 @@ TEST_CASE("size polynomials and derived sizes: arithmetic, names that are their 
   kernel.derivedSizes.push_back(DerivedSize{"H/(KH - 4)", h, k - SizePolynomial::constant(4)});
   sizes = {{"H", 9}, {"KH", 4}};
   CHECK_THROWS_WITH(bindDerivedSizes(kernel, sizes), "the dimension H/(KH - 4) divides by zero");
+}
+
+namespace {
+
+// How many exponentials of `source`'s one kernel approximateExponentials computes by the approximation,
+// and how many stay exact.
+std::pair<int, int> approximatedExponentials(const std::string& source) {
+  std::vector<Kernel> kernels = emmy::testing::kernelsOfText(source);
+  REQUIRE(kernels.size() == 1);
+  Kernel approximated = approximateExponentials(kernels[0]);
+  verifyKernel(approximated);
+  int approximate = 0, exact = 0;
+  for (const Stage& stage : approximated.stages)
+    forEachNode(*stage.body, [&](const Expr& node) {
+      const auto* unary = node.as<Unary>();
+      if (unary && (unary->op == UnaryOp::Exp || unary->op == UnaryOp::Exp2)) ++(unary->approximate ? approximate : exact);
+    });
+  return {approximate, exact};
+}
+
+}  // namespace
+
+TEST_CASE("exponentials that only 16-bit results show are approximated, and only those", "[tensor-ir]") {
+  // Softmax: e reaches y (f16) through a sum and a division.
+  const char* softmax = R"(
+kernel k(x: T[N, D]) -> (y: T[N, D]) {
+    m[n] = max[d](x[n, d])
+    e[n, d] = exp(f32(x[n, d]) - m[n])
+    s[n] = sum[d](e[n, d])
+    y[n, d] = T(e[n, d] / s[n])
+}
+)";
+  auto instance = [](std::string text, const std::string& type) {
+    for (size_t at; (at = text.find("T[")) != std::string::npos || (at = text.find("T(")) != std::string::npos;)
+      text.replace(at, 1, type);
+    return text;
+  };
+  CHECK(approximatedExponentials(instance(softmax, "f16")) == std::pair{1, 0});
+  CHECK(approximatedExponentials(instance(softmax, "bf16")) == std::pair{1, 0});
+  CHECK(approximatedExponentials(instance(softmax, "f32")) == std::pair{0, 1});
+  // e also reaches an f32 output.
+  CHECK(approximatedExponentials(R"(
+kernel k(x: f16[N, D]) -> (y: f16[N, D], z: f32[N, D]) {
+    e[n, d] = exp(f32(x[n, d]))
+    y[n, d] = f16(e[n, d] * 2.0)
+    z[n, d] = e[n, d] + 1.0
+}
+)") == std::pair{0, 1});
+  // An exponential compared, floored or made an integer can move its result a whole step; one in a
+  // select's branch cannot, nor one of another's argument.
+  CHECK(approximatedExponentials(R"(
+kernel k(x: f16[N]) -> (y: f16[N]) {
+    y[n] = f16(where(exp(f32(x[n])) > 1.5, exp2(f32(x[n])), 0.0))
+}
+)") == std::pair{1, 1});
+  CHECK(approximatedExponentials(R"(
+kernel k(x: f16[N]) -> (y: f16[N]) {
+    y[n] = f16(floor(exp(f32(x[n]))) + exp(exp(f32(x[n]))))
+}
+)") == std::pair{2, 1});
+  CHECK(approximatedExponentials(R"(
+kernel k(x: f16[N]) -> (y: i32[N]) {
+    e[n] = exp(f32(x[n]))
+    y[n] = i32(e[n] * 4.0)
+}
+)") == std::pair{0, 1});
+  // A stage compared by another stage is exact, though it reaches a 16-bit output too.
+  CHECK(approximatedExponentials(R"(
+kernel k(x: f16[N]) -> (y: f16[N]) {
+    e[n] = exp(f32(x[n]))
+    y[n] = f16(where(e[n] > 2.0, e[n], 0.0))
+}
+)") == std::pair{0, 1});
 }

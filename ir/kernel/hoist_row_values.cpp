@@ -99,7 +99,8 @@ StmtPtr rewriteStmt(const StmtPtr& stmt, const ExprReplacer& replace) {
     } else if constexpr (std::is_same_v<Node, VectorLoad>)
       return std::make_shared<VectorLoad>(node.local, node.buffer, r(node.element), node.bytes, r(node.localElement));
     else if constexpr (std::is_same_v<Node, VectorStore>)
-      return std::make_shared<VectorStore>(node.buffer, r(node.element), node.local, node.bytes, r(node.localElement));
+      return std::make_shared<VectorStore>(node.buffer, r(node.element), node.local, node.bytes, r(node.localElement),
+                                           node.narrowing);
     else if constexpr (std::is_same_v<Node, CopyAsync>)
       return std::make_shared<CopyAsync>(node.buffer, r(node.index), node.source, r(node.sourceIndex), r(node.condition), node.dtype, node.lanes,
                                          r(node.lanesInside));

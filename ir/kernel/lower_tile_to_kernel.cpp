@@ -222,6 +222,7 @@ private:
       conditions = divisions.conditions;
       alignedBuffers = aligned;
       std::map<std::string, ExprPtr> defined{{node.var, element}};
+      std::set<std::string> narrowing;  // outputs whose vectors are rounded from f32 a pair at a time
       for (const tile::StmtPtr& stmt : laneStmts)
         if (const auto* let = stmt->as<tile::Let>()) defined[let->var] = replaceVars(expr(let->value), defined);
       // The group's first element of a tensor read a row at a time, by tensor.
@@ -248,7 +249,9 @@ private:
           if (!vectorReads.count(load->tensor) || !sameIndices(load->indices, store->indices)) return nullptr;
           return std::make_shared<Load>(load->dtype, local(load->tensor), laneIndex);
         });
-        laneStmts.push_back(std::make_shared<tile::Store>(local(each->buffer), laneIndex, value));
+        ExprPtr wide = roundedFromF32(value, outTypes.at(each->buffer));
+        if (wide) narrowing.insert(each->buffer);
+        laneStmts.push_back(std::make_shared<tile::Store>(local(each->buffer), laneIndex, wide ? wide : value));
       }
       if (inRows && rowReads.empty()) return nullptr;  // the carrying loop does as well
       std::vector<StmtPtr> reads, compute;
@@ -258,7 +261,8 @@ private:
       }
       if (!compute.empty()) reads.push_back(eachSlot(std::make_shared<Block>(compute)));
       for (const tile::Store* each : stores)
-        reads.push_back(std::make_shared<Declare>(local(each->buffer), outTypes.at(each->buffer), slots, Memory::Local));
+        reads.push_back(std::make_shared<Declare>(local(each->buffer), narrowing.count(each->buffer) ? DType::F32 : outTypes.at(each->buffer),
+                                                  slots, Memory::Local));
       std::vector<StmtPtr> computeSlot;
       for (const auto& [name, value] : divisions.ofGroup) computeSlot.push_back(std::make_shared<Let>(name, value(groupStart)));
       for (const auto& [tensor, read] : rowReads) {
@@ -272,7 +276,8 @@ private:
           std::make_shared<Block>(std::vector<StmtPtr>{std::make_shared<Let>(node.var, element), lowerStmt(tile::Block(laneStmts))}),
           true));
       for (const tile::Store* each : stores)
-        computeSlot.push_back(std::make_shared<VectorStore>(each->buffer, groupStart, local(each->buffer), 16, slotStart));
+        computeSlot.push_back(std::make_shared<VectorStore>(each->buffer, groupStart, local(each->buffer), 16, slotStart,
+                                                            narrowing.count(each->buffer) > 0));
       reads.push_back(eachSlot(std::make_shared<Block>(computeSlot)));
       return std::make_shared<For>(first, gridBegin, groups, arithmetic(BinaryOp::Mul, gridStep, i64(kGroupsInFlight)),
                                    std::make_shared<Block>(reads));
@@ -532,10 +537,11 @@ private:
     }
     std::vector<tile::StmtPtr> laneStmts;
     for (const tile::Let* let : lets) laneStmts.push_back(std::make_shared<tile::Let>(let->var, let->value));
+    ExprPtr wide = globalStore ? roundedFromF32(value, *elementType) : nullptr;
     if (globalStore) {
       shapes_[local(store->buffer)] = {Dim::constant(width)};
-      vectorPath.push_back(std::make_shared<Declare>(local(store->buffer), *elementType, width, Memory::Local));
-      laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, value));
+      vectorPath.push_back(std::make_shared<Declare>(local(store->buffer), wide ? DType::F32 : *elementType, width, Memory::Local));
+      laneStmts.push_back(std::make_shared<tile::Store>(local(store->buffer), laneIndex, wide ? wide : value));
     } else {
       laneStmts.push_back(std::make_shared<tile::Store>(store->buffer, store->indices, value));
     }
@@ -543,11 +549,21 @@ private:
     if (globalStore)
       for (int k = 0; k < pieces; ++k)
         vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, arithmetic(BinaryOp::Add, at(storeIndex, 0), i64(k * piece)),
-                                                           local(store->buffer), access, k ? i64(k * piece) : nullptr));
+                                                           local(store->buffer), access, k ? i64(k * piece) : nullptr,
+                                                           wide != nullptr));
     if (addresses.empty() && inBounds.empty()) return std::make_shared<Block>(vectorPath);
     StmtPtr lanes = std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(*node.body), true);
     return std::make_shared<IfAligned>(addresses, access, inBounds.empty() ? nullptr : conjunction(inBounds),
                                        std::make_shared<Block>(vectorPath), lanes);
+  }
+
+  // The f32 value `v` of a store's value f16(v) or bf16(v): the vector's values are kept in f32 and its
+  // store rounds them a pair at a time (VectorStore::narrowing). Null where the store rounds no f32 value.
+  static ExprPtr roundedFromF32(const ExprPtr& value, DType stored) {
+    const auto* cast = value->as<Cast>();
+    if ((stored != DType::F16 && stored != DType::BF16) || !cast || cast->dtype != stored || cast->operand->dtype != DType::F32)
+      return nullptr;
+    return cast->operand;
   }
 
   bool isGlobal(const std::string& buffer) const {

@@ -230,17 +230,21 @@ struct VectorLoad final : Stmt {
 };
 
 // The local array `local`, from its element `localElement` (0 when null), into `bytes` bytes (4, 8 or
-// 16) of the global `buffer` from element `element`.
+// 16) of the global `buffer` from element `element`. A `narrowing` store's local array holds f32 values
+// that it rounds to the buffer's f16 or bf16 a pair at a time (one paired conversion where each value
+// would take one).
 struct VectorStore final : Stmt {
   static constexpr StmtKind kKind = StmtKind::VectorStore;
-  VectorStore(std::string buffer, ExprPtr element, std::string local, int bytes, ExprPtr localElement = nullptr)
+  VectorStore(std::string buffer, ExprPtr element, std::string local, int bytes, ExprPtr localElement = nullptr,
+              bool narrowing = false)
       : Stmt(kKind), buffer(std::move(buffer)), element(std::move(element)), local(std::move(local)), bytes(bytes),
-        localElement(std::move(localElement)) {}
+        localElement(std::move(localElement)), narrowing(narrowing) {}
   const std::string buffer;
   const ExprPtr element;
   const std::string local;
   const int bytes;
   const ExprPtr localElement;
+  const bool narrowing;
 };
 
 // An address a vector access uses: `buffer`, or its element `element` when there is one.

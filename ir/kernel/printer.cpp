@@ -76,8 +76,8 @@ struct Printer {
                              node.buffer, e(node.element)));
   }
   void printNode(const VectorStore& node, int indent) {
-    line(indent, fmt::format("{} bytes of {} from {} = {}", node.bytes, node.buffer, e(node.element),
-                             localPart(node.local, node.localElement)));
+    line(indent, fmt::format("{} bytes of {} from {} = {}{}", node.bytes, node.buffer, e(node.element),
+                             localPart(node.local, node.localElement), node.narrowing ? " rounded a pair at a time" : ""));
   }
   void printNode(const IfAligned& node, int indent) {
     std::vector<std::string> addresses;

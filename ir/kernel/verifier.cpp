@@ -141,20 +141,24 @@ private:
     checkExpr(node.lane);
   }
   void checkNode(const VectorLoad& node, bool) {
-    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement, true);
+    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement, true, false);
   }
   void checkNode(const VectorStore& node, bool) {
-    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement, false);
+    checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement, false, node.narrowing);
   }
   void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& element, int bytes,
-                   const ExprPtr& localElement, bool load) {
+                   const ExprPtr& localElement, bool load, bool narrowing) {
     bool shared = load && shared_.count(buffer);
     if (!globals_.count(buffer) && !shared)
       fail(fmt::format("a vector access to {}, which is not a global buffer{}", buffer, load ? " or a shared one in scope" : ""));
     if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a vector access through {}, not a local array", local));
     if (bytes != 4 && bytes != 8 && bytes != 16) fail(fmt::format("a vector access of {} bytes", bytes));
     // The access copies bits: the local array must hold the buffer's dtype, or every element is misread.
+    // A narrowing store rounds f32 values to the buffer's 16-bit float.
     DType dtype = shared ? sharedTypes_.at(buffer) : globals_.at(buffer);
+    if (narrowing && dtype != DType::F16 && dtype != DType::BF16)
+      fail(fmt::format("a narrowing vector store to {}, which is {}, not f16 or bf16", buffer, dtypeName(dtype)));
+    if (narrowing) dtype = DType::F32;
     if (localTypes_.at(local) != dtype)
       fail(fmt::format("a vector access of {} ({}) through {} ({})", buffer, dtypeName(dtype), local,
                        dtypeName(localTypes_.at(local))));

@@ -178,11 +178,16 @@ enum class UnaryOp {
 const char* unaryOpName(UnaryOp op);
 
 // The result has the operand's dtype (Not: bool operand). Float-only functions get float operands.
+// An `approximate` exp or exp2 of f32 may be off by a few units in the last place of f32 (and by its
+// argument's rounding), where its value only reaches results rounded to 16 bits
+// (approximate_exponentials.h).
 struct Unary final : Expr {
   static constexpr ExprKind kKind = ExprKind::Unary;
-  Unary(DType dtype, UnaryOp op, ExprPtr operand) : Expr(kKind, dtype), op(op), operand(std::move(operand)) {}
+  Unary(DType dtype, UnaryOp op, ExprPtr operand, bool approximate = false)
+      : Expr(kKind, dtype), op(op), operand(std::move(operand)), approximate(approximate) {}
   const UnaryOp op;
   const ExprPtr operand;
+  const bool approximate;
 };
 
 #define EMMY_BINARY_OPS(X)                                                                               \

@@ -110,7 +110,7 @@ struct ExprPrinter {
     Printed operand = print(node.operand.get(), implied);
     // `-(-x)` rather than `--x`.
     if (node.op == UnaryOp::Neg) return {"-" + parenthesized(operand, kAtom), kUnary};
-    return {fmt::format("{}({})", unaryOpName(node.op), operand.text), kAtom};
+    return {fmt::format("{}{}({})", node.approximate ? "approximate_" : "", unaryOpName(node.op), operand.text), kAtom};
   }
 
   Printed operator()(const Binary& node) const {

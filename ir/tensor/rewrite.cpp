@@ -28,7 +28,7 @@ struct Rewriter {
   }
   ExprPtr rebuild(const Unary& node, const ExprPtr& self) const {
     ExprPtr operand = (*this)(node.operand);
-    return operand != node.operand ? std::make_shared<Unary>(node.dtype, node.op, operand) : self;
+    return operand != node.operand ? std::make_shared<Unary>(node.dtype, node.op, operand, node.approximate) : self;
   }
   ExprPtr rebuild(const Binary& node, const ExprPtr& self) const {
     ExprPtr lhs = (*this)(node.lhs), rhs = (*this)(node.rhs);

@@ -19,6 +19,27 @@ EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
 EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// A pair of f32 values rounded to f16 or bf16 in one cvt.rn.f16x2.f32 (bf16x2) on sm_80 and later, and
+// the vector of such pairs a narrowing store writes (the same roundings, half the instructions).
+EMMY_INLINE void emmy_narrow_pair(__half* pair, float low, float high) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  *reinterpret_cast<__half2*>(pair) = __floats2half2_rn(low, high);
+#else
+  pair[0] = emmy_f16(low), pair[1] = emmy_f16(high);
+#endif
+}
+EMMY_INLINE void emmy_narrow_pair(__nv_bfloat16* pair, float low, float high) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(low, high);
+#else
+  pair[0] = emmy_bf16(low), pair[1] = emmy_bf16(high);
+#endif
+}
+template <typename Vector, typename T> EMMY_INLINE Vector emmy_narrowed(const float* wide) {
+  alignas(16) T narrow[sizeof(Vector) / sizeof(T)];
+  for (int e = 0; e < (int)(sizeof(Vector) / sizeof(T)); e += 2) emmy_narrow_pair(&narrow[e], wide[e], wide[e + 1]);
+  return *reinterpret_cast<const Vector*>(narrow);
+}
 // Integer +, -, * and negation of values wrap, as the language says: signed overflow is undefined in
 // C++ (nvcc folds `a + 1 > a` to true), so they run on the unsigned type, whose arithmetic wraps, and
 // convert back (modulo 2^N). Index arithmetic stays plain: it is bounded by the sizes of tensors.
@@ -80,6 +101,18 @@ template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
 template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
 template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
+// 2^x and e^x by the hardware's approximation (ex2.approx: a few units in the last place of f32, and for
+// e^x the rounding of x log2 e), for values only results rounded to 16 bits show (approximate_exponentials.h).
+EMMY_INLINE float emmy_exp2_approximate(float x) {
+#if defined(__CUDA_ARCH__)
+  float result;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+#else
+  return exp2f(x);
+#endif
+}
+EMMY_INLINE float emmy_exp_approximate(float x) { return emmy_exp2_approximate(x * 1.44269504088896341f); }
 EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 EMMY_INLINE float emmy_silu(float x) { return x / (1.0f + expf(-x)); }

@@ -19,6 +19,27 @@ EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
 EMMY_INLINE __nv_bfloat16 emmy_bf16(float x) { return __float2bfloat16_rn(x); }
+// A pair of f32 values rounded to f16 or bf16 in one cvt.rn.f16x2.f32 (bf16x2) on sm_80 and later, and
+// the vector of such pairs a narrowing store writes (the same roundings, half the instructions).
+EMMY_INLINE void emmy_narrow_pair(__half* pair, float low, float high) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  *reinterpret_cast<__half2*>(pair) = __floats2half2_rn(low, high);
+#else
+  pair[0] = emmy_f16(low), pair[1] = emmy_f16(high);
+#endif
+}
+EMMY_INLINE void emmy_narrow_pair(__nv_bfloat16* pair, float low, float high) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  *reinterpret_cast<__nv_bfloat162*>(pair) = __floats2bfloat162_rn(low, high);
+#else
+  pair[0] = emmy_bf16(low), pair[1] = emmy_bf16(high);
+#endif
+}
+template <typename Vector, typename T> EMMY_INLINE Vector emmy_narrowed(const float* wide) {
+  alignas(16) T narrow[sizeof(Vector) / sizeof(T)];
+  for (int e = 0; e < (int)(sizeof(Vector) / sizeof(T)); e += 2) emmy_narrow_pair(&narrow[e], wide[e], wide[e + 1]);
+  return *reinterpret_cast<const Vector*>(narrow);
+}
 // Integer +, -, * and negation of values wrap, as the language says: signed overflow is undefined in
 // C++ (nvcc folds `a + 1 > a` to true), so they run on the unsigned type, whose arithmetic wraps, and
 // convert back (modulo 2^N). Index arithmetic stays plain: it is bounded by the sizes of tensors.
@@ -80,6 +101,18 @@ template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
 template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
 template <typename T> EMMY_INLINE T emmy_relu(T a) { return a > 0 ? a : T(0); }
+// 2^x and e^x by the hardware's approximation (ex2.approx: a few units in the last place of f32, and for
+// e^x the rounding of x log2 e), for values only results rounded to 16 bits show (approximate_exponentials.h).
+EMMY_INLINE float emmy_exp2_approximate(float x) {
+#if defined(__CUDA_ARCH__)
+  float result;
+  asm("ex2.approx.f32 %0, %1;" : "=f"(result) : "f"(x));
+  return result;
+#else
+  return exp2f(x);
+#endif
+}
+EMMY_INLINE float emmy_exp_approximate(float x) { return emmy_exp2_approximate(x * 1.44269504088896341f); }
 EMMY_INLINE float emmy_sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
 EMMY_INLINE double emmy_sigmoid(double x) { return 1.0 / (1.0 + exp(-x)); }
 EMMY_INLINE float emmy_silu(float x) { return x / (1.0f + expf(-x)); }
@@ -314,7 +347,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+        s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -322,7 +355,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -343,18 +376,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
+            y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              y[((n * D) + d)] = emmy_f16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
           }
         }
@@ -365,18 +398,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
+            y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+              y[((n * D) + d)] = emmy_f16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
             }
           }
         }
@@ -449,7 +482,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+        s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -457,7 +490,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -489,18 +522,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
+            y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              y[((n * D) + d)] = emmy_f16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
           }
         }
@@ -511,18 +544,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
+            y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+              y[((n * D) + d)] = emmy_f16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
             }
           }
         }
@@ -596,7 +629,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -604,7 +637,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
           }
         }
       }
@@ -636,18 +669,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __half x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-            alignas(16) __half y__lanes[8];
+            alignas(16) float y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0);
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
           } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_f16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
               }
             }
           }
@@ -658,18 +691,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __half x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-            alignas(16) __half y__lanes[8];
+            alignas(16) float y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
+              y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s);
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
           } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+                y[((n * D) + d)] = emmy_f16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
               }
             }
           }
@@ -730,14 +763,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
+            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
         } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
+              s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
             }
           }
         }
@@ -770,18 +803,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-            alignas(16) __half y__lanes[8];
+            alignas(16) float y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0);
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
           } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_f16((float)(emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
               }
             }
           }
@@ -792,18 +825,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __half x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-            alignas(16) __half y__lanes[8];
+            alignas(16) float y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_f16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s));
+              y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s);
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
           } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_f16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
+                y[((n * D) + d)] = emmy_f16((float)(emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
               }
             }
           }
@@ -902,7 +935,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+        s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -910,7 +943,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -931,18 +964,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
+            y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              y[((n * D) + d)] = emmy_bf16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
           }
         }
@@ -953,18 +986,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
+            y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+              y[((n * D) + d)] = emmy_bf16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
             }
           }
         }
@@ -1037,7 +1070,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+        s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -1045,7 +1078,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -1077,18 +1110,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
+            y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              y[((n * D) + d)] = emmy_bf16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
             }
           }
         }
@@ -1099,18 +1132,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
+            y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+              y[((n * D) + d)] = emmy_bf16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
             }
           }
         }
@@ -1184,7 +1217,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -1192,7 +1225,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
           }
         }
       }
@@ -1224,18 +1257,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __nv_bfloat16 x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-            alignas(16) __nv_bfloat16 y__lanes[8];
+            alignas(16) float y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0);
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
           } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_bf16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) * d_step__reciprocal_0));
               }
             }
           }
@@ -1246,18 +1279,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __nv_bfloat16 x_row__lanes[8];
             emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-            alignas(16) __nv_bfloat16 y__lanes[8];
+            alignas(16) float y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s));
+              y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_1)) / s);
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
           } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
+                y[((n * D) + d)] = emmy_bf16((float)(emmy_exp_approximate(((float)emmy_f32(x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element)]) - d_step__invariant_1)) / s));
               }
             }
           }
@@ -1318,14 +1351,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
+            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
         } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
+              s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
             }
           }
         }
@@ -1358,18 +1391,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-            alignas(16) __nv_bfloat16 y__lanes[8];
+            alignas(16) float y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0));
+              y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) * d_step__reciprocal_0);
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
           } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
+                y[((n * D) + d)] = emmy_bf16((float)(emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) * d_step__reciprocal_0));
               }
             }
           }
@@ -1380,18 +1413,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
           if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
             alignas(16) __nv_bfloat16 x__lanes[8];
             *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-            alignas(16) __nv_bfloat16 y__lanes[8];
+            alignas(16) float y__lanes[8];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-              y__lanes[d_element] = emmy_bf16((float)(expf(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s));
+              y__lanes[d_element] = (emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_1)) / s);
             }
-            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
           } else {
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = emmy_bf16((float)(expf(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
+                y[((n * D) + d)] = emmy_bf16((float)(emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d)]) - d_step__invariant_1)) / s));
               }
             }
           }
@@ -2062,7 +2095,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+        s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2070,7 +2103,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -2090,12 +2123,12 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
       if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-        alignas(16) __half y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
+          y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1);
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -2173,7 +2206,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+        s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2181,7 +2214,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -2212,12 +2245,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
       if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-        alignas(16) __half y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
+          y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1);
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -2296,7 +2329,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2304,7 +2337,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
           }
         }
       }
@@ -2335,12 +2368,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
+            y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -2406,14 +2439,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
+            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
         } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
+              s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
             }
           }
         }
@@ -2445,12 +2478,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
+            y__lanes[d_element] = (((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -2554,7 +2587,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+        s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2562,7 +2595,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -2582,12 +2615,12 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
       if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)32) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-        alignas(16) __nv_bfloat16 y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
+          y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1);
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -2665,7 +2698,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+        s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
       }
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2673,7 +2706,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)8) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
         }
       }
     }
@@ -2704,12 +2737,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
       if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)128) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-        alignas(16) __nv_bfloat16 y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
+          y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1);
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -2788,7 +2821,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
+          s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row__lanes[d_element_1]) - d_step_1__invariant_0)));
         }
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
@@ -2796,7 +2829,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)8; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)8) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
+            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x_row[d_1]) - d_step_1__invariant_0)));
           }
         }
       }
@@ -2827,12 +2860,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
+            y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -2898,14 +2931,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
+            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
           }
         } else {
           #pragma unroll
           for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
             const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              s__acc = (s__acc + expf(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
+              s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
             }
           }
         }
@@ -2937,12 +2970,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
         if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1));
+            y__lanes[d_element] = (((float)emmy_f32(x__lanes[d_element]) - d_step__invariant_0) - d_step__invariant_1);
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -3550,12 +3583,12 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
         *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-        alignas(16) __half y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+          y__lanes[d_element] = (((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element]));
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -3672,12 +3705,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
         *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-        alignas(16) __half y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+          y__lanes[d_element] = (((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element]));
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -3795,12 +3828,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
           *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+            y__lanes[d_element] = (((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element]));
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -3905,12 +3938,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
           *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+            y__lanes[d_element] = (((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element]));
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -4042,12 +4075,12 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
         *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-        alignas(16) __nv_bfloat16 y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+          y__lanes[d_element] = (((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element]));
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -4164,12 +4197,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
         *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-        alignas(16) __nv_bfloat16 y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+          y__lanes[d_element] = (((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element]));
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -4287,12 +4320,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
           *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+            y__lanes[d_element] = (((((float)emmy_f32(x_row__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element]));
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -4397,12 +4430,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
           *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element])));
+            y__lanes[d_element] = (((((float)emmy_f32(x__lanes[d_element]) - mu) * d_step__invariant_0) * (float)emmy_f32(w__lanes[d_element])) + (float)emmy_f32(b__lanes[d_element]));
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -4995,12 +5028,12 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-        alignas(16) __half y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+          y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element]));
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -5075,12 +5108,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-        alignas(16) __half y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+          y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element]));
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -5156,12 +5189,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+            y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element]));
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -5225,12 +5258,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-          alignas(16) __half y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_f16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+            y__lanes[d_element] = (((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element]));
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __half>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -5331,12 +5364,12 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)32) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)32) + d_lane) * (int64_t)8));
-        alignas(16) __nv_bfloat16 y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+          y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element]));
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -5411,12 +5444,12 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
         *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)128) + d_lane) * (int64_t)8)]);
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)128) + d_lane) * (int64_t)8));
-        alignas(16) __nv_bfloat16 y__lanes[8];
+        alignas(16) float y__lanes[8];
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-          y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+          y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element]));
         }
-        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
       } else {
         #pragma unroll
         for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -5492,12 +5525,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 x_row__lanes[8];
           emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step * (int64_t)256) + d_lane) * (int64_t)8));
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+            y__lanes[d_element] = (((float)emmy_f32(x_row__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element]));
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
@@ -5561,12 +5594,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
           *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * (int64_t)256) + d_lane) * (int64_t)8)]);
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]);
-          alignas(16) __nv_bfloat16 y__lanes[8];
+          alignas(16) float y__lanes[8];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
-            y__lanes[d_element] = emmy_bf16((float)(((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element])));
+            y__lanes[d_element] = (((float)emmy_f32(x__lanes[d_element]) * d_step__invariant_0) * (float)emmy_f32(g__lanes[d_element]));
           }
-          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)8))]) = emmy_narrowed<uint4, __nv_bfloat16>(y__lanes);
         } else {
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)8; d_element += (int64_t)1) {
