@@ -496,6 +496,7 @@ struct KernelTerms {
   // The memory time at the bandwidth the loads kept in flight reach (memory where they reach all of it).
   double memoryInFlight = 0;
   double bytesInFlightPerSm = 0;  // 0: not limited (asynchronous copies, or no global loads)
+  double waves = 0, lastWaveShare = 1;  // of blocks as many as the SMs hold, the last one that full
   bool tensorCores = false;
   double barriers = 0;  // per thread
 };
@@ -518,12 +519,21 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
   terms.arithmetic = flops / (terms.tensorCores ? kTensorPeakFlops : kPeakFlops);
   terms.barriers = counter.barriers;
   terms.memoryInFlight = terms.memory;
-  if (std::optional<KernelMix::InFlight> inFlight = mix ? mix->loadBytesInFlight() : std::nullopt) {
-    Occupancy occupancy = occupancyOf(function, atLaunch(function, resources, arch, sizes), arch);
-    double residentBlocks = std::min<double>(static_cast<double>(occupancy.blocksPerSm), std::ceil(blocks / kMultiprocessorCount));
-    terms.bytesInFlightPerSm = residentBlocks * function.threadsPerBlock() * inFlight->bytes;
-    if (terms.bytesInFlightPerSm > 0)
-      terms.memoryInFlight = terms.memory * std::max(1.0, kBytesInFlightPerSm / terms.bytesInFlightPerSm);
+  Occupancy occupancy = occupancyOf(function, atLaunch(function, resources, arch, sizes), arch);
+  std::optional<KernelMix::InFlight> inFlight = mix ? mix->loadBytesInFlight() : std::nullopt;
+  double perBlock = inFlight ? function.threadsPerBlock() * inFlight->bytes : 0;
+  if (perBlock > 0 && occupancy.blocksPerSm > 0) {
+    // The blocks run in waves of as many as the SMs hold. Each wave moves its blocks' bytes at the share
+    // of the bandwidth its loads in flight reach, so a last wave of few blocks (a tail) takes longer
+    // than its bytes alone would.
+    double perSm = static_cast<double>(occupancy.blocksPerSm), capacity = perSm * kMultiprocessorCount;
+    double fullWaves = std::floor(blocks / capacity), rest = blocks - fullWaves * capacity;
+    auto slowdown = [&](double blocksPerSm) { return std::max(1.0, kBytesInFlightPerSm / (blocksPerSm * perBlock)); };
+    terms.bytesInFlightPerSm = std::min(perSm, blocks / kMultiprocessorCount) * perBlock;
+    terms.memoryInFlight = terms.memory / blocks *
+                           (fullWaves * capacity * slowdown(perSm) + (rest > 0 ? rest * slowdown(rest / kMultiprocessorCount) : 0));
+    terms.waves = fullWaves + (rest > 0 ? 1 : 0);
+    terms.lastWaveShare = rest > 0 ? rest / capacity : 1;
   }
   return terms;
 }
@@ -591,6 +601,8 @@ std::string mixLines(const kernel::Function& function, const Lowered& lowered, c
                           scaled(terms.bytesInFlightPerSm, "B"), scaled(kBytesInFlightPerSm, "B"), kLoadLatencySeconds * 1e9,
                           duration(terms.memoryInFlight),
                           terms.memoryInFlight > terms.memory ? fmt::format(" ({:.0f}% of the bandwidth)", 100 * terms.memory / terms.memoryInFlight) : "");
+    if (terms.waves > 1 && terms.lastWaveShare < 1)
+      text += fmt::format("; the blocks run in {:g} waves, the last {:.0f}% full", terms.waves, 100 * terms.lastWaveShare);
   }
   return text;
 }
