@@ -439,10 +439,16 @@ std::vector<KernelMix> instructionMix(const std::string& ptx) {
       labels[trimmed.substr(0, trimmed.size() - 1)] = labelledAt = instructions.size();
       continue;
     }
-    // An inline asm block's braces share lines with its instructions (`{  cvt.f32.f16 %f1, %rs1;}`), which
-    // are instructions like any other.
-    if (trimmed[0] == '{') trimmed = trimmed.substr(std::min(trimmed.size(), trimmed.find_first_not_of(" \t{")));
-    if (trimmed.size() > 1 && trimmed.back() == '}' && trimmed.find(';') != std::string::npos) trimmed.pop_back();
+    // An inline asm block's braces share lines with its instructions (`{  cvt.f32.f16 %f1, %rs1;}`, or
+    // `{max.NaN.f16x2 %r5, %r1, %r2;` and `}` alone), which are instructions like any other.
+    if (trimmed[0] == '{') {
+      ++depth;
+      trimmed = trimmed.substr(std::min(trimmed.size(), trimmed.find_first_not_of(" \t", 1)));
+    }
+    if (!trimmed.empty() && trimmed.back() == '}' && trimmed.find(';') != std::string::npos) {
+      --depth;
+      trimmed.pop_back();
+    }
     if (trimmed.empty() || trimmed[0] == '.') continue;  // declarations
     std::string instruction = trimmed, guard;
     if (instruction[0] == '@') {

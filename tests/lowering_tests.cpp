@@ -3,7 +3,9 @@
 // dtype's tolerance, at ragged sizes and at one size over 10^5 elements; every generated file compiles
 // with NVRTC for sm_80 or sm_90 without spills.
 #include <chrono>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <random>
 #include <set>
@@ -120,6 +122,29 @@ kernel cube(x: f16[A, B, C], w: f16[B], v: f16[C]) -> (y: f16[A, B, C]) {
         testing::checkAgainstEvaluator(kernel, program, sizes, ++seed);
       }
   }
+}
+
+TEST_CASE("the max and min of a vector's 16-bit lanes, a pair at a time, keep NaN, infinities and signed zeros", "[lowering]") {
+  tensor::Kernel kernel;
+  for (const tensor::Kernel& each : testing::kernelsOf(fs::path(EMMY_SOURCE_DIR) / "tests" / "lowering" / "constructs.emmy"))
+    if (each.name == "extremes16") kernel = each;
+  REQUIRE(kernel.name == "extremes16");
+  cuda::GeneratedCuda cuda = emitCudaFiles({lower(kernel, PipelineOptions{})}, "constructs.emmy");
+  CHECK(cuda.source.find("hi__acc = emmy_max(hi__acc, emmy_max_of_lanes<8>(") != std::string::npos);
+  CHECK(cuda.source.find("lo__acc = emmy_min(lo__acc, emmy_min_of_lanes<8>(") != std::string::npos);
+  // Rows of 24 (three vectors): a NaN in each lane of a vector in turn, infinities, signed zeros, ordinary.
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  const int64_t rows = 12, d = 24;
+  Buffer x(DType::F16, {rows, d}), z(DType::BF16, {rows, d});
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t e = 0; e < d; ++e) {
+      double value = r < 8 && e == 8 + r ? nan : r == 8 ? -inf : r == 9 ? (e == 5 ? inf : 1.0) : r == 10 ? (e % 2 ? -0.0 : 0.0)
+                                                                                                 : 0.25 * static_cast<double>((e * 7 + r) % 11) - 1;
+      x.set(r * d + e, Value::ofFloat(DType::F16, value));
+      z.set(r * d + e, Value::ofFloat(DType::BF16, value));
+    }
+  sim::SimulatedKernel program(kernel, cuda);
+  testing::checkAgainstEvaluator(kernel, program, tensor::EvaluationInputs{{{"x", x}, {"z", z}}, {}, {}});
 }
 
 TEST_CASE("a loop guarded by its own variable ends where the guard fails, whole vectors apart from the tail",

@@ -156,6 +156,11 @@ $L__BB0_1:
 	  cvt.rn.f16.f32 low, %f4;
 	  mov.b32 %r2, {low, low};}
 	st.global.v2.u32 	[%rd1], {%r1, %r2};
+	// begin inline asm
+	{max.NaN.f16x2 %r3,%r1,%r2;
+}
+	// end inline asm
+	st.global.u32 	[%rd1], %r3;
 	bra.uni 	$L__BB0_1;
 }
 )";
@@ -163,17 +168,20 @@ $L__BB0_1:
   REQUIRE(mixes.size() == 1);
   REQUIRE(mixes[0].loops.size() == 1);
   const LoopMix& loop = mixes[0].loops[0];
-  // Widening f16 (HADD2.F32) and the clamp (FFMA.SAT) are FP32, widening bf16 a shift; the two
-  // narrowings are conversions, one of them a pair.
-  CHECK(loop.instructions.at(InstructionClass::Fp32) == 3);
+  // Widening f16 (HADD2.F32), the clamp (FFMA.SAT) and the pair's max are FP32, widening bf16 a shift;
+  // the two narrowings are conversions, one of them a pair. The brace alone closes the max's block, not
+  // the kernel: the loop goes on to its branch.
+  CHECK(loop.instructions.at(InstructionClass::Fp32) == 4);
   CHECK(loop.instructions.at(InstructionClass::Integer) == 1);
   CHECK(loop.instructions.at(InstructionClass::Conversion) == 2);
   CHECK(loop.instructions.at(InstructionClass::Other) == 1);
+  CHECK(loop.instructions.at(InstructionClass::Control) == 1);
   CHECK(loop.globalBytes.at(2) == 1);
+  CHECK(loop.globalBytes.at(4) == 1);
   CHECK(loop.globalBytes.at(8) == 1);
 }
 
-TEST_CASE("16-bit row kernels round their results a pair at a time and take the hardware's exponential", "[stats]") {
+TEST_CASE("16-bit row kernels take their max and round their results a pair at a time, and take the hardware's exponential", "[stats]") {
   const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
   auto ptxOf = [&](const std::string& instance) {
     std::vector<Lowered> lowered;
@@ -189,6 +197,9 @@ TEST_CASE("16-bit row kernels round their results a pair at a time and take the 
   std::string f16 = ptxOf("softmax_f16"), bf16 = ptxOf("softmax_bf16"), f32 = ptxOf("softmax_f32");
   CHECK(f16.find("cvt.rn.f16x2.f32") != std::string::npos);
   CHECK(bf16.find("cvt.rn.bf16x2.f32") != std::string::npos);
+  // The row's max, a pair of lanes at a time.
+  CHECK(f16.find("max.NaN.f16x2") != std::string::npos);
+  CHECK(bf16.find("max.NaN.bf16x2") != std::string::npos);
   CHECK(std::regex_search(f16, approximateExp));
   CHECK(std::regex_search(bf16, approximateExp));
   CHECK_FALSE(std::regex_search(f32, approximateExp));

@@ -390,6 +390,12 @@ private:
   std::string localAddress(const std::string& local, const ExprPtr& element) const {
     return element ? fmt::format("&{}[{}]", spelled(local), expr(*element)) : spelled(local);
   }
+  void stmtNode(const kernel::CombineLanes& node, int indent) {
+    std::string accumulator = spelled(node.accumulator) + (node.element ? "[" + expr(*node.element) + "]" : "");
+    const char* op = node.op == BinaryOp::Max ? "max" : "min";
+    line(indent, fmt::format("{} = emmy_{}({}, emmy_{}_of_lanes<{}>({}));", accumulator, op, accumulator, op, node.lanes,
+                             spelled(node.local)));
+  }
   void stmtNode(const kernel::VectorLoad& node, int indent) {
     if (sharedBuffers_.count(node.buffer)) {
       line(indent, fmt::format("emmy_load_shared_vector<{}>({}, {}, {});", node.bytes, localAddress(node.local, node.localElement),
@@ -788,6 +794,30 @@ EMMY_INLINE float emmy_max(float a, float b) {
 }
 EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + b : (b < a ? b : a); }
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
+// The max (min) of `Lanes` f16 or bf16 values as f32, NaN where one is (Kernel IR's CombineLanes): on
+// sm_80 and later max.NaN.f16x2 (bf16x2) a pair at a time and one widening of the last pair.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <typename T> struct emmy_pair_of;
+template <> struct emmy_pair_of<__half> { using type = __half2; };
+template <> struct emmy_pair_of<__nv_bfloat16> { using type = __nv_bfloat162; };
+#endif
+template <int Lanes, bool Max, typename T> EMMY_INLINE float emmy_extreme_of_lanes(const T* lanes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using Pair = typename emmy_pair_of<T>::type;
+  const Pair* pairs = reinterpret_cast<const Pair*>(lanes);
+  Pair extreme = pairs[0];
+  for (int p = 1; p < Lanes / 2; ++p) extreme = Max ? __hmax2_nan(extreme, pairs[p]) : __hmin2_nan(extreme, pairs[p]);
+  float low = __low2float(extreme), high = __high2float(extreme);
+  return Max ? emmy_max(low, high) : emmy_min(low, high);
+#else
+  float extreme = emmy_f32(lanes[0]);
+  for (int lane = 1; lane < Lanes; ++lane)
+    extreme = Max ? emmy_max(extreme, emmy_f32(lanes[lane])) : emmy_min(extreme, emmy_f32(lanes[lane]));
+  return extreme;
+#endif
+}
+template <int Lanes, typename T> EMMY_INLINE float emmy_max_of_lanes(const T* lanes) { return emmy_extreme_of_lanes<Lanes, true>(lanes); }
+template <int Lanes, typename T> EMMY_INLINE float emmy_min_of_lanes(const T* lanes) { return emmy_extreme_of_lanes<Lanes, false>(lanes); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
 template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }

@@ -50,6 +50,8 @@ void collectEffects(const Stmt& stmt, Effects& effects) {
     } else if constexpr (std::is_same_v<Node, Declare> || std::is_same_v<Node, Store> || std::is_same_v<Node, CopyAsync> ||
                          std::is_same_v<Node, VectorStore>) {
       effects.written.insert(node.buffer);
+    } else if constexpr (std::is_same_v<Node, CombineLanes>) {
+      effects.written.insert(node.accumulator);
     } else if constexpr (std::is_same_v<Node, VectorLoad> || std::is_same_v<Node, TransposeQuad>) {
       effects.written.insert(node.local);
       effects.collective = effects.collective || std::is_same_v<Node, TransposeQuad>;

@@ -546,15 +546,40 @@ private:
       laneStmts.push_back(std::make_shared<tile::Store>(store->buffer, store->indices, value));
     }
     vectorPath.push_back(std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(tile::Block(laneStmts)), true));
-    if (globalStore)
+    if (StmtPtr combined = globalStore ? nullptr : combineLanes(*store, value, lane, width)) {
+      vectorPath.back() = combined;
+    } else if (globalStore) {
       for (int k = 0; k < pieces; ++k)
         vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, arithmetic(BinaryOp::Add, at(storeIndex, 0), i64(k * piece)),
                                                            local(store->buffer), access, k ? i64(k * piece) : nullptr,
                                                            wide != nullptr));
+    }
     if (addresses.empty() && inBounds.empty()) return std::make_shared<Block>(vectorPath);
     StmtPtr lanes = std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(*node.body), true);
     return std::make_shared<IfAligned>(addresses, access, inBounds.empty() ? nullptr : conjunction(inBounds),
                                        std::make_shared<Block>(vectorPath), lanes);
+  }
+
+  // The lanes of a vector path whose store only folds the vector's f16 or bf16 lanes into an f32 max or min,
+  // acc = max(acc, f32(v[lane])): one CombineLanes, a pair of lanes at a time. Null for any other store.
+  StmtPtr combineLanes(const tile::Store& store, const ExprPtr& value, const std::string& lane, int width) {
+    const auto* fold = value->as<Binary>();
+    if (!fold || (fold->op != BinaryOp::Max && fold->op != BinaryOp::Min) || fold->dtype != DType::F32 || width % 2 != 0)
+      return nullptr;
+    auto isAccumulator = [&](const ExprPtr& e) {
+      const auto* load = e->as<Load>();
+      return load && load->tensor == store.buffer && sameIndices(load->indices, store.indices);
+    };
+    auto laneRead = [&](const ExprPtr& e) -> const Load* {
+      const auto* cast = e->as<Cast>();
+      const auto* load = cast && cast->dtype == DType::F32 ? cast->operand->as<Load>() : nullptr;
+      if (!load || (load->dtype != DType::F16 && load->dtype != DType::BF16) || load->indices.size() != 1) return nullptr;
+      const auto* index = load->indices[0]->as<AxisVar>();
+      return index && index->name == lane ? load : nullptr;
+    };
+    const Load* lanes = isAccumulator(fold->lhs) ? laneRead(fold->rhs) : isAccumulator(fold->rhs) ? laneRead(fold->lhs) : nullptr;
+    if (!lanes) return nullptr;
+    return std::make_shared<CombineLanes>(store.buffer, flatIndex(store.buffer, store.indices), fold->op, lanes->tensor, width);
   }
 
   // The f32 value `v` of a store's value f16(v) or bf16(v): the vector's values are kept in f32 and its

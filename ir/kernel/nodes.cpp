@@ -118,6 +118,8 @@ void forEachExpr(const Stmt& stmt, const std::function<void(const ExprPtr&)>& vi
       e(node.accumulatorElement), e(node.aElement), e(node.bElement);
     } else if constexpr (std::is_same_v<Node, TransposeQuad>) {
       e(node.lane);
+    } else if constexpr (std::is_same_v<Node, CombineLanes>) {
+      e(node.element);
     } else if constexpr (std::is_same_v<Node, VectorLoad> || std::is_same_v<Node, VectorStore>) {
       e(node.element), e(node.localElement);
     } else if constexpr (std::is_same_v<Node, IfAligned>) {

@@ -48,6 +48,7 @@ bool isLaunchSharedBytes(const std::string& name);
   X(LoadMatrix)                   \
   X(MultiplyAccumulate)           \
   X(TransposeQuad)                \
+  X(CombineLanes)                 \
   X(Block)
 
 enum class StmtKind {
@@ -214,6 +215,22 @@ struct TransposeQuad final : Stmt {
   TransposeQuad(std::string local, ExprPtr lane) : Stmt(kKind), local(std::move(local)), lane(std::move(lane)) {}
   const std::string local;
   const ExprPtr lane;
+};
+
+// accumulator[element] (a local; no element for a scalar) = op(it, the op of the `lanes` f16 or bf16
+// values of the local array `local`, each widened to f32), op Max or Min and NaN-propagating like the
+// language's: on sm_80 and later a pair of lanes at a time (max.NaN.f16x2) and one widening of the last
+// pair, where each lane took a widening and an f32 max.
+struct CombineLanes final : Stmt {
+  static constexpr StmtKind kKind = StmtKind::CombineLanes;
+  CombineLanes(std::string accumulator, ExprPtr element, tensor::BinaryOp op, std::string local, int lanes)
+      : Stmt(kKind), accumulator(std::move(accumulator)), element(std::move(element)), op(op), local(std::move(local)),
+        lanes(lanes) {}
+  const std::string accumulator;
+  const ExprPtr element;
+  const tensor::BinaryOp op;
+  const std::string local;
+  const int lanes;
 };
 
 // `bytes` (8 or 16) bytes of the global or shared `buffer` from element `element` (an address aligned

@@ -68,6 +68,12 @@ struct Printer {
   void printNode(const TransposeQuad& node, int indent) {
     line(indent, fmt::format("transpose {} across each quad of lanes (lane {})", node.local, e(node.lane)));
   }
+  void printNode(const CombineLanes& node, int indent) {
+    std::string accumulator = node.element ? fmt::format("{}[{}]", node.accumulator, e(node.element)) : node.accumulator;
+    const char* op = binaryOpName(node.op);
+    line(indent, fmt::format("{} = {}({}, {} of the {} lanes of {}, a pair at a time)", accumulator, op, accumulator, op,
+                             node.lanes, node.local));
+  }
   static std::string localPart(const std::string& local, const ExprPtr& element) {
     return element ? fmt::format("{} from {}", local, e(element)) : local;
   }

@@ -140,6 +140,17 @@ private:
       fail(fmt::format("a quad transpose of {}, which is not a local array of 16 bytes", node.local));
     checkExpr(node.lane);
   }
+  void checkNode(const CombineLanes& node, bool) {
+    checkAccess(node.accumulator, node.element ? 1 : 0, "a combine of lanes into " + node.accumulator);
+    if (node.element) checkExpr(node.element);
+    if (localTypes_.count(node.accumulator) && localTypes_.at(node.accumulator) != DType::F32)
+      fail(fmt::format("a combine of lanes into {}, which is not f32", node.accumulator));
+    if (node.op != BinaryOp::Max && node.op != BinaryOp::Min) fail("a combine of lanes that is neither max nor min");
+    auto local = locals_.find(node.local);
+    if (local == locals_.end() || local->second < node.lanes || node.lanes < 2 || node.lanes % 2 != 0 ||
+        (localTypes_.at(node.local) != DType::F16 && localTypes_.at(node.local) != DType::BF16))
+      fail(fmt::format("a combine of {} lanes of {}, which is no local array of as many f16 or bf16 pairs", node.lanes, node.local));
+  }
   void checkNode(const VectorLoad& node, bool) {
     checkVector(node.local, node.buffer, node.element, node.bytes, node.localElement, true, false);
   }

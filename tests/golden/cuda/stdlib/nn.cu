@@ -97,6 +97,30 @@ EMMY_INLINE float emmy_max(float a, float b) {
 }
 EMMY_INLINE double emmy_min(double a, double b) { return a != a || b != b ? a + b : (b < a ? b : a); }
 EMMY_INLINE double emmy_max(double a, double b) { return a != a || b != b ? a + b : (a < b ? b : a); }
+// The max (min) of `Lanes` f16 or bf16 values as f32, NaN where one is (Kernel IR's CombineLanes): on
+// sm_80 and later max.NaN.f16x2 (bf16x2) a pair at a time and one widening of the last pair.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+template <typename T> struct emmy_pair_of;
+template <> struct emmy_pair_of<__half> { using type = __half2; };
+template <> struct emmy_pair_of<__nv_bfloat16> { using type = __nv_bfloat162; };
+#endif
+template <int Lanes, bool Max, typename T> EMMY_INLINE float emmy_extreme_of_lanes(const T* lanes) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  using Pair = typename emmy_pair_of<T>::type;
+  const Pair* pairs = reinterpret_cast<const Pair*>(lanes);
+  Pair extreme = pairs[0];
+  for (int p = 1; p < Lanes / 2; ++p) extreme = Max ? __hmax2_nan(extreme, pairs[p]) : __hmin2_nan(extreme, pairs[p]);
+  float low = __low2float(extreme), high = __high2float(extreme);
+  return Max ? emmy_max(low, high) : emmy_min(low, high);
+#else
+  float extreme = emmy_f32(lanes[0]);
+  for (int lane = 1; lane < Lanes; ++lane)
+    extreme = Max ? emmy_max(extreme, emmy_f32(lanes[lane])) : emmy_min(extreme, emmy_f32(lanes[lane]));
+  return extreme;
+#endif
+}
+template <int Lanes, typename T> EMMY_INLINE float emmy_max_of_lanes(const T* lanes) { return emmy_extreme_of_lanes<Lanes, true>(lanes); }
+template <int Lanes, typename T> EMMY_INLINE float emmy_min_of_lanes(const T* lanes) { return emmy_extreme_of_lanes<Lanes, false>(lanes); }
 template <typename T> EMMY_INLINE T emmy_min(T a, T b) { return b < a ? b : a; }
 template <typename T> EMMY_INLINE T emmy_max(T a, T b) { return a < b ? b : a; }
 template <typename T> EMMY_INLINE T emmy_abs(T a) { return a < 0 ? emmy_neg(a) : a; }
@@ -314,10 +338,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
       alignas(16) __half x_row__lanes[8];
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
-      #pragma unroll
-      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-      }
+      m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
     }
     for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
       #pragma unroll
@@ -438,10 +459,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
       alignas(16) __half x_row__lanes[8];
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
-      #pragma unroll
-      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-      }
+      m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
     }
     for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
       #pragma unroll
@@ -585,10 +603,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
-        #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-        }
+        m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
@@ -719,10 +734,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
-          }
+          m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x__lanes));
         } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
@@ -902,10 +914,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
       alignas(16) __nv_bfloat16 x_row__lanes[8];
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
-      #pragma unroll
-      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-      }
+      m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
     }
     for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
       #pragma unroll
@@ -1026,10 +1035,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
       alignas(16) __nv_bfloat16 x_row__lanes[8];
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
-      #pragma unroll
-      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-      }
+      m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
     }
     for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
       #pragma unroll
@@ -1173,10 +1179,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
-        #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-        }
+        m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
@@ -1307,10 +1310,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
-          }
+          m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x__lanes));
         } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
@@ -2062,10 +2062,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
       alignas(16) __half x_row__lanes[8];
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
-      #pragma unroll
-      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-      }
+      m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
     }
     for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
       #pragma unroll
@@ -2162,10 +2159,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
       alignas(16) __half x_row__lanes[8];
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
-      #pragma unroll
-      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-      }
+      m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
     }
     for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
       #pragma unroll
@@ -2285,10 +2279,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
         alignas(16) __half x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
-        #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-        }
+        m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
@@ -2395,10 +2386,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
-          }
+          m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x__lanes));
         } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
@@ -2554,10 +2542,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
       alignas(16) __nv_bfloat16 x_row__lanes[8];
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)32) + d_lane_2) * (int64_t)8));
-      #pragma unroll
-      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-      }
+      m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
     }
     for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
       #pragma unroll
@@ -2654,10 +2639,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
       alignas(16) __nv_bfloat16 x_row__lanes[8];
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)128) + d_lane_2) * (int64_t)8));
-      #pragma unroll
-      for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-        m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-      }
+      m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
     }
     for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
       #pragma unroll
@@ -2777,10 +2759,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
         alignas(16) __nv_bfloat16 x_row__lanes[8];
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)8));
-        #pragma unroll
-        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)8; d_element_2 += (int64_t)1) {
-          m__acc = emmy_max(m__acc, (float)emmy_f32(x_row__lanes[d_element_2]));
-        }
+        m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x_row__lanes));
       }
       for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
         #pragma unroll
@@ -2887,10 +2866,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
         if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
           *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
-          #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            m__acc = emmy_max(m__acc, (float)emmy_f32(x__lanes[d_element_4]));
-          }
+          m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x__lanes));
         } else {
           #pragma unroll
           for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
