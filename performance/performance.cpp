@@ -560,7 +560,11 @@ KernelTime estimateKernel(const kernel::Function& function, const Lowered& lower
   double busy = blocks / (waves * perSm * kMultiprocessorCount);
   double hiding = std::min(1.0, perSm * static_cast<double>(occupancy.warps) / kWarpsToHideLatency);
   double unhidden = bound.second == std::string("instruction issue") ? 0 : kUnhiddenIssue * terms.issue;
-  double seconds = (bound.first + unhidden) / (busy * hiding) + terms.barriers * waves * kBarrierSeconds + kLaunchSeconds;
+  // The memory term, where the loads in flight are known, runs the waves itself (kernelTerms), each at the
+  // bandwidth its own loads reach: its tail and its latency are counted there.
+  bool memoryInWaves = &bound == &bounds[0] && terms.waves > 0;
+  double seconds = (bound.first + unhidden) / (memoryInWaves ? 1 : busy * hiding) + terms.barriers * waves * kBarrierSeconds +
+                   kLaunchSeconds;
   std::string summary = fmt::format("{}: {:.0f} blocks in {:.0f} wave(s) of {:.0f} per SM, {:.0f}% of the machine busy, "
                                     "{:.0f}% latency hidden, bound by {}",
                                     function.name, blocks, waves, perSm, 100 * busy, 100 * hiding, bound.second);

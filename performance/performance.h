@@ -30,8 +30,9 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
 // loops in the PTX, times the accesses its threads make) and its arithmetic (FP32, or the tensor cores'
 // peak once its PTX uses them) — plus a tenth of its issue time when something else bounds it, divided by
 // the part of the machine its grid keeps busy (waves of resident blocks) and by how well its resident warps
-// hide latency (occupancy from ptxas), plus its barriers and a launch. A kernel that spills is ranked after
-// every one that does not, and its summary says so. `compiled` (NVRTC with a cubin) may be null: then 32
+// hide latency (occupancy from ptxas) — but the memory term, where the loads a thread keeps in flight are
+// known, runs its waves at the bandwidth they reach, tail and latency included — plus its barriers and a
+// launch. A kernel that spills is ranked after every one that does not, and its summary says so. `compiled` (NVRTC with a cubin) may be null: then 32
 // registers per thread, the shared memory the kernel declares, and no issue term. A ranking, not a
 // prediction of measured times.
 struct TimeEstimate {

@@ -318,6 +318,21 @@ TEST_CASE("the blocks run in waves: a last wave of few blocks keeps fewer bytes 
   INFO(whole);
   CHECK(whole.find("(80% of the bandwidth)") != std::string::npos);
   CHECK(whole.find("waves") == std::string::npos);
+  // The cost model counts the tail once: more rows never take less time (the memory term's own waves,
+  // divided again by the share of the machine the waves keep busy, made 1024 rows slower than 1320).
+  tensor::Kernel softmax;
+  for (const tensor::Kernel& kernel : testing::kernelsOf(nn))
+    if (kernel.instanceName() == "softmax_f32") softmax = kernel;
+  Lowered lowered = lower(softmax, PipelineOptions{});
+  CudaCompileResult compiled = compileCuda(emitCudaFiles({lowered}, "nn.emmy").source, "nn.cu", "sm_90", true);
+  REQUIRE(compiled.ok);
+  double previous = 0;
+  for (int64_t n : {132, 600, 1024, 1320, 2000, 2640}) {
+    TimeEstimate estimate = estimateTime(lowered, &compiled, "sm_90", {{"N", n}, {"D", 65536}});
+    INFO(n << " rows: " << estimate.summary);
+    CHECK(estimate.seconds > previous);
+    previous = estimate.seconds;
+  }
 }
 
 TEST_CASE("the static model sizes a row's shared copy at launch as the device allows", "[stats]") {
