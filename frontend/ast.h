@@ -252,8 +252,16 @@ struct Schedule {
   std::vector<Directive> directives;
   SourceLoc loc;
   // `schedule NAME<A | B, C>`: per type parameter of the kernel, the types of the instances it schedules
-  // (empty: a schedule for every instance no typed schedule takes).
+  // (empty: every type).
   std::vector<std::vector<Ident>> types;
+  // `schedule NAME<A, P = 1 | 2>`: integer parameters and the values of the instances it schedules. A
+  // schedule with neither types nor values schedules every instance no other schedule takes.
+  struct IntegerChoice {
+    Ident param;
+    std::vector<int64_t> values;
+  };
+  std::vector<IntegerChoice> integers;
+  bool typed() const { return !types.empty() || !integers.empty(); }
 };
 
 // ---------------------------------------------------------------------------------------------------

@@ -89,7 +89,7 @@ std::optional<Kernel> KernelElaboration::run() {
   }
   if (failed) return std::nullopt;
   dropUnusedDerivedSizes();
-  kernel.schedule = composeSchedule(foldTypeCases(program.ownSchedule(module, def, typeArguments), typeArguments));
+  kernel.schedule = composeSchedule(foldTypeCases(program.ownSchedule(module, def, typeArguments, integerArguments), typeArguments));
   kernel.paramValues = program.paramValues();
   verifyKernel(kernel);
   return std::move(kernel);

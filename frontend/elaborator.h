@@ -65,9 +65,9 @@ public:
   const std::map<std::string, DeclaredParam>& declaredParams() const { return declaredParams_; }
   // The directives of `kernel`'s own schedule block (empty without one), resolved once for all its
   // instances and the calls of it.
-  // The directives of the schedule of the instance of `kernel` with `typeArguments`.
+  // The directives of the schedule of the instance of `kernel` with `typeArguments` and `integerArguments`.
   const std::vector<tensor::Directive>& ownSchedule(const LoadedModule& module, const ast::KernelDef& kernel,
-                                                    const TypeArguments& typeArguments);
+                                                    const TypeArguments& typeArguments, const IntegerArguments& integerArguments);
 
 private:
   const LoadedModule* load(const std::string& key, const std::string& displayPath, std::string text,

@@ -141,7 +141,7 @@ void Elaborator::indexDefinitions(LoadedModule& module) {
       if (earlier->kernel.name == name && schedulesOverlap(*earlier, schedule)) {
         diagnostics_.error(schedule.kernel.loc,
                            fmt::format("kernel '{}' already has a schedule {}(at {}:{})", name,
-                                       schedule.types.empty() ? "" : "for these types ", earlier->kernel.loc.line,
+                                       schedule.typed() ? "for these instances " : "", earlier->kernel.loc.line,
                                        earlier->kernel.loc.column));
         break;
       }
@@ -149,11 +149,27 @@ void Elaborator::indexDefinitions(LoadedModule& module) {
   }
 }
 
-// A typed schedule's lists (`schedule NAME<A | B, C>`): one per type parameter of the kernel, of types its
-// bound allows.
+// A typed schedule's lists (`schedule NAME<A | B, C, P = 1>`): one per type parameter of the kernel, of
+// types its bound allows, or none; then values of integer parameters of the kernel, each named once.
 bool Elaborator::checkScheduleTypes(const ast::Schedule& schedule, const ast::KernelDef& kernel) {
-  if (schedule.types.empty()) return true;
   const std::string& name = kernel.name.name;
+  bool ok = true;
+  std::set<std::string> named;
+  for (const ast::Schedule::IntegerChoice& choice : schedule.integers) {
+    std::vector<std::string> integers;
+    for (const ast::IntegerParam& param : kernel.integerParams) integers.push_back(param.name.name);
+    if (std::find(integers.begin(), integers.end(), choice.param.name) == integers.end()) {
+      diagnostics_.error(choice.param.loc, withSuggestion(fmt::format("'{}' is not an integer parameter of kernel '{}' ({})",
+                                                                      choice.param.name, name,
+                                                                      integers.empty() ? "it has none" : join(integers, ", ")),
+                                                          choice.param.name, integers));
+      ok = false;
+    } else if (!named.insert(choice.param.name).second) {
+      diagnostics_.error(choice.param.loc, fmt::format("schedule {} names the values of {} twice", name, choice.param.name));
+      ok = false;
+    }
+  }
+  if (schedule.types.empty()) return ok;
   if (schedule.types.size() != kernel.typeParams.size()) {
     diagnostics_.error(schedule.kernel.loc, fmt::format("schedule {} gives {} list{} of types, and kernel '{}' has {} type "
                                                         "parameter{}", name, schedule.types.size(),
@@ -161,7 +177,6 @@ bool Elaborator::checkScheduleTypes(const ast::Schedule& schedule, const ast::Ke
                                                         kernel.typeParams.size(), kernel.typeParams.size() == 1 ? "" : "s"));
     return false;
   }
-  bool ok = true;
   for (size_t p = 0; p < schedule.types.size(); ++p) {
     std::vector<std::string> bound;
     for (const ast::Ident& allowed : kernel.typeParams[p].bound) bound.push_back(allowed.name);
@@ -177,15 +192,23 @@ bool Elaborator::checkScheduleTypes(const ast::Schedule& schedule, const ast::Ke
 }
 
 // Two schedules of one kernel that could both apply to an instance: both untyped, or typed with a type
-// in common for every parameter.
+// in common for every type parameter (a schedule without lists takes every type) and a value in common
+// for every integer parameter both name.
 bool Elaborator::schedulesOverlap(const ast::Schedule& a, const ast::Schedule& b) {
-  if (a.types.empty() || b.types.empty()) return a.types.empty() && b.types.empty();
-  for (size_t p = 0; p < a.types.size(); ++p) {
+  if (!a.typed() || !b.typed()) return !a.typed() && !b.typed();
+  for (size_t p = 0; p < a.types.size() && p < b.types.size(); ++p) {
     bool common = false;
     for (const ast::Ident& x : a.types[p])
       for (const ast::Ident& y : b.types[p]) common = common || x.name == y.name;
     if (!common) return false;
   }
+  for (const ast::Schedule::IntegerChoice& x : a.integers)
+    for (const ast::Schedule::IntegerChoice& y : b.integers) {
+      if (x.param.name != y.param.name) continue;
+      bool common = false;
+      for (int64_t value : x.values) common = common || std::count(y.values.begin(), y.values.end(), value);
+      if (!common) return false;
+    }
   return true;
 }
 
@@ -321,7 +344,7 @@ const tensor::Kernel* Elaborator::instantiate(const LoadedModule& module, const 
     diagnostics_.error(use, fmt::format("recursive kernel call: '{}' calls itself", kernel.name.name));
     return nullptr;
   }
-  ownSchedule(module, kernel, typeArguments);  // its errors are reported even where the kernel's body has some
+  ownSchedule(module, kernel, typeArguments, integerArguments);  // its errors are reported even where the kernel's body has some
   instantiating_.push_back(key);
   std::optional<tensor::Kernel> result = KernelElaboration(*this, module, kernel, typeArguments, integerArguments).run();
   instantiating_.pop_back();
@@ -330,8 +353,9 @@ const tensor::Kernel* Elaborator::instantiate(const LoadedModule& module, const 
 }
 
 const std::vector<tensor::Directive>& Elaborator::ownSchedule(const LoadedModule& module, const ast::KernelDef& kernel,
-                                                              const TypeArguments& typeArguments) {
-  // The typed schedule whose lists hold the instance's types, else the untyped one.
+                                                              const TypeArguments& typeArguments,
+                                                              const IntegerArguments& integerArguments) {
+  // The typed schedule whose lists hold the instance's types and integers, else the untyped one.
   const ast::Schedule* chosen = nullptr;
   for (const ast::Schedule& written : module.ast->schedules) {
     if (written.kernel.name != kernel.name.name || written.types.size() != (written.types.empty() ? 0 : kernel.typeParams.size()))
@@ -343,7 +367,12 @@ const std::vector<tensor::Directive>& Elaborator::ownSchedule(const LoadedModule
               std::any_of(written.types[p].begin(), written.types[p].end(),
                           [&](const ast::Ident& type) { return type.name == dtypeName(argument->second); });
     }
-    if (takes && (!chosen || chosen->types.empty())) chosen = &written;
+    for (const ast::Schedule::IntegerChoice& choice : written.integers) {
+      auto argument = integerArguments.find(choice.param.name);
+      takes = takes && argument != integerArguments.end() &&
+              std::count(choice.values.begin(), choice.values.end(), argument->second);
+    }
+    if (takes && (!chosen || !chosen->typed())) chosen = &written;
   }
   auto [it, fresh] = ownSchedules_.try_emplace(chosen);
   if (fresh && chosen) {

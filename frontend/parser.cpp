@@ -676,8 +676,16 @@ private:
   // ---- schedules ----
 
   ast::Schedule buildSchedule(EmmyParser::ScheduleDefContext* ctx) {
-    ast::Schedule schedule{ident(ctx->kernel), {}, {}, map_.node(ctx), {}};
+    ast::Schedule schedule{ident(ctx->kernel), {}, {}, map_.node(ctx), {}, {}};
     for (auto* choice : ctx->choices) {
+      if (choice->integer) {
+        ast::Schedule::IntegerChoice integers{ident(choice->integer), {}};
+        for (Token* value : choice->values) integers.values.push_back(integer(value).value_or(0));
+        schedule.integers.push_back(std::move(integers));
+        continue;
+      }
+      if (!schedule.integers.empty())
+        error(map_.node(choice), "a schedule's lists of types come before the values of its integer parameters");
       std::vector<ast::Ident> types;
       for (Token* type : choice->types) types.push_back(ident(type));
       schedule.types.push_back(types);

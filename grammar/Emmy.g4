@@ -84,8 +84,9 @@ idList : ID (COMMA ID)* ;
 // Schedules: one directive per line. Lists are parsed whatever their length; the builder checks it.
 scheduleDef : SCHEDULE kernel=ID (LT choices+=typeChoice (COMMA choices+=typeChoice)* GT)? LBRACE directiveLine (NEWLINE directiveLine)* RBRACE ;
 
-// The types a typed schedule's instances take, one list per type parameter (`schedule matmul<f16 | bf16>`).
-typeChoice : types+=ID (PIPE types+=ID)* ;
+// The types a typed schedule's instances take, one list per type parameter (`schedule matmul<f16 | bf16>`),
+// then the values of integer parameters (`schedule conv2d<f16 | bf16, GROUPS = 1>`).
+typeChoice : types+=ID (PIPE types+=ID)* | integer=ID ASSIGN values+=INT (PIPE values+=INT)* ;
 
 directiveLine : directive? ;
 

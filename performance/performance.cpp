@@ -113,10 +113,14 @@ bool launchedAt(const kernel::Function& function, const std::map<std::string, in
   return !function.launchWhen || evaluateIndex(*function.launchWhen, sizes) != 0;
 }
 
-// Arithmetic operations in an expression (comparisons, selects and conversions are free).
-int64_t operationsIn(const Expr& e) {
+// Arithmetic operations on values in an expression (comparisons, selects and conversions are free, and
+// so is a read's index arithmetic: `x[i * 2 - 1 + kh]` is one operand of a convolution's multiply-add).
+int64_t operationsIn(const tensor::ExprPtr& e) {
+  tensor::ExprPtr values = tensor::rewrite(e, [](const Expr& node) -> tensor::ExprPtr {
+    return node.as<tensor::Load>() ? std::make_shared<tensor::FloatImm>(DType::F32, 0.0) : nullptr;
+  });
   int64_t count = 0;
-  tensor::forEachNode(e, [&](const Expr& node) {
+  tensor::forEachNode(*values, [&](const Expr& node) {
     if (node.as<tensor::Unary>()) ++count;
     if (const auto* binary = node.as<tensor::Binary>();
         binary && !tensor::isComparison(binary->op) && binary->op != tensor::BinaryOp::And && binary->op != tensor::BinaryOp::Or)
@@ -133,7 +137,7 @@ int64_t operationsIn(const Expr& e) {
 double stageFlops(const tensor::Stage& stage, const std::map<std::string, int64_t>& sizes) {
   double elements = 1;
   for (const tensor::Axis& axis : stage.axes) elements *= static_cast<double>(tensor::evaluateDim(axis.extent, sizes));
-  double perElement = static_cast<double>(operationsIn(*stage.body));
+  double perElement = static_cast<double>(operationsIn(stage.body));
   bool running = std::any_of(stage.axes.begin(), stage.axes.end(), [&](const tensor::Axis& axis) {
     return std::holds_alternative<tile::PrefixReduction>(tile::prefixReduction(stage, axis.name));
   });

@@ -5,8 +5,13 @@
 // shared-memory accesses no bank conflicts.
 #include <catch2/catch.hpp>
 
+#include <random>
+
+#include <fmt/format.h>
+
 #include "backend/nvrtc.h"
 #include "backend/sim/simulator.h"
+#include "compiler/elaborate.h"
 #include "compiler/pipeline.h"
 #include "test_kernels.h"
 
@@ -88,6 +93,155 @@ TEST_CASE("block-level products: every operand layout, f16, bf16 and f32, agrees
       }
 }
 
+namespace {
+
+// A convolution as a product of fused loops (an implicit GEMM), drawn from `seed`: 2-d, in f16, bf16 or
+// f32, with a stride, a padding read as 0 and a dilation; the weight [OUT, C, KH, KW] (copied 16 bytes
+// at a time along the fused taps) or [KH, KW, C, OUT] (along the output channels); the output [N, OUT,
+// OH, OW] (its fused columns adjacent in memory) or [N, OH, OW, OUT] (OUT apart); tiles of every legal
+// shape. Also its sizes, ragged.
+struct GeneratedConvolution {
+  std::string source;
+  std::vector<std::map<std::string, int64_t>> sizes;
+};
+
+GeneratedConvolution convolution(uint64_t seed) {
+  std::mt19937_64 random(seed);
+  auto pick = [&](std::vector<int64_t> choices) { return choices[random() % choices.size()]; };
+  std::string dtype = std::vector<std::string>{"f16", "bf16", "f32"}[random() % 3];
+  int64_t stride = pick({1, 2, 3}), padding = pick({0, 1, 2}), dilation = pick({1, 2});
+  bool weightTapsFirst = random() % 2, channelsLast = random() % 2;
+  auto extent = [&](const std::string& size, const std::string& taps) {
+    return fmt::format("({} + {} - {} * ({} - 1) - 1) / {} + 1", size, 2 * padding, dilation, taps, stride);
+  };
+  std::string oh = extent("H", "KH"), ow = extent("W", "KW");
+  std::string weight = weightTapsFirst ? "w: " + dtype + "[KH, KW, C, OUT]" : "w: " + dtype + "[OUT, C, KH, KW]";
+  std::string weightRead = weightTapsFirst ? "w[kh, kw, c, o]" : "w[o, c, kh, kw]";
+  std::string output = channelsLast ? fmt::format("y: {}[N, {}, {}, OUT]", dtype, oh, ow) : fmt::format("y: {}[N, OUT, {}, {}]", dtype, oh, ow);
+  std::string outputAt = channelsLast ? "y[n, i, j, o]" : "y[n, o, i, j]";
+  std::string source = fmt::format(
+      "kernel conv(x: {0}[N, C, H, W], {1}, b: {0}[OUT]) -> ({2}) {{\n"
+      "    {3} = {0}(sum[c, kh, kw](f32(pad(x, 0)[n, c, i * {4} - {5} + kh * {6}, j * {4} - {5} + kw * {6}]) * "
+      "f32({7})) + f32(b[o]))\n}}\n",
+      dtype, weight, output, outputAt, stride, padding, dilation, weightRead);
+  bool tensorCores = dtype != "f32";
+  int64_t warpRows = pick({16, 32}), warpCols = tensorCores ? pick({16, 32, 64}) : pick({32, 64});
+  int64_t blockRows = warpRows * pick({1, 2}), blockCols = warpCols * pick({1, 2}), depth = tensorCores ? pick({16, 32}) : pick({8, 16});
+  source += "schedule conv {\n    fuse y (i, j) -> ij\n    fuse y (c, kh) -> c_kh\n    fuse y (c_kh, kw) -> taps\n";
+  if (channelsLast) source += "    reorder y (n, o, ij)\n";
+  source += fmt::format("    tile y (o, ij) by ({}, {}) -> (o_block, ij_block, o_in, ij_in)\n", blockRows, blockCols);
+  source += "    bind y.n to block.z\n    bind y.o_block to block.y\n    bind y.ij_block to block.x\n";
+  source += fmt::format("    split y.taps by {} -> (taps_slice, taps_in)\n", depth);
+  source += fmt::format("    mma y (o_in, ij_in, taps_in) by ({}, {}) stages {}\n}}\n", warpRows, warpCols, pick({2, 3}));
+  std::vector<std::map<std::string, int64_t>> sizes;
+  for (int s = 0; s < 2; ++s) {
+    int64_t kh = pick({1, 2, 3}), kw = pick({1, 3});
+    sizes.push_back({{"N", pick({1, 2})}, {"C", pick({1, 3, 7})}, {"OUT", pick({1, 5, 33, 70})}, {"KH", kh}, {"KW", kw},
+                     {"H", dilation * (kh - 1) + pick({1, 4, 9})}, {"W", dilation * (kw - 1) + pick({1, 6, 13})}});
+  }
+  return {source, sizes};
+}
+
+}  // namespace
+
+TEST_CASE("block-level products of fused loops: convolutions as implicit GEMMs agree with the reference", "[tensorcores][sweep]") {
+  for (uint64_t seed = 1; seed <= 10; ++seed) {
+    GeneratedConvolution generated = convolution(seed);
+    INFO(generated.source);
+    for (const tensor::Kernel& kernel : testing::kernelsOfText(generated.source)) {
+      Lowered compiled = lower(kernel, PipelineOptions{});
+      std::string cuda = emitCudaFiles({compiled}, "conv.emmy").source;
+      bool tensorCores = kernel.inputs[0].dtype != DType::F32;
+      CHECK((cuda.find("emmy_mma_m16n8k16<") != std::string::npos) == tensorCores);
+      sim::SimulatedKernel program(kernel, emitCudaFiles({compiled}, "conv.emmy"));
+      for (const std::map<std::string, int64_t>& size : generated.sizes) {
+        INFO(testing::describeSizes(size));
+        testing::checkAgainstEvaluator(kernel, program, size, seed);
+      }
+    }
+  }
+}
+
+TEST_CASE("stdlib convolutions: f16 and bf16 without groups are implicit GEMMs, the others direct, and all agree with the "
+          "reference", "[tensorcores]") {
+  const std::string nn = (std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy").string();
+  const std::map<std::string, int64_t> sizes{{"N", 2}, {"C", 4}, {"OUT", 6}, {"L", 11}, {"D", 4}, {"H", 7}, {"W", 6},
+                                             {"K", 3}, {"KD", 2}, {"KH", 3}, {"KW", 2}};
+  for (const auto& [selector, product] : std::vector<std::pair<std::string, bool>>{
+           {"conv2d<f16>", true}, {"conv2d<bf16, stride=2, padding=1>", true}, {"conv2d<f16, groups=2>", false},
+           {"conv2d<f32, padding=1>", true}, {"conv2d<f32, groups=2>", false}, {"conv1d<bf16, stride=2, padding=1, dilation=2>", true},
+           {"conv1d<f16, groups=2>", false}, {"conv3d<f16, padding=1>", true}}) {
+    INFO(selector);
+    Diagnostics diagnostics;
+    std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(nn, selector, true, {}, diagnostics);
+    INFO(diagnostics.render());
+    REQUIRE(kernels);
+    REQUIRE(kernels->size() == 1);
+    const tensor::Kernel& kernel = kernels->front();
+    Lowered lowered = lower(kernel, PipelineOptions{});
+    std::string schedule;
+    for (const std::string& line : lowered.tile.schedule) schedule += line + "\n";
+    INFO(schedule);
+    CHECK((schedule.find("mma y (") != std::string::npos) == product);
+    std::map<std::string, int64_t> used;
+    for (const std::string& size : kernel.allSizes())
+      if (sizes.count(size)) used[size] = sizes.at(size);
+    sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "nn.emmy"));
+    testing::checkAgainstEvaluator(kernel, program, used, 5);
+  }
+}
+
+TEST_CASE("the default policy runs convolutions as implicit GEMMs, a group on the blocks, and a depthwise one in each "
+          "thread, and all agree with the reference", "[tensorcores]") {
+  std::vector<tensor::Kernel> kernels = testing::kernelsOfText(R"(
+kernel conv<T: f16 | f32>(x: T[N, C, H, W], w: T[OUT, C, KH, KW], b: T[OUT])
+    -> (y: T[N, OUT, H + 2 - KH + 1, W + 2 - KW + 1]) {
+    y[n, o, i, j] = T(sum[c, kh, kw](f32(pad(x, 0)[n, c, i - 1 + kh, j - 1 + kw]) * f32(w[o, c, kh, kw])) + f32(b[o]))
+}
+kernel grouped(x: bf16[N, 4, H, W], w: bf16[64, 2, KH, KW]) -> (y: f32[N, 2, 32, H - KH + 1, W - KW + 1]) {
+    y[n, g, o, i, j] = sum[c, kh, kw](f32(x[n, g * 2 + c, i + kh, j + kw]) * f32(w[g * 32 + o, c, kh, kw]))
+}
+kernel channels_last(x: f16[N, H, W, C], w: f16[KH, KW, C, OUT]) -> (y: f16[N, H - KH + 1, W - KW + 1, OUT]) {
+    y[n, i, j, o] = f16(sum[kh, kw, c](f32(x[n, i + kh, j + kw, c]) * f32(w[kh, kw, c, o])))
+}
+kernel depthwise(x: f32[N, 8, H, W], w: f32[8, 1, KH, KW]) -> (y: f32[N, 8, 1, H - KH + 1, W - KW + 1]) {
+    y[n, g, o, i, j] = sum[c, kh, kw](x[n, g + c, i + kh, j + kw] * w[g + o, c, kh, kw])
+}
+)");
+  REQUIRE(kernels.size() == 5);
+  const std::map<std::string, int64_t> sizes{{"N", 2}, {"C", 5}, {"OUT", 37}, {"H", 9}, {"W", 11}, {"KH", 3}, {"KW", 2}};
+  for (const tensor::Kernel& kernel : kernels) {
+    INFO(kernel.instanceName());
+    Lowered lowered = lower(kernel, PipelineOptions{});
+    std::string schedule;
+    for (const std::string& line : lowered.tile.schedule) schedule += line + "\n";
+    INFO(schedule);
+    CHECK((schedule.find("mma y (") != std::string::npos) == (kernel.name != "depthwise"));
+    if (kernel.name == "grouped") CHECK(schedule.find("bind y.n_g to block.z") != std::string::npos);
+    std::map<std::string, int64_t> used;
+    for (const std::string& size : kernel.allSizes())
+      if (sizes.count(size)) used[size] = sizes.at(size);
+    sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "conv.emmy"));
+    testing::checkAgainstEvaluator(kernel, program, used, 11);
+  }
+}
+
+TEST_CASE("block-level products: the results of columns that are not adjacent in memory go each to its own place", "[tensorcores]") {
+  // c is [N, M]: the product's columns n are M apart.
+  for (const std::string dtype : {"f16", "f32"}) {
+    std::string source = "kernel transposed(a: " + dtype + "[M, K], b: " + dtype + "[K, N]) -> (c: " + dtype + "[N, M]) {\n"
+                         "    c[n, m] = " + dtype + "(sum[k](f32(a[m, k]) * f32(b[k, n])))\n}\n"
+                         "schedule transposed {\n    tile c (m, n) by (64, 64) -> (mo, no, mi, ni)\n"
+                         "    bind c.mo to block.y\n    bind c.no to block.x\n    split c.k by 16 -> (ko, ki)\n"
+                         "    mma c (mi, ni, ki) by (32, 32) stages 2\n}\n";
+    INFO(source);
+    for (const tensor::Kernel& kernel : testing::kernelsOfText(source)) {
+      sim::SimulatedKernel program(kernel, emitCudaFiles({lower(kernel, PipelineOptions{})}, "transposed.emmy"));
+      testing::checkAgainstEvaluator(kernel, program, {{"M", 70}, {"N", 45}, {"K", 33}}, 3);
+    }
+  }
+}
+
 TEST_CASE("block-level products: the default policy takes f16, bf16 and f32 products, and says why it does not", "[tensorcores]") {
   std::vector<tensor::Kernel> kernels = testing::kernelsOfText(R"(
 kernel fed(a: bf16[M, K], w: bf16[N, K]) -> (c: f32[M, N]) {
@@ -130,7 +284,7 @@ TEST_CASE("tensor cores: the stdlib's f16 and bf16 products have mma.sync and ld
   }
   const std::filesystem::path stdlib = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib";
   for (const auto& [module, selectors] : std::vector<std::pair<const char*, std::vector<const char*>>>{
-           {"linalg.emmy", {"matmul<f16>", "matmul<bf16>", "bmm<f16>"}}, {"nn.emmy", {"linear<bf16>", "mlp<f16>"}}}) {
+           {"linalg.emmy", {"matmul<f16>", "matmul<bf16>", "bmm<f16>"}}, {"nn.emmy", {"linear<bf16>", "mlp<f16>", "conv1d<bf16>", "conv2d<f16>", "conv3d<f16>"}}}) {
     for (const tensor::Kernel& kernel : testing::kernelsOf(stdlib / module)) {
       std::string name = kernel.instanceName();
       bool wanted = false;

@@ -357,6 +357,46 @@ TEST_CASE("simplifyIndex keeps the value of remainders of remainders, and drops 
       }
 }
 
+TEST_CASE("simplifyIndex rejoins a quotient and its remainder: the flat index of fused axes is the fused loop",
+          "[tensor-ir]") {
+  using namespace emmy::tensor;
+  auto integer = [](int64_t v) { return std::make_shared<IntImm>(DType::I64, v); };
+  auto binary = [](BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::I64, op, a, b); };
+  ExprPtr q = std::make_shared<AxisVar>("q"), p = std::make_shared<AxisVar>("p");
+  ExprPtr a = std::make_shared<AxisVar>("A"), b = std::make_shared<AxisVar>("B");
+  // Row-major [C, A, B] read at (q / B / A, q / B % A, q % B), as Horner's rule builds it: q.
+  ExprPtr fused = binary(BinaryOp::Add,
+                         binary(BinaryOp::Mul,
+                                binary(BinaryOp::Add, binary(BinaryOp::Mul, binary(BinaryOp::Div, binary(BinaryOp::Div, q, b), a), a),
+                                       binary(BinaryOp::Mod, binary(BinaryOp::Div, q, b), a)),
+                                b),
+                         binary(BinaryOp::Mod, q, b));
+  CHECK(printExpr(*simplifyIndex(fused)) == "q");
+  // With an index before them: p * A * B + q.
+  ExprPtr leading = binary(BinaryOp::Add, binary(BinaryOp::Mul, binary(BinaryOp::Add, p, binary(BinaryOp::Div, q, b)), b),
+                           binary(BinaryOp::Mod, q, b));
+  CHECK(printExpr(*simplifyIndex(leading)) == "p * B + q");
+  // Not when the divisors differ.
+  ExprPtr other = binary(BinaryOp::Add, binary(BinaryOp::Mul, binary(BinaryOp::Div, q, a), a), binary(BinaryOp::Mod, q, b));
+  CHECK(printExpr(*simplifyIndex(other)) == printExpr(*other));
+  // The same value for every q of either sign, every p and every divisor but 0.
+  for (int64_t divisor : {-3, -1, 1, 2, 3, 7})
+    for (int64_t pv : {-2, 0, 5})
+      for (int64_t qv = -30; qv <= 30; ++qv) {
+        std::map<std::string, ExprPtr> values{{"q", integer(qv)}, {"p", integer(pv)}, {"A", integer(divisor)}, {"B", integer(divisor + 5)}};
+        auto value = [&](const ExprPtr& e) {
+          ExprPtr bound = rewrite(e, [&](const Expr& node) -> ExprPtr {
+            const auto* axis = node.as<AxisVar>();
+            return axis ? values.at(axis->name) : nullptr;
+          });
+          return simplifyIndex(bound)->as<IntImm>()->value;
+        };
+        INFO(divisor << " " << pv << " " << qv);
+        CHECK(value(simplifyIndex(fused)) == value(fused));
+        CHECK(value(simplifyIndex(leading)) == value(leading));
+      }
+}
+
 TEST_CASE("size polynomials and derived sizes: arithmetic, names that are their definitions, one per definition",
           "[tensor-ir][dims]") {
   SizePolynomial h = SizePolynomial::of(Dim::size("H")), k = SizePolynomial::of(Dim::size("KH"));

@@ -407,6 +407,11 @@ private:
                              localAddress(node.local, node.localElement), vector, spelled(node.buffer), expr(*node.element)));
   }
   void stmtNode(const kernel::VectorStore& node, int indent) {
+    if (sharedBuffers_.count(node.buffer)) {
+      line(indent, fmt::format("emmy_store_shared_vector<{}>({}, {}, {});", node.bytes, spelled(node.buffer), expr(*node.element),
+                               localAddress(node.local, node.localElement)));
+      return;
+    }
     const char* vector = node.bytes == 16 ? "uint4" : node.bytes == 8 ? "uint2" : "unsigned int";
     std::string values = node.narrowing ? fmt::format("emmy_narrowed<{}, {}>({})", vector, cudaTypeName(globalType(node.buffer)),
                                                       localAddress(node.local, node.localElement))
@@ -770,6 +775,19 @@ static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared&
     *reinterpret_cast<uint4*>(local) = *reinterpret_cast<const uint4*>(&shared[i]);
   else
     *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
+#endif
+}
+// The other way: Bytes / sizeof(T) elements of a thread's local array into a shared array from element i
+// (aligned to Bytes), one 8- or 16-byte shared store.
+template <int Bytes, typename Shared, typename T>
+static __device__ __forceinline__ void emmy_store_shared_vector(Shared& shared, int64_t i, const T* local) {
+#if defined(EMMY_SIMULATE)
+  shared.writeVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(&shared[i]) = *reinterpret_cast<const uint4*>(local);
+  else
+    *reinterpret_cast<uint2*>(&shared[i]) = *reinterpret_cast<const uint2*>(local);
 #endif
 }
 // Float min and max propagate NaN (fminf and fmaxf would drop it): one min.NaN or max.NaN on sm_80 and

@@ -1180,7 +1180,7 @@ public:
                                                                    int64_t given);
   // A read of `bytes` at element `index` of the shared array `buffer` (its byte `offset`) that the
   // hardware requires to be aligned to `bytes`, and is not.
-  [[noreturn]] __attribute__((cold)) void stopAtMisalignedRead(const char* what, const char* buffer, int64_t index,
+  [[noreturn]] __attribute__((cold)) void stopAtMisaligned(const char* what, const char* buffer, int64_t index,
                                                                 int64_t offset, unsigned bytes);
   void writeProfile() const { profiler_.write(); }
 
@@ -1664,10 +1664,10 @@ EMMY_SIM_RUNTIME_FUNCTION std::string Scheduler::describeMixedWarp(unsigned warp
                                             ": the lanes of a warp must all execute the same instruction");
 }
 
-EMMY_SIM_RUNTIME_FUNCTION void Scheduler::stopAtMisalignedRead(const char* what, const char* buffer, int64_t index,
+EMMY_SIM_RUNTIME_FUNCTION void Scheduler::stopAtMisaligned(const char* what, const char* buffer, int64_t index,
                                                                int64_t offset, unsigned bytes) {
   failure_ = formatted(
-      "misaligned access in kernel %s: %s reads %s at %s[%lld], byte %lld of shared buffer %s, "
+      "misaligned access in kernel %s: %s %s at %s[%lld], byte %lld of shared buffer %s, "
       "which is not a multiple of %u",
       kernelName_, threadInBlock(current_).c_str(), what, buffer, static_cast<long long>(index),
       static_cast<long long>(offset), buffer, bytes);
@@ -2075,13 +2075,26 @@ struct SharedArray {
     UnprofiledScope unprofiled;
     const int64_t lanes = bytes / int64_t{sizeof(T)};
     const int64_t offset = index * int64_t{sizeof(T)};
-    if (offset % bytes != 0) scheduler.stopAtMisalignedRead("emmy_load_shared_vector()", name, index, offset, bytes);
+    if (offset % bytes != 0) scheduler.stopAtMisaligned("reads emmy_load_shared_vector()", name, index, offset, bytes);
     for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Read, accesses, name, index + lane, sized);
     if constexpr (kProfiling) {
       const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;  // in the call instruction
       scheduler.noteProfiledSharedAccess(site, this, offset, bytes, Access::Read);
     }
     std::memcpy(local, &elements[index], bytes);
+  }
+  // The other way, for emmy_store_shared_vector: checked as a write of each element.
+  EMMY_SIM_SITE_OF_CALLER void writeVector(int64_t index, const void* local, int bytes) {
+    UnprofiledScope unprofiled;
+    const int64_t lanes = bytes / int64_t{sizeof(T)};
+    const int64_t offset = index * int64_t{sizeof(T)};
+    if (offset % bytes != 0) scheduler.stopAtMisaligned("writes emmy_store_shared_vector()", name, index, offset, bytes);
+    for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Write, accesses, name, index + lane, sized);
+    if constexpr (kProfiling) {
+      const auto site = reinterpret_cast<uintptr_t>(__builtin_return_address(0)) - 1;  // in the call instruction
+      scheduler.noteProfiledSharedAccess(site, this, offset, bytes, Access::Write);
+    }
+    std::memcpy(&elements[index], local, bytes);
   }
   // The 16 bytes from element `index` on, which a lane of an ldmatrix reads as one row of a matrix:
   // checked as a read of each element, by the lane that passed the row; profiled as one 16-byte read at
@@ -2091,7 +2104,7 @@ struct SharedArray {
     UnprofiledScope unprofiled;
     constexpr int64_t lanes = 16 / sizeof(T);
     const int64_t offset = index * int64_t{sizeof(T)};
-    if (offset % 16 != 0) scheduler.stopAtMisalignedRead("a row of emmy_ldmatrix()", name, index, offset, 16);
+    if (offset % 16 != 0) scheduler.stopAtMisaligned("reads a row of emmy_ldmatrix()", name, index, offset, 16);
     for (int64_t lane = 0; lane < lanes; ++lane) scheduler.noteSharedAccess(Access::Read, accesses, name, index + lane, sized);
     if constexpr (kProfiling) scheduler.noteProfiledSharedAccess(site, this, offset, 16, Access::Read);
     return &elements[index];

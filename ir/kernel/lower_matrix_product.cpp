@@ -52,15 +52,30 @@ ExprPtr less(ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::Bool
 ExprPtr both(ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::Bool, BinaryOp::And, std::move(a), std::move(b)); }
 StmtPtr block(std::vector<StmtPtr> stmts) { return std::make_shared<Block>(std::move(stmts)); }
 StmtPtr let(const std::string& name, ExprPtr value) { return std::make_shared<Let>(name, std::move(value)); }
+void appendTo(std::vector<StmtPtr>& stmts, std::vector<StmtPtr> more) {
+  stmts.insert(stmts.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+}
 StmtPtr unrolled(const std::string& name, int64_t count, StmtPtr body) {
   return std::make_shared<For>(name, i64(0), i64(count), i64(1), std::move(body), true);
 }
 
 constexpr int64_t kWarp = 32;
 
+// Is `e` a sum of terms each free of `var` or one of them times `var` (whose coefficients may be sizes)?
+bool affineIn(const Expr& e, const std::string& var) {
+  if (!mentionsAxis(e, var) || e.as<AxisVar>()) return true;
+  const auto* binary = e.as<Binary>();
+  if (!binary) return false;
+  if (binary->op == BinaryOp::Add || binary->op == BinaryOp::Sub) return affineIn(*binary->lhs, var) && affineIn(*binary->rhs, var);
+  if (binary->op != BinaryOp::Mul) return false;
+  if (!mentionsAxis(*binary->lhs, var)) return affineIn(*binary->rhs, var);
+  return !mentionsAxis(*binary->rhs, var) && affineIn(*binary->lhs, var);
+}
+
 // One operand's slices in shared memory: `outer` rows of `inner` elements each, `stride` apart.
 struct OperandTiles {
   const tile::MatrixOperand* operand;
+  const std::vector<std::pair<std::string, ExprPtr>>* axes;  // fused into its row (or column) variable
   std::string buffer;
   std::string var;        // its row (or column) variable in the operand's indices
   ExprPtr base, limit;    // the block's first row (or column), and their number
@@ -80,9 +95,14 @@ struct OperandTiles {
   // On the CUDA cores, with rounds: each round's first row (or column) and global element, and the
   // global elements from one slice to the next, are Lets too, so that a copy costs a few instructions.
   bool hoisted = false;
+  // The slice's rows are contiguous in memory too (the flat index steps by one along them, no padding):
+  // copied 16 bytes at a time; gathered an element at a time otherwise.
+  bool chunked = true;
+  bool affineInK = true;  // the flat index steps by the same amount for every k, and no padding
   std::string along(int64_t round) const { return fmt::format("{}_along_{}", buffer, round); }
   std::string source(int64_t round) const { return fmt::format("{}_source_{}", buffer, round); }
   std::string sliceStep() const { return buffer + "_slice_step"; }
+  std::string staging() const { return buffer + "_staging"; }
   int64_t sliceElements() const { return outer * stride; }
   // Where chunk `chunk` of row `row` is; rotated, by one chunk for every 128 bytes of rows.
   ExprPtr element(const ExprPtr& row, const ExprPtr& chunk) const {
@@ -101,8 +121,10 @@ public:
     lane_ = p + "lane", warpRow_ = p + "warp_row", warpCol_ = p + "warp_col", thread_ = p + "thread";
     accumulators_ = p + "accumulators", aFragments_ = p + "a_fragments", bFragments_ = p + "b_fragments";
     slice_ = p + "slice", slices_ = p + "slices";
-    a_ = tiles(node.a, p + "a_slices", node.row, node.rowBase, node.rows, node.blockRows);
-    b_ = tiles(node.b, p + "b_slices", node.col, node.colBase, node.cols, node.blockCols);
+    for (const auto* axes : {&node.rowAxes, &node.colAxes, &node.depthAxes})
+      for (const auto& [axis, value] : *axes) axisValues_[axis] = value;
+    a_ = tiles(node.a, &node.rowAxes, p + "a_slices", node.row, node.rowBase, node.rows, node.blockRows);
+    b_ = tiles(node.b, &node.colAxes, p + "b_slices", node.col, node.colBase, node.cols, node.blockCols);
     if (tensorCores_) {
       rowTiles_ = node.warpRows / tile::kMmaRows;
       colTiles_ = node.warpCols / tile::kMmaCols;
@@ -139,13 +161,20 @@ public:
     }
     stmts.push_back(let(slices_, div(add(node_.depth, i64(node_.blockDepth - 1)), node_.blockDepth)));
     for (OperandTiles* tiles : {&a_, &b_}) placeCopies(*tiles, stmts);
+    for (const OperandTiles* tiles : {&a_, &b_}) {
+      if (staged(*tiles))
+        stmts.push_back(std::make_shared<Declare>(tiles->staging(), tiles->operand->dtype, tiles->rounds * tiles->chunkElements(),
+                                                  Memory::Local));
+      if (rowsHoisted(*tiles)) hoistStagedRows(*tiles, stmts);
+    }
     // The first stages - 1 slices, each its own group of copies but the last (the loop closes it), all
     // in one test of the first (the loop has nothing to wait for without it), so that the one barrier
     // before the first copies keeps the previous tile's reads of every stage before them; slices past the
     // end are not copied, but their groups are closed all the same (the loop's waits count them).
     std::vector<StmtPtr> prologue;
     for (int64_t s = 0; s + 1 < node_.stages; ++s) {
-      prologue.push_back(s == 0 ? copies(i64(0), 0) : std::make_shared<If>(less(i64(s), var(slices_)), copies(i64(s), s)));
+      StmtPtr slice = block({copies(i64(s), s), gather(i64(s)), deposit(s)});
+      prologue.push_back(s == 0 ? slice : std::make_shared<If>(less(i64(s), var(slices_)), slice));
       if (s + 2 < node_.stages) prologue.push_back(std::make_shared<WaitForCopies>(node_.stages - 1));
     }
     stmts.push_back(std::make_shared<If>(less(i64(0), var(slices_)), block(prologue)));
@@ -157,9 +186,11 @@ public:
     std::vector<StmtPtr> steps;
     for (int64_t stage = 0; stage < node_.stages; ++stage) {
       ExprPtr slice = add(var(slice_), i64(stage)), ahead = add(slice, i64(node_.stages - 1));
+      int64_t aheadStage = (stage + node_.stages - 1) % node_.stages;
       std::vector<StmtPtr> step = {std::make_shared<WaitForCopies>(node_.stages - 2), std::make_shared<Barrier>(),
-                                   std::make_shared<If>(less(ahead, var(slices_)), copies(ahead, (stage + node_.stages - 1) % node_.stages)),
+                                   std::make_shared<If>(less(ahead, var(slices_)), block({copies(ahead, aheadStage), gather(ahead)})),
                                    tensorCores_ ? multiply(stage) : multiplyOnCudaCores(stage)};
+      if (staged(a_) || staged(b_)) step.push_back(std::make_shared<If>(less(ahead, var(slices_)), deposit(aheadStage)));
       steps.push_back(std::make_shared<If>(less(slice, var(slices_)), block(step)));
     }
     stmts.push_back(std::make_shared<For>(slice_, i64(0), var(slices_), i64(node_.stages), block(steps)));
@@ -171,14 +202,18 @@ public:
   }
 
 private:
-  OperandTiles tiles(const tile::MatrixOperand& operand, const std::string& buffer, const std::string& var, ExprPtr base,
-                     ExprPtr limit, int64_t extent) const {
-    OperandTiles t{&operand, buffer, var, std::move(base), std::move(limit), extent, 0, 0, 0, tensorCores_, false, 0, 0, {}, {}, {}, false};
+  OperandTiles tiles(const tile::MatrixOperand& operand, const std::vector<std::pair<std::string, ExprPtr>>* axes,
+                     const std::string& buffer, const std::string& var, ExprPtr base, ExprPtr limit, int64_t extent) const {
+    OperandTiles t{&operand, axes, buffer, var, std::move(base), std::move(limit), extent, 0, 0, 0, tensorCores_, false, 0, 0, {}, {}, {}, false};
     bool kRows = tensorCores_ && operand.kContiguous;  // else a row per k
     t.outer = kRows ? extent : node_.blockDepth;
     t.inner = kRows ? node_.blockDepth : extent;
     t.transposed = !tensorCores_ && operand.kContiguous;
     t.stride = t.inner + (t.transposed ? tile::kLaneGroup : 0);
+    ExprPtr flat = indexing_.flatIndex(operand.tensor, expanded(operand.indices));
+    std::optional<int64_t> alongRows = coefficientOf(*flat, operand.kContiguous ? node_.k : var);
+    t.chunked = !operand.padded && alongRows == 1;
+    t.affineInK = !operand.padded && affineIn(*flat, node_.k);
     return t;
   }
 
@@ -192,6 +227,7 @@ private:
   void placeCopies(OperandTiles& t, std::vector<StmtPtr>& stmts) const {
     t.firstRow = t.buffer + "_first_row", t.column = t.buffer + "_column", t.firstElement = t.buffer + "_first_element";
     if (t.transposed) {
+      if (!t.affineInK) return;  // hoisting needs one step from slice to slice
       // Copy e: k = (e / 32 % groups) * 8 + e % 8, column = (e / 32 / groups) * 4 + e / 8 % 4; the same k
       // for a thread in every round when the block's warps are whole groups.
       int64_t count = t.outer * t.inner, warps = threads() / kWarp;
@@ -215,7 +251,7 @@ private:
     stmts.push_back(let(t.firstRow, div(var(thread_), chunks)));
     stmts.push_back(let(t.column, mod(var(thread_), chunks)));
     stmts.push_back(let(t.firstElement, t.element(var(t.firstRow), var(t.column))));
-    if (!tensorCores_) hoistSources(t, stmts);
+    if (!tensorCores_ && t.chunked && t.affineInK) hoistSources(t, stmts);
   }
 
   // Round `round` of a thread's copies of slice 0 (placeCopies' layout): the operand's row (or column)
@@ -236,7 +272,7 @@ private:
   // The operand's flat index at row (or column) `along` and k `k`.
   ExprPtr sourceAt(const OperandTiles& t, const ExprPtr& along, const ExprPtr& k) const {
     std::vector<ExprPtr> indices;
-    for (const ExprPtr& index : t.operand->indices)
+    for (const ExprPtr& index : expanded(t.operand->indices))
       indices.push_back(simplifyIndex(rewrite(index, [&](const Expr& node) -> ExprPtr {
         const auto* axis = node.as<AxisVar>();
         if (!axis) return nullptr;
@@ -284,6 +320,7 @@ private:
   StmtPtr copies(const ExprPtr& slice, int64_t stage) {
     std::vector<StmtPtr> stmts;
     for (const OperandTiles* t : {&a_, &b_}) {
+      if (staged(*t)) continue;
       if (t->hoisted) {
         stmts.push_back(hoistedCopies(*t, slice, stage));
         continue;
@@ -317,19 +354,144 @@ private:
           shared = t->element(var(row), var(column));
         }
       }
-      body.push_back(let(t->var, along));
-      body.push_back(let(node_.k, k));
-      ExprPtr inside = both(less(var(t->var), t->limit), less(var(node_.k), node_.depth));
-      ExprPtr lanesInside = lanes == 1                 ? nullptr
-                            : t->operand->kContiguous ? op(BinaryOp::Sub, node_.depth, var(node_.k))
-                                                      : op(BinaryOp::Sub, t->limit, var(t->var));
-      body.push_back(std::make_shared<CopyAsync>(t->stageBuffer(stage), shared, t->operand->tensor,
-                                                 indexing_.flatIndex(t->operand->tensor, t->operand->indices), inside,
-                                                 t->operand->dtype, lanes, lanesInside));
+      // Of the element (or chunk) at t->var and k: the elements outside the tensor (a padded read's) are 0.
+      auto copy = [&](const ExprPtr& sharedAt, int copyLanes) {
+        ExprPtr inside = both(less(var(t->var), t->limit), less(var(node_.k), node_.depth));
+        if (t->operand->padded) inside = both(inside, indexing_.inBounds(t->operand->tensor, t->operand->indices));
+        ExprPtr lanesInside = copyLanes == 1             ? nullptr
+                              : t->operand->kContiguous ? op(BinaryOp::Sub, node_.depth, var(node_.k))
+                                                        : op(BinaryOp::Sub, t->limit, var(t->var));
+        return std::make_shared<CopyAsync>(t->stageBuffer(stage), sharedAt, t->operand->tensor,
+                                           indexing_.flatIndex(t->operand->tensor, t->operand->indices), inside,
+                                           t->operand->dtype, copyLanes, lanesInside);
+      };
+      if (!t->chunked && lanes > 1) {
+        // A chunk of a gathered operand an element at a time, each at its own row (or column) and k.
+        std::string element = t->buffer + "_element";
+        bool kContiguous = t->operand->kContiguous;
+        std::vector<StmtPtr> each = axisLets(t->var, kContiguous ? along : add(along, var(element)), *t->axes);
+        appendTo(each, axisLets(node_.k, kContiguous ? add(k, var(element)) : k, node_.depthAxes));
+        each.push_back(copy(add(shared, var(element)), 1));
+        body.push_back(unrolled(element, lanes, block(std::move(each))));
+      } else {
+        appendTo(body, axisLets(t->var, along, *t->axes));
+        appendTo(body, axisLets(node_.k, k, node_.depthAxes));
+        body.push_back(copy(shared, lanes));
+      }
       // Kept rolled: unrolled, nvcc keeps every round's addresses live across the k loop, and spills.
       int64_t count = t->transposed ? t->outer * t->inner : t->outer * t->chunks();
       stmts.push_back(t->rounds ? std::make_shared<For>(chunk, i64(0), i64(t->rounds), i64(1), block(body), false, true)
                                 : std::make_shared<For>(chunk, var(thread_), i64(count), i64(threads()), block(body), false, true));
+    }
+    return block(stmts);
+  }
+
+  // A gathered operand whose copies take whole rounds goes through registers: each thread loads its
+  // elements of the slice a step starts (gather) before that step's multiplications and stores them into
+  // shared memory (deposit) after, so that the tensor cores' work hides the loads' latency (a 16-bit
+  // element has no asynchronous copy). The stage they go to was read the step before, behind the
+  // barrier, and is read stages - 1 steps later, behind another.
+  bool staged(const OperandTiles& t) const { return !t.chunked && !t.transposed && t.rounds > 0; }
+
+  // Element `element` of round `round` of the thread's copies of a staged operand: its row (or column)
+  // and k in slice `slice`, and its place in the stage.
+  struct StagedElement {
+    ExprPtr along, k, shared;
+  };
+  StagedElement stagedElement(const OperandTiles& t, const ExprPtr& slice, const ExprPtr& round, const ExprPtr& element) const {
+    ExprPtr row = add(var(t.firstRow), mul(round, t.rowsPerRound)), columnStart = mul(var(t.column), t.chunkElements());
+    ExprPtr first = mul(slice, node_.blockDepth);
+    ExprPtr shared = add(add(var(t.firstElement), mul(round, t.rowsPerRound * t.stride)), element);
+    if (t.operand->kContiguous) return {add(t.base, row), add(add(first, columnStart), element), shared};
+    return {add(add(t.base, columnStart), element), add(first, row), shared};
+  }
+
+  // A staged operand laid out along its rows (or columns): each element of a thread's chunk is at the
+  // same row (or column) in every round and slice, so that it and the axes fused into it are computed
+  // once, before the k loop, into arrays indexed by the element (registers, once unrolled).
+  bool rowsHoisted(const OperandTiles& t) const { return staged(t) && !t.operand->kContiguous; }
+  std::string hoistedArray(const OperandTiles& t, const std::string& var) const { return t.buffer + "_" + var; }
+
+  void hoistStagedRows(const OperandTiles& t, std::vector<StmtPtr>& stmts) const {
+    std::string element = t.buffer + "_element";
+    std::vector<std::pair<std::string, ExprPtr>> values{{t.var, stagedElement(t, i64(0), i64(0), var(element)).along}};
+    for (const auto& [axis, value] : *t.axes) values.push_back({axis, value});
+    std::vector<StmtPtr> fill;
+    for (const auto& [name, value] : values) {
+      stmts.push_back(std::make_shared<Declare>(hoistedArray(t, name), DType::I64, t.chunkElements(), Memory::Local));
+      fill.push_back(let(name, value));
+      fill.push_back(std::make_shared<Store>(hoistedArray(t, name), var(element), var(name)));
+    }
+    stmts.push_back(unrolled(element, t.chunkElements(), block(std::move(fill))));
+  }
+
+  StmtPtr gather(const ExprPtr& slice) const {
+    std::vector<StmtPtr> stmts;
+    for (const OperandTiles* t : {&a_, &b_}) {
+      if (!staged(*t)) continue;
+      std::string round = t->buffer + "_round", element = t->buffer + "_element";
+      StagedElement at = stagedElement(*t, slice, var(round), var(element));
+      ExprPtr inside = both(less(var(t->var), t->limit), less(var(node_.k), node_.depth));
+      if (t->operand->padded) inside = both(inside, indexing_.inBounds(t->operand->tensor, t->operand->indices));
+      ExprPtr read = std::make_shared<Load>(t->operand->dtype, t->operand->tensor,
+                                            std::vector<ExprPtr>{indexing_.flatIndex(t->operand->tensor, t->operand->indices)});
+      ExprPtr value = std::make_shared<Select>(inside, read, immediate(t->operand->dtype, 0.0));
+      ExprPtr local = add(mul(var(round), t->chunkElements()), var(element));
+      std::vector<StmtPtr> perRound, perElement;
+      if (rowsHoisted(*t)) {
+        // k, and the axes fused into it, once a round.
+        perRound = axisLets(node_.k, at.k, node_.depthAxes);
+        for (const std::string& name : hoistedVars(*t))
+          perElement.push_back(let(name, std::make_shared<Load>(DType::I64, hoistedArray(*t, name), std::vector<ExprPtr>{var(element)})));
+      } else {
+        perElement = axisLets(t->var, at.along, *t->axes);
+        appendTo(perElement, axisLets(node_.k, at.k, node_.depthAxes));
+      }
+      perElement.push_back(std::make_shared<Store>(t->staging(), local, value));
+      perRound.push_back(unrolled(element, t->chunkElements(), block(std::move(perElement))));
+      stmts.push_back(unrolled(round, t->rounds, block(std::move(perRound))));
+    }
+    return block(stmts);
+  }
+
+  std::vector<std::string> hoistedVars(const OperandTiles& t) const {
+    std::vector<std::string> names{t.var};
+    for (const auto& [axis, _] : *t.axes) names.push_back(axis);
+    return names;
+  }
+
+  // Let `var` = `value`, then each axis fused into it.
+  std::vector<StmtPtr> axisLets(const std::string& name, const ExprPtr& value, const std::vector<std::pair<std::string, ExprPtr>>& axes) const {
+    std::vector<StmtPtr> lets{let(name, value)};
+    for (const auto& [axis, axisValue] : axes) lets.push_back(let(axis, axisValue));
+    return lets;
+  }
+
+  // With every axis fused into row, col or k replaced by its value over them.
+  ExprPtr expanded(const ExprPtr& e) const {
+    if (axisValues_.empty()) return e;
+    return simplifyIndex(rewrite(e, [&](const Expr& node) -> ExprPtr {
+      const auto* axis = node.as<AxisVar>();
+      if (!axis) return nullptr;
+      auto value = axisValues_.find(axis->name);
+      return value == axisValues_.end() ? nullptr : value->second;
+    }));
+  }
+  std::vector<ExprPtr> expanded(const std::vector<ExprPtr>& indices) const {
+    std::vector<ExprPtr> result;
+    for (const ExprPtr& index : indices) result.push_back(expanded(index));
+    return result;
+  }
+
+  StmtPtr deposit(int64_t stage) const {
+    std::vector<StmtPtr> stmts;
+    for (const OperandTiles* t : {&a_, &b_}) {
+      if (!staged(*t)) continue;
+      // A chunk a 16-byte store: its elements one at a time would hit every bank 4 times.
+      std::string round = t->buffer + "_round";
+      StagedElement at = stagedElement(*t, i64(0), var(round), i64(0));
+      stmts.push_back(unrolled(round, t->rounds, std::make_shared<VectorStore>(t->stageBuffer(stage), at.shared, t->staging(), 16,
+                                                                               mul(var(round), t->chunkElements()))));
     }
     return block(stmts);
   }
@@ -414,7 +576,7 @@ private:
 
   // The output's value for the accumulator `element`, at column col + `offset`.
   ExprPtr result(const ExprPtr& element, int64_t offset) const {
-    return rewrite(indexing_.lowerExpr(node_.value), [&](const Expr& node) -> ExprPtr {
+    return rewrite(indexing_.lowerExpr(expanded(node_.value)), [&](const Expr& node) -> ExprPtr {
       if (const auto* load = node.as<Load>(); load && load->tensor == node_.accumulator)
         return std::make_shared<Load>(DType::F32, accumulators_, std::vector<ExprPtr>{element});
       if (const auto* axis = node.as<AxisVar>(); axis && axis->name == node_.col && offset > 0) return add(var(node_.col), i64(offset));
@@ -432,17 +594,29 @@ private:
 
   // The stores of `count` values of one row at columns col, col + 1, ... (value(e) the one at col + e):
   // one 4-, 8- or 16-byte store of the local array `vector` (after the statements `fill`, which put them
-  // there) where the output's last index is the column, the address is aligned and all are inside; each
-  // inside one alone otherwise.
+  // there) where the columns are adjacent in memory, the address is aligned and all are inside; each
+  // inside one alone, at its own address, otherwise.
   StmtPtr storeColumns(int64_t count, const std::string& vector, std::vector<StmtPtr> fill,
                        const std::function<ExprPtr(int64_t)>& value) const {
-    ExprPtr address = indexing_.flatIndex(node_.output, node_.outputIndices);
+    ExprPtr address = indexing_.flatIndex(node_.output, expanded(node_.outputIndices));
+    // Of the result at column col + e: the first's + e where the columns are adjacent.
+    bool adjacent = columnsAreAdjacent();
+    auto addressAt = [&](int64_t e) {
+      if (adjacent || e == 0) return add(address, i64(e));
+      std::vector<ExprPtr> indices;
+      for (const ExprPtr& index : expanded(node_.outputIndices))
+        indices.push_back(rewrite(index, [&](const Expr& node) -> ExprPtr {
+          const auto* axis = node.as<AxisVar>();
+          return axis && axis->name == node_.col ? add(var(node_.col), i64(e)) : nullptr;
+        }));
+      return indexing_.flatIndex(node_.output, indices);
+    };
     auto inside = [&](int64_t e) { return less(add(var(node_.col), i64(e)), node_.cols); };
     std::vector<StmtPtr> each;
     for (int64_t e = 0; e < count; ++e)
-      each.push_back(std::make_shared<If>(inside(e), std::make_shared<Store>(node_.output, add(address, i64(e)), value(e))));
+      each.push_back(std::make_shared<If>(inside(e), std::make_shared<Store>(node_.output, addressAt(e), value(e))));
     int bytes = static_cast<int>(count * dtypeBytes(node_.value->dtype));
-    if (!columnsAreAdjacent() || (bytes != 4 && bytes != 8 && bytes != 16)) return block(each);
+    if (!adjacent || (bytes != 4 && bytes != 8 && bytes != 16)) return block(each);
     fill.push_back(std::make_shared<VectorStore>(node_.output, address, vector, bytes));
     return std::make_shared<IfAligned>(std::vector<Address>{{node_.output, address}}, bytes, inside(count - 1), block(fill),
                                        block(each));
@@ -525,21 +699,13 @@ private:
         std::make_shared<If>(less(var(node_.row), node_.rows), unrolled(colGroup, colGroups_, perRun))})));
   }
 
-  // Are neighbouring columns adjacent in the output: its last index the column, the others free of it?
+  // Are neighbouring columns adjacent in the output: its flat index steps by one with the column?
   bool columnsAreAdjacent() const {
-    const auto* last = node_.outputIndices.back()->as<AxisVar>();
-    if (!last || last->name != node_.col) return false;
-    for (size_t d = 0; d + 1 < node_.outputIndices.size(); ++d) {
-      bool mentions = false;
-      forEachNode(*node_.outputIndices[d], [&](const Expr& e) {
-        if (const auto* axis = e.as<AxisVar>(); axis && axis->name == node_.col) mentions = true;
-      });
-      if (mentions) return false;
-    }
-    return true;
+    return coefficientOf(*indexing_.flatIndex(node_.output, expanded(node_.outputIndices)), node_.col) == 1;
   }
 
   const tile::MatrixProduct& node_;
+  std::map<std::string, ExprPtr> axisValues_;  // of the axes fused into row, col and k
   const GlobalIndexing& indexing_;
   const bool tensorCores_;
   std::string lane_, warpRow_, warpCol_, thread_, accumulators_, aFragments_, bFragments_, slice_, slices_;

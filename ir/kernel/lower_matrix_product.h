@@ -18,6 +18,8 @@ namespace emmy::kernel {
 struct GlobalIndexing {
   std::function<ExprPtr(const std::string& tensor, const std::vector<ExprPtr>& indices)> flatIndex;
   std::function<ExprPtr(const ExprPtr&)> lowerExpr;
+  // That every index of a read is inside its tensor's dimension (the test of a padded read).
+  std::function<ExprPtr(const std::string& tensor, const std::vector<ExprPtr>& indices)> inBounds;
 };
 
 StmtPtr lowerMatrixProduct(const tile::MatrixProduct& product, const GlobalIndexing& indexing);

@@ -712,7 +712,8 @@ private:
 
   StmtPtr lowerNode(const tile::MatrixProduct& node) {
     GlobalIndexing indexing{[&](const std::string& tensor, const std::vector<ExprPtr>& indices) { return flatIndex(tensor, indices); },
-                            [&](const ExprPtr& e) { return expr(e); }};
+                            [&](const ExprPtr& e) { return expr(e); },
+                            [&](const std::string& tensor, const std::vector<ExprPtr>& indices) { return inBounds(tensor, indices); }};
     return lowerMatrixProduct(node, indexing);
   }
 
@@ -751,16 +752,21 @@ private:
       ExprPtr flat = std::make_shared<Load>(load->dtype, load->tensor,
                                             index ? std::vector<ExprPtr>{index} : std::vector<ExprPtr>{});
       if (!load->padValue) return flat;
-      ExprPtr inside;
-      const Shape& shape = shapes_.at(load->tensor);
-      for (size_t d = 0; d < load->indices.size(); ++d) {
-        ExprPtr index = expr(load->indices[d]);
-        ExprPtr ok = std::make_shared<Binary>(DType::Bool, BinaryOp::And, compare(BinaryOp::Ge, index, i64(0)),
-                                              compare(BinaryOp::Lt, index, dimValue(shape[d])));
-        inside = inside ? std::make_shared<Binary>(DType::Bool, BinaryOp::And, inside, ok) : ok;
-      }
-      return std::make_shared<Select>(inside, flat, expr(load->padValue));
+      return std::make_shared<Select>(inBounds(load->tensor, load->indices), flat, expr(load->padValue));
     });
+  }
+
+  // Every index of a read of `tensor` is inside its dimension.
+  ExprPtr inBounds(const std::string& tensor, const std::vector<ExprPtr>& indices) {
+    ExprPtr inside;
+    const Shape& shape = shapes_.at(tensor);
+    for (size_t d = 0; d < indices.size(); ++d) {
+      ExprPtr index = expr(indices[d]);
+      ExprPtr ok = std::make_shared<Binary>(DType::Bool, BinaryOp::And, compare(BinaryOp::Ge, index, i64(0)),
+                                            compare(BinaryOp::Lt, index, dimValue(shape[d])));
+      inside = inside ? std::make_shared<Binary>(DType::Bool, BinaryOp::And, inside, ok) : ok;
+    }
+    return inside;
   }
 
   const tile::Program& program_;

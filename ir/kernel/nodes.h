@@ -247,7 +247,7 @@ struct VectorLoad final : Stmt {
 };
 
 // The local array `local`, from its element `localElement` (0 when null), into `bytes` bytes (4, 8 or
-// 16) of the global `buffer` from element `element`. A `narrowing` store's local array holds f32 values
+// 16) of the global or shared `buffer` from element `element`. A `narrowing` store's local array holds f32 values
 // that it rounds to the buffer's f16 or bf16 a pair at a time (one paired conversion where each value
 // would take one).
 struct VectorStore final : Stmt {

@@ -207,6 +207,10 @@ private:
         if (shared_.count(node.buffer)) accesses.reads.insert(node.buffer);
         readsIn(node.element, accesses);
         if (node.localElement) readsIn(node.localElement, accesses);
+      } else if constexpr (std::is_same_v<Node, VectorStore>) {
+        if (shared_.count(node.buffer)) accesses.writes.insert(node.buffer);
+        readsIn(node.element, accesses);
+        if (node.localElement) readsIn(node.localElement, accesses);
       } else if constexpr (std::is_same_v<Node, If>) {
         readsIn(node.condition, accesses);
         collect(*node.body, accesses);

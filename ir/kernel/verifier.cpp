@@ -159,9 +159,9 @@ private:
   }
   void checkVector(const std::string& local, const std::string& buffer, const ExprPtr& element, int bytes,
                    const ExprPtr& localElement, bool load, bool narrowing) {
-    bool shared = load && shared_.count(buffer);
+    bool shared = shared_.count(buffer) && !narrowing;
     if (!globals_.count(buffer) && !shared)
-      fail(fmt::format("a vector access to {}, which is not a global buffer{}", buffer, load ? " or a shared one in scope" : ""));
+      fail(fmt::format("a vector access to {}, which is not a global buffer or a shared one in scope", buffer));
     if (!locals_.count(local) || locals_.at(local) < 2) fail(fmt::format("a vector access through {}, not a local array", local));
     if (bytes != 4 && bytes != 8 && bytes != 16) fail(fmt::format("a vector access of {} bytes", bytes));
     // The access copies bits: the local array must hold the buffer's dtype, or every element is misread.

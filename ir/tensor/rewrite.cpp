@@ -68,6 +68,14 @@ void forEachNode(const Expr& expr, const std::function<void(const Expr&)>& visit
   });
 }
 
+bool mentionsAxis(const Expr& expr, const std::string& axis) {
+  bool found = false;
+  forEachNode(expr, [&](const Expr& node) {
+    if (const auto* var = node.as<AxisVar>(); var && var->name == axis) found = true;
+  });
+  return found;
+}
+
 std::set<std::string> tensorsRead(const Expr& expr) {
   std::set<std::string> read;
   forEachNode(expr, [&](const Expr& node) {

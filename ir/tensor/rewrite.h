@@ -19,6 +19,9 @@ ExprPtr rewrite(const ExprPtr& expr, const ExprReplacer& replace);
 // Calls `visit` on every node of `expr`, parents before children, operands left to right.
 void forEachNode(const Expr& expr, const std::function<void(const Expr&)>& visit);
 
+// Does `expr` use the axis (or loop variable) `axis`?
+bool mentionsAxis(const Expr& expr, const std::string& axis);
+
 // The tensors `expr` reads.
 std::set<std::string> tensorsRead(const Expr& expr);
 

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/scalar_ops.h"
 
@@ -13,6 +14,9 @@ std::optional<int64_t> constantOf(const Expr& e) {
   if (const auto* immediate = e.as<IntImm>()) return immediate->value;
   return std::nullopt;
 }
+
+// (p + q / a) * a + q % a as p * a + q, and (q / a) * a + q % a as q; null where `sum` is neither.
+ExprPtr rejoinQuotient(const ExprPtr& lhs, const ExprPtr& rhs);
 
 }  // namespace
 
@@ -37,9 +41,35 @@ ExprPtr simplifyIndex(const ExprPtr& expr) {
     if (std::optional<int64_t> a = constantOf(*inner->rhs); a && *a % *b == 0)
       return simplifyIndex(std::make_shared<Binary>(DType::I64, BinaryOp::Mod, inner->lhs, rhs));
   if (op == BinaryOp::Mul && a == 1) return rhs;
+  if (op == BinaryOp::Add)
+    if (ExprPtr joined = rejoinQuotient(lhs, rhs)) return joined;
   if (lhs == binary->lhs && rhs == binary->rhs) return expr;
   return std::make_shared<Binary>(DType::I64, op, lhs, rhs);
 }
+
+namespace {
+
+// For either sign of q (the quotient truncates, the remainder takes q's sign), so that the flat index of
+// axes that `fuse` made one loop of, each the loop's quotient and remainder by the others' extents, is
+// the loop itself.
+ExprPtr rejoinQuotient(const ExprPtr& lhs, const ExprPtr& rhs) {
+  const auto* remainder = rhs->as<Binary>();
+  const auto* scaled = lhs->as<Binary>();
+  if (!remainder || remainder->op != BinaryOp::Mod || !scaled || scaled->op != BinaryOp::Mul) return nullptr;
+  const ExprPtr &q = remainder->lhs, &a = remainder->rhs;
+  if (!sameIndex(*scaled->rhs, *a)) return nullptr;
+  auto isQuotient = [&](const ExprPtr& e) {
+    const auto* quotient = e->as<Binary>();
+    return quotient && quotient->op == BinaryOp::Div && sameIndex(*quotient->lhs, *q) && sameIndex(*quotient->rhs, *a);
+  };
+  if (isQuotient(scaled->lhs)) return q;
+  const auto* sum = scaled->lhs->as<Binary>();
+  if (!sum || sum->op != BinaryOp::Add || !isQuotient(sum->rhs)) return nullptr;
+  auto make = [](BinaryOp op, const ExprPtr& x, const ExprPtr& y) { return std::make_shared<Binary>(DType::I64, op, x, y); };
+  return simplifyIndex(make(BinaryOp::Add, make(BinaryOp::Mul, sum->lhs, a), q));
+}
+
+}  // namespace
 
 std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var) {
   if (const auto* axis = e.as<AxisVar>()) return axis->name == var ? 1 : 0;

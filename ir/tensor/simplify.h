@@ -1,7 +1,9 @@
 // Index arithmetic made readable: i64 additions, subtractions, products, quotients, remainders and
 // minima of constants folded, the identities x + 0, x - 0, x * 1, x * 0, x / 1, x % 1, 0 / x, 0 % x
-// applied, and x % a % b written x % b where b divides a, so that the index expressions passes build
-// from schedules print as a person would write them.
+// applied, x % a % b written x % b where b divides a, and (p + q / a) * a + q % a written p * a + q, so
+// that the index expressions passes build from schedules print as a person would write them, and the flat
+// index of axes fused into one loop is that loop's (the last holds for every a but 0, a size for which
+// no such index is ever read: its tensor, or its fused loop, is empty).
 #pragma once
 
 #include <optional>

@@ -69,6 +69,7 @@ private:
     const Stage& stage = *kernel_.findStage(root);
     if (runningReduction(nest)) return;
     if (contraction(nest)) return;
+    if (implicitProduct(nest)) return;
     std::vector<std::string> pure, reductions;
     for (const ScheduledLoop& loop : model_.stages.at(root).loops) (loop.reduction ? reductions : pure).push_back(loop.name);
     // An elementwise root, and the outputs stored beside it (their elements of its size).
@@ -165,15 +166,25 @@ private:
     add(vectorize);
   }
 
+  // The reduction of a nest of one stage that has one, or of a root and the reduction it is the epilogue
+  // of; null for any other nest.
+  const Stage* reductionOf(const loop::LoopNest& nest) const {
+    const std::string& root = nest.stages.back();
+    const std::string& epilogueOf = model_.stages.at(root).epilogueReduction;
+    const Stage* reduction = kernel_.findStage(epilogueOf.empty() ? root : epilogueOf);
+    if (!reduction->reduction || nest.stages.size() != (epilogueOf.empty() ? 1u : 2u)) return nullptr;
+    return reduction;
+  }
+
   // A running reduction (prefix_scan.h), and its epilogue, as a block-level scan: kScanItems elements a
   // thread per tile, and threads enough for a constant row up to kRowThreads; fill() binds the other
   // loops to blocks. False, writing nothing, for any other nest.
   bool runningReduction(const loop::LoopNest& nest) {
     const std::string& root = nest.stages.back();
     const Stage& stage = *kernel_.findStage(root);
-    const std::string& epilogueOf = model_.stages.at(root).epilogueReduction;
-    const Stage& reduction = epilogueOf.empty() ? stage : *kernel_.findStage(epilogueOf);
-    if (!reduction.reduction || nest.stages.size() != (epilogueOf.empty() ? 1u : 2u)) return false;
+    const Stage* found = reductionOf(nest);
+    if (!found) return false;
+    const Stage& reduction = *found;
     for (size_t a = 0; a < stage.axes.size() && a < reduction.axes.size(); ++a) {
       if (!std::holds_alternative<PrefixReduction>(prefixReduction(reduction, reduction.axes[a].name))) continue;
       std::optional<int64_t> extent = stage.axes[a].extent.isConstant() ? std::optional(stage.axes[a].extent.factor) : std::nullopt;
@@ -192,6 +203,129 @@ private:
       return true;
     }
     return false;
+  }
+
+  // The defaults of a block-level product's params (the candidates are the same but for the warp's rows).
+  struct ProductShape {
+    int64_t tileRows, tileColumns;
+    std::vector<int64_t> warpRowCandidates;
+    int64_t warpRows, stages;
+  };
+
+  // A block-level product of the loops `rows` and `columns` (axes, or loops fuse made) over `depth`: its
+  // tiles on blocks (the loops `batch` fused on block.z), `depth` in slices of 16 (tensor cores) or 8,
+  // `mma` of the inner loops in warp tiles of 64 columns; params `ROOT_tile_m`, `ROOT_tile_n`,
+  // `ROOT_tile_k`, `ROOT_warp_m`, `ROOT_warp_n` and `ROOT_stages`.
+  void tiledProduct(const std::string& root, const std::string& rows, const std::string& columns, const std::string& depth,
+                    const std::vector<std::string>& batch, bool tensorCores, const ProductShape& shape) {
+    std::string rowTile = fresh(root, rows + "_tile"), columnTile = fresh(root, columns + "_tile"),
+                rowIn = fresh(root, rows + "_in"), columnIn = fresh(root, columns + "_in"),
+                slice = fresh(root, depth + "_slice"), inSlice = fresh(root, depth + "_in");
+    Directive tiles = tile(root, {rows, columns}, 0, {rowTile, columnTile, rowIn, columnIn});
+    tiles.factors = {declare(root + "_tile_m", {64, 128}, shape.tileRows), declare(root + "_tile_n", {64, 128, 256}, shape.tileColumns)};
+    add(tiles);
+    if (!batch.empty()) add(bind(root, fuse(root, batch), {HardwareScope::Block, 2}));
+    add(bind(root, rowTile, {HardwareScope::Block, 1}));
+    add(bind(root, columnTile, {HardwareScope::Block, 0}));
+    Directive split = directive(DirectiveKind::Split, root);
+    split.axes = {{depth, {}}};
+    split.factors = {tensorCores ? declare(root + "_tile_k", {16, 32}, 16) : declare(root + "_tile_k", {8, 16}, 8)};
+    split.results = {{slice, {}}, {inSlice, {}}};
+    add(split);
+    Directive mma = directive(DirectiveKind::Mma, root);
+    mma.axes = {{rowIn, {}}, {columnIn, {}}, {inSlice, {}}};
+    mma.factors = {declare(root + "_warp_m", shape.warpRowCandidates, shape.warpRows), declare(root + "_warp_n", {32, 64}, 64),
+                   declare(root + "_stages", {2, 3, 4}, shape.stages)};
+    add(mma);
+  }
+
+  // A sum of products of two tensors read at other subscripts than a matrix's, such as a convolution's:
+  // an implicit GEMM (matrix_product.h): blocks of 64 x 128 outputs in four 32 x 64 warp tiles, slices
+  // of 16 (tensor cores) or 8 (CUDA cores) in a ring of three, as the stdlib's convolutions. Its columns are the
+  // output's axes that only the operand reading its last axis reads, but those before the first row (an
+  // image's n, which keeps the columns adjacent in memory); its rows those only the other reads; the rest
+  // fused and bound to block.z; every reduction axis fused into its depth. False, writing nothing, where
+  // the nest is not of this shape or the product is illegal.
+  bool implicitProduct(const loop::LoopNest& nest) {
+    const std::string& root = nest.stages.back();
+    const Stage& stage = *kernel_.findStage(root);
+    const Stage* found = reductionOf(nest);
+    if (!found || stage.axes.empty()) return false;
+    const Stage& reduction = *found;
+    const auto* product = reduction.body->as<Binary>();
+    if (!product || product->op != BinaryOp::Mul) return false;
+    const Load* lhs = productOperand(product->lhs);
+    const Load* rhs = productOperand(product->rhs);
+    if (!lhs || !rhs) return false;
+    // The root's axes each operand reads (the reduction's pure axes are the root's, in order).
+    auto reads = [&](const Load& load) {
+      std::set<std::string> axes;
+      for (size_t a = 0; a < stage.axes.size() && a < reduction.axes.size(); ++a)
+        for (const ExprPtr& index : load.indices)
+          forEachNode(*index, [&](const Expr& node) {
+            if (const auto* axis = node.as<AxisVar>(); axis && axis->name == reduction.axes[a].name) axes.insert(stage.axes[a].name);
+          });
+      return axes;
+    };
+    std::set<std::string> lhsAxes = reads(*lhs), rhsAxes = reads(*rhs);
+    const std::string& last = stage.axes.back().name;
+    if (lhsAxes.count(last) == rhsAxes.count(last)) return false;
+    const std::set<std::string>& columnAxes = rhsAxes.count(last) ? rhsAxes : lhsAxes;
+    const std::set<std::string>& rowAxes = rhsAxes.count(last) ? lhsAxes : rhsAxes;
+    std::vector<std::string> rows, columns, batch;
+    for (const Axis& axis : stage.axes) {
+      bool row = rowAxes.count(axis.name) && !columnAxes.count(axis.name);
+      bool column = columnAxes.count(axis.name) && !rowAxes.count(axis.name) && !rows.empty();
+      (row ? rows : column ? columns : batch).push_back(axis.name);
+    }
+    // A tile of mma.sync takes 16 rows and columns: a depthwise convolution (one output channel a
+    // group) is better a reduction in each thread.
+    auto fewer = [&](const std::vector<std::string>& axes) {
+      int64_t constant = 1;
+      for (const Axis& axis : stage.axes)
+        if (std::count(axes.begin(), axes.end(), axis.name)) {
+          if (!axis.extent.isConstant()) return false;
+          constant *= axis.extent.factor;
+        }
+      return constant < kMmaRows;
+    };
+    if (rows.empty() || columns.empty() || fewer(rows) || fewer(columns)) return false;
+    std::set<std::string> global;
+    for (const TensorParam& input : kernel_.inputs) global.insert(input.name);
+    for (const loop::Temporary& temporary : program_.temporaries) global.insert(temporary.name);
+    auto reductionNames = [&](const std::vector<std::string>& axes) {
+      std::set<std::string> names;
+      for (size_t a = 0; a < stage.axes.size(); ++a)
+        if (std::count(axes.begin(), axes.end(), stage.axes[a].name)) names.insert(reduction.axes[a].name);
+      return names;
+    };
+    auto fed = productContraction(reduction, reductionNames(rows), reductionNames(columns), global);
+    if (!std::holds_alternative<ProductContraction>(fed)) return false;
+    bool tensorCores = onTensorCores(std::get<ProductContraction>(fed).dtype);
+    std::vector<Directive> directives;
+    std::swap(directives, pending_);
+    Directive reorder = directive(DirectiveKind::Reorder, root);
+    std::vector<std::string> order;
+    for (const auto* group : {&batch, &rows, &columns})
+      for (const std::string& axis : *group) {
+        reorder.axes.push_back({axis, {}});
+        order.push_back(axis);
+      }
+    std::vector<std::string> written;
+    for (const Axis& axis : stage.axes) written.push_back(axis.name);
+    if (order != written) add(reorder);
+    std::string rowLoop = fuse(root, rows), columnLoop = fuse(root, columns);
+    std::vector<std::string> reduced;
+    for (const Axis& axis : reduction.reduction->axes) reduced.push_back(axis.name);
+    std::string depth = fuse(root, reduced);
+    tiledProduct(root, rowLoop, columnLoop, depth, batch, tensorCores, {64, 128, {16, 32, 64}, 32, 3});
+    std::swap(directives, pending_);
+    if (std::optional<std::string> why = whyIllegal(directives)) {
+      notes_.push_back(fmt::format("{}: not an implicit GEMM: {}", root, *why));
+      return false;
+    }
+    pending_.insert(pending_.end(), directives.begin(), directives.end());
+    return true;
   }
 
   // A contraction and its epilogue, tiled (default_policy.h); false, writing nothing, for any other nest
@@ -290,7 +424,11 @@ private:
     std::set<std::string> global;
     for (const TensorParam& input : kernel_.inputs) global.insert(input.name);
     for (const loop::Temporary& temporary : program_.temporaries) global.insert(temporary.name);
-    auto fed = productContraction(reduction, reduction.axes[rowPosition].name, global);
+    auto fed = productContraction(reduction, {reduction.axes[rowPosition].name}, {reduction.axes[rowPosition + 1].name}, global);
+    // Other products (matrix_product.h) take mma by directive.
+    if (auto* product = std::get_if<ProductContraction>(&fed); product && (!product->aPlain || !product->bPlain))
+      fed = fmt::format("the last two subscripts of {} are not {} and one axis of {} (each used there only, unpadded)",
+                        product->aPlain ? product->b->tensor : product->a->tensor, *product->k.begin(), reduction.name);
     if (auto* why = std::get_if<std::string>(&fed)) {
       if (sixteenBitOperands(reduction)) notes_.push_back(fmt::format("{}: not on the tensor cores: {}", root, *why));
       return false;
@@ -298,25 +436,8 @@ private:
     bool tensorCores = onTensorCores(std::get<ProductContraction>(fed).dtype);
     std::vector<Directive> directives;
     std::swap(directives, pending_);
-    std::string iTile = fresh(root, i + "_tile"), jTile = fresh(root, j + "_tile"), iIn = fresh(root, i + "_in"),
-                jIn = fresh(root, j + "_in"), slice = fresh(root, k + "_slice"), inSlice = fresh(root, k + "_in");
-    Directive tiles = tile(root, {i, j}, 0, {iTile, jTile, iIn, jIn});
-    tiles.factors = {declare(root + "_tile_m", {64, 128}, 128),
-                     declare(root + "_tile_n", {64, 128, 256}, tensorCores ? 256 : 128)};
-    add(tiles);
-    if (!batch.empty()) add(bind(root, fuse(root, batch), {HardwareScope::Block, 2}));
-    add(bind(root, iTile, {HardwareScope::Block, 1}));
-    add(bind(root, jTile, {HardwareScope::Block, 0}));
-    Directive split = directive(DirectiveKind::Split, root);
-    split.axes = {{k, {}}};
-    split.factors = {tensorCores ? declare(root + "_tile_k", {16, 32}, 16) : declare(root + "_tile_k", {8, 16}, 8)};
-    split.results = {{slice, {}}, {inSlice, {}}};
-    add(split);
-    Directive mma = directive(DirectiveKind::Mma, root);
-    mma.axes = {{iIn, {}}, {jIn, {}}, {inSlice, {}}};
-    mma.factors = {tensorCores ? declare(root + "_warp_m", {32, 64}, 64) : declare(root + "_warp_m", {16, 32}, 32),
-                   declare(root + "_warp_n", {32, 64}, 64), declare(root + "_stages", {2, 3, 4}, tensorCores ? 4 : 3)};
-    add(mma);
+    tiledProduct(root, i, j, k, batch, tensorCores,
+            tensorCores ? ProductShape{128, 256, {32, 64}, 64, 4} : ProductShape{128, 128, {16, 32}, 32, 3});
     std::swap(directives, pending_);
     if (std::optional<std::string> why = whyIllegal(directives)) {
       if (tensorCores) notes_.push_back(fmt::format("{}: not on the tensor cores: {}", root, *why));

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "ir/loop/nodes.h"
@@ -191,7 +192,8 @@ struct MatrixOperand {
   std::string tensor;
   DType dtype;
   std::vector<ExprPtr> indices;
-  bool kContiguous;  // its last index is k (else the row or column)
+  bool kContiguous;  // its slices are laid out along k (else along the rows or columns)
+  bool padded;       // read as 0 outside the tensor
 };
 
 // One block's tile of a contraction as a block-level product (`mma`, matrix_product.h: on the tensor
@@ -209,6 +211,9 @@ struct MatrixProduct final : Stmt {
   std::string name;  // the stage's: generated names start with it
   MatrixOperand a, b;
   std::string row, col, k;
+  // Where row, col or k runs over a loop that `fuse` made: the axes fused into it (Loop IR variables,
+  // which the operands, the output's indices and its value read), each with its value over it.
+  std::vector<std::pair<std::string, ExprPtr>> rowAxes, colAxes, depthAxes;
   ExprPtr rowBase, colBase;
   ExprPtr rows, cols, depth;
   int64_t blockRows = 0, blockCols = 0, blockDepth = 0, warpRows = 0, warpCols = 0, stages = 0;

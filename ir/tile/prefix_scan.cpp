@@ -41,14 +41,6 @@ std::optional<int64_t> offsetOf(const Expr& condition, const std::string& t, con
   return offset;
 }
 
-bool mentions(const Expr& expr, const std::string& axis) {
-  bool found = false;
-  forEachNode(expr, [&](const Expr& node) {
-    if (const auto* var = node.as<AxisVar>(); var && var->name == axis) found = true;
-  });
-  return found;
-}
-
 }  // namespace
 
 std::variant<PrefixReduction, std::string> prefixReduction(const Stage& stage, const std::string& axis) {
@@ -71,7 +63,7 @@ std::variant<PrefixReduction, std::string> prefixReduction(const Stage& stage, c
   if (!(k.extent == t->extent))
     return fmt::format("{} runs over {} and {} over {}: a running reduction takes the whole of its own axis", k.name,
                        k.extent.toString(), t->name, t->extent.toString());
-  if (mentions(*term->ifTrue, t->name))
+  if (mentionsAxis(*term->ifTrue, t->name))
     return fmt::format("the value it folds in depends on {} too", t->name);
   if (printExpr(*term->ifFalse) != printExpr(*immediateOf(reductionIdentity(reduction.op, reduction.accumulator))))
     return fmt::format("the value past {}'s bound is not the identity of {}", k.name, reduceOpName(reduction.op));

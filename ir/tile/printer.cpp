@@ -86,14 +86,16 @@ struct Printer {
   }
   void printNode(const MatrixProduct& node, int indent) {
     auto operand = [](const MatrixOperand& o) {
-      return fmt::format("{}[{}] ({}, {} contiguous)", o.tensor, indexList(o.indices), dtypeName(o.dtype),
-                         o.kContiguous ? "k" : "rows");
+      return fmt::format("{}[{}] ({}, {} contiguous{})", o.tensor, indexList(o.indices), dtypeName(o.dtype),
+                         o.kContiguous ? "k" : "rows", o.padded ? ", 0 outside" : "");
     };
     line(indent, fmt::format("tensor cores (mma.sync m16n8k16): {} = sum over {} < {} of {} * {}", node.accumulator,
                              node.k, tensor::printExpr(*node.depth), operand(node.a), operand(node.b)));
     line(indent + 1, fmt::format("for {} in {} + [0, {}) below {}, {} in {} + [0, {}) below {}", node.row,
                                  tensor::printExpr(*node.rowBase), node.blockRows, tensor::printExpr(*node.rows), node.col,
                                  tensor::printExpr(*node.colBase), node.blockCols, tensor::printExpr(*node.cols)));
+    for (const auto* axes : {&node.rowAxes, &node.colAxes, &node.depthAxes})
+      for (const auto& [axis, value] : *axes) line(indent + 1, fmt::format("where {} = {}", axis, tensor::printExpr(*value)));
     line(indent + 1, fmt::format("warp tiles {} x {}, slices of {} along {} in a ring of {} stages", node.warpRows,
                                  node.warpCols, node.blockDepth, node.k, node.stages));
     line(indent + 1, fmt::format("then {}[{}] = {}", node.output, indexList(node.outputIndices), tensor::printExpr(*node.value)));
@@ -126,10 +128,13 @@ std::string printProgram(const Program& program) {
 
 std::string printSchedule(const Program& program) {
   std::string out;
-  if (!program.source.typeArguments.empty()) out += fmt::format("# {}\n", program.source.instanceName());
-  // An instance's schedule is typed (`schedule matmul<f16>`): pasted, it schedules that instance only.
+  if (!program.source.typeArguments.empty() || !program.source.integerArguments.empty())
+    out += fmt::format("# {}\n", program.source.instanceName());
+  // An instance's schedule is typed (`schedule matmul<f16>`, `schedule conv2d<f16, GROUPS = 1, ...>`):
+  // pasted, it schedules that instance only.
   std::vector<std::string> types;
   for (const auto& [param, dtype] : program.source.typeArguments) types.push_back(std::string(dtypeName(dtype)));
+  for (const auto& [param, value] : program.source.integerArguments) types.push_back(fmt::format("{} = {}", param, value));
   out += fmt::format("schedule {}{} {{\n", program.source.name, types.empty() ? "" : "<" + join(types, ", ") + ">");
   for (const tensor::ScheduleParam& param : program.params) out += "    " + tensor::printParam(param) + "\n";
   for (const std::string& directive : program.schedule) out += "    " + directive + "\n";

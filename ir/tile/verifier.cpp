@@ -155,6 +155,11 @@ private:
     for (const ExprPtr& e : {node.rowBase, node.colBase, node.rows, node.cols, node.depth}) checkExpr(e);
     std::set<std::string> outerVars = vars_, outerBuffers = buffers_;
     vars_.insert({node.row, node.col, node.k});
+    for (const auto* axes : {&node.rowAxes, &node.colAxes, &node.depthAxes})
+      for (const auto& [axis, value] : *axes) {
+        checkExpr(value);
+        vars_.insert(axis);
+      }
     for (const MatrixOperand* operand : {&node.a, &node.b}) {
       if (!buffers_.count(operand->tensor)) fail(fmt::format("the tensor cores read {}, which is not in scope", operand->tensor));
       for (const ExprPtr& index : operand->indices) checkExpr(index);

@@ -490,6 +490,30 @@ def forward(self, x, s, v):
   checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
 }
 
+TEST_CASE("importer: convolutions of 16 channels and more run as implicit GEMMs, grouped ones too", "[importer]") {
+  torch::manual_seed(27);
+  Model model{torch::jit::Module("WideConvolutions"), {{"x", torch::randn({2, 32, 9, 7})}}, {"x=f32[N,32,9,7]"}};
+  torch::jit::Module& module = model.module;
+  module.register_parameter("w", torch::randn({48, 32, 3, 3}) * 0.1, false);
+  module.register_parameter("b", torch::randn({48}), false);
+  module.register_parameter("grouped", torch::randn({32, 16, 3, 2}) * 0.1, false);
+  module.define(R"(
+def forward(self, x):
+    a = torch.conv2d(x, self.w, self.b, 1, 1, 1, 1)
+    g = torch.conv2d(x, self.grouped, None, [2, 1], [0, 1], 1, 2)
+    return a, g
+)");
+  checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
+  Scratch scratch;
+  model.module.save((scratch.path() / "model.pt").string());
+  Run schedule = runEmmy({"build", "model.pt", "--input", "x=f32[N,32,9,7]", "--emit", "schedule"}, scratch.path());
+  INFO(schedule.output);
+  REQUIRE(schedule.code == 0);
+  size_t products = 0;
+  for (size_t at = schedule.output.find("mma "); at != std::string::npos; at = schedule.output.find("mma ", at + 1)) ++products;
+  CHECK(products == 2);
+}
+
 TEST_CASE("importer: transposed convolutions (stride, padding, output_padding, groups, dilation)", "[importer]") {
   torch::manual_seed(16);
   Model model{torch::jit::Module("Transposed"),

@@ -15,6 +15,47 @@ std::string onlyAxis(const ScheduledLoop& loop) {
   return loop.coefficients.begin()->first;
 }
 
+// What a loop of the product steps through one element at a time: an axis, or a loop `fuse` made (the
+// loop itself, or the one it is the inner part of a split of); "" else.
+std::string productAxis(const StageSchedule& stage, const ScheduledLoop& loop) {
+  if (std::string axis = onlyAxis(loop); !axis.empty()) return axis;
+  std::string parent = loop.name;
+  for (const LoopDerivation& derivation : stage.derivations)
+    if (derivation.factor > 0 && derivation.to[1] == loop.name) parent = derivation.from[0];
+  for (const LoopDerivation& derivation : stage.derivations)
+    if (derivation.factor == 0 && derivation.to[0] == parent) return parent;
+  return "";
+}
+
+// The axes of a root's loops: its own, and the reduction axes of the stage whose sum it computes.
+std::set<std::string> rootAxes(const Stage& root, const Stage& reduction) {
+  std::set<std::string> axes;
+  for (const Axis& axis : root.axes) axes.insert(axis.name);
+  if (reduction.reduction)
+    for (const Axis& axis : reduction.reduction->axes) axes.insert(axis.name);
+  return axes;
+}
+
+// The axes of `reduction` at the places of `rootAxes` among the root's: a root that applies its
+// expression to a reduction has the reduction's pure axes, in order, under its own names.
+std::set<std::string> reductionAxes(const Stage& root, const Stage& reduction, const std::set<std::string>& rootAxes) {
+  if (&root == &reduction) return rootAxes;
+  std::set<std::string> axes;
+  for (size_t a = 0; a < root.axes.size(); ++a)
+    if (rootAxes.count(root.axes[a].name)) axes.insert(a < reduction.axes.size() ? reduction.axes[a].name : root.axes[a].name);
+  for (const std::string& axis : rootAxes)
+    if (reduction.reduction)
+      for (const Axis& reduced : reduction.reduction->axes)
+        if (reduced.name == axis) axes.insert(axis);
+  return axes;
+}
+
+std::string listed(const std::set<std::string>& axes) {
+  std::string text;
+  for (const std::string& axis : axes) text += (text.empty() ? "" : ", ") + axis;
+  return text;
+}
+
 constexpr int64_t kMaxStages = 4;
 constexpr int64_t kMaxWarps = 32;
 
@@ -49,39 +90,43 @@ void ScheduleChecker::mma(const Directive& d) {
       }
   }
   const char* roles[3] = {"rows (m)", "columns (n)", "reduction slice (k)"};
-  std::string axes[3];
-  for (int l = 0; l < 3; ++l) {
-    axes[l] = onlyAxis(*loops[l]);
-    bool wantReduction = l == 2;
-    if (axes[l].empty() || loops[l]->reduction != wantReduction || !loops[l]->extent) {
-      diagnostics_.error(d.axes[l].loc,
-                         fmt::format("mma's {} loop must be a {} loop of constant extent that steps one {} at a time; "
-                                     "{}.{} is not (loops of {}: {})", roles[l], wantReduction ? "reduction" : "pure",
-                                     wantReduction ? "reduced element" : "output element", stage->name, loops[l]->name,
-                                     stage->name, loopNames(stage->loops)));
-      return;
-    }
-  }
   // The contraction: the stage's own reduction, or the one a root applies its expression to (whose axes
   // are the root's, in order).
   const Stage* reduction = kernel_.findStage(stage->epilogueReduction.empty() ? stage->name : stage->epilogueReduction);
   const Stage* root = kernel_.findStage(stage->name);
-  std::string rowAxis = axes[0];
-  for (size_t a = 0; a < root->axes.size() && reduction != root; ++a)
-    if (root->axes[a].name == axes[0] && a < reduction->axes.size()) rowAxis = reduction->axes[a].name;
-  auto fed = productContraction(*reduction, rowAxis, globalTensors());
+  std::string axes[3];
+  std::set<std::string> covered[3];
+  for (int l = 0; l < 3; ++l) {
+    axes[l] = productAxis(*stage, *loops[l]);
+    bool wantReduction = l == 2;
+    if (axes[l].empty() || loops[l]->reduction != wantReduction || !loops[l]->extent) {
+      diagnostics_.error(d.axes[l].loc,
+                         fmt::format("mma's {} loop must be a {} loop of constant extent that steps one {} at a time (an "
+                                     "axis, or a loop that fuse made, or the inner loop of a split of one); {}.{} is not "
+                                     "(loops of {}: {})", roles[l], wantReduction ? "reduction" : "pure",
+                                     wantReduction ? "reduced element" : "output element", stage->name, loops[l]->name,
+                                     stage->name, loopNames(stage->loops)));
+      return;
+    }
+    std::map<std::string, ExprPtr> under = axesUnder(stage->derivations, axes[l], nullptr, nullptr, rootAxes(*root, *reduction));
+    if (under.empty()) {
+      diagnostics_.error(d.axes[l].loc, fmt::format("{}.{} fuses part of an axis (split before the fuse), and mma's {} loop "
+                                                    "must run over whole axes", stage->name, axes[l], roles[l]));
+      return;
+    }
+    for (const auto& [axis, _] : under) covered[l].insert(axis);
+  }
+  auto fed = productContraction(*reduction, reductionAxes(*root, *reduction, covered[0]),
+                                reductionAxes(*root, *reduction, covered[1]), globalTensors());
   if (auto* why = std::get_if<std::string>(&fed)) {
     diagnostics_.error(d.loc, fmt::format("{} cannot run as a block-level product: {}", stage->name, *why));
     return;
   }
   const ProductContraction& contraction = std::get<ProductContraction>(fed);
-  std::string colAxis = axes[1];
-  for (size_t a = 0; a < root->axes.size() && reduction != root; ++a)
-    if (root->axes[a].name == axes[1] && a < reduction->axes.size()) colAxis = reduction->axes[a].name;
-  if (colAxis != contraction.n) {
-    diagnostics_.error(d.axes[1].loc, fmt::format("{}.{} runs over {}, and the columns of the product are {} ({} reads {})",
-                                                  stage->name, loops[1]->name, axes[1], contraction.n,
-                                                  contraction.b->tensor, contraction.n));
+  if (reductionAxes(*root, *reduction, covered[2]) != contraction.k) {
+    diagnostics_.error(d.axes[2].loc, fmt::format("{}.{} runs over {}, and the product's depth is all of {}'s reduction "
+                                                  "axes ({}): fuse them into one loop", stage->name, loops[2]->name,
+                                                  listed(covered[2]), reduction->name, listed(contraction.k)));
     return;
   }
   int64_t blockRows = *loops[0]->extent, blockCols = *loops[1]->extent, depth = *loops[2]->extent;
@@ -142,8 +187,13 @@ void NestScheduler::placeMatrixProduct() {
       if (loop.binding || loop.unrolled || loop.vectorized)
         refuse(fmt::format("{}.{} runs in the block-level product, and cannot be bound, unrolled or vectorized too", root_->name, loop.name));
       if (slices && ++sliceLoops > 1) refuse(fmt::format("{} is split into more than the slices and {}", tile->k, tile->depthLoop));
-      if (slices && (loop.fused || loop.coefficients.size() != 1 || !loop.coefficients.count(tile->k)))
-        refuse(fmt::format("{}.{} must be the loop over the slices of {}", root_->name, loop.name, tile->k));
+      bool splitFromDepth = false;
+      for (const LoopDerivation& derivation : model_.stages.at(root_->name).derivations)
+        splitFromDepth = splitFromDepth || (derivation.factor > 0 && derivation.from[0] == tile->k &&
+                                            derivation.to == std::vector<std::string>{loop.name, tile->depthLoop});
+      if (slices && !splitFromDepth)
+        refuse(fmt::format("{}.{} must be the loop over the slices of {}, split from it with {}", root_->name, loop.name,
+                           tile->k, tile->depthLoop));
       if (!first) first = k;
       continue;
     }
@@ -166,11 +216,7 @@ void NestScheduler::placeMatrixProduct() {
 StmtPtr NestScheduler::matrixProduct() {
   const ProductTile& tile = *model_.stages.at(root_->name).product;
   std::map<std::string, const FinalLoop*> byName;
-  const FinalLoop* slices = nullptr;
-  for (const FinalLoop& loop : root_loops_.loops) {
-    byName[loop.scheduled->name] = &loop;
-    if (loop.scheduled->reduction && loop.scheduled->name != tile.depthLoop) slices = &loop;
-  }
+  for (const FinalLoop& loop : root_loops_.loops) byName[loop.scheduled->name] = &loop;
   const FinalLoop& rows = *byName.at(tile.rowLoop);
   const FinalLoop& cols = *byName.at(tile.colLoop);
   const FinalLoop& depth = *byName.at(tile.depthLoop);
@@ -178,14 +224,27 @@ StmtPtr NestScheduler::matrixProduct() {
   const auto* sum = parts_.root.update->value->as<Binary>();
   const auto* product = sum ? sum->rhs->as<Binary>() : nullptr;
   EMMY_INTERNAL_ASSERT(product && product->op == BinaryOp::Mul, "the update of {} is not acc + x * y", root_->name);
-  std::string rowAxis = tile.m;
   const Stage& root = *kernel_.findStage(root_->name);
-  for (size_t a = 0; a < root.axes.size() && contraction_->name != root.name; ++a)
-    if (root.axes[a].name == tile.m) rowAxis = contraction_->axes[a].name;
+  const StageSchedule& schedule = model_.stages.at(root_->name);
+  // Each of m, n and k as one variable: an axis's own, or a fused loop's, whose axes' values over it the
+  // node carries.
+  std::set<std::string> covered[3];
+  std::vector<std::pair<std::string, ExprPtr>> fusedAxes[3];
+  auto productVar = [&](const std::string& axis, int role) {
+    bool fused = !root_loops_.axisVars.count(axis);
+    std::string name = fused ? uniqueVar(axis) : root_loops_.axisVars.at(axis);
+    for (const auto& [under, value] : axesUnder(schedule.derivations, axis, var(name), &root_loops_.extents, rootAxes(root, *contraction_))) {
+      covered[role].insert(under);
+      if (fused) fusedAxes[role].push_back({root_loops_.axisVars.at(under), value});
+    }
+    return name;
+  };
+  std::string m = productVar(tile.m, 0), n = productVar(tile.n, 1), k = productVar(tile.k, 2);
   std::set<std::string> global;
   for (const TensorParam& input : kernel_.inputs) global.insert(input.name);
   for (const loop::Temporary& temporary : program_.temporaries) global.insert(temporary.name);
-  auto fed = productContraction(*contraction_, rowAxis, global);
+  auto fed = productContraction(*contraction_, reductionAxes(root, *contraction_, covered[0]),
+                                reductionAxes(root, *contraction_, covered[1]), global);
   EMMY_INTERNAL_ASSERT(std::holds_alternative<ProductContraction>(fed), "mma {} was checked", root_->name);
   const ProductContraction& contraction = std::get<ProductContraction>(fed);
   const auto* tensorProduct = contraction_->body->as<Binary>();
@@ -197,12 +256,12 @@ StmtPtr NestScheduler::matrixProduct() {
   };
   auto node = std::make_shared<MatrixProduct>();
   node->name = root_->name;
-  const std::string& m = root_loops_.axisVars.at(tile.m);
-  const std::string& n = root_loops_.axisVars.at(tile.n);
-  const std::string& k = root_loops_.axisVars.at(tile.k);
   node->row = m, node->col = n, node->k = k;
-  node->a = {contraction.a->tensor, contraction.dtype, loopRead(contraction.a)->indices, contraction.aKContiguous};
-  node->b = {contraction.b->tensor, contraction.dtype, loopRead(contraction.b)->indices, contraction.bKContiguous};
+  node->rowAxes = fusedAxes[0], node->colAxes = fusedAxes[1], node->depthAxes = fusedAxes[2];
+  node->a = {contraction.a->tensor, contraction.dtype, loopRead(contraction.a)->indices, contraction.aKContiguous,
+             contraction.a->padValue != nullptr};
+  node->b = {contraction.b->tensor, contraction.dtype, loopRead(contraction.b)->indices, contraction.bKContiguous,
+             contraction.b->padValue != nullptr};
   std::map<std::string, ExprPtr> atStart{{rows.var, i64(0)}, {cols.var, i64(0)}};
   node->rowBase = substitute(root_loops_.values.at(tile.m), atStart);
   node->colBase = substitute(root_loops_.values.at(tile.n), atStart);
@@ -212,8 +271,6 @@ StmtPtr NestScheduler::matrixProduct() {
   node->blockRows = *rows.scheduled->extent;
   node->blockCols = *cols.scheduled->extent;
   node->blockDepth = *depth.scheduled->extent;
-  EMMY_INTERNAL_ASSERT(!slices || slices->scheduled->coefficients.at(tile.k) == node->blockDepth,
-                       "the slices of {} are not {} apart", root_->name, node->blockDepth);
   node->warpRows = tile.warpRows, node->warpCols = tile.warpCols, node->stages = tile.stages;
   node->accumulator = parts_.root.accumulator;
   const loop::Store& store = *parts_.root.finalize;

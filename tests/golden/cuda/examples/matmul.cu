@@ -75,6 +75,19 @@ static __device__ __forceinline__ void emmy_load_shared_vector(T* local, Shared&
     *reinterpret_cast<uint2*>(local) = *reinterpret_cast<const uint2*>(&shared[i]);
 #endif
 }
+// The other way: Bytes / sizeof(T) elements of a thread's local array into a shared array from element i
+// (aligned to Bytes), one 8- or 16-byte shared store.
+template <int Bytes, typename Shared, typename T>
+static __device__ __forceinline__ void emmy_store_shared_vector(Shared& shared, int64_t i, const T* local) {
+#if defined(EMMY_SIMULATE)
+  shared.writeVector(i, local, Bytes);
+#elif defined(__CUDA_ARCH__)
+  if constexpr (Bytes == 16)
+    *reinterpret_cast<uint4*>(&shared[i]) = *reinterpret_cast<const uint4*>(local);
+  else
+    *reinterpret_cast<uint2*>(&shared[i]) = *reinterpret_cast<const uint2*>(local);
+#endif
+}
 // Float min and max propagate NaN (fminf and fmaxf would drop it): one min.NaN or max.NaN on sm_80 and
 // later, where the tests and selects take 5 instructions.
 EMMY_INLINE float emmy_min(float a, float b) {
