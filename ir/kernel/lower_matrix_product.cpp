@@ -61,17 +61,6 @@ StmtPtr unrolled(const std::string& name, int64_t count, StmtPtr body) {
 
 constexpr int64_t kWarp = 32;
 
-// Is `e` a sum of terms each free of `var` or one of them times `var` (whose coefficients may be sizes)?
-bool affineIn(const Expr& e, const std::string& var) {
-  if (!mentionsAxis(e, var) || e.as<AxisVar>()) return true;
-  const auto* binary = e.as<Binary>();
-  if (!binary) return false;
-  if (binary->op == BinaryOp::Add || binary->op == BinaryOp::Sub) return affineIn(*binary->lhs, var) && affineIn(*binary->rhs, var);
-  if (binary->op != BinaryOp::Mul) return false;
-  if (!mentionsAxis(*binary->lhs, var)) return affineIn(*binary->rhs, var);
-  return !mentionsAxis(*binary->rhs, var) && affineIn(*binary->lhs, var);
-}
-
 // One operand's slices in shared memory: `outer` rows of `inner` elements each, `stride` apart.
 struct OperandTiles {
   const tile::MatrixOperand* operand;
@@ -269,6 +258,13 @@ private:
     return {add(t.base, columnStart), row, shared};
   }
 
+  // The element at the operand's variable and k (Lets around the copy) is inside the product, and inside
+  // the tensor where the read is padded (0 outside).
+  ExprPtr elementInside(const OperandTiles& t) const {
+    ExprPtr inside = both(less(var(t.var), t.limit), less(var(node_.k), node_.depth));
+    return t.operand->padded ? both(inside, indexing_.inBounds(t.operand->tensor, t.operand->indices)) : inside;
+  }
+
   // The operand's flat index at row (or column) `along` and k `k`.
   ExprPtr sourceAt(const OperandTiles& t, const ExprPtr& along, const ExprPtr& k) const {
     std::vector<ExprPtr> indices;
@@ -356,8 +352,7 @@ private:
       }
       // Of the element (or chunk) at t->var and k: the elements outside the tensor (a padded read's) are 0.
       auto copy = [&](const ExprPtr& sharedAt, int copyLanes) {
-        ExprPtr inside = both(less(var(t->var), t->limit), less(var(node_.k), node_.depth));
-        if (t->operand->padded) inside = both(inside, indexing_.inBounds(t->operand->tensor, t->operand->indices));
+        ExprPtr inside = elementInside(*t);
         ExprPtr lanesInside = copyLanes == 1             ? nullptr
                               : t->operand->kContiguous ? op(BinaryOp::Sub, node_.depth, var(node_.k))
                                                         : op(BinaryOp::Sub, t->limit, var(t->var));
@@ -431,8 +426,7 @@ private:
       if (!staged(*t)) continue;
       std::string round = t->buffer + "_round", element = t->buffer + "_element";
       StagedElement at = stagedElement(*t, slice, var(round), var(element));
-      ExprPtr inside = both(less(var(t->var), t->limit), less(var(node_.k), node_.depth));
-      if (t->operand->padded) inside = both(inside, indexing_.inBounds(t->operand->tensor, t->operand->indices));
+      ExprPtr inside = elementInside(*t);
       ExprPtr read = std::make_shared<Load>(t->operand->dtype, t->operand->tensor,
                                             std::vector<ExprPtr>{indexing_.flatIndex(t->operand->tensor, t->operand->indices)});
       ExprPtr value = std::make_shared<Select>(inside, read, immediate(t->operand->dtype, 0.0));

@@ -73,11 +73,7 @@ ExprPtr rejoinQuotient(const ExprPtr& lhs, const ExprPtr& rhs) {
 
 std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var) {
   if (const auto* axis = e.as<AxisVar>()) return axis->name == var ? 1 : 0;
-  bool uses = false;
-  forEachNode(e, [&](const Expr& node) {
-    if (const auto* axis = node.as<AxisVar>(); axis && axis->name == var) uses = true;
-  });
-  if (!uses) return 0;
+  if (!mentionsAxis(e, var)) return 0;
   const auto* binary = e.as<Binary>();
   if (!binary || binary->dtype != DType::I64) return std::nullopt;
   std::optional<int64_t> lhs = coefficientOf(*binary->lhs, var), rhs = coefficientOf(*binary->rhs, var);
@@ -91,6 +87,16 @@ std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var) {
     return constant->value * (*lhs == 0 ? *rhs : *lhs);
   }
   return std::nullopt;
+}
+
+bool affineIn(const Expr& e, const std::string& var) {
+  if (!mentionsAxis(e, var) || e.as<AxisVar>()) return true;
+  const auto* binary = e.as<Binary>();
+  if (!binary) return false;
+  if (binary->op == BinaryOp::Add || binary->op == BinaryOp::Sub) return affineIn(*binary->lhs, var) && affineIn(*binary->rhs, var);
+  if (binary->op != BinaryOp::Mul) return false;
+  if (!mentionsAxis(*binary->lhs, var)) return affineIn(*binary->rhs, var);
+  return !mentionsAxis(*binary->rhs, var) && affineIn(*binary->lhs, var);
 }
 
 }  // namespace emmy::tensor

@@ -19,4 +19,8 @@ ExprPtr simplifyIndex(const ExprPtr& expr);
 // it), else nothing.
 std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var);
 
+// Is the i64 expression `e` affine in `var`, its coefficient possibly an expression of other names (a
+// size): a sum of terms each free of `var` or one of them times `var`?
+bool affineIn(const Expr& e, const std::string& var);
+
 }  // namespace emmy::tensor
