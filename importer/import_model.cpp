@@ -1515,9 +1515,10 @@ bool Translator::translateWindowed(const std::string& kind, const Node* node) {
 }
 
 // y[n, o, s...] = sum[c < C / groups, k... < K...](x[n, group's channel c, s * stride - padding + k * dilation]
-// * w[o, c, k...]) + b[o]. A transposed convolution is the plain one over its input spread out by the
-// stride (zeros between the elements) and read from the other end of the kernel, with w laid out
-// [C, O / groups, ...]. With groups, the statement runs over [N, groups, O / groups, ...] and is reshaped.
+// * w[o, c, k...]) + b[o]. A transposed convolution reads x[.., (s + padding - k * dilation) / stride] where
+// that divides (0 elsewhere: a masked product, which the default policy runs as an implicit GEMM), with w
+// laid out [C, O / groups, ...]. With groups, the statement runs over [N, groups, O / groups, ...] and is
+// reshaped.
 Item Translator::convolution(const std::string& kind, const Node* node) {
   std::string op = kind.substr(6);
   bool transposed = kind.find("transpose") != std::string::npos ||
@@ -1581,35 +1582,8 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
   }
 
   std::string base = baseName(node->output(0));
-  std::string source = x.code->text;
+  const std::string& source = x.code->text;
   Shape leading = sizes_.resolve(Shape(x.shape.begin(), x.shape.begin() + lead));
-  // A transposed convolution with a stride reads its input spread out: x's elements `stride` apart with
-  // zeros between, made as [.., S, stride, ..] (zero where the inner index is not 0) and reshaped.
-  bool spread = transposed && std::any_of(stride.begin(), stride.end(), [](int64_t s) { return s > 1; });
-  if (spread) {
-    Shape strided = leading, dilated = leading;
-    std::vector<size_t> at;
-    for (int d = 0; d < spatial; ++d) {
-      at.push_back(strided.size());
-      strided.push_back(extent[d]);
-      if (stride[d] > 1) strided.push_back(Dim::constant(stride[d]));
-      dilated.push_back(extent[d] * Dim::constant(stride[d]));
-    }
-    Item spaced = indexedAs(claim(base + "_spaced"), x.dtype, strided, [&](const std::vector<CodePtr>& indices) {
-      std::vector<CodePtr> subscripts(indices.begin(), indices.begin() + lead);
-      CodePtr first;
-      for (int d = 0; d < spatial; ++d) {
-        subscripts.push_back(indices[at[d]]);
-        if (stride[d] == 1) continue;
-        CodePtr here = binaryCode("==", indices[at[d] + 1], numberCode(0, true));
-        first = first ? binaryCode("and", first, here) : here;
-      }
-      return callCode("where", {first, subscriptCode(source, subscripts), numberCode(0, true)});
-    });
-    std::vector<CodePtr> listed;
-    for (const Dim& dim : dilated) listed.push_back(sizeCode(dim));
-    source = emit(base + "_dilated", callCode("reshape", {spaced.code, listCode(listed)}));
-  }
   bool padded = transposed || std::any_of(before.begin(), before.end(), [](int64_t p) { return p > 0; }) ||
                 std::any_of(after.begin(), after.end(), [](int64_t p) { return p > 0; });
 
@@ -1634,16 +1608,25 @@ Item Translator::convolution(const std::string& kind, const Node* node) {
     xs.push_back(inChannel);
     std::vector<CodePtr> ws = transposed ? std::vector<CodePtr>{inChannel, localOut} : std::vector<CodePtr>{outChannel, nameCode(channel)};
     std::vector<std::pair<std::string, CodePtr>> bounds = {{channel, sizeCode(inPerGroup)}};
+    CodePtr between;  // a transposed convolution's taps that fall between the input's elements
     for (int d = 0; d < spatial; ++d) {
       const CodePtr& position = indices[at + d];
       CodePtr tap = affineCode(nameCode(window[d]), dilation[d], 0);
-      xs.push_back(transposed ? binaryCode("-", affineCode(position, 1, before[d]), tap)
-                              : binaryCode("+", affineCode(position, stride[d], -before[d]), tap));
+      if (transposed) {
+        CodePtr spread = binaryCode("-", affineCode(position, 1, before[d]), tap);
+        xs.push_back(stride[d] == 1 ? spread : binaryCode("/", spread, numberCode(static_cast<double>(stride[d]), true)));
+        CodePtr divides = binaryCode("==", binaryCode("%", spread, numberCode(static_cast<double>(stride[d]), true)), numberCode(0, true));
+        if (stride[d] > 1) between = between ? binaryCode("and", between, divides) : divides;
+      } else {
+        xs.push_back(binaryCode("+", affineCode(position, stride[d], -before[d]), tap));
+      }
       ws.push_back(nameCode(window[d]));
       bounds.emplace_back(window[d], numberCode(static_cast<double>(kernel[d]), true));
     }
     CodePtr read = padded ? paddedSubscriptCode(source, numberCode(0, true), xs) : subscriptCode(source, xs);
-    CodePtr value = reductionCode("sum", bounds, binaryCode("*", widened(read), widened(subscriptCode(w.code->text, ws))));
+    CodePtr product = binaryCode("*", widened(read), widened(subscriptCode(w.code->text, ws)));
+    if (between) product = callCode("where", {between, product, numberCode(0, true)});
+    CodePtr value = reductionCode("sum", bounds, product);
     if (bias) value = binaryCode("+", value, widened(subscriptCode(bias->code->text, {outChannel})));
     return convertedCode(value, accumulator, x.dtype);
   };

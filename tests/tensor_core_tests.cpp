@@ -97,7 +97,9 @@ namespace {
 
 // A convolution as a product of fused loops (an implicit GEMM), drawn from `seed`: 2-d, in f16, bf16 or
 // f32, with a stride, a padding read as 0 and a dilation; the weight [OUT, C, KH, KW] (copied 16 bytes
-// at a time along the fused taps) or [KH, KW, C, OUT] (along the output channels); the output [N, OUT,
+// at a time along the fused taps) or [KH, KW, C, OUT] (along the output channels); or, `transposed`,
+// the transposed convolution, its input element at (i + padding - kh * dilation) / stride a masked
+// product takes only where that divides, the weight [C, OUT, KH, KW] or [KH, KW, C, OUT]; the output [N, OUT,
 // OH, OW] (its fused columns adjacent in memory) or [N, OH, OW, OUT] (OUT apart); tiles of every legal
 // shape. Also its sizes, ragged.
 struct GeneratedConvolution {
@@ -105,25 +107,35 @@ struct GeneratedConvolution {
   std::vector<std::map<std::string, int64_t>> sizes;
 };
 
-GeneratedConvolution convolution(uint64_t seed) {
+GeneratedConvolution convolution(uint64_t seed, bool transposed) {
   std::mt19937_64 random(seed);
   auto pick = [&](std::vector<int64_t> choices) { return choices[random() % choices.size()]; };
   std::string dtype = std::vector<std::string>{"f16", "bf16", "f32"}[random() % 3];
   int64_t stride = pick({1, 2, 3}), padding = pick({0, 1, 2}), dilation = pick({1, 2});
   bool weightTapsFirst = random() % 2, channelsLast = random() % 2;
   auto extent = [&](const std::string& size, const std::string& taps) {
+    if (transposed) return fmt::format("({} - 1) * {} - {} + {} * ({} - 1) + 1", size, stride, 2 * padding, dilation, taps);
     return fmt::format("({} + {} - {} * ({} - 1) - 1) / {} + 1", size, 2 * padding, dilation, taps, stride);
   };
   std::string oh = extent("H", "KH"), ow = extent("W", "KW");
-  std::string weight = weightTapsFirst ? "w: " + dtype + "[KH, KW, C, OUT]" : "w: " + dtype + "[OUT, C, KH, KW]";
-  std::string weightRead = weightTapsFirst ? "w[kh, kw, c, o]" : "w[o, c, kh, kw]";
+  std::string weightOwn = transposed ? "C, OUT" : "OUT, C", weightOwnAt = transposed ? "c, o" : "o, c";
+  std::string weight = weightTapsFirst ? "w: " + dtype + "[KH, KW, C, OUT]" : "w: " + dtype + "[" + weightOwn + ", KH, KW]";
+  std::string weightRead = weightTapsFirst ? "w[kh, kw, c, o]" : "w[" + weightOwnAt + ", kh, kw]";
+  // The input element a tap reads, and (transposed) where one is there.
+  auto input = [&](const std::string& at, const std::string& tap) {
+    if (transposed) return fmt::format("({} + {} - {} * {}) / {}", at, padding, tap, dilation, stride);
+    return fmt::format("{} * {} - {} + {} * {}", at, stride, padding, tap, dilation);
+  };
+  std::string read = fmt::format("f32(pad(x, 0)[n, c, {}, {}]) * f32({})", input("i", "kh"), input("j", "kw"), weightRead);
+  if (transposed)
+    read = fmt::format("where(({0} + {1} - kh * {2}) % {3} == 0 and ({4} + {1} - kw * {2}) % {3} == 0, {5}, 0)", "i", padding,
+                       dilation, stride, "j", read);
   std::string output = channelsLast ? fmt::format("y: {}[N, {}, {}, OUT]", dtype, oh, ow) : fmt::format("y: {}[N, OUT, {}, {}]", dtype, oh, ow);
   std::string outputAt = channelsLast ? "y[n, i, j, o]" : "y[n, o, i, j]";
   std::string source = fmt::format(
       "kernel conv(x: {0}[N, C, H, W], {1}, b: {0}[OUT]) -> ({2}) {{\n"
-      "    {3} = {0}(sum[c, kh, kw](f32(pad(x, 0)[n, c, i * {4} - {5} + kh * {6}, j * {4} - {5} + kw * {6}]) * "
-      "f32({7})) + f32(b[o]))\n}}\n",
-      dtype, weight, output, outputAt, stride, padding, dilation, weightRead);
+      "    {3} = {0}(sum[c, kh, kw]({4}) + f32(b[o]))\n}}\n",
+      dtype, weight, output, outputAt, read);
   bool tensorCores = dtype != "f32";
   int64_t warpRows = pick({16, 32}), warpCols = tensorCores ? pick({16, 32, 64}) : pick({32, 64});
   int64_t blockRows = warpRows * pick({1, 2}), blockCols = warpCols * pick({1, 2}), depth = tensorCores ? pick({16, 32}) : pick({8, 16});
@@ -136,17 +148,21 @@ GeneratedConvolution convolution(uint64_t seed) {
   std::vector<std::map<std::string, int64_t>> sizes;
   for (int s = 0; s < 2; ++s) {
     int64_t kh = pick({1, 2, 3}), kw = pick({1, 3});
+    // At least one output element each way: a transposed convolution's input covers the padding.
+    int64_t h = transposed ? 2 * padding + pick({1, 4, 9}) : dilation * (kh - 1) + pick({1, 4, 9});
+    int64_t w = transposed ? 2 * padding + pick({1, 6, 13}) : dilation * (kw - 1) + pick({1, 6, 13});
     sizes.push_back({{"N", pick({1, 2})}, {"C", pick({1, 3, 7})}, {"OUT", pick({1, 5, 33, 70})}, {"KH", kh}, {"KW", kw},
-                     {"H", dilation * (kh - 1) + pick({1, 4, 9})}, {"W", dilation * (kw - 1) + pick({1, 6, 13})}});
+                     {"H", h}, {"W", w}});
   }
   return {source, sizes};
 }
 
 }  // namespace
 
-TEST_CASE("block-level products of fused loops: convolutions as implicit GEMMs agree with the reference", "[tensorcores][sweep]") {
-  for (uint64_t seed = 1; seed <= 10; ++seed) {
-    GeneratedConvolution generated = convolution(seed);
+TEST_CASE("block-level products of fused loops: convolutions and transposed convolutions as implicit GEMMs agree with the "
+          "reference", "[tensorcores][sweep]") {
+  for (uint64_t seed = 1; seed <= 16; ++seed) {
+    GeneratedConvolution generated = convolution(seed, seed > 10);
     INFO(generated.source);
     for (const tensor::Kernel& kernel : testing::kernelsOfText(generated.source)) {
       Lowered compiled = lower(kernel, PipelineOptions{});
@@ -162,15 +178,18 @@ TEST_CASE("block-level products of fused loops: convolutions as implicit GEMMs a
   }
 }
 
-TEST_CASE("stdlib convolutions: f16 and bf16 without groups are implicit GEMMs, the others direct, and all agree with the "
-          "reference", "[tensorcores]") {
+TEST_CASE("stdlib convolutions, plain and transposed: without groups they are implicit GEMMs, with groups direct, and all "
+          "agree with the reference", "[tensorcores]") {
   const std::string nn = (std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy").string();
   const std::map<std::string, int64_t> sizes{{"N", 2}, {"C", 4}, {"OUT", 6}, {"L", 11}, {"D", 4}, {"H", 7}, {"W", 6},
                                              {"K", 3}, {"KD", 2}, {"KH", 3}, {"KW", 2}};
   for (const auto& [selector, product] : std::vector<std::pair<std::string, bool>>{
            {"conv2d<f16>", true}, {"conv2d<bf16, stride=2, padding=1>", true}, {"conv2d<f16, groups=2>", false},
            {"conv2d<f32, padding=1>", true}, {"conv2d<f32, groups=2>", false}, {"conv1d<bf16, stride=2, padding=1, dilation=2>", true},
-           {"conv1d<f16, groups=2>", false}, {"conv3d<f16, padding=1>", true}}) {
+           {"conv1d<f16, groups=2>", false}, {"conv3d<f16, padding=1>", true},
+           {"conv_transpose2d<f16, stride=2, padding=1, output_padding=1>", true}, {"conv_transpose2d<f32, padding=1>", true},
+           {"conv_transpose2d<bf16, groups=2>", false}, {"conv_transpose1d<bf16, stride=3, dilation=2>", true},
+           {"conv_transpose3d<f16, stride=2>", true}}) {
     INFO(selector);
     Diagnostics diagnostics;
     std::optional<std::vector<tensor::Kernel>> kernels = elaborateFile(nn, selector, true, {}, diagnostics);

@@ -1,5 +1,7 @@
 // The Tensor IR printer and verifier on kernels built by hand.
+#include <functional>
 #include <limits>
+#include <random>
 
 #include <catch2/catch.hpp>
 
@@ -395,6 +397,66 @@ TEST_CASE("simplifyIndex rejoins a quotient and its remainder: the flat index of
         CHECK(value(simplifyIndex(fused)) == value(fused));
         CHECK(value(simplifyIndex(leading)) == value(leading));
       }
+}
+
+TEST_CASE("simplifyCondition folds the comparisons of constant indices and the ands and ors of constants, and keeps every "
+          "condition's value", "[tensor-ir]") {
+  using namespace emmy::tensor;
+  auto integer = [](int64_t v) { return std::make_shared<IntImm>(DType::I64, v); };
+  auto index = [](BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::I64, op, a, b); };
+  auto condition = [](BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(DType::Bool, op, a, b); };
+  ExprPtr i = std::make_shared<AxisVar>("i"), k = std::make_shared<AxisVar>("k");
+  // A transposed convolution's tap test, (i + padding - k * dilation) % stride == 0.
+  auto tap = [&](int64_t padding, int64_t dilation, int64_t stride) {
+    ExprPtr spread = index(BinaryOp::Sub, index(BinaryOp::Add, i, integer(padding)), index(BinaryOp::Mul, k, integer(dilation)));
+    return condition(BinaryOp::Eq, index(BinaryOp::Mod, spread, integer(stride)), integer(0));
+  };
+  CHECK(printExpr(*simplifyCondition(condition(BinaryOp::And, tap(0, 1, 1), tap(2, 3, 1)))) == "true");
+  CHECK(printExpr(*simplifyCondition(condition(BinaryOp::And, tap(1, 1, 1), tap(1, 1, 2)))) == "(i + 1 - k) % 2 == 0");
+  CHECK(printExpr(*simplifyCondition(condition(BinaryOp::Or, tap(0, 1, 2), tap(0, 1, 1)))) == "true");
+  CHECK(printExpr(*simplifyCondition(condition(BinaryOp::Or, tap(0, 1, 2), condition(BinaryOp::Lt, integer(3), integer(2))))) ==
+        "(i - k) % 2 == 0");
+  // The same value, simplified or not, at every i and k of either sign, for conditions drawn at random.
+  std::mt19937_64 random(7);
+  const BinaryOp comparisons[] = {BinaryOp::Lt, BinaryOp::Le, BinaryOp::Gt, BinaryOp::Ge, BinaryOp::Eq, BinaryOp::Ne};
+  std::function<ExprPtr(int)> draw = [&](int depth) -> ExprPtr {
+    if (depth > 0 && random() % 2) return condition(random() % 2 ? BinaryOp::And : BinaryOp::Or, draw(depth - 1), draw(depth - 1));
+    if (random() % 3 == 0) return tap(random() % 3, 1 + random() % 2, 1 + random() % 3);
+    ExprPtr lhs = random() % 2 ? ExprPtr(index(BinaryOp::Mul, k, integer(random() % 2))) : ExprPtr(integer(random() % 5));
+    return condition(comparisons[random() % 6], index(BinaryOp::Add, lhs, integer(random() % 3)), integer(random() % 4));
+  };
+  for (int drawn = 0; drawn < 200; ++drawn) {
+    ExprPtr original = draw(3), simplified = simplifyCondition(original);
+    INFO(printExpr(*original) << " -> " << printExpr(*simplified));
+    for (int64_t iv = -5; iv <= 5; ++iv)
+      for (int64_t kv = -2; kv <= 2; ++kv) {
+        // C++'s integer arithmetic (truncating quotients, remainders of the dividend's sign), as Tensor IR's.
+        std::function<int64_t(const Expr&)> value = [&](const Expr& e) -> int64_t {
+          if (const auto* constant = e.as<IntImm>()) return constant->value;
+          if (const auto* truth = e.as<BoolImm>()) return truth->value;
+          if (const auto* axis = e.as<AxisVar>()) return axis->name == "i" ? iv : kv;
+          const auto& binary = *e.as<Binary>();
+          int64_t a = value(*binary.lhs), b = value(*binary.rhs);
+          switch (binary.op) {
+            case BinaryOp::Add: return a + b;
+            case BinaryOp::Sub: return a - b;
+            case BinaryOp::Mul: return a * b;
+            case BinaryOp::Mod: return a % b;
+            case BinaryOp::Lt: return a < b;
+            case BinaryOp::Le: return a <= b;
+            case BinaryOp::Gt: return a > b;
+            case BinaryOp::Ge: return a >= b;
+            case BinaryOp::Eq: return a == b;
+            case BinaryOp::Ne: return a != b;
+            case BinaryOp::And: return a && b;
+            case BinaryOp::Or: return a || b;
+            default: FAIL("an operation the conditions drawn do not use"); return 0;
+          }
+        };
+        INFO(iv << " " << kv);
+        CHECK(value(*simplified) == value(*original));
+      }
+  }
 }
 
 TEST_CASE("size polynomials and derived sizes: arithmetic, names that are their definitions, one per definition",

@@ -164,7 +164,7 @@ public:
     for (int64_t s = 0; s + 1 < node_.stages; ++s) {
       StmtPtr slice = block({copies(i64(s), s), gather(i64(s)), deposit(s)});
       prologue.push_back(s == 0 ? slice : std::make_shared<If>(less(i64(s), var(slices_)), slice));
-      if (s + 2 < node_.stages) prologue.push_back(std::make_shared<WaitForCopies>(node_.stages - 1));
+      if (s + 2 < node_.stages && copiesAsynchronously()) prologue.push_back(std::make_shared<WaitForCopies>(node_.stages - 1));
     }
     stmts.push_back(std::make_shared<If>(less(i64(0), var(slices_)), block(prologue)));
     // The loop over slices, unrolled by the ring's depth so that each step names its stages' buffers:
@@ -176,16 +176,18 @@ public:
     for (int64_t stage = 0; stage < node_.stages; ++stage) {
       ExprPtr slice = add(var(slice_), i64(stage)), ahead = add(slice, i64(node_.stages - 1));
       int64_t aheadStage = (stage + node_.stages - 1) % node_.stages;
-      std::vector<StmtPtr> step = {std::make_shared<WaitForCopies>(node_.stages - 2), std::make_shared<Barrier>(),
-                                   std::make_shared<If>(less(ahead, var(slices_)), block({copies(ahead, aheadStage), gather(ahead)})),
-                                   tensorCores_ ? multiply(stage) : multiplyOnCudaCores(stage)};
+      std::vector<StmtPtr> step;
+      if (copiesAsynchronously()) step.push_back(std::make_shared<WaitForCopies>(node_.stages - 2));
+      step.push_back(std::make_shared<Barrier>());
+      step.push_back(std::make_shared<If>(less(ahead, var(slices_)), block({copies(ahead, aheadStage), gather(ahead)})));
+      step.push_back(tensorCores_ ? multiply(stage) : multiplyOnCudaCores(stage));
       if (staged(a_) || staged(b_)) step.push_back(std::make_shared<If>(less(ahead, var(slices_)), deposit(aheadStage)));
       steps.push_back(std::make_shared<If>(less(slice, var(slices_)), block(step)));
     }
     stmts.push_back(std::make_shared<For>(slice_, i64(0), var(slices_), i64(node_.stages), block(steps)));
     // Nothing is in flight any more (slices past the end are not copied), but a group the wait above
     // left open: closed here, so that the next tile of a block-strided loop starts with none.
-    stmts.push_back(std::make_shared<WaitForCopies>(0));
+    if (copiesAsynchronously()) stmts.push_back(std::make_shared<WaitForCopies>(0));
     stmts.push_back(tensorCores_ ? epilogue() : epilogueOnCudaCores());
     return block(stmts);
   }
@@ -201,8 +203,9 @@ private:
     t.stride = t.inner + (t.transposed ? tile::kLaneGroup : 0);
     ExprPtr flat = indexing_.flatIndex(operand.tensor, expanded(operand.indices));
     std::optional<int64_t> alongRows = coefficientOf(*flat, operand.kContiguous ? node_.k : var);
-    t.chunked = !operand.padded && alongRows == 1;
-    t.affineInK = !operand.padded && affineIn(*flat, node_.k);
+    bool everyElement = !operand.padded && !operand.mask;
+    t.chunked = everyElement && alongRows == 1;
+    t.affineInK = everyElement && affineIn(*flat, node_.k);
     return t;
   }
 
@@ -258,11 +261,12 @@ private:
     return {add(t.base, columnStart), row, shared};
   }
 
-  // The element at the operand's variable and k (Lets around the copy) is inside the product, and inside
-  // the tensor where the read is padded (0 outside).
+  // The element at the operand's variable and k (Lets around the copy) is inside the product, inside the
+  // tensor where the read is padded (0 outside), and where the mask holds.
   ExprPtr elementInside(const OperandTiles& t) const {
     ExprPtr inside = both(less(var(t.var), t.limit), less(var(node_.k), node_.depth));
-    return t.operand->padded ? both(inside, indexing_.inBounds(t.operand->tensor, t.operand->indices)) : inside;
+    if (t.operand->padded) inside = both(inside, indexing_.inBounds(t.operand->tensor, t.operand->indices));
+    return t.operand->mask ? both(inside, t.operand->mask) : inside;
   }
 
   // The operand's flat index at row (or column) `along` and k `k`.
@@ -387,6 +391,8 @@ private:
   // element has no asynchronous copy). The stage they go to was read the step before, behind the
   // barrier, and is read stages - 1 steps later, behind another.
   bool staged(const OperandTiles& t) const { return !t.chunked && !t.transposed && t.rounds > 0; }
+  // Where both are staged (a transposed convolution's), no group of copies is ever in flight to wait for.
+  bool copiesAsynchronously() const { return !staged(a_) || !staged(b_); }
 
   // Element `element` of round `round` of the thread's copies of a staged operand: its row (or column)
   // and k in slice `slice`, and its place in the stage.

@@ -47,6 +47,26 @@ ExprPtr simplifyIndex(const ExprPtr& expr) {
   return std::make_shared<Binary>(DType::I64, op, lhs, rhs);
 }
 
+ExprPtr simplifyCondition(const ExprPtr& condition) {
+  const auto* binary = condition->as<Binary>();
+  if (!binary || binary->dtype != DType::Bool) return condition;
+  auto boolean = [](bool value) { return std::make_shared<BoolImm>(value); };
+  if (binary->op == BinaryOp::And || binary->op == BinaryOp::Or) {
+    ExprPtr lhs = simplifyCondition(binary->lhs), rhs = simplifyCondition(binary->rhs);
+    bool isAnd = binary->op == BinaryOp::And;
+    for (const auto& [constant, other] : {std::pair{lhs, rhs}, std::pair{rhs, lhs}})
+      if (const auto* known = constant->as<BoolImm>()) return known->value == isAnd ? other : boolean(known->value);
+    if (lhs == binary->lhs && rhs == binary->rhs) return condition;
+    return std::make_shared<Binary>(DType::Bool, binary->op, lhs, rhs);
+  }
+  if (!isComparison(binary->op) || binary->lhs->dtype != DType::I64) return condition;
+  ExprPtr lhs = simplifyIndex(binary->lhs), rhs = simplifyIndex(binary->rhs);
+  std::optional<int64_t> a = constantOf(*lhs), b = constantOf(*rhs);
+  if (a && b) return boolean(applyBinary(binary->op, DType::Bool, Value::ofInt(DType::I64, *a), Value::ofInt(DType::I64, *b)).asBool());
+  if (lhs == binary->lhs && rhs == binary->rhs) return condition;
+  return std::make_shared<Binary>(DType::Bool, binary->op, lhs, rhs);
+}
+
 namespace {
 
 // For either sign of q (the quotient truncates, the remainder takes q's sign), so that the flat index of

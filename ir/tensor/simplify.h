@@ -15,6 +15,11 @@ namespace emmy::tensor {
 
 ExprPtr simplifyIndex(const ExprPtr& expr);
 
+// A condition on indices with its comparisons of constant indices (after simplifyIndex) and the `and`s and
+// `or`s of constants folded: `(i - kh) % 1 == 0`, a transposed convolution's test that a tap meets an
+// input element at stride 1, is true.
+ExprPtr simplifyCondition(const ExprPtr& condition);
+
 // The coefficient of `var` in the i64 expression `e` when `e` is affine in it (0 when it does not use
 // it), else nothing.
 std::optional<int64_t> coefficientOf(const Expr& e, const std::string& var);

@@ -252,8 +252,9 @@ private:
     const Stage* found = reductionOf(nest);
     if (!found || stage.axes.empty()) return false;
     const Stage& reduction = *found;
-    const auto* product = reduction.body->as<Binary>();
-    if (!product || product->op != BinaryOp::Mul) return false;
+    ExprPtr mask;
+    const Binary* product = summedProduct(reduction.body, &mask);
+    if (!product) return false;
     const Load* lhs = productOperand(product->lhs);
     const Load* rhs = productOperand(product->rhs);
     if (!lhs || !rhs) return false;

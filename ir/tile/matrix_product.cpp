@@ -22,6 +22,21 @@ const Load* productOperand(const ExprPtr& factor) {
   return (cast ? cast->operand : factor)->as<Load>();
 }
 
+const Binary* summedProduct(const ExprPtr& term, ExprPtr* mask) {
+  *mask = nullptr;
+  const Expr* product = term.get();
+  if (const auto* masked = term->as<Select>()) {
+    const auto* otherwise = masked->ifFalse->as<FloatImm>();
+    if (!otherwise || otherwise->value != 0.0) return nullptr;
+    ExprPtr condition = simplifyCondition(masked->condition);
+    const auto* always = condition->as<BoolImm>();
+    if (!always || !always->value) *mask = condition;
+    product = masked->ifTrue.get();
+  }
+  const auto* binary = product->as<Binary>();
+  return binary && binary->op == BinaryOp::Mul ? binary : nullptr;
+}
+
 namespace {
 
 // The operand `f32(X[...])` (or `X[...]` of f32), or why it is not one.
@@ -82,8 +97,9 @@ std::variant<ProductContraction, std::string> productContraction(const Stage& st
                                                                  const std::set<std::string>& global) {
   if (!stage.reduction || stage.reduction->op != ReduceOp::Sum || stage.reduction->accumulator != DType::F32)
     return fmt::format("{} is not a sum accumulated in f32", stage.name);
-  const auto* product = stage.body->as<Binary>();
-  if (!product || product->op != BinaryOp::Mul) return fmt::format("{} does not sum a product of two factors", stage.name);
+  ExprPtr mask;
+  const Binary* product = summedProduct(stage.body, &mask);
+  if (!product) return fmt::format("{} does not sum a product of two factors (or such a product where a condition holds, else 0)", stage.name);
   ProductContraction contraction;
   for (const Axis& axis : stage.reduction->axes) contraction.k.insert(axis.name);
   contraction.m = rowAxes, contraction.n = colAxes;
@@ -123,8 +139,21 @@ std::variant<ProductContraction, std::string> productContraction(const Stage& st
   bool single = rowAxes.size() == 1 && colAxes.size() == 1;
   contraction.aKContiguous = kContiguous(*contraction.a, rowAxes);
   contraction.bKContiguous = kContiguous(*contraction.b, colAxes);
-  contraction.aPlain = single && plain(*contraction.a, *rowAxes.begin(), contraction.k);
-  contraction.bPlain = single && plain(*contraction.b, *colAxes.begin(), contraction.k);
+  if (mask) {
+    std::set<std::string> rowsRead, colsRead;
+    forEachNode(*mask, [&](const Expr& node) {
+      if (const auto* var = node.as<AxisVar>()) {
+        if (rowAxes.count(var->name)) rowsRead.insert(var->name);
+        if (colAxes.count(var->name)) colsRead.insert(var->name);
+      }
+    });
+    if (!rowsRead.empty() && !colsRead.empty())
+      return fmt::format("the condition {} reads both {} and {}, and a block-level product applies it to one operand",
+                         printExpr(*mask), listed(rowsRead), listed(colsRead));
+    (rowsRead.empty() ? contraction.bMask : contraction.aMask) = mask;
+  }
+  contraction.aPlain = single && !contraction.aMask && plain(*contraction.a, *rowAxes.begin(), contraction.k);
+  contraction.bPlain = single && !contraction.bMask && plain(*contraction.b, *colAxes.begin(), contraction.k);
   return contraction;
 }
 

@@ -8,7 +8,7 @@
 // An operand's slices are copied into shared memory 16 bytes at a time where they are contiguous in
 // memory (its flat index steps by one along the slice's rows: `a[m, k]`, or a weight `w[o, c, kh, kw]`
 // read at k fused from (c, kh, kw)), and gathered an element at a time elsewhere (`x[n, c, i - 1 + kh,
-// j - 1 + kw]`, with the elements outside x 0).
+// j - 1 + kw]`, with the elements outside x 0, or the elements a mask leaves out).
 #pragma once
 
 #include <map>
@@ -31,7 +31,15 @@ struct ProductContraction {
   // The last two subscripts are k and the operand's own axis (one each), its others use neither, and the
   // read is not padded: the operands of a plain (batched) matrix product.
   bool aPlain = true, bPlain = true;
+  // Of a masked product, `where(mask, f32(A) * f32(B), 0)`: the mask, on the operand whose axes it reads
+  // (B where it reads only k), which is then read as 0 where it is false.
+  tensor::ExprPtr aMask, bMask;
 };
+
+// The product a sum adds up: `x * y`, or `where(mask, x * y, 0)` (a transposed convolution's taps that
+// fall between its input's elements), with the mask in `*mask` (null where it always holds); null where
+// `term` is neither.
+const tensor::Binary* summedProduct(const tensor::ExprPtr& term, tensor::ExprPtr* mask);
 
 // A factor of the product as the operand it reads: X[...] in `f32(X[...])` or an f32 `X[...]`; null else.
 const tensor::Load* productOperand(const tensor::ExprPtr& factor);

@@ -194,6 +194,7 @@ struct MatrixOperand {
   std::vector<ExprPtr> indices;
   bool kContiguous;  // its slices are laid out along k (else along the rows or columns)
   bool padded;       // read as 0 outside the tensor
+  ExprPtr mask;      // read as 0 where this is false (a masked product's, matrix_product.h); null: nowhere
 };
 
 // One block's tile of a contraction as a block-level product (`mma`, matrix_product.h: on the tensor

@@ -86,8 +86,9 @@ struct Printer {
   }
   void printNode(const MatrixProduct& node, int indent) {
     auto operand = [](const MatrixOperand& o) {
-      return fmt::format("{}[{}] ({}, {} contiguous{})", o.tensor, indexList(o.indices), dtypeName(o.dtype),
-                         o.kContiguous ? "k" : "rows", o.padded ? ", 0 outside" : "");
+      return fmt::format("{}[{}] ({}, {} contiguous{}{})", o.tensor, indexList(o.indices), dtypeName(o.dtype),
+                         o.kContiguous ? "k" : "rows", o.padded ? ", 0 outside" : "",
+                         o.mask ? ", 0 unless " + tensor::printExpr(*o.mask) : "");
     };
     line(indent, fmt::format("tensor cores (mma.sync m16n8k16): {} = sum over {} < {} of {} * {}", node.accumulator,
                              node.k, tensor::printExpr(*node.depth), operand(node.a), operand(node.b)));

@@ -163,6 +163,10 @@ private:
     for (const MatrixOperand* operand : {&node.a, &node.b}) {
       if (!buffers_.count(operand->tensor)) fail(fmt::format("the tensor cores read {}, which is not in scope", operand->tensor));
       for (const ExprPtr& index : operand->indices) checkExpr(index);
+      if (operand->mask) {
+        checkExpr(operand->mask);
+        if (operand->mask->dtype != DType::Bool) fail(fmt::format("the mask of {} in {} is not a condition", operand->tensor, node.name));
+      }
     }
     buffers_.insert(node.accumulator);
     for (const ExprPtr& index : node.outputIndices) checkExpr(index);

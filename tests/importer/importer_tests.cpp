@@ -490,18 +490,20 @@ def forward(self, x, s, v):
   checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
 }
 
-TEST_CASE("importer: convolutions of 16 channels and more run as implicit GEMMs, grouped ones too", "[importer]") {
+TEST_CASE("importer: convolutions of 16 channels and more run as implicit GEMMs, grouped and transposed ones too", "[importer]") {
   torch::manual_seed(27);
   Model model{torch::jit::Module("WideConvolutions"), {{"x", torch::randn({2, 32, 9, 7})}}, {"x=f32[N,32,9,7]"}};
   torch::jit::Module& module = model.module;
   module.register_parameter("w", torch::randn({48, 32, 3, 3}) * 0.1, false);
   module.register_parameter("b", torch::randn({48}), false);
   module.register_parameter("grouped", torch::randn({32, 16, 3, 2}) * 0.1, false);
+  module.register_parameter("up", torch::randn({32, 24, 3, 3}) * 0.1, false);
   module.define(R"(
 def forward(self, x):
     a = torch.conv2d(x, self.w, self.b, 1, 1, 1, 1)
     g = torch.conv2d(x, self.grouped, None, [2, 1], [0, 1], 1, 2)
-    return a, g
+    u = torch.conv_transpose2d(x, self.up, None, 2, 1, 1, 1, 1)
+    return a, g, u
 )");
   checkAgainstLibTorch(model, /*withInputOptionsForCheck=*/true);
   Scratch scratch;
@@ -511,7 +513,7 @@ def forward(self, x):
   REQUIRE(schedule.code == 0);
   size_t products = 0;
   for (size_t at = schedule.output.find("mma "); at != std::string::npos; at = schedule.output.find("mma ", at + 1)) ++products;
-  CHECK(products == 2);
+  CHECK(products == 3);
 }
 
 TEST_CASE("importer: transposed convolutions (stride, padding, output_padding, groups, dilation)", "[importer]") {

@@ -220,10 +220,12 @@ StmtPtr NestScheduler::matrixProduct() {
   const FinalLoop& rows = *byName.at(tile.rowLoop);
   const FinalLoop& cols = *byName.at(tile.colLoop);
   const FinalLoop& depth = *byName.at(tile.depthLoop);
-  // The operands as Loop IR reads them: acc + f32(x) * f32(y), in the order of the Tensor IR product.
+  // The operands as Loop IR reads them: acc + f32(x) * f32(y) (or where(mask, f32(x) * f32(y), 0)), in the
+  // order of the Tensor IR product.
   const auto* sum = parts_.root.update->value->as<Binary>();
-  const auto* product = sum ? sum->rhs->as<Binary>() : nullptr;
-  EMMY_INTERNAL_ASSERT(product && product->op == BinaryOp::Mul, "the update of {} is not acc + x * y", root_->name);
+  ExprPtr mask;
+  const Binary* product = sum ? summedProduct(sum->rhs, &mask) : nullptr;
+  EMMY_INTERNAL_ASSERT(product, "the update of {} is not acc + x * y", root_->name);
   const Stage& root = *kernel_.findStage(root_->name);
   const StageSchedule& schedule = model_.stages.at(root_->name);
   // Each of m, n and k as one variable: an axis's own, or a fused loop's, whose axes' values over it the
@@ -247,7 +249,9 @@ StmtPtr NestScheduler::matrixProduct() {
                                 reductionAxes(root, *contraction_, covered[1]), global);
   EMMY_INTERNAL_ASSERT(std::holds_alternative<ProductContraction>(fed), "mma {} was checked", root_->name);
   const ProductContraction& contraction = std::get<ProductContraction>(fed);
-  const auto* tensorProduct = contraction_->body->as<Binary>();
+  ExprPtr tensorMask;
+  const Binary* tensorProduct = summedProduct(contraction_->body, &tensorMask);
+  EMMY_INTERNAL_ASSERT(!tensorMask == !mask, "the Loop IR of {} masks its product otherwise", root_->name);
   auto loopRead = [&](const Load* tensorRead) {
     const ExprPtr& factor = productOperand(tensorProduct->lhs) == tensorRead ? product->lhs : product->rhs;
     const Load* load = productOperand(factor);
@@ -259,9 +263,9 @@ StmtPtr NestScheduler::matrixProduct() {
   node->row = m, node->col = n, node->k = k;
   node->rowAxes = fusedAxes[0], node->colAxes = fusedAxes[1], node->depthAxes = fusedAxes[2];
   node->a = {contraction.a->tensor, contraction.dtype, loopRead(contraction.a)->indices, contraction.aKContiguous,
-             contraction.a->padValue != nullptr};
+             contraction.a->padValue != nullptr, contraction.aMask ? mask : nullptr};
   node->b = {contraction.b->tensor, contraction.dtype, loopRead(contraction.b)->indices, contraction.bKContiguous,
-             contraction.b->padValue != nullptr};
+             contraction.b->padValue != nullptr, contraction.bMask ? mask : nullptr};
   std::map<std::string, ExprPtr> atStart{{rows.var, i64(0)}, {cols.var, i64(0)}};
   node->rowBase = substitute(root_loops_.values.at(tile.m), atStart);
   node->colBase = substitute(root_loops_.values.at(tile.n), atStart);

@@ -14609,19 +14609,321 @@ extern "C" int conv3d_f32(const float* x, const float* w, const float* b, float*
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose1d_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t C, int64_t L, int64_t OUT, int64_t K, int64_t size__0) {
   for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
       for (int64_t i_block = (int64_t)blockIdx.x; i_block < ((size__0 + (int64_t)127) / (int64_t)128); i_block += (int64_t)gridDim.x) {
-        const int64_t i_thread = (int64_t)threadIdx.x;
-        const int64_t i = ((i_block * (int64_t)128) + i_thread);
-        if ((i < size__0)) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t k = (int64_t)0; k < K; k += (int64_t)1) {
-              y__sum__acc = (y__sum__acc + (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) % (int64_t)1) == (int64_t)0) ? ((float)emmy_f32((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_f16(0.0f))) * (float)emmy_f32(w[((((c * OUT) + o) * K) + k)])) : 0.0f));
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(__half, y__a_slices_0, 1024);
+        EMMY_SHARED(__half, y__a_slices_1, 1024);
+        EMMY_SHARED(__half, y__a_slices_2, 1024);
+        EMMY_SHARED(__half, y__b_slices_0, 2048);
+        EMMY_SHARED(__half, y__b_slices_1, 2048);
+        EMMY_SHARED(__half, y__b_slices_2, 2048);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        alignas(16) int32_t y__a_fragments[8];
+        alignas(16) int32_t y__b_fragments[16];
+        const int64_t y__slices = (((C * K) + (int64_t)15) / (int64_t)16);
+        const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+        const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+        const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)16);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)16);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (((y__b_slices_column + (y__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+        alignas(16) __half y__a_slices_staging[8];
+        alignas(16) __half y__b_slices_staging[16];
+        alignas(16) int64_t y__b_slices_i[8];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+          const int64_t i = (((i_block * (int64_t)128) + (y__b_slices_column * (int64_t)8)) + y__b_slices_element);
+          y__b_slices_i[y__b_slices_element] = i;
+        }
+        if (((int64_t)0 < y__slices)) {
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+              const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+              const int64_t taps = ((y__a_slices_column * (int64_t)8) + y__a_slices_element);
+              const int64_t c = (taps / K);
+              const int64_t k = (taps % K);
+              y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_f16(0.0f));
             }
           }
-          y[((((n * OUT) + o) * size__0) + i)] = emmy_f16((float)(y__sum__acc + (float)emmy_f32(b[o])));
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)8));
+            const int64_t c = (taps / K);
+            const int64_t k = (taps % K);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_f16(0.0f));
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+          }
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                const int64_t taps = (((int64_t)16 + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_f16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)16 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+              const int64_t c = (taps / K);
+              const int64_t k = (taps % K);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_f16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = ((((y__slice + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (taps / K);
+                  const int64_t k = (taps % K);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (taps / K);
+                  const int64_t k = (taps % K);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (taps / K);
+                  const int64_t k = (taps % K);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+        }
+        #pragma unroll
+        for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+            alignas(16) __half y__quad[8];
+            #pragma unroll
+            for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+                const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+                const int64_t i = ((((i_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+                y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((o < OUT) && (i < size__0)) ? emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o]))) : emmy_f16(0.0f));
+                y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((o < OUT) && (emmy_add(i, (int64_t)1) < size__0)) ? emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[o]))) : emmy_f16(0.0f));
+              }
+            }
+            emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((o < OUT)) {
+              const int64_t i = ((((i_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+              if ((((unsigned long long)(const void*)&y[((((n * OUT) + o) * size__0) + i)]) & 15) == 0 && ((i + (int64_t)7) < size__0)) {
+                *reinterpret_cast<uint4*>(&y[((((n * OUT) + o) * size__0) + i)]) = *reinterpret_cast<const uint4*>(y__quad);
+              } else {
+                if ((i < size__0)) {
+                  y[((((n * OUT) + o) * size__0) + i)] = y__quad[(int64_t)0];
+                }
+                if (((i + (int64_t)1) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)1)] = y__quad[(int64_t)1];
+                }
+                if (((i + (int64_t)2) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)2)] = y__quad[(int64_t)2];
+                }
+                if (((i + (int64_t)3) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)3)] = y__quad[(int64_t)3];
+                }
+                if (((i + (int64_t)4) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)4)] = y__quad[(int64_t)4];
+                }
+                if (((i + (int64_t)5) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)5)] = y__quad[(int64_t)5];
+                }
+                if (((i + (int64_t)6) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)6)] = y__quad[(int64_t)6];
+                }
+                if (((i + (int64_t)7) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)7)] = y__quad[(int64_t)7];
+                }
+              }
+            }
+          }
         }
       }
     }
@@ -14639,7 +14941,7 @@ extern "C" int conv_transpose1d_f16(const __half* x, const __half* w, const __ha
   const int64_t size__0 = K + L - (int64_t)1;
   if (size__0 < 0) return emmy_fail("conv_transpose1d_f16: the dimension K + L - 1 is negative (%lld)", (long long)size__0);
   if (size__0 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose1d_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((size__0 + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, L, OUT, K, size__0);
+  EMMY_LAUNCH(conv_transpose1d_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((size__0 + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, L, OUT, K, size__0);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose1d_f16: kernel conv_transpose1d_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -14650,19 +14952,321 @@ extern "C" int conv_transpose1d_f16(const __half* x, const __half* w, const __ha
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose1d_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t C, int64_t L, int64_t OUT, int64_t K, int64_t size__0) {
   for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
       for (int64_t i_block = (int64_t)blockIdx.x; i_block < ((size__0 + (int64_t)127) / (int64_t)128); i_block += (int64_t)gridDim.x) {
-        const int64_t i_thread = (int64_t)threadIdx.x;
-        const int64_t i = ((i_block * (int64_t)128) + i_thread);
-        if ((i < size__0)) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t k = (int64_t)0; k < K; k += (int64_t)1) {
-              y__sum__acc = (y__sum__acc + (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) % (int64_t)1) == (int64_t)0) ? ((float)emmy_f32((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_bf16(0.0f))) * (float)emmy_f32(w[((((c * OUT) + o) * K) + k)])) : 0.0f));
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_0, 2048);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_1, 2048);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_2, 2048);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        alignas(16) int32_t y__a_fragments[8];
+        alignas(16) int32_t y__b_fragments[16];
+        const int64_t y__slices = (((C * K) + (int64_t)15) / (int64_t)16);
+        const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+        const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+        const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)16);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)16);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (((y__b_slices_column + (y__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__a_slices_staging[8];
+        alignas(16) __nv_bfloat16 y__b_slices_staging[16];
+        alignas(16) int64_t y__b_slices_i[8];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+          const int64_t i = (((i_block * (int64_t)128) + (y__b_slices_column * (int64_t)8)) + y__b_slices_element);
+          y__b_slices_i[y__b_slices_element] = i;
+        }
+        if (((int64_t)0 < y__slices)) {
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+              const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+              const int64_t taps = ((y__a_slices_column * (int64_t)8) + y__a_slices_element);
+              const int64_t c = (taps / K);
+              const int64_t k = (taps % K);
+              y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_bf16(0.0f));
             }
           }
-          y[((((n * OUT) + o) * size__0) + i)] = emmy_bf16((float)(y__sum__acc + (float)emmy_f32(b[o])));
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)8));
+            const int64_t c = (taps / K);
+            const int64_t k = (taps % K);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_bf16(0.0f));
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+          }
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                const int64_t taps = (((int64_t)16 + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_bf16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)16 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+              const int64_t c = (taps / K);
+              const int64_t k = (taps % K);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_bf16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = ((((y__slice + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (taps / K);
+                  const int64_t k = (taps % K);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (taps / K);
+                  const int64_t k = (taps % K);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (taps / K);
+                  const int64_t k = (taps % K);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(C, K))) ? w[((((c * OUT) + o) * K) + k)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+        }
+        #pragma unroll
+        for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+            alignas(16) __nv_bfloat16 y__quad[8];
+            #pragma unroll
+            for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+                const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+                const int64_t i = ((((i_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+                y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((o < OUT) && (i < size__0)) ? emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o]))) : emmy_bf16(0.0f));
+                y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((o < OUT) && (emmy_add(i, (int64_t)1) < size__0)) ? emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[o]))) : emmy_bf16(0.0f));
+              }
+            }
+            emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((o < OUT)) {
+              const int64_t i = ((((i_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+              if ((((unsigned long long)(const void*)&y[((((n * OUT) + o) * size__0) + i)]) & 15) == 0 && ((i + (int64_t)7) < size__0)) {
+                *reinterpret_cast<uint4*>(&y[((((n * OUT) + o) * size__0) + i)]) = *reinterpret_cast<const uint4*>(y__quad);
+              } else {
+                if ((i < size__0)) {
+                  y[((((n * OUT) + o) * size__0) + i)] = y__quad[(int64_t)0];
+                }
+                if (((i + (int64_t)1) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)1)] = y__quad[(int64_t)1];
+                }
+                if (((i + (int64_t)2) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)2)] = y__quad[(int64_t)2];
+                }
+                if (((i + (int64_t)3) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)3)] = y__quad[(int64_t)3];
+                }
+                if (((i + (int64_t)4) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)4)] = y__quad[(int64_t)4];
+                }
+                if (((i + (int64_t)5) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)5)] = y__quad[(int64_t)5];
+                }
+                if (((i + (int64_t)6) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)6)] = y__quad[(int64_t)6];
+                }
+                if (((i + (int64_t)7) < size__0)) {
+                  y[(((((n * OUT) + o) * size__0) + i) + (int64_t)7)] = y__quad[(int64_t)7];
+                }
+              }
+            }
+          }
         }
       }
     }
@@ -14680,7 +15284,7 @@ extern "C" int conv_transpose1d_bf16(const __nv_bfloat16* x, const __nv_bfloat16
   const int64_t size__0 = K + L - (int64_t)1;
   if (size__0 < 0) return emmy_fail("conv_transpose1d_bf16: the dimension K + L - 1 is negative (%lld)", (long long)size__0);
   if (size__0 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose1d_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((size__0 + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, L, OUT, K, size__0);
+  EMMY_LAUNCH(conv_transpose1d_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((size__0 + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, L, OUT, K, size__0);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose1d_bf16: kernel conv_transpose1d_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -14691,19 +15295,733 @@ extern "C" int conv_transpose1d_bf16(const __nv_bfloat16* x, const __nv_bfloat16
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose1d_f32__k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t C, int64_t L, int64_t OUT, int64_t K, int64_t size__0) {
   for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
       for (int64_t i_block = (int64_t)blockIdx.x; i_block < ((size__0 + (int64_t)127) / (int64_t)128); i_block += (int64_t)gridDim.x) {
-        const int64_t i_thread = (int64_t)threadIdx.x;
-        const int64_t i = ((i_block * (int64_t)128) + i_thread);
-        if ((i < size__0)) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t k = (int64_t)0; k < K; k += (int64_t)1) {
-              y__sum__acc = (y__sum__acc + (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) % (int64_t)1) == (int64_t)0) ? ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L))) ? x[((((n * C) + c) * L) + (i - k))] : 0.0f) * w[((((c * OUT) + o) * K) + k)]) : 0.0f));
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(float, y__a_slices_0, 544);
+        EMMY_SHARED(float, y__a_slices_1, 544);
+        EMMY_SHARED(float, y__a_slices_2, 544);
+        EMMY_SHARED(float, y__b_slices_0, 1024);
+        EMMY_SHARED(float, y__b_slices_1, 1024);
+        EMMY_SHARED(float, y__b_slices_2, 1024);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        const int64_t y__lane_row = (y__lane / (int64_t)8);
+        const int64_t y__lane_col = (y__lane % (int64_t)8);
+        alignas(16) float y__a_fragments[16];
+        alignas(16) float y__b_fragments[16];
+        const int64_t y__slices = (((C * K) + (int64_t)7) / (int64_t)8);
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)32);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)32);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (y__b_slices_column * (int64_t)4));
+        alignas(16) float y__b_slices_staging[8];
+        alignas(16) int64_t y__b_slices_i[4];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+          const int64_t i = (((i_block * (int64_t)128) + (y__b_slices_column * (int64_t)4)) + y__b_slices_element);
+          y__b_slices_i[y__b_slices_element] = i;
+        }
+        if (((int64_t)0 < y__slices)) {
+          __syncthreads();
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+            const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+            const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+            const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+            const int64_t taps = y__a_slices_row;
+            const int64_t c = (taps / K);
+            const int64_t k = (taps % K);
+            emmy_copy_async(y__a_slices_0, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((c * OUT) + o) * K) + k), ((o < OUT) && (taps < (C * K))));
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)4));
+            const int64_t c = (taps / K);
+            const int64_t k = (taps % K);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : 0.0f);
             }
           }
-          y[((((n * OUT) + o) * size__0) + i)] = (y__sum__acc + b[o]);
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+          }
+          emmy_wait_for_copies<2>();
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll 1
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+              const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+              const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+              const int64_t taps = ((int64_t)8 + y__a_slices_row);
+              const int64_t c = (taps / K);
+              const int64_t k = (taps % K);
+              emmy_copy_async(y__a_slices_1, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((c * OUT) + o) * K) + k), ((o < OUT) && (taps < (C * K))));
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)8 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+              const int64_t c = (taps / K);
+              const int64_t k = (taps % K);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : 0.0f);
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                emmy_copy_async(y__a_slices_2, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((c * OUT) + o) * K) + k), ((o < OUT) && (taps < (C * K))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                emmy_copy_async(y__a_slices_0, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((c * OUT) + o) * K) + k), ((o < OUT) && (taps < (C * K))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                emmy_copy_async(y__a_slices_1, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((c * OUT) + o) * K) + k), ((o < OUT) && (taps < (C * K))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = (taps / K);
+                const int64_t k = (taps % K);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((i < size__0) && (taps < emmy_mul(C, K))) && ((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(k, (int64_t)1)) / (int64_t)1) < L)))) ? x[((((n * C) + c) * L) + (i - k))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+              }
+            }
+          }
+        }
+        emmy_wait_for_copies<0>();
+        #pragma unroll
+        for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+            if ((o < OUT)) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                const int64_t i = ((((i_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+                if ((((unsigned long long)(const void*)&y[((((n * OUT) + o) * size__0) + i)]) & 15) == 0 && ((i + (int64_t)3) < size__0)) {
+                  alignas(16) float y__vector[4];
+                  y__vector[(int64_t)0] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[o]);
+                  y__vector[(int64_t)1] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[o]);
+                  y__vector[(int64_t)2] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[o]);
+                  y__vector[(int64_t)3] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[o]);
+                  *reinterpret_cast<uint4*>(&y[((((n * OUT) + o) * size__0) + i)]) = *reinterpret_cast<const uint4*>(y__vector);
+                } else {
+                  if ((i < size__0)) {
+                    y[((((n * OUT) + o) * size__0) + i)] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[o]);
+                  }
+                  if (((i + (int64_t)1) < size__0)) {
+                    y[(((((n * OUT) + o) * size__0) + i) + (int64_t)1)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[o]);
+                  }
+                  if (((i + (int64_t)2) < size__0)) {
+                    y[(((((n * OUT) + o) * size__0) + i) + (int64_t)2)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[o]);
+                  }
+                  if (((i + (int64_t)3) < size__0)) {
+                    y[(((((n * OUT) + o) * size__0) + i) + (int64_t)3)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[o]);
+                  }
+                }
+              }
+            }
+          }
         }
       }
     }
@@ -14721,7 +16039,7 @@ extern "C" int conv_transpose1d_f32(const float* x, const float* w, const float*
   const int64_t size__0 = K + L - (int64_t)1;
   if (size__0 < 0) return emmy_fail("conv_transpose1d_f32: the dimension K + L - 1 is negative (%lld)", (long long)size__0);
   if (size__0 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose1d_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((size__0 + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, L, OUT, K, size__0);
+  EMMY_LAUNCH(conv_transpose1d_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((size__0 + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, L, OUT, K, size__0);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose1d_f32: kernel conv_transpose1d_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -14732,22 +16050,347 @@ extern "C" int conv_transpose1d_f32(const float* x, const float* w, const float*
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose2d_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OUT, int64_t KH, int64_t KW, int64_t size__0, int64_t size__1) {
   for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
       for (int64_t ij_block = (int64_t)blockIdx.x; ij_block < (((size__0 * size__1) + (int64_t)127) / (int64_t)128); ij_block += (int64_t)gridDim.x) {
-        const int64_t ij_thread = (int64_t)threadIdx.x;
-        const int64_t i = (((ij_block * (int64_t)128) + ij_thread) / size__1);
-        const int64_t j = (((ij_block * (int64_t)128) + ij_thread) % size__1);
-        if ((((ij_block * (int64_t)128) + ij_thread) < (size__0 * size__1))) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t kh = (int64_t)0; kh < KH; kh += (int64_t)1) {
-              for (int64_t kw = (int64_t)0; kw < KW; kw += (int64_t)1) {
-                y__sum__acc = (y__sum__acc + ((((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) % (int64_t)1) == (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) % (int64_t)1) == (int64_t)0)) ? ((float)emmy_f32(((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f))) * (float)emmy_f32(w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)])) : 0.0f));
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(__half, y__a_slices_0, 1024);
+        EMMY_SHARED(__half, y__a_slices_1, 1024);
+        EMMY_SHARED(__half, y__a_slices_2, 1024);
+        EMMY_SHARED(__half, y__b_slices_0, 2048);
+        EMMY_SHARED(__half, y__b_slices_1, 2048);
+        EMMY_SHARED(__half, y__b_slices_2, 2048);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        alignas(16) int32_t y__a_fragments[8];
+        alignas(16) int32_t y__b_fragments[16];
+        const int64_t y__slices = ((((C * KH) * KW) + (int64_t)15) / (int64_t)16);
+        const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+        const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+        const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)16);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)16);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (((y__b_slices_column + (y__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+        alignas(16) __half y__a_slices_staging[8];
+        alignas(16) __half y__b_slices_staging[16];
+        alignas(16) int64_t y__b_slices_ij[8];
+        alignas(16) int64_t y__b_slices_i[8];
+        alignas(16) int64_t y__b_slices_j[8];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+          const int64_t ij = (((ij_block * (int64_t)128) + (y__b_slices_column * (int64_t)8)) + y__b_slices_element);
+          y__b_slices_ij[y__b_slices_element] = ij;
+          const int64_t i = (ij / size__1);
+          y__b_slices_i[y__b_slices_element] = i;
+          const int64_t j = (ij % size__1);
+          y__b_slices_j[y__b_slices_element] = j;
+        }
+        if (((int64_t)0 < y__slices)) {
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+              const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+              const int64_t taps = ((y__a_slices_column * (int64_t)8) + y__a_slices_element);
+              const int64_t c = ((taps / KW) / KH);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+            }
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)8));
+            const int64_t c = ((taps / KW) / KH);
+            const int64_t kh = ((taps / KW) % KH);
+            const int64_t kw = (taps % KW);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+              const int64_t ij = y__b_slices_ij[y__b_slices_element];
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              const int64_t j = y__b_slices_j[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+          }
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                const int64_t taps = (((int64_t)16 + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)16 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+              const int64_t c = ((taps / KW) / KH);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                const int64_t j = y__b_slices_j[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = ((((y__slice + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = ((taps / KW) / KH);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
               }
             }
           }
-          y[((((((n * OUT) + o) * size__0) + i) * size__1) + j)] = emmy_f16((float)(y__sum__acc + (float)emmy_f32(b[o])));
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = ((taps / KW) / KH);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = ((taps / KW) / KH);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+        }
+        #pragma unroll
+        for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+            alignas(16) __half y__quad[8];
+            #pragma unroll
+            for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+                const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+                const int64_t ij = ((((ij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+                y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((o < OUT) && (ij < emmy_mul(size__0, size__1))) ? emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o]))) : emmy_f16(0.0f));
+                y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((o < OUT) && (emmy_add(ij, (int64_t)1) < emmy_mul(size__0, size__1))) ? emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[o]))) : emmy_f16(0.0f));
+              }
+            }
+            emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((o < OUT)) {
+              const int64_t ij = ((((ij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+              if ((((unsigned long long)(const void*)&y[(((((n * OUT) + o) * size__0) * size__1) + ij)]) & 15) == 0 && ((ij + (int64_t)7) < (size__0 * size__1))) {
+                *reinterpret_cast<uint4*>(&y[(((((n * OUT) + o) * size__0) * size__1) + ij)]) = *reinterpret_cast<const uint4*>(y__quad);
+              } else {
+                if ((ij < (size__0 * size__1))) {
+                  y[(((((n * OUT) + o) * size__0) * size__1) + ij)] = y__quad[(int64_t)0];
+                }
+                if (((ij + (int64_t)1) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)1)] = y__quad[(int64_t)1];
+                }
+                if (((ij + (int64_t)2) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)2)] = y__quad[(int64_t)2];
+                }
+                if (((ij + (int64_t)3) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)3)] = y__quad[(int64_t)3];
+                }
+                if (((ij + (int64_t)4) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)4)] = y__quad[(int64_t)4];
+                }
+                if (((ij + (int64_t)5) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)5)] = y__quad[(int64_t)5];
+                }
+                if (((ij + (int64_t)6) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)6)] = y__quad[(int64_t)6];
+                }
+                if (((ij + (int64_t)7) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)7)] = y__quad[(int64_t)7];
+                }
+              }
+            }
+          }
         }
       }
     }
@@ -14769,7 +16412,7 @@ extern "C" int conv_transpose2d_f16(const __half* x, const __half* w, const __ha
   const int64_t size__1 = KW + W - (int64_t)1;
   if (size__1 < 0) return emmy_fail("conv_transpose2d_f16: the dimension KW + W - 1 is negative (%lld)", (long long)size__1);
   if (size__0 == 0 || size__1 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose2d_f16__k0, dim3((unsigned)(emmy_min(emmy_max((((size__0 * size__1) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, H, W, OUT, KH, KW, size__0, size__1);
+  EMMY_LAUNCH(conv_transpose2d_f16__k0, dim3((unsigned)(emmy_min(emmy_max((((size__0 * size__1) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, H, W, OUT, KH, KW, size__0, size__1);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose2d_f16: kernel conv_transpose2d_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -14780,22 +16423,347 @@ extern "C" int conv_transpose2d_f16(const __half* x, const __half* w, const __ha
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose2d_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OUT, int64_t KH, int64_t KW, int64_t size__0, int64_t size__1) {
   for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
       for (int64_t ij_block = (int64_t)blockIdx.x; ij_block < (((size__0 * size__1) + (int64_t)127) / (int64_t)128); ij_block += (int64_t)gridDim.x) {
-        const int64_t ij_thread = (int64_t)threadIdx.x;
-        const int64_t i = (((ij_block * (int64_t)128) + ij_thread) / size__1);
-        const int64_t j = (((ij_block * (int64_t)128) + ij_thread) % size__1);
-        if ((((ij_block * (int64_t)128) + ij_thread) < (size__0 * size__1))) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t kh = (int64_t)0; kh < KH; kh += (int64_t)1) {
-              for (int64_t kw = (int64_t)0; kw < KW; kw += (int64_t)1) {
-                y__sum__acc = (y__sum__acc + ((((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) % (int64_t)1) == (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) % (int64_t)1) == (int64_t)0)) ? ((float)emmy_f32(((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f))) * (float)emmy_f32(w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)])) : 0.0f));
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_0, 2048);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_1, 2048);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_2, 2048);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        alignas(16) int32_t y__a_fragments[8];
+        alignas(16) int32_t y__b_fragments[16];
+        const int64_t y__slices = ((((C * KH) * KW) + (int64_t)15) / (int64_t)16);
+        const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+        const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+        const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)16);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)16);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (((y__b_slices_column + (y__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__a_slices_staging[8];
+        alignas(16) __nv_bfloat16 y__b_slices_staging[16];
+        alignas(16) int64_t y__b_slices_ij[8];
+        alignas(16) int64_t y__b_slices_i[8];
+        alignas(16) int64_t y__b_slices_j[8];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+          const int64_t ij = (((ij_block * (int64_t)128) + (y__b_slices_column * (int64_t)8)) + y__b_slices_element);
+          y__b_slices_ij[y__b_slices_element] = ij;
+          const int64_t i = (ij / size__1);
+          y__b_slices_i[y__b_slices_element] = i;
+          const int64_t j = (ij % size__1);
+          y__b_slices_j[y__b_slices_element] = j;
+        }
+        if (((int64_t)0 < y__slices)) {
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+              const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+              const int64_t taps = ((y__a_slices_column * (int64_t)8) + y__a_slices_element);
+              const int64_t c = ((taps / KW) / KH);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+            }
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)8));
+            const int64_t c = ((taps / KW) / KH);
+            const int64_t kh = ((taps / KW) % KH);
+            const int64_t kw = (taps % KW);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+              const int64_t ij = y__b_slices_ij[y__b_slices_element];
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              const int64_t j = y__b_slices_j[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+          }
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                const int64_t taps = (((int64_t)16 + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)16 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+              const int64_t c = ((taps / KW) / KH);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                const int64_t j = y__b_slices_j[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = ((((y__slice + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = ((taps / KW) / KH);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
               }
             }
           }
-          y[((((((n * OUT) + o) * size__0) + i) * size__1) + j)] = emmy_bf16((float)(y__sum__acc + (float)emmy_f32(b[o])));
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = ((taps / KW) / KH);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = ((taps / KW) / KH);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(C, KH), KW))) ? w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+        }
+        #pragma unroll
+        for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+            alignas(16) __nv_bfloat16 y__quad[8];
+            #pragma unroll
+            for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+                const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+                const int64_t ij = ((((ij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+                y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((o < OUT) && (ij < emmy_mul(size__0, size__1))) ? emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o]))) : emmy_bf16(0.0f));
+                y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((o < OUT) && (emmy_add(ij, (int64_t)1) < emmy_mul(size__0, size__1))) ? emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[o]))) : emmy_bf16(0.0f));
+              }
+            }
+            emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((o < OUT)) {
+              const int64_t ij = ((((ij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+              if ((((unsigned long long)(const void*)&y[(((((n * OUT) + o) * size__0) * size__1) + ij)]) & 15) == 0 && ((ij + (int64_t)7) < (size__0 * size__1))) {
+                *reinterpret_cast<uint4*>(&y[(((((n * OUT) + o) * size__0) * size__1) + ij)]) = *reinterpret_cast<const uint4*>(y__quad);
+              } else {
+                if ((ij < (size__0 * size__1))) {
+                  y[(((((n * OUT) + o) * size__0) * size__1) + ij)] = y__quad[(int64_t)0];
+                }
+                if (((ij + (int64_t)1) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)1)] = y__quad[(int64_t)1];
+                }
+                if (((ij + (int64_t)2) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)2)] = y__quad[(int64_t)2];
+                }
+                if (((ij + (int64_t)3) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)3)] = y__quad[(int64_t)3];
+                }
+                if (((ij + (int64_t)4) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)4)] = y__quad[(int64_t)4];
+                }
+                if (((ij + (int64_t)5) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)5)] = y__quad[(int64_t)5];
+                }
+                if (((ij + (int64_t)6) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)6)] = y__quad[(int64_t)6];
+                }
+                if (((ij + (int64_t)7) < (size__0 * size__1))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)7)] = y__quad[(int64_t)7];
+                }
+              }
+            }
+          }
         }
       }
     }
@@ -14817,7 +16785,7 @@ extern "C" int conv_transpose2d_bf16(const __nv_bfloat16* x, const __nv_bfloat16
   const int64_t size__1 = KW + W - (int64_t)1;
   if (size__1 < 0) return emmy_fail("conv_transpose2d_bf16: the dimension KW + W - 1 is negative (%lld)", (long long)size__1);
   if (size__0 == 0 || size__1 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose2d_bf16__k0, dim3((unsigned)(emmy_min(emmy_max((((size__0 * size__1) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, H, W, OUT, KH, KW, size__0, size__1);
+  EMMY_LAUNCH(conv_transpose2d_bf16__k0, dim3((unsigned)(emmy_min(emmy_max((((size__0 * size__1) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, H, W, OUT, KH, KW, size__0, size__1);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose2d_bf16: kernel conv_transpose2d_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -14828,22 +16796,759 @@ extern "C" int conv_transpose2d_bf16(const __nv_bfloat16* x, const __nv_bfloat16
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose2d_f32__k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t OUT, int64_t KH, int64_t KW, int64_t size__0, int64_t size__1) {
   for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
       for (int64_t ij_block = (int64_t)blockIdx.x; ij_block < (((size__0 * size__1) + (int64_t)127) / (int64_t)128); ij_block += (int64_t)gridDim.x) {
-        const int64_t ij_thread = (int64_t)threadIdx.x;
-        const int64_t i = (((ij_block * (int64_t)128) + ij_thread) / size__1);
-        const int64_t j = (((ij_block * (int64_t)128) + ij_thread) % size__1);
-        if ((((ij_block * (int64_t)128) + ij_thread) < (size__0 * size__1))) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t kh = (int64_t)0; kh < KH; kh += (int64_t)1) {
-              for (int64_t kw = (int64_t)0; kw < KW; kw += (int64_t)1) {
-                y__sum__acc = (y__sum__acc + ((((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) % (int64_t)1) == (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) % (int64_t)1) == (int64_t)0)) ? (((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : 0.0f) * w[((((((c * OUT) + o) * KH) + kh) * KW) + kw)]) : 0.0f));
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(float, y__a_slices_0, 544);
+        EMMY_SHARED(float, y__a_slices_1, 544);
+        EMMY_SHARED(float, y__a_slices_2, 544);
+        EMMY_SHARED(float, y__b_slices_0, 1024);
+        EMMY_SHARED(float, y__b_slices_1, 1024);
+        EMMY_SHARED(float, y__b_slices_2, 1024);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        const int64_t y__lane_row = (y__lane / (int64_t)8);
+        const int64_t y__lane_col = (y__lane % (int64_t)8);
+        alignas(16) float y__a_fragments[16];
+        alignas(16) float y__b_fragments[16];
+        const int64_t y__slices = ((((C * KH) * KW) + (int64_t)7) / (int64_t)8);
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)32);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)32);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (y__b_slices_column * (int64_t)4));
+        alignas(16) float y__b_slices_staging[8];
+        alignas(16) int64_t y__b_slices_ij[4];
+        alignas(16) int64_t y__b_slices_i[4];
+        alignas(16) int64_t y__b_slices_j[4];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+          const int64_t ij = (((ij_block * (int64_t)128) + (y__b_slices_column * (int64_t)4)) + y__b_slices_element);
+          y__b_slices_ij[y__b_slices_element] = ij;
+          const int64_t i = (ij / size__1);
+          y__b_slices_i[y__b_slices_element] = i;
+          const int64_t j = (ij % size__1);
+          y__b_slices_j[y__b_slices_element] = j;
+        }
+        if (((int64_t)0 < y__slices)) {
+          __syncthreads();
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+            const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+            const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+            const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+            const int64_t taps = y__a_slices_row;
+            const int64_t c = ((taps / KW) / KH);
+            const int64_t kh = ((taps / KW) % KH);
+            const int64_t kw = (taps % KW);
+            emmy_copy_async(y__a_slices_0, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((c * OUT) + o) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < ((C * KH) * KW))));
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)4));
+            const int64_t c = ((taps / KW) / KH);
+            const int64_t kh = ((taps / KW) % KH);
+            const int64_t kw = (taps % KW);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+              const int64_t ij = y__b_slices_ij[y__b_slices_element];
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              const int64_t j = y__b_slices_j[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+          }
+          emmy_wait_for_copies<2>();
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll 1
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+              const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+              const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+              const int64_t taps = ((int64_t)8 + y__a_slices_row);
+              const int64_t c = ((taps / KW) / KH);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              emmy_copy_async(y__a_slices_1, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((c * OUT) + o) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < ((C * KH) * KW))));
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)8 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+              const int64_t c = ((taps / KW) / KH);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                const int64_t j = y__b_slices_j[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                emmy_copy_async(y__a_slices_2, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((c * OUT) + o) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < ((C * KH) * KW))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
               }
             }
           }
-          y[((((((n * OUT) + o) * size__0) + i) * size__1) + j)] = (y__sum__acc + b[o]);
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                emmy_copy_async(y__a_slices_0, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((c * OUT) + o) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < ((C * KH) * KW))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                emmy_copy_async(y__a_slices_1, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((c * OUT) + o) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < ((C * KH) * KW))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = ((taps / KW) / KH);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t ij = y__b_slices_ij[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((ij < emmy_mul(size__0, size__1)) && (taps < emmy_mul(emmy_mul(C, KH), KW))) && (((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((n * C) + c) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+              }
+            }
+          }
+        }
+        emmy_wait_for_copies<0>();
+        #pragma unroll
+        for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+            if ((o < OUT)) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                const int64_t ij = ((((ij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+                if ((((unsigned long long)(const void*)&y[(((((n * OUT) + o) * size__0) * size__1) + ij)]) & 15) == 0 && ((ij + (int64_t)3) < (size__0 * size__1))) {
+                  alignas(16) float y__vector[4];
+                  y__vector[(int64_t)0] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[o]);
+                  y__vector[(int64_t)1] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[o]);
+                  y__vector[(int64_t)2] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[o]);
+                  y__vector[(int64_t)3] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[o]);
+                  *reinterpret_cast<uint4*>(&y[(((((n * OUT) + o) * size__0) * size__1) + ij)]) = *reinterpret_cast<const uint4*>(y__vector);
+                } else {
+                  if ((ij < (size__0 * size__1))) {
+                    y[(((((n * OUT) + o) * size__0) * size__1) + ij)] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[o]);
+                  }
+                  if (((ij + (int64_t)1) < (size__0 * size__1))) {
+                    y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)1)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[o]);
+                  }
+                  if (((ij + (int64_t)2) < (size__0 * size__1))) {
+                    y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)2)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[o]);
+                  }
+                  if (((ij + (int64_t)3) < (size__0 * size__1))) {
+                    y[((((((n * OUT) + o) * size__0) * size__1) + ij) + (int64_t)3)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[o]);
+                  }
+                }
+              }
+            }
+          }
         }
       }
     }
@@ -14865,7 +17570,7 @@ extern "C" int conv_transpose2d_f32(const float* x, const float* w, const float*
   const int64_t size__1 = KW + W - (int64_t)1;
   if (size__1 < 0) return emmy_fail("conv_transpose2d_f32: the dimension KW + W - 1 is negative (%lld)", (long long)size__1);
   if (size__0 == 0 || size__1 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose2d_f32__k0, dim3((unsigned)(emmy_min(emmy_max((((size__0 * size__1) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, H, W, OUT, KH, KW, size__0, size__1);
+  EMMY_LAUNCH(conv_transpose2d_f32__k0, dim3((unsigned)(emmy_min(emmy_max((((size__0 * size__1) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, H, W, OUT, KH, KW, size__0, size__1);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose2d_f32: kernel conv_transpose2d_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -14875,27 +17580,366 @@ extern "C" int conv_transpose2d_f32(const float* x, const float* w, const float*
 #ifndef EMMY_HOST_ONLY
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose3d_f16__k0(const __half* x, const __half* w, const __half* b, __half* y, int64_t N, int64_t C, int64_t D, int64_t H, int64_t W, int64_t OUT, int64_t KD, int64_t KH, int64_t KW, int64_t size__0, int64_t size__1, int64_t size__2) {
-  for (int64_t nd = (int64_t)blockIdx.z; nd < (N * size__0); nd += (int64_t)gridDim.z) {
-    const int64_t n = (nd / size__0);
-    const int64_t d = (nd % size__0);
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
-      for (int64_t ij_block = (int64_t)blockIdx.x; ij_block < (((size__1 * size__2) + (int64_t)127) / (int64_t)128); ij_block += (int64_t)gridDim.x) {
-        const int64_t ij_thread = (int64_t)threadIdx.x;
-        const int64_t i = (((ij_block * (int64_t)128) + ij_thread) / size__2);
-        const int64_t j = (((ij_block * (int64_t)128) + ij_thread) % size__2);
-        if ((((ij_block * (int64_t)128) + ij_thread) < (size__1 * size__2))) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t kd = (int64_t)0; kd < KD; kd += (int64_t)1) {
-              for (int64_t kh = (int64_t)0; kh < KH; kh += (int64_t)1) {
-                for (int64_t kw = (int64_t)0; kw < KW; kw += (int64_t)1) {
-                  y__sum__acc = (y__sum__acc + (((((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) % (int64_t)1) == (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) % (int64_t)1) == (int64_t)0)) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) % (int64_t)1) == (int64_t)0)) ? ((float)emmy_f32((((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f))) * (float)emmy_f32(w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)])) : 0.0f));
+  for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
+      for (int64_t dij_block = (int64_t)blockIdx.x; dij_block < ((((size__0 * size__1) * size__2) + (int64_t)127) / (int64_t)128); dij_block += (int64_t)gridDim.x) {
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(__half, y__a_slices_0, 1024);
+        EMMY_SHARED(__half, y__a_slices_1, 1024);
+        EMMY_SHARED(__half, y__a_slices_2, 1024);
+        EMMY_SHARED(__half, y__b_slices_0, 2048);
+        EMMY_SHARED(__half, y__b_slices_1, 2048);
+        EMMY_SHARED(__half, y__b_slices_2, 2048);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        alignas(16) int32_t y__a_fragments[8];
+        alignas(16) int32_t y__b_fragments[16];
+        const int64_t y__slices = (((((C * KD) * KH) * KW) + (int64_t)15) / (int64_t)16);
+        const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+        const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+        const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)16);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)16);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (((y__b_slices_column + (y__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+        alignas(16) __half y__a_slices_staging[8];
+        alignas(16) __half y__b_slices_staging[16];
+        alignas(16) int64_t y__b_slices_dij[8];
+        alignas(16) int64_t y__b_slices_d[8];
+        alignas(16) int64_t y__b_slices_i[8];
+        alignas(16) int64_t y__b_slices_j[8];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+          const int64_t dij = (((dij_block * (int64_t)128) + (y__b_slices_column * (int64_t)8)) + y__b_slices_element);
+          y__b_slices_dij[y__b_slices_element] = dij;
+          const int64_t d = ((dij / size__2) / size__1);
+          y__b_slices_d[y__b_slices_element] = d;
+          const int64_t i = ((dij / size__2) % size__1);
+          y__b_slices_i[y__b_slices_element] = i;
+          const int64_t j = (dij % size__2);
+          y__b_slices_j[y__b_slices_element] = j;
+        }
+        if (((int64_t)0 < y__slices)) {
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+              const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+              const int64_t taps = ((y__a_slices_column * (int64_t)8) + y__a_slices_element);
+              const int64_t c = (((taps / KW) / KH) / KD);
+              const int64_t kd = (((taps / KW) / KH) % KD);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+            }
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)8));
+            const int64_t c = (((taps / KW) / KH) / KD);
+            const int64_t kd = (((taps / KW) / KH) % KD);
+            const int64_t kh = ((taps / KW) % KH);
+            const int64_t kw = (taps % KW);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+              const int64_t dij = y__b_slices_dij[y__b_slices_element];
+              const int64_t d = y__b_slices_d[y__b_slices_element];
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              const int64_t j = y__b_slices_j[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+          }
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                const int64_t taps = (((int64_t)16 + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)16 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+              const int64_t c = (((taps / KW) / KH) / KD);
+              const int64_t kd = (((taps / KW) / KH) % KD);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                const int64_t d = y__b_slices_d[y__b_slices_element];
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                const int64_t j = y__b_slices_j[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = ((((y__slice + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (((taps / KW) / KH) / KD);
+                  const int64_t kd = (((taps / KW) / KH) % KD);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (((taps / KW) / KH) / KD);
+                  const int64_t kd = (((taps / KW) / KH) % KD);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (((taps / KW) / KH) / KD);
+                  const int64_t kd = (((taps / KW) / KH) % KD);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_f16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_f16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__half>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+        }
+        #pragma unroll
+        for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+            alignas(16) __half y__quad[8];
+            #pragma unroll
+            for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+                const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+                const int64_t dij = ((((dij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+                y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((o < OUT) && (dij < emmy_mul(emmy_mul(size__0, size__1), size__2))) ? emmy_f16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o]))) : emmy_f16(0.0f));
+                y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((o < OUT) && (emmy_add(dij, (int64_t)1) < emmy_mul(emmy_mul(size__0, size__1), size__2))) ? emmy_f16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[o]))) : emmy_f16(0.0f));
+              }
+            }
+            emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((o < OUT)) {
+              const int64_t dij = ((((dij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+              if ((((unsigned long long)(const void*)&y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)]) & 15) == 0 && ((dij + (int64_t)7) < ((size__0 * size__1) * size__2))) {
+                *reinterpret_cast<uint4*>(&y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)]) = *reinterpret_cast<const uint4*>(y__quad);
+              } else {
+                if ((dij < ((size__0 * size__1) * size__2))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)] = y__quad[(int64_t)0];
+                }
+                if (((dij + (int64_t)1) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)1)] = y__quad[(int64_t)1];
+                }
+                if (((dij + (int64_t)2) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)2)] = y__quad[(int64_t)2];
+                }
+                if (((dij + (int64_t)3) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)3)] = y__quad[(int64_t)3];
+                }
+                if (((dij + (int64_t)4) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)4)] = y__quad[(int64_t)4];
+                }
+                if (((dij + (int64_t)5) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)5)] = y__quad[(int64_t)5];
+                }
+                if (((dij + (int64_t)6) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)6)] = y__quad[(int64_t)6];
+                }
+                if (((dij + (int64_t)7) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)7)] = y__quad[(int64_t)7];
                 }
               }
             }
           }
-          y[((((((((n * OUT) + o) * size__0) + d) * size__1) + i) * size__2) + j)] = emmy_f16((float)(y__sum__acc + (float)emmy_f32(b[o])));
         }
       }
     }
@@ -14921,7 +17965,7 @@ extern "C" int conv_transpose3d_f16(const __half* x, const __half* w, const __ha
   const int64_t size__2 = KW + W - (int64_t)1;
   if (size__2 < 0) return emmy_fail("conv_transpose3d_f16: the dimension KW + W - 1 is negative (%lld)", (long long)size__2);
   if (size__0 == 0 || size__1 == 0 || size__2 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose3d_f16__k0, dim3((unsigned)(emmy_min(emmy_max((((size__1 * size__2) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max((N * size__0), (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, D, H, W, OUT, KD, KH, KW, size__0, size__1, size__2);
+  EMMY_LAUNCH(conv_transpose3d_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((((size__0 * size__1) * size__2) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, D, H, W, OUT, KD, KH, KW, size__0, size__1, size__2);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose3d_f16: kernel conv_transpose3d_f16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -14931,27 +17975,366 @@ extern "C" int conv_transpose3d_f16(const __half* x, const __half* w, const __ha
 #ifndef EMMY_HOST_ONLY
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose3d_bf16__k0(const __nv_bfloat16* x, const __nv_bfloat16* w, const __nv_bfloat16* b, __nv_bfloat16* y, int64_t N, int64_t C, int64_t D, int64_t H, int64_t W, int64_t OUT, int64_t KD, int64_t KH, int64_t KW, int64_t size__0, int64_t size__1, int64_t size__2) {
-  for (int64_t nd = (int64_t)blockIdx.z; nd < (N * size__0); nd += (int64_t)gridDim.z) {
-    const int64_t n = (nd / size__0);
-    const int64_t d = (nd % size__0);
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
-      for (int64_t ij_block = (int64_t)blockIdx.x; ij_block < (((size__1 * size__2) + (int64_t)127) / (int64_t)128); ij_block += (int64_t)gridDim.x) {
-        const int64_t ij_thread = (int64_t)threadIdx.x;
-        const int64_t i = (((ij_block * (int64_t)128) + ij_thread) / size__2);
-        const int64_t j = (((ij_block * (int64_t)128) + ij_thread) % size__2);
-        if ((((ij_block * (int64_t)128) + ij_thread) < (size__1 * size__2))) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t kd = (int64_t)0; kd < KD; kd += (int64_t)1) {
-              for (int64_t kh = (int64_t)0; kh < KH; kh += (int64_t)1) {
-                for (int64_t kw = (int64_t)0; kw < KW; kw += (int64_t)1) {
-                  y__sum__acc = (y__sum__acc + (((((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) % (int64_t)1) == (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) % (int64_t)1) == (int64_t)0)) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) % (int64_t)1) == (int64_t)0)) ? ((float)emmy_f32((((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f))) * (float)emmy_f32(w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)])) : 0.0f));
+  for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
+      for (int64_t dij_block = (int64_t)blockIdx.x; dij_block < ((((size__0 * size__1) * size__2) + (int64_t)127) / (int64_t)128); dij_block += (int64_t)gridDim.x) {
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_0, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_1, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__a_slices_2, 1024);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_0, 2048);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_1, 2048);
+        EMMY_SHARED(__nv_bfloat16, y__b_slices_2, 2048);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        alignas(16) int32_t y__a_fragments[8];
+        alignas(16) int32_t y__b_fragments[16];
+        const int64_t y__slices = (((((C * KD) * KH) * KW) + (int64_t)15) / (int64_t)16);
+        const int64_t y__a_slices_first_row = (y__thread / (int64_t)2);
+        const int64_t y__a_slices_column = (y__thread % (int64_t)2);
+        const int64_t y__a_slices_first_element = ((y__a_slices_first_row * (int64_t)16) + (((y__a_slices_column + ((y__a_slices_first_row / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8));
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)16);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)16);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (((y__b_slices_column + (y__b_slices_first_row % (int64_t)8)) % (int64_t)16) * (int64_t)8));
+        alignas(16) __nv_bfloat16 y__a_slices_staging[8];
+        alignas(16) __nv_bfloat16 y__b_slices_staging[16];
+        alignas(16) int64_t y__b_slices_dij[8];
+        alignas(16) int64_t y__b_slices_d[8];
+        alignas(16) int64_t y__b_slices_i[8];
+        alignas(16) int64_t y__b_slices_j[8];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+          const int64_t dij = (((dij_block * (int64_t)128) + (y__b_slices_column * (int64_t)8)) + y__b_slices_element);
+          y__b_slices_dij[y__b_slices_element] = dij;
+          const int64_t d = ((dij / size__2) / size__1);
+          y__b_slices_d[y__b_slices_element] = d;
+          const int64_t i = ((dij / size__2) % size__1);
+          y__b_slices_i[y__b_slices_element] = i;
+          const int64_t j = (dij % size__2);
+          y__b_slices_j[y__b_slices_element] = j;
+        }
+        if (((int64_t)0 < y__slices)) {
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            #pragma unroll
+            for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+              const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+              const int64_t taps = ((y__a_slices_column * (int64_t)8) + y__a_slices_element);
+              const int64_t c = (((taps / KW) / KH) / KD);
+              const int64_t kd = (((taps / KW) / KH) % KD);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+            }
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)8));
+            const int64_t c = (((taps / KW) / KH) / KD);
+            const int64_t kd = (((taps / KW) / KH) % KD);
+            const int64_t kh = ((taps / KW) % KH);
+            const int64_t kw = (taps % KW);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+              const int64_t dij = y__b_slices_dij[y__b_slices_element];
+              const int64_t d = y__b_slices_d[y__b_slices_element];
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              const int64_t j = y__b_slices_j[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+            }
+          }
+          __syncthreads();
+          #pragma unroll
+          for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+          }
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                const int64_t taps = (((int64_t)16 + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)16 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+              const int64_t c = (((taps / KW) / KH) / KD);
+              const int64_t kd = (((taps / KW) / KH) % KD);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                const int64_t d = y__b_slices_d[y__b_slices_element];
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                const int64_t j = y__b_slices_j[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+              }
+            }
+            #pragma unroll
+            for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = ((((y__slice + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (((taps / KW) / KH) / KD);
+                  const int64_t kd = (((taps / KW) / KH) % KD);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_0, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_0, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_2, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (((taps / KW) / KH) / KD);
+                  const int64_t kd = (((taps / KW) / KH) % KD);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_1, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_1, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_0, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__a_slices_element = (int64_t)0; y__a_slices_element < (int64_t)8; y__a_slices_element += (int64_t)1) {
+                  const int64_t o = ((o_block * (int64_t)64) + (y__a_slices_first_row + (y__a_slices_round * (int64_t)64)));
+                  const int64_t taps = (((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__a_slices_column * (int64_t)8)) + y__a_slices_element);
+                  const int64_t c = (((taps / KW) / KH) / KD);
+                  const int64_t kd = (((taps / KW) / KH) % KD);
+                  const int64_t kh = ((taps / KW) % KH);
+                  const int64_t kw = (taps % KW);
+                  y__a_slices_staging[((y__a_slices_round * (int64_t)8) + y__a_slices_element)] = (((o < OUT) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) ? w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)] : emmy_bf16(0.0f));
+                }
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)16) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)8)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)8; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)8) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : emmy_bf16(0.0f));
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__k_step = (int64_t)0; y__k_step < (int64_t)1; y__k_step += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], y__a_slices_2, ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)16) + ((((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((((y__warp_row * (int64_t)32) + (y__row_tile * (int64_t)16)) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) / (int64_t)4) % (int64_t)2)) % (int64_t)2) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)4; y__col_tile += (int64_t)1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&y__b_fragments[(y__col_tile * (int64_t)4)], y__b_slices_2, (((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) * (int64_t)128) + (((((((y__warp_col * (int64_t)64) + (y__col_tile * (int64_t)16)) + (((y__lane / (int64_t)8) / (int64_t)2) * (int64_t)8)) / (int64_t)8) + ((((y__k_step * (int64_t)16) + (((y__lane / (int64_t)8) % (int64_t)2) * (int64_t)8)) + (y__lane % (int64_t)8)) % (int64_t)8)) % (int64_t)16) * (int64_t)8)));
+              }
+              #pragma unroll
+              for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_tile = (int64_t)0; y__col_tile < (int64_t)8; y__col_tile += (int64_t)1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&y__accumulators[(((y__row_tile * (int64_t)8) + y__col_tile) * (int64_t)4)], (const uint32_t*)&y__a_fragments[(y__row_tile * (int64_t)4)], (const uint32_t*)&y__b_fragments[(((y__col_tile / (int64_t)2) * (int64_t)4) + ((y__col_tile % (int64_t)2) * (int64_t)2))]);
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__a_slices_round = (int64_t)0; y__a_slices_round < (int64_t)1; y__a_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__a_slices_1, (y__a_slices_first_element + (y__a_slices_round * (int64_t)1024)), &y__a_slices_staging[(y__a_slices_round * (int64_t)8)]);
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)1024)), &y__b_slices_staging[(y__b_slices_round * (int64_t)8)]);
+              }
+            }
+          }
+        }
+        #pragma unroll
+        for (int64_t y__row_tile = (int64_t)0; y__row_tile < (int64_t)2; y__row_tile += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__col_pair = (int64_t)0; y__col_pair < (int64_t)4; y__col_pair += (int64_t)1) {
+            alignas(16) __nv_bfloat16 y__quad[8];
+            #pragma unroll
+            for (int64_t y__half = (int64_t)0; y__half < (int64_t)2; y__half += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__parity = (int64_t)0; y__parity < (int64_t)2; y__parity += (int64_t)1) {
+                const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (y__half * (int64_t)8))) + (y__lane / (int64_t)4));
+                const int64_t dij = ((((dij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (((y__col_pair * (int64_t)2) + y__parity) * (int64_t)8)) + ((y__lane % (int64_t)4) * (int64_t)2));
+                y__quad[(((y__half * (int64_t)2) + y__parity) * (int64_t)2)] = (((o < OUT) && (dij < emmy_mul(emmy_mul(size__0, size__1), size__2))) ? emmy_bf16((float)(y__accumulators[((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2))] + (float)emmy_f32(b[o]))) : emmy_bf16(0.0f));
+                y__quad[((((y__half * (int64_t)2) + y__parity) * (int64_t)2) + (int64_t)1)] = (((o < OUT) && (emmy_add(dij, (int64_t)1) < emmy_mul(emmy_mul(size__0, size__1), size__2))) ? emmy_bf16((float)(y__accumulators[(((((y__row_tile * (int64_t)8) + ((y__col_pair * (int64_t)2) + y__parity)) * (int64_t)4) + (y__half * (int64_t)2)) + (int64_t)1)] + (float)emmy_f32(b[o]))) : emmy_bf16(0.0f));
+              }
+            }
+            emmy_transpose_quad((uint32_t*)y__quad, y__lane);
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + ((y__row_tile * (int64_t)16) + (((y__lane % (int64_t)4) / (int64_t)2) * (int64_t)8))) + (y__lane / (int64_t)4));
+            if ((o < OUT)) {
+              const int64_t dij = ((((dij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_pair * (int64_t)16)) + ((y__lane % (int64_t)2) * (int64_t)8));
+              if ((((unsigned long long)(const void*)&y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)]) & 15) == 0 && ((dij + (int64_t)7) < ((size__0 * size__1) * size__2))) {
+                *reinterpret_cast<uint4*>(&y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)]) = *reinterpret_cast<const uint4*>(y__quad);
+              } else {
+                if ((dij < ((size__0 * size__1) * size__2))) {
+                  y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)] = y__quad[(int64_t)0];
+                }
+                if (((dij + (int64_t)1) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)1)] = y__quad[(int64_t)1];
+                }
+                if (((dij + (int64_t)2) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)2)] = y__quad[(int64_t)2];
+                }
+                if (((dij + (int64_t)3) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)3)] = y__quad[(int64_t)3];
+                }
+                if (((dij + (int64_t)4) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)4)] = y__quad[(int64_t)4];
+                }
+                if (((dij + (int64_t)5) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)5)] = y__quad[(int64_t)5];
+                }
+                if (((dij + (int64_t)6) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)6)] = y__quad[(int64_t)6];
+                }
+                if (((dij + (int64_t)7) < ((size__0 * size__1) * size__2))) {
+                  y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)7)] = y__quad[(int64_t)7];
                 }
               }
             }
           }
-          y[((((((((n * OUT) + o) * size__0) + d) * size__1) + i) * size__2) + j)] = emmy_bf16((float)(y__sum__acc + (float)emmy_f32(b[o])));
         }
       }
     }
@@ -14977,7 +18360,7 @@ extern "C" int conv_transpose3d_bf16(const __nv_bfloat16* x, const __nv_bfloat16
   const int64_t size__2 = KW + W - (int64_t)1;
   if (size__2 < 0) return emmy_fail("conv_transpose3d_bf16: the dimension KW + W - 1 is negative (%lld)", (long long)size__2);
   if (size__0 == 0 || size__1 == 0 || size__2 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose3d_bf16__k0, dim3((unsigned)(emmy_min(emmy_max((((size__1 * size__2) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max((N * size__0), (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, D, H, W, OUT, KD, KH, KW, size__0, size__1, size__2);
+  EMMY_LAUNCH(conv_transpose3d_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((((size__0 * size__1) * size__2) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, D, H, W, OUT, KD, KH, KW, size__0, size__1, size__2);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose3d_bf16: kernel conv_transpose3d_bf16__k0 failed: %s", cudaGetErrorString(error));
   return 0;
@@ -14987,27 +18370,778 @@ extern "C" int conv_transpose3d_bf16(const __nv_bfloat16* x, const __nv_bfloat16
 #ifndef EMMY_HOST_ONLY
 // Computes y__sum, y.
 extern "C" __global__ void __launch_bounds__(128, 1) conv_transpose3d_f32__k0(const float* x, const float* w, const float* b, float* y, int64_t N, int64_t C, int64_t D, int64_t H, int64_t W, int64_t OUT, int64_t KD, int64_t KH, int64_t KW, int64_t size__0, int64_t size__1, int64_t size__2) {
-  for (int64_t nd = (int64_t)blockIdx.z; nd < (N * size__0); nd += (int64_t)gridDim.z) {
-    const int64_t n = (nd / size__0);
-    const int64_t d = (nd % size__0);
-    for (int64_t o = (int64_t)blockIdx.y; o < OUT; o += (int64_t)gridDim.y) {
-      for (int64_t ij_block = (int64_t)blockIdx.x; ij_block < (((size__1 * size__2) + (int64_t)127) / (int64_t)128); ij_block += (int64_t)gridDim.x) {
-        const int64_t ij_thread = (int64_t)threadIdx.x;
-        const int64_t i = (((ij_block * (int64_t)128) + ij_thread) / size__2);
-        const int64_t j = (((ij_block * (int64_t)128) + ij_thread) % size__2);
-        if ((((ij_block * (int64_t)128) + ij_thread) < (size__1 * size__2))) {
-          float y__sum__acc;
-          y__sum__acc = 0.0f;
-          for (int64_t c = (int64_t)0; c < C; c += (int64_t)1) {
-            for (int64_t kd = (int64_t)0; kd < KD; kd += (int64_t)1) {
-              for (int64_t kh = (int64_t)0; kh < KH; kh += (int64_t)1) {
-                for (int64_t kw = (int64_t)0; kw < KW; kw += (int64_t)1) {
-                  y__sum__acc = (y__sum__acc + (((((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) % (int64_t)1) == (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) % (int64_t)1) == (int64_t)0)) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) % (int64_t)1) == (int64_t)0)) ? ((((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : 0.0f) * w[((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw)]) : 0.0f));
+  for (int64_t n = (int64_t)blockIdx.z; n < N; n += (int64_t)gridDim.z) {
+    for (int64_t o_block = (int64_t)blockIdx.y; o_block < ((OUT + (int64_t)63) / (int64_t)64); o_block += (int64_t)gridDim.y) {
+      for (int64_t dij_block = (int64_t)blockIdx.x; dij_block < ((((size__0 * size__1) * size__2) + (int64_t)127) / (int64_t)128); dij_block += (int64_t)gridDim.x) {
+        const int64_t y__lane = (int64_t)threadIdx.x;
+        const int64_t y__warp_col = (int64_t)threadIdx.y;
+        const int64_t y__warp_row = (int64_t)threadIdx.z;
+        const int64_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * (int64_t)2)) * (int64_t)32));
+        EMMY_SHARED(float, y__a_slices_0, 544);
+        EMMY_SHARED(float, y__a_slices_1, 544);
+        EMMY_SHARED(float, y__a_slices_2, 544);
+        EMMY_SHARED(float, y__b_slices_0, 1024);
+        EMMY_SHARED(float, y__b_slices_1, 1024);
+        EMMY_SHARED(float, y__b_slices_2, 1024);
+        alignas(16) float y__accumulators[64];
+        #pragma unroll
+        for (int64_t y__element = (int64_t)0; y__element < (int64_t)64; y__element += (int64_t)1) {
+          y__accumulators[y__element] = 0.0f;
+        }
+        const int64_t y__lane_row = (y__lane / (int64_t)8);
+        const int64_t y__lane_col = (y__lane % (int64_t)8);
+        alignas(16) float y__a_fragments[16];
+        alignas(16) float y__b_fragments[16];
+        const int64_t y__slices = (((((C * KD) * KH) * KW) + (int64_t)7) / (int64_t)8);
+        const int64_t y__b_slices_first_row = (y__thread / (int64_t)32);
+        const int64_t y__b_slices_column = (y__thread % (int64_t)32);
+        const int64_t y__b_slices_first_element = ((y__b_slices_first_row * (int64_t)128) + (y__b_slices_column * (int64_t)4));
+        alignas(16) float y__b_slices_staging[8];
+        alignas(16) int64_t y__b_slices_dij[4];
+        alignas(16) int64_t y__b_slices_d[4];
+        alignas(16) int64_t y__b_slices_i[4];
+        alignas(16) int64_t y__b_slices_j[4];
+        #pragma unroll
+        for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+          const int64_t dij = (((dij_block * (int64_t)128) + (y__b_slices_column * (int64_t)4)) + y__b_slices_element);
+          y__b_slices_dij[y__b_slices_element] = dij;
+          const int64_t d = ((dij / size__2) / size__1);
+          y__b_slices_d[y__b_slices_element] = d;
+          const int64_t i = ((dij / size__2) % size__1);
+          y__b_slices_i[y__b_slices_element] = i;
+          const int64_t j = (dij % size__2);
+          y__b_slices_j[y__b_slices_element] = j;
+        }
+        if (((int64_t)0 < y__slices)) {
+          __syncthreads();
+          #pragma unroll 1
+          for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+            const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+            const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+            const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+            const int64_t taps = y__a_slices_row;
+            const int64_t c = (((taps / KW) / KH) / KD);
+            const int64_t kd = (((taps / KW) / KH) % KD);
+            const int64_t kh = ((taps / KW) % KH);
+            const int64_t kw = (taps % KW);
+            emmy_copy_async(y__a_slices_0, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < (((C * KD) * KH) * KW))));
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            const int64_t taps = (y__b_slices_first_row + (y__b_slices_round * (int64_t)4));
+            const int64_t c = (((taps / KW) / KH) / KD);
+            const int64_t kd = (((taps / KW) / KH) % KD);
+            const int64_t kh = ((taps / KW) % KH);
+            const int64_t kw = (taps % KW);
+            #pragma unroll
+            for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+              const int64_t dij = y__b_slices_dij[y__b_slices_element];
+              const int64_t d = y__b_slices_d[y__b_slices_element];
+              const int64_t i = y__b_slices_i[y__b_slices_element];
+              const int64_t j = y__b_slices_j[y__b_slices_element];
+              y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+            }
+          }
+          #pragma unroll
+          for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+            emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+          }
+          emmy_wait_for_copies<2>();
+          if (((int64_t)1 < y__slices)) {
+            #pragma unroll 1
+            for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+              const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+              const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+              const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+              const int64_t taps = ((int64_t)8 + y__a_slices_row);
+              const int64_t c = (((taps / KW) / KH) / KD);
+              const int64_t kd = (((taps / KW) / KH) % KD);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              emmy_copy_async(y__a_slices_1, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < (((C * KD) * KH) * KW))));
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              const int64_t taps = ((int64_t)8 + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+              const int64_t c = (((taps / KW) / KH) / KD);
+              const int64_t kd = (((taps / KW) / KH) % KD);
+              const int64_t kh = ((taps / KW) % KH);
+              const int64_t kw = (taps % KW);
+              #pragma unroll
+              for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                const int64_t d = y__b_slices_d[y__b_slices_element];
+                const int64_t i = y__b_slices_i[y__b_slices_element];
+                const int64_t j = y__b_slices_j[y__b_slices_element];
+                y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+              }
+            }
+            #pragma unroll
+            for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+              emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+            }
+          }
+        }
+        for (int64_t y__slice = (int64_t)0; y__slice < y__slices; y__slice += (int64_t)3) {
+          if ((y__slice < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                emmy_copy_async(y__a_slices_2, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < (((C * KD) * KH) * KW))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = (((y__slice + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_0, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_0, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_0, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_0, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if (((y__slice + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_2, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)1) < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                emmy_copy_async(y__a_slices_0, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < (((C * KD) * KH) * KW))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)1) + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_1, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_1, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_1, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_1, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)1) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_0, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+              }
+            }
+          }
+          if (((y__slice + (int64_t)2) < y__slices)) {
+            emmy_wait_for_copies<1>();
+            __syncthreads();
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll 1
+              for (int64_t y__a_slices_chunk = y__thread; y__a_slices_chunk < (int64_t)512; y__a_slices_chunk += (int64_t)128) {
+                const int64_t y__a_slices_row = (y__a_slices_chunk % (int64_t)8);
+                const int64_t y__a_slices_column = (((y__a_slices_chunk / (int64_t)32) * (int64_t)4) + ((y__a_slices_chunk / (int64_t)8) % (int64_t)4));
+                const int64_t o = ((o_block * (int64_t)64) + y__a_slices_column);
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + y__a_slices_row);
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                emmy_copy_async(y__a_slices_1, ((y__a_slices_row * (int64_t)68) + y__a_slices_column), w, ((((((((c * OUT) + o) * KD) + kd) * KH) + kh) * KW) + kw), ((o < OUT) && (taps < (((C * KD) * KH) * KW))));
+              }
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                const int64_t taps = ((((y__slice + (int64_t)2) + (int64_t)2) * (int64_t)8) + (y__b_slices_first_row + (y__b_slices_round * (int64_t)4)));
+                const int64_t c = (((taps / KW) / KH) / KD);
+                const int64_t kd = (((taps / KW) / KH) % KD);
+                const int64_t kh = ((taps / KW) % KH);
+                const int64_t kw = (taps % KW);
+                #pragma unroll
+                for (int64_t y__b_slices_element = (int64_t)0; y__b_slices_element < (int64_t)4; y__b_slices_element += (int64_t)1) {
+                  const int64_t dij = y__b_slices_dij[y__b_slices_element];
+                  const int64_t d = y__b_slices_d[y__b_slices_element];
+                  const int64_t i = y__b_slices_i[y__b_slices_element];
+                  const int64_t j = y__b_slices_j[y__b_slices_element];
+                  y__b_slices_staging[((y__b_slices_round * (int64_t)4) + y__b_slices_element)] = ((((dij < emmy_mul(emmy_mul(size__0, size__1), size__2)) && (taps < emmy_mul(emmy_mul(emmy_mul(C, KD), KH), KW))) && ((((((n >= (int64_t)0) && (n < N)) && ((emmy_add(emmy_mul((int64_t)0, C), c) >= (int64_t)0) && (emmy_add(emmy_mul((int64_t)0, C), c) < C))) && (((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(d, (int64_t)0), emmy_mul(kd, (int64_t)1)) / (int64_t)1) < D))) && (((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(i, (int64_t)0), emmy_mul(kh, (int64_t)1)) / (int64_t)1) < H))) && (((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) >= (int64_t)0) && ((emmy_sub(emmy_add(j, (int64_t)0), emmy_mul(kw, (int64_t)1)) / (int64_t)1) < W)))) ? x[((((((((n * C) + c) * D) + (d - kd)) * H) + (i - kh)) * W) + (j - kw))] : 0.0f);
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4)) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4)) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)68 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)128 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)136 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)256 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)204 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)384 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)272 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)512 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)340 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)640 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * (int64_t)4)], y__a_slices_2, (((int64_t)408 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * (int64_t)4)], y__b_slices_2, (((int64_t)768 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__a_fragments[((int64_t)8 + (y__row_group * (int64_t)4))], y__a_slices_2, (((int64_t)476 + ((y__warp_row * (int64_t)32) + (y__lane_row * (int64_t)4))) + (y__row_group * (int64_t)16)));
+            }
+            #pragma unroll
+            for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+              emmy_load_shared_vector<16>(&y__b_fragments[((int64_t)8 + (y__col_group * (int64_t)4))], y__b_slices_2, (((int64_t)896 + ((y__warp_col * (int64_t)64) + (y__lane_col * (int64_t)4))) + (y__col_group * (int64_t)32)));
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((y__row_group * (int64_t)4) + y__row_in_group)] * y__b_fragments[((y__col_group * (int64_t)4) + y__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+              #pragma unroll
+              for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+                #pragma unroll
+                for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                  #pragma unroll
+                  for (int64_t y__col_in_group = (int64_t)0; y__col_in_group < (int64_t)4; y__col_in_group += (int64_t)1) {
+                    y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + ((y__col_group * (int64_t)4) + y__col_in_group))] + (y__a_fragments[((int64_t)8 + ((y__row_group * (int64_t)4) + y__row_in_group))] * y__b_fragments[((int64_t)8 + ((y__col_group * (int64_t)4) + y__col_in_group))]));
+                  }
+                }
+              }
+            }
+            if ((((y__slice + (int64_t)2) + (int64_t)2) < y__slices)) {
+              #pragma unroll
+              for (int64_t y__b_slices_round = (int64_t)0; y__b_slices_round < (int64_t)2; y__b_slices_round += (int64_t)1) {
+                emmy_store_shared_vector<16>(y__b_slices_1, (y__b_slices_first_element + (y__b_slices_round * (int64_t)512)), &y__b_slices_staging[(y__b_slices_round * (int64_t)4)]);
+              }
+            }
+          }
+        }
+        emmy_wait_for_copies<0>();
+        #pragma unroll
+        for (int64_t y__row_group = (int64_t)0; y__row_group < (int64_t)2; y__row_group += (int64_t)1) {
+          #pragma unroll
+          for (int64_t y__row_in_group = (int64_t)0; y__row_in_group < (int64_t)4; y__row_in_group += (int64_t)1) {
+            const int64_t o = ((((o_block * (int64_t)64) + (y__warp_row * (int64_t)32)) + (y__row_group * (int64_t)16)) + ((y__lane_row * (int64_t)4) + y__row_in_group));
+            if ((o < OUT)) {
+              #pragma unroll
+              for (int64_t y__col_group = (int64_t)0; y__col_group < (int64_t)2; y__col_group += (int64_t)1) {
+                const int64_t dij = ((((dij_block * (int64_t)128) + (y__warp_col * (int64_t)64)) + (y__col_group * (int64_t)32)) + (y__lane_col * (int64_t)4));
+                if ((((unsigned long long)(const void*)&y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)]) & 15) == 0 && ((dij + (int64_t)3) < ((size__0 * size__1) * size__2))) {
+                  alignas(16) float y__vector[4];
+                  y__vector[(int64_t)0] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[o]);
+                  y__vector[(int64_t)1] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[o]);
+                  y__vector[(int64_t)2] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[o]);
+                  y__vector[(int64_t)3] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[o]);
+                  *reinterpret_cast<uint4*>(&y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)]) = *reinterpret_cast<const uint4*>(y__vector);
+                } else {
+                  if ((dij < ((size__0 * size__1) * size__2))) {
+                    y[((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij)] = (y__accumulators[((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4))] + b[o]);
+                  }
+                  if (((dij + (int64_t)1) < ((size__0 * size__1) * size__2))) {
+                    y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)1)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)1)] + b[o]);
+                  }
+                  if (((dij + (int64_t)2) < ((size__0 * size__1) * size__2))) {
+                    y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)2)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)2)] + b[o]);
+                  }
+                  if (((dij + (int64_t)3) < ((size__0 * size__1) * size__2))) {
+                    y[(((((((n * OUT) + o) * size__0) * size__1) * size__2) + dij) + (int64_t)3)] = (y__accumulators[(((((y__row_group * (int64_t)4) + y__row_in_group) * (int64_t)8) + (y__col_group * (int64_t)4)) + (int64_t)3)] + b[o]);
+                  }
                 }
               }
             }
           }
-          y[((((((((n * OUT) + o) * size__0) + d) * size__1) + i) * size__2) + j)] = (y__sum__acc + b[o]);
         }
       }
     }
@@ -15033,7 +19167,7 @@ extern "C" int conv_transpose3d_f32(const float* x, const float* w, const float*
   const int64_t size__2 = KW + W - (int64_t)1;
   if (size__2 < 0) return emmy_fail("conv_transpose3d_f32: the dimension KW + W - 1 is negative (%lld)", (long long)size__2);
   if (size__0 == 0 || size__1 == 0 || size__2 == 0 || N == 0 || OUT == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv_transpose3d_f32__k0, dim3((unsigned)(emmy_min(emmy_max((((size__1 * size__2) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(OUT, (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max((N * size__0), (int64_t)1), (int64_t)65535))), dim3(128), stream, x, w, b, y, N, C, D, H, W, OUT, KD, KH, KW, size__0, size__1, size__2);
+  EMMY_LAUNCH(conv_transpose3d_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((((size__0 * size__1) * size__2) + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((OUT + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32, 2, 2), stream, x, w, b, y, N, C, D, H, W, OUT, KD, KH, KW, size__0, size__1, size__2);
   if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
     return emmy_fail("conv_transpose3d_f32: kernel conv_transpose3d_f32__k0 failed: %s", cudaGetErrorString(error));
   return 0;
