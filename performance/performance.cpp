@@ -129,9 +129,67 @@ int64_t operationsIn(const tensor::ExprPtr& e) {
   return count;
 }
 
+// The share of a reduction's terms that its mask keeps: where its body is where(condition, x, identity)
+// (a bounded reduction, `sum[l < s + 1]`; a transposed convolution's taps between input elements), the
+// share of the condition's axes' values at which it holds, at up to kMaskSamples points: every value of
+// an axis where the budget allows, else values spread evenly over it; 1 for any other body.
+constexpr double kMaskSamples = 1 << 18;
+double maskedShare(const tensor::Stage& stage, const std::map<std::string, int64_t>& sizes) {
+  const auto* masked = stage.body->as<tensor::Select>();
+  if (!stage.reduction || !masked) return 1;
+  std::map<std::string, int64_t> extents;
+  for (const std::vector<tensor::Axis>* axes : {&stage.axes, &stage.reduction->axes})
+    for (const tensor::Axis& axis : *axes) extents[axis.name] = tensor::evaluateDim(axis.extent, sizes);
+  std::vector<std::string> read;
+  bool evaluable = true;
+  tensor::forEachNode(*masked->condition, [&](const Expr& node) {
+    if (const auto* axis = node.as<tensor::AxisVar>(); axis && std::find(read.begin(), read.end(), axis->name) == read.end())
+      read.push_back(axis->name);
+    evaluable = evaluable && (node.as<tensor::AxisVar>() || node.as<tensor::SizeVar>() || node.as<tensor::IntImm>() ||
+                              node.as<tensor::BoolImm>() || (node.as<tensor::Binary>() && node.as<tensor::Binary>()->lhs->dtype != DType::F32));
+  });
+  if (!evaluable || read.empty()) return 1;
+  // Every value of the short axes (a kernel's taps), the budget left shared by the others.
+  auto extentOf = [&](const std::string& axis) { return extents.count(axis) ? extents.at(axis) : int64_t{1}; };
+  std::sort(read.begin(), read.end(), [&](const std::string& a, const std::string& b) { return extentOf(a) < extentOf(b); });
+  std::vector<int64_t> counts;
+  double budget = kMaskSamples;
+  for (size_t k = 0; k < read.size(); ++k) {
+    auto even = static_cast<int64_t>(std::pow(budget, 1.0 / static_cast<double>(read.size() - k)));
+    counts.push_back(std::max<int64_t>(1, std::min(extentOf(read[k]), even)));
+    budget /= static_cast<double>(counts.back());
+  }
+  std::map<std::string, int64_t> at = sizes;
+  std::function<int64_t(const Expr&)> value = [&](const Expr& e) -> int64_t {
+    if (const auto* axis = e.as<tensor::AxisVar>()) return at.at(axis->name);
+    if (const auto* binary = e.as<tensor::Binary>(); binary && (binary->op == tensor::BinaryOp::And || binary->op == tensor::BinaryOp::Or)) {
+      bool lhs = value(*binary->lhs) != 0, rhs = value(*binary->rhs) != 0;
+      return binary->op == tensor::BinaryOp::And ? lhs && rhs : lhs || rhs;
+    }
+    if (const auto* binary = e.as<tensor::Binary>())
+      return tensor::applyBinary(binary->op, DType::I64, Value::ofInt(DType::I64, value(*binary->lhs)),
+                                 Value::ofInt(DType::I64, value(*binary->rhs))).asInt();
+    return evaluateIndex(e, at);
+  };
+  int64_t held = 0, samples = 0;
+  std::function<void(size_t)> sample = [&](size_t k) {
+    if (k == read.size()) {
+      held += value(*masked->condition) != 0, ++samples;
+      return;
+    }
+    int64_t extent = extentOf(read[k]), count = counts[k];
+    for (int64_t i = 0; i < count; ++i) {
+      at[read[k]] = count == extent ? i : (2 * i + 1) * extent / (2 * count);
+      sample(k + 1);
+    }
+  };
+  sample(0);
+  return samples ? static_cast<double>(held) / static_cast<double>(samples) : 1;
+}
+
 // The flops of a Tensor IR stage, computed once: its elements times the operations of its body and, for
 // a reduction, times the reduced extent with one more operation per term (a sum of products is 2 per
-// term: the convention's multiply-add). Recomputation that a schedule causes (a stage computed inline
+// term: the convention's multiply-add), where its mask keeps them (maskedShare). Recomputation that a schedule causes (a stage computed inline
 // once per use) is the schedule's cost, not the kernel's work: the instruction mix and issue time see it.
 // So is a running reduction's (prefix_scan.h): each term is folded in once, as a scan does.
 double stageFlops(const tensor::Stage& stage, const std::map<std::string, int64_t>& sizes) {
@@ -143,8 +201,9 @@ double stageFlops(const tensor::Stage& stage, const std::map<std::string, int64_
   });
   if (running) return elements * (perElement + 1);
   if (stage.reduction) {
-    double terms = 1;
+    double terms = maskedShare(stage, sizes);
     for (const tensor::Axis& axis : stage.reduction->axes) terms *= static_cast<double>(tensor::evaluateDim(axis.extent, sizes));
+    if (const auto* masked = stage.body->as<tensor::Select>()) perElement = static_cast<double>(operationsIn(masked->ifTrue));
     perElement = terms * (perElement + 1);
   }
   return elements * perElement;
@@ -293,6 +352,16 @@ public:
         });
         if (overBlocks && begin && end && step && *step > 0)
           trips = *end > *begin ? static_cast<double>(*end - *begin) / static_cast<double>(*step) : 0;
+        // A bound that moves with the block (causal attention's tiles of keys, fewer for the first
+        // queries): the mean of block 0's trips and the last block's, exact where they move linearly.
+        if (!overBlocks && begin && end && step && *step > 0) {
+          std::map<std::string, int64_t> lastBlock;
+          for (const char* axis : {"x", "y", "z"})
+            lastBlock[std::string("blockIdx.") + axis] = values_.at(std::string("gridDim.") + axis) - 1;
+          std::optional<int64_t> lastBegin = evaluate(*node.begin, &lastBlock), lastEnd = evaluate(*node.end, &lastBlock);
+          if (lastBegin && lastEnd && (*lastBegin != *begin || *lastEnd != *end))
+            trips = (trips + (*lastEnd > *lastBegin ? static_cast<double>((*lastEnd - *lastBegin + *step - 1) / *step) : 0)) / 2;
+        }
         values_[node.var] = begin.value_or(0);
         definitions_[node.var] = node.begin.get();
         dependencies_[node.var] = {node.var};

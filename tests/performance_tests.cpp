@@ -2,6 +2,7 @@
 // from ptxas's registers and shared memory, the least bytes a kernel moves, its flops and the roofline
 // bound, for a memory-bound softmax and a compute-bound matmul; and the instruction mix read from PTX
 // (performance/instruction_mix.h), on hand-written PTX whose counts and cycles are known by arithmetic.
+#include <fstream>
 #include <regex>
 
 #include <catch2/catch.hpp>
@@ -34,12 +35,13 @@ std::vector<std::string> reportOf(const std::string& example, const std::map<std
   return reportOfFile(std::filesystem::path(EMMY_SOURCE_DIR) / "examples" / (example + ".emmy"), sizes);
 }
 
-// The microseconds of the report's shared-memory wavefronts term.
-double sharedMicroseconds(const std::string& report) {
+// The microseconds of a term of the report: "shared-memory wavefronts", "issue time".
+double microsecondsOf(const std::string& report, const std::string& term) {
   std::smatch match;
-  REQUIRE(std::regex_search(report, match, std::regex(R"(shared-memory wavefronts ([0-9.]+) (us|ms))")));
+  REQUIRE(std::regex_search(report, match, std::regex(term + R"( ([0-9.]+) (us|ms))")));
   return std::stod(match[1]) * (match[2] == "ms" ? 1000 : 1);
 }
+double sharedMicroseconds(const std::string& report) { return microsecondsOf(report, "shared-memory wavefronts"); }
 
 }  // namespace
 
@@ -333,6 +335,35 @@ TEST_CASE("the blocks run in waves: a last wave of few blocks keeps fewer bytes 
     CHECK(estimate.seconds > previous);
     previous = estimate.seconds;
   }
+}
+
+TEST_CASE("causal attention visits about half the keys of attention, which the static model and the flops see", "[stats]") {
+  const std::filesystem::path nn = std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy";
+  // The loop over a block's tiles of keys ends after its last query's (ir/tile/nest_scheduler.h,
+  // usefulExtent): block 0 takes one tile, the last all of them, and the model takes their mean.
+  std::string plain = reportOfFile(nn, {{"B", 2}, {"H", 4}, {"S", 2048}, {"L", 2048}, {"E", 64}}, "attention_f16").at(0);
+  std::string causal = reportOfFile(nn, {{"B", 2}, {"H", 4}, {"S", 2048}, {"E", 64}}, "causal_attention_f16").at(0);
+  INFO(plain << "\n" << causal);
+  double ratio = microsecondsOf(causal, "issue time") / microsecondsOf(plain, "issue time");
+  CHECK(ratio > 0.45);
+  CHECK(ratio < 0.6);
+  // A masked reduction's flops count the terms its mask keeps (maskedShare): a transposed convolution of
+  // stride 2 multiplies each input element by each tap once, 2 * N * C * H * W * OUT * KH * KW (with
+  // output_padding 1, every output is inside: 2 * 2 * 8 * 14 * 14 * 16 * 3 * 3 = 903168).
+  std::filesystem::path file = std::filesystem::temp_directory_path() / "emmy_masked_flops.emmy";
+  {
+    std::ofstream out(file);
+    out << R"(
+kernel up(x: f16[N, C, H, W], w: f16[C, OUT, 3, 3]) -> (y: f16[N, OUT, 2 * H, 2 * W]) {
+    y[n, o, i, j] = f16(sum[c, kh < 3, kw < 3](where((i + 1 - kh) % 2 == 0 and (j + 1 - kw) % 2 == 0,
+        f32(pad(x, 0)[n, c, (i + 1 - kh) / 2, (j + 1 - kw) / 2]) * f32(w[c, o, kh, kw]), 0)))
+}
+)";
+  }
+  std::string transposed = reportOfFile(file, {{"N", 2}, {"C", 8}, {"H", 14}, {"W", 14}, {"OUT", 16}}).at(0);
+  std::filesystem::remove(file);
+  INFO(transposed);
+  CHECK(transposed.find("903.17 kFLOP") != std::string::npos);
 }
 
 TEST_CASE("the static model sizes a row's shared copy at launch as the device allows", "[stats]") {

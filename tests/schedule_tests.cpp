@@ -404,6 +404,109 @@ schedule masked {
   checkCompiles(built);
 }
 
+TEST_CASE("a user's attention (causal as bounded sums, with a bias, plain) is an online softmax over tiles of keys, "
+          "scheduled or by the default policy, and agrees with the reference", "[schedule]") {
+  // Bounded sums are Tensor IR's where(l < s + 1, term, identity): the online softmax takes them too.
+  const std::string causal = R"(
+kernel causal(q: T[B, S, E], k: T[B, S, E], v: T[B, S, E]) -> (o: T[B, S, E]) {
+    scores[b, i, j] = sum[e](f32(q[b, i, e]) * f32(k[b, j, e]))
+    m[b, s]     = max[l < s + 1](scores[b, s, l] * 0.125)
+    p[b, s, l]  = exp(scores[b, s, l] * 0.125 - m[b, s])
+    den[b, s]   = sum[l < s + 1](p[b, s, l])
+    pv[b, s, e] = sum[l < s + 1](p[b, s, l] * f32(v[b, l, e]))
+    o[b, s, e]  = T(pv[b, s, e] / den[b, s])
+}
+)";
+  const std::string biased = R"(
+kernel biased(q: T[B, S, E], k: T[B, L, E], v: T[B, L, E], bias: f32[S, L]) -> (o: T[B, S, E]) {
+    logits[b, s, l] = sum[e](f32(q[b, s, e]) * f32(k[b, l, e])) * 0.125 + bias[s, l]
+    m[b, s]     = max[l](logits[b, s, l])
+    p[b, s, l]  = exp(logits[b, s, l] - m[b, s])
+    den[b, s]   = sum[l](p[b, s, l])
+    o[b, s, e]  = T(sum[l](p[b, s, l] * f32(v[b, l, e])) / den[b, s])
+}
+)";
+  const std::string tiles = R"(
+schedule causal {
+    split o.s by 16 -> (so, si)
+    bind o.so to block.x
+    bind o.b to block.y
+    split o.e by 64 -> (eo, ei)
+    split o.ei by 4 -> (et, er)
+    split o.l by 32 -> (lo, li)
+    bind o.si to thread.y
+    bind o.et to thread.x
+    reorder o (b, so, eo, lo, si, et, li, er)
+    compute scores at o.lo
+    cache v in shared at o.lo -> v_tile
+    double_buffer v_tile
+    cache o in registers at o.eo
+}
+)";
+  auto typed = [](std::string text, const std::string& dtype) {
+    for (size_t at = text.find('T'); at != std::string::npos; at = text.find('T', at + dtype.size()))
+      if ((at == 0 || !std::isalnum(static_cast<unsigned char>(text[at - 1]))) && !std::isalnum(static_cast<unsigned char>(text[at + 1])))
+        text.replace(at, 1, dtype);
+    return text;
+  };
+  for (const std::string dtype : {"f16", "bf16", "f32"}) {
+    for (const auto& [source, kernels] : std::vector<std::pair<std::string, size_t>>{
+             {causal + tiles, 1}, {causal, 2}, {biased, 2}}) {
+      std::string text = typed(source, dtype);
+      INFO(text);
+      Built built = build(text);
+      std::string schedule;
+      for (const std::string& line : built.lowered.tile.schedule) schedule += line + "\n";
+      INFO(schedule);
+      // The scores a kernel of their own where the default policy cuts them off (a product), then read a
+      // tile at a time by the softmax's kernel.
+      CHECK(built.lowered.kernel.functions.size() == kernels);
+      CHECK(contains(built.cuda.source, R"(o__rescale = expf)"));
+      if (kernels == 2) CHECK(schedule.find("double_buffer v_shared") != std::string::npos);
+      checkRuns(built, {{{"B", 2}, {"S", 37}, {"L", 21}, {"E", 80}}, {{"B", 1}, {"S", 1}, {"L", 1}, {"E", 17}},
+                        {{"B", 1}, {"S", 5}, {"L", 70}, {"E", 3}}});
+    }
+  }
+}
+
+TEST_CASE("a serial loop over a masked reduction's tiles ends after the last tile its mask keeps for some element of the "
+          "block, and the results agree with the reference", "[schedule][sweep]") {
+  // Each condition, and whether it bounds l from above (so that the loop over the tiles of l ends early).
+  const std::vector<std::pair<std::string, bool>> conditions{
+      {"l < s + 1", true},          {"l <= 2 * s", true},       {"s + 2 >= l", true},  {"l < S - s", true},
+      {"l + 3 < 2 * s", true},      {"l < s + 1 and l >= s - 5", true},  {"l > s", false},
+      {"l < s + 1 or l == 0", false}};
+  std::mt19937_64 random(41);
+  for (const auto& [condition, bounded] : conditions)
+    for (const bool maximum : {false, true}) {
+      int64_t queries = std::vector<int64_t>{4, 16, 32}[random() % 3], keys = std::vector<int64_t>{1, 3, 8}[random() % 3];
+      int copy = static_cast<int>(random() % 3);  // none, a copy per tile, or one a tile ahead
+      std::string source = fmt::format(R"(
+kernel masked(x: f32[L], w: f32[S]) -> (y: f32[S]) {{
+    y[s] = {}[l](where({}, x[l] * w[s], {}))
+}}
+schedule masked {{
+    split y.s by {} -> (so, si)
+    bind y.so to block.x
+    split y.l by {} -> (lo, li)
+    reorder y (so, lo, si, li)
+    bind y.si to thread.x
+    cache y in registers at y.so
+)", maximum ? "max" : "sum", condition, maximum ? "-inf" : "0", queries, keys);
+      if (copy > 0) source += "    cache x in shared at y.lo -> x_tile\n";
+      if (copy > 1) source += "    double_buffer x_tile\n";
+      source += "}\n";
+      INFO(source);
+      Built built = build(source);
+      std::string tile = tile::printProgram(built.lowered.tile);
+      INFO(tile);
+      CHECK(contains(tile, R"(for lo < min\()") == bounded);
+      std::vector<Sizes> sizes{{{"S", 37}, {"L", 50}}, {{"S", 70}, {"L", 9}}, {{"S", 1}, {"L", 1}}, {{"S", 5}, {"L", 130}}};
+      for (const Sizes& empty : testing::sizesWithOneEmpty(built.kernel)) sizes.push_back(empty);
+      checkRuns(built, sizes);
+    }
+}
+
 TEST_CASE("schedules drawn at random from the legal space all agree with the reference", "[schedule][empty][sweep]") {
   std::mt19937_64 random(2026);
   struct Family {

@@ -155,8 +155,10 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
       CHECK(cuda.find(", v_tile, 4096);") != std::string::npos);  // shared: 2 x 32 keys x 64 features
       // Each key: the new running maximum, the factor that rescales what is summed so far, the sums.
       CHECK(cuda.find("o__rescale = expf((") != std::string::npos);
-      CHECK(cuda.find("den__acc * o__rescale) + expf(") != std::string::npos);
-      CHECK(cuda.find("pv__acc[er] * o__rescale) + (expf(") != std::string::npos);
+      // (Causal attention's sums are bounded, l < s + 1: their terms where that holds, else 0.)
+      std::string bounded = std::string(selector).find("causal") != std::string::npos ? "((l < emmy_add(s, (int64_t)1)) ? " : "";
+      CHECK(cuda.find("den__acc * o__rescale) + " + bounded + "expf(") != std::string::npos);
+      CHECK(cuda.find("pv__acc[er] * o__rescale) + " + bounded + "(expf(") != std::string::npos);
     }
   }
 }

@@ -67,6 +67,7 @@ private:
   void shape(const loop::LoopNest& nest) {
     const std::string& root = nest.stages.back();
     const Stage& stage = *kernel_.findStage(root);
+    if (onlineAttention(nest)) return;
     if (runningReduction(nest)) return;
     if (contraction(nest)) return;
     if (implicitProduct(nest)) return;
@@ -203,6 +204,101 @@ private:
       return true;
     }
     return false;
+  }
+
+  // A root whose sum computes a softmax online (nest_parts.h: attention's weighted sum of v), as the
+  // stdlib's attend: a block takes BQ of the queries (the root's second-to-last axis) of one of the rest
+  // (its other axes, fused on block.y) and EB of the features (its last axis), each thread one query and
+  // 4 features, kept in registers; the keys (the sum's axis) go by in tiles of BL, and each tile of what
+  // it reads from memory over them (the logits, v) is copied into shared memory a tile ahead. (Not the
+  // stdlib attention's `compute scores at o.lo`: the default policy comes after the kernels are cut.)
+  // Params `ROOT_queries`, `ROOT_keys` and `ROOT_features`. False, writing nothing, where the nest is
+  // not of this shape or that is illegal.
+  bool onlineAttention(const loop::LoopNest& nest) {
+    const std::string& root = nest.stages.back();
+    bool online = std::any_of(nest.stages.begin(), nest.stages.end(),
+                              [&](const std::string& member) { return model_.stages.at(member).onlineIn == root; });
+    const std::string& summed = model_.stages.at(root).epilogueReduction;
+    const Stage* sum = kernel_.findStage(summed.empty() ? root : summed);
+    if (!online || !sum->reduction || sum->reduction->axes.size() != 1) return false;
+    std::vector<std::string> pure;
+    for (const ScheduledLoop& loop : model_.stages.at(root).loops)
+      if (!loop.reduction) pure.push_back(loop.name);
+    if (pure.size() < 2) return false;
+    const std::string keys = sum->reduction->axes[0].name, queries = pure[pure.size() - 2], features = pure.back();
+    std::vector<std::string> batch(pure.begin(), pure.end() - 2);
+    // What each tile reads over the keys: stages of other nests (computed there), and inputs (copied).
+    // The tensors its members read from memory (inputs, and stages other kernels compute), through the
+    // stages inlined into them (p = exp(logits - m)).
+    std::vector<std::string> read;
+    std::function<void(const Stage&)> visit = [&](const Stage& reader) {
+      forEachNode(*reader.body, [&](const Expr& node) {
+        const auto* load = node.as<Load>();
+        if (!load || std::find(nest.stages.begin(), nest.stages.end(), load->tensor) != nest.stages.end()) return;
+        if (kernel_.findStage(load->tensor) && !computedByANest(load->tensor)) return visit(*kernel_.findStage(load->tensor));
+        if (std::find(read.begin(), read.end(), load->tensor) == read.end()) read.push_back(load->tensor);
+      });
+    };
+    for (const std::string& member : nest.stages) visit(*kernel_.findStage(member));
+    std::vector<Directive> directives;
+    std::swap(directives, pending_);
+    std::vector<std::string> order;
+    if (!batch.empty()) {
+      std::string fused = fuse(root, batch);
+      add(bind(root, fused, {HardwareScope::Block, 1}));
+      order.push_back(fused);
+    }
+    auto split = [&](const std::string& loop, const Number& factor, const std::string& outer, const std::string& inner) {
+      Directive d = directive(DirectiveKind::Split, root);
+      d.axes = {{loop, {}}};
+      d.factors = {factor};
+      d.results = {{outer, {}}, {inner, {}}};
+      add(d);
+    };
+    std::string queryBlock = fresh(root, queries + "_block"), query = fresh(root, queries + "_thread"),
+                featureBlock = fresh(root, features + "_block"), featuresIn = fresh(root, features + "_in"),
+                featureThread = fresh(root, features + "_thread"), feature = fresh(root, features + "_register"),
+                keyTile = fresh(root, keys + "_tile"), key = fresh(root, keys + "_in");
+    split(queries, declare(root + "_queries", {8, 16, 32}, 16), queryBlock, query);
+    add(bind(root, queryBlock, {HardwareScope::Block, 0}));
+    split(features, declare(root + "_features", {32, 64, 128}, 64), featureBlock, featuresIn);
+    split(featuresIn, {kRegister, {}, ""}, featureThread, feature);
+    split(keys, declare(root + "_keys", {16, 32, 64}, 32), keyTile, key);
+    add(bind(root, query, {HardwareScope::Thread, 1}));
+    add(bind(root, featureThread, {HardwareScope::Thread, 0}));
+    Directive reorder = directive(DirectiveKind::Reorder, root);
+    for (const std::string& loop : {queryBlock, featureBlock, keyTile, query, featureThread, key, feature}) order.push_back(loop);
+    for (const std::string& loop : order) reorder.axes.push_back({loop, {}});
+    add(reorder);
+    add(cache(root, CacheMemory::Registers, root, featureBlock));
+    Directive unroll = directive(DirectiveKind::Unroll, root);
+    unroll.axes = {{feature, {}}};
+    add(unroll);
+    std::swap(directives, pending_);
+    if (std::optional<std::string> why = whyIllegal(directives)) {
+      notes_.push_back(fmt::format("{}: not as attention: {}", root, *why));
+      return false;
+    }
+    pending_.insert(pending_.end(), directives.begin(), directives.end());
+    // Each tile of what it reads over the keys (the logits, v), where legal with the shape above.
+    for (const std::string& tensor : read) {
+      Directive copy = cache(tensor, CacheMemory::Shared, root, keyTile);
+      std::string name = defaultCacheName(tensor, CacheMemory::Shared, [&](const std::string& taken) { return nameTaken(taken); });
+      copy.results = {{name, {}}};
+      Directive ahead = directive(DirectiveKind::DoubleBuffer, name);
+      if (whyIllegal({copy, ahead})) continue;
+      usedCaches_.insert(name);
+      add(copy);
+      add(ahead);
+    }
+    return true;
+  }
+
+  // Is `stage` computed by a kernel (and not inlined into its readers)?
+  bool computedByANest(const std::string& stage) const {
+    return std::any_of(program_.kernels.begin(), program_.kernels.end(), [&](const loop::LoopNest& nest) {
+      return std::find(nest.stages.begin(), nest.stages.end(), stage) != nest.stages.end();
+    });
   }
 
   // The defaults of a block-level product's params (the candidates are the same but for the warp's rows).

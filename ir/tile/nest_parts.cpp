@@ -89,9 +89,17 @@ ExprPtr exponentOver(const ExprPtr& expr, const std::string& max) {
   return difference->lhs;
 }
 
-// A reduction's term `exp(X - M)` or `exp(X - M) * g` (either order) with M read nowhere else, as the
-// same term with `shiftedMax` for M; null when it has another form.
+// A reduction's term `exp(X - M)` or `exp(X - M) * g` (either order), or either where a condition free of
+// M holds and 0 elsewhere, with M read nowhere else, as the same term with `shiftedMax` for M; null when
+// it has another form.
 ExprPtr termOver(const ExprPtr& term, const std::string& max, const ExprPtr& shiftedMax) {
+  // A bounded sum's (`sum[l < s + 1]`, Tensor IR's where(l < s + 1, term, 0)): the term where it holds.
+  if (const auto* masked = term->as<Select>()) {
+    const auto* otherwise = masked->ifFalse->as<FloatImm>();
+    if (!otherwise || otherwise->value != 0.0 || reads(*masked->condition, max)) return nullptr;
+    ExprPtr inner = termOver(masked->ifTrue, max, shiftedMax);
+    return inner ? std::make_shared<Select>(masked->condition, inner, masked->ifFalse) : nullptr;
+  }
   auto shifted = [&](const ExprPtr& exponent) -> ExprPtr {
     auto difference = std::make_shared<Binary>(exponent->dtype, BinaryOp::Sub, exponent, shiftedMax);
     return std::make_shared<Unary>(exponent->dtype, UnaryOp::Exp, difference);

@@ -199,6 +199,7 @@ private:
   bool cooperativeFrom(size_t position) const;
   bool overrunSafe(size_t position) const;
   StmtPtr reductionRegion(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks);
+  ExprPtr usefulExtent(size_t position) const;
   StmtPtr replayPureLoops(size_t start, size_t position, Defined defined, std::vector<ExprPtr> masks,
                           const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf);
 

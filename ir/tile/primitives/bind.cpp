@@ -259,7 +259,8 @@ StmtPtr NestScheduler::loop(size_t position, const Defined& defined, const std::
   if (binding == Binding::GridStrided) threadBound_ = {0, 1, 2};  // every thread its own iterations
   StmtPtr body = generate(position + 1, defined, masks);
   threadBound_ = outerThreadBound;
-  return std::make_shared<Loop>(loop.var, loop.extent, binding,
+  ExprPtr useful = usefulExtent(position);
+  return std::make_shared<Loop>(loop.var, useful ? useful : loop.extent, binding,
                                 std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
                                 vectorWidthOf(*loop.scheduled), dimension);
 }

@@ -1,6 +1,8 @@
 // A reduction's accumulators and combines, what `cache R in registers|shared at R.a` of its own output
 // and `bind` of its reduction loops to threads ask for; a root applying its expression to each result of
 // the reduction it folds (an epilogue); a softmax computed online in its reduction loops.
+#include <limits>
+
 #include "ir/tile/nest_scheduler.h"
 
 namespace emmy::tile {
@@ -94,6 +96,109 @@ void NestScheduler::placeOnlineSoftmax() {
                               rowLoop ? "outside the accumulators' loops or bound to threads" : "inside its last reduction loop"));
   }
   onlinePosition_ = last + 1;
+}
+
+namespace {
+
+// A condition that holds only while x - y < bound: a comparison x < y (bound 0), x <= y (1), or the same
+// written y > x, y >= x; a conjunction holds only while each of its comparisons does.
+struct UpperBound {
+  ExprPtr x, y;
+  int64_t bound;
+};
+std::vector<UpperBound> upperBounds(const ExprPtr& condition) {
+  const auto* binary = condition->as<Binary>();
+  if (!binary) return {};
+  if (binary->op == BinaryOp::And) {
+    std::vector<UpperBound> bounds = upperBounds(binary->lhs), rhs = upperBounds(binary->rhs);
+    bounds.insert(bounds.end(), rhs.begin(), rhs.end());
+    return bounds;
+  }
+  if (binary->lhs->dtype != DType::I64) return {};
+  switch (binary->op) {
+    case BinaryOp::Lt: return {{binary->lhs, binary->rhs, 0}};
+    case BinaryOp::Le: return {{binary->lhs, binary->rhs, 1}};
+    case BinaryOp::Gt: return {{binary->rhs, binary->lhs, 0}};
+    case BinaryOp::Ge: return {{binary->rhs, binary->lhs, 1}};
+    default: return {};
+  }
+}
+
+// where(condition, x, identity): the condition; null for any other term.
+ExprPtr maskOf(const ExprPtr& term, double identity) {
+  const auto* masked = term->as<Select>();
+  if (!masked) return nullptr;
+  const auto* otherwise = masked->ifFalse->as<FloatImm>();
+  const auto* integer = masked->ifFalse->as<IntImm>();
+  bool isIdentity = (otherwise && otherwise->value == identity) || (integer && identity == 0 && integer->value == 0);
+  return isIdentity ? masked->condition : nullptr;
+}
+
+}  // namespace
+
+// Where every term the reduction adds is its identity outside a condition (a bounded sum or maximum,
+// `sum[l < s + 1]`: Tensor IR's where(l < s + 1, x, 0)) that bounds the loop at `position` from above,
+// the iterations past the last in which it holds for some element of the block add nothing, and the
+// loop ends before them: causal attention's tiles of keys past the block's last query. The loop is
+// serial and every loop outside it the same for the whole block, so that its end is too (its barriers
+// stay uniform). Null where that does not apply.
+ExprPtr NestScheduler::usefulExtent(size_t position) const {
+  const std::vector<FinalLoop>& loops = root_loops_.loops;
+  const FinalLoop& loop = loops[position];
+  if (!root_->reduction || !loop.scheduled->reduction || loop.scheduled->binding || loop.scheduled->unrolled) return nullptr;
+  for (size_t k = 0; k < position; ++k)
+    if (boundToThreads(*loops[k].scheduled) || boundToGrid(*loops[k].scheduled)) return nullptr;
+  double inf = std::numeric_limits<double>::infinity();
+  std::vector<ExprPtr> masks;
+  if (online_) {
+    masks.push_back(maskOf(online_->maxOf, -inf));
+    masks.push_back(maskOf(online_->rootTerm, 0));
+    for (const ExprPtr& term : online_->sumTerms) masks.push_back(maskOf(term, 0));
+  } else {
+    const auto* step = parts_.root.update->value->as<Binary>();
+    const auto* current = step ? step->lhs->as<Load>() : nullptr;
+    if (!current || current->tensor != parts_.root.accumulator) return nullptr;
+    ReduceOp op = root_->reduction->op;
+    if (op == ReduceOp::Sum || op == ReduceOp::Mean) masks.push_back(maskOf(step->rhs, 0));
+    else if (op == ReduceOp::Max || op == ReduceOp::Min) masks.push_back(maskOf(step->rhs, op == ReduceOp::Max ? -inf : inf));
+    else return nullptr;
+  }
+  // The conditions over the final loops' variables.
+  std::map<std::string, ExprPtr> values;
+  for (const auto& [axis, loopVar] : root_loops_.axisVars)
+    if (root_loops_.values.count(axis)) values[loopVar] = root_loops_.values.at(axis);
+  ExprPtr useful;
+  std::set<std::string> seen;
+  for (const ExprPtr& mask : masks) {
+    if (!mask) return nullptr;
+    if (!seen.insert(printExpr(*mask)).second) continue;
+    // The first iteration from which one of the comparisons fails for every element: x - y = a * var +
+    // inner + rest >= bound, `inner` at its least over the loops inside, `rest` x0 - y0 (both with the
+    // loop's and the inner loops' variables 0).
+    ExprPtr earliest;
+    for (const auto& [x, y, bound] : upperBounds(mask)) {
+      ExprPtr over = substitute(arithmetic(BinaryOp::Sub, x, y), values);
+      std::optional<int64_t> a = coefficientOf(*over, loop.var);
+      if (!a || *a <= 0) continue;
+      int64_t innerLeast = 0;
+      std::map<std::string, ExprPtr> zero{{loop.var, i64(0)}};
+      bool affine = true;
+      for (size_t k = position + 1; k < loops.size() && affine; ++k) {
+        std::optional<int64_t> c = coefficientOf(*over, loops[k].var);
+        affine = c.has_value() && (*c >= 0 || loops[k].scheduled->extent.has_value());
+        if (affine && *c < 0) innerLeast += *c * (*loops[k].scheduled->extent - 1);
+        zero[loops[k].var] = i64(0);
+      }
+      if (!affine) continue;
+      ExprPtr numerator = arithmetic(BinaryOp::Sub, arithmetic(BinaryOp::Add, substitute(substitute(y, values), zero), i64(bound - innerLeast + *a - 1)),
+                                     substitute(substitute(x, values), zero));
+      ExprPtr first = arithmetic(BinaryOp::Max, i64(0), arithmetic(BinaryOp::Div, numerator, i64(*a)));
+      earliest = earliest ? arithmetic(BinaryOp::Min, earliest, first) : first;
+    }
+    if (!earliest) return nullptr;
+    useful = useful ? arithmetic(BinaryOp::Max, useful, earliest) : earliest;
+  }
+  return useful ? arithmetic(BinaryOp::Min, loop.extent, useful) : nullptr;
 }
 
 void NestScheduler::placeAccumulator() {

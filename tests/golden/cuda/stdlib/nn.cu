@@ -9615,7 +9615,7 @@ extern "C" int attention_f32(const float* q, const float* k, const float* v, flo
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, o__m, o__den, o__pv, o.
+// Computes scores, m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(const __half* q, const __half* k, const __half* v, __half* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
@@ -9629,11 +9629,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
           __syncthreads();
           emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           emmy_wait_for_copies<1>();
-          float o__m__acc;
-          o__m__acc = -INFINITY;
-          float o__den__acc;
-          o__den__acc = 0.0f;
-          alignas(16) float o__pv__acc[4];
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -9642,11 +9642,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv__acc[er] = 0.0f;
+                pv__acc[er] = 0.0f;
               }
             }
           }
-          for (int64_t lo = (int64_t)0; lo < ((S + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
+          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, ((((so * (int64_t)16) + (int64_t)1) + (int64_t)46) / (int64_t)32))); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
@@ -9680,17 +9680,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float o__m__next;
+                  float m__next;
                   float o__rescale;
-                  o__m__next = emmy_max(o__m__acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
-                  o__m__acc = o__m__next;
-                  o__den__acc = ((o__den__acc * o__rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
+                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+                  m__acc = m__next;
+                  den__acc = ((den__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) : 0.0f));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      pv__acc[er] = ((pv__acc[er] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
                     }
                   }
                 }
@@ -9703,13 +9703,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
               float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / o__den__acc);
-              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+              er__reciprocal_0 = (1.0f / den__acc);
+              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                   const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                   if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] * er__reciprocal_0));
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] * er__reciprocal_0));
                   }
                 }
               } else {
@@ -9717,7 +9717,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                   const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                   if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
                   }
                 }
               }
@@ -9745,7 +9745,7 @@ extern "C" int causal_attention_f16(const __half* q, const __half* k, const __ha
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, o__m, o__den, o__pv, o.
+// Computes scores, m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v, __nv_bfloat16* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
@@ -9759,11 +9759,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
           __syncthreads();
           emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           emmy_wait_for_copies<1>();
-          float o__m__acc;
-          o__m__acc = -INFINITY;
-          float o__den__acc;
-          o__den__acc = 0.0f;
-          alignas(16) float o__pv__acc[4];
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -9772,11 +9772,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv__acc[er] = 0.0f;
+                pv__acc[er] = 0.0f;
               }
             }
           }
-          for (int64_t lo = (int64_t)0; lo < ((S + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
+          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, ((((so * (int64_t)16) + (int64_t)1) + (int64_t)46) / (int64_t)32))); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
@@ -9810,17 +9810,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float o__m__next;
+                  float m__next;
                   float o__rescale;
-                  o__m__next = emmy_max(o__m__acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
-                  o__m__acc = o__m__next;
-                  o__den__acc = ((o__den__acc * o__rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
+                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+                  m__acc = m__next;
+                  den__acc = ((den__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) : 0.0f));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                      pv__acc[er] = ((pv__acc[er] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
                     }
                   }
                 }
@@ -9833,13 +9833,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
               float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / o__den__acc);
-              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+              er__reciprocal_0 = (1.0f / den__acc);
+              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                   const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                   if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] * er__reciprocal_0));
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] * er__reciprocal_0));
                   }
                 }
               } else {
@@ -9847,7 +9847,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                   const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                   if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
                   }
                 }
               }
@@ -9875,7 +9875,7 @@ extern "C" int causal_attention_bf16(const __nv_bfloat16* q, const __nv_bfloat16
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
-// Computes scores, o__m, o__den, o__pv, o.
+// Computes scores, m, den, pv, o.
 extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(const float* q, const float* k, const float* v, float* o, float scale, int64_t B, int64_t H, int64_t S, int64_t E) {
   for (int64_t b = (int64_t)blockIdx.z; b < B; b += (int64_t)gridDim.z) {
     for (int64_t h = (int64_t)blockIdx.y; h < H; h += (int64_t)gridDim.y) {
@@ -9891,11 +9891,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
             emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
-          float o__m__acc;
-          o__m__acc = -INFINITY;
-          float o__den__acc;
-          o__den__acc = 0.0f;
-          alignas(16) float o__pv__acc[4];
+          float m__acc;
+          m__acc = -INFINITY;
+          float den__acc;
+          den__acc = 0.0f;
+          alignas(16) float pv__acc[4];
           const int64_t si = (int64_t)threadIdx.y;
           const int64_t s = ((so * (int64_t)16) + si);
           if ((s < S)) {
@@ -9904,11 +9904,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
             for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
               const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
               if ((e < E)) {
-                o__pv__acc[er] = 0.0f;
+                pv__acc[er] = 0.0f;
               }
             }
           }
-          for (int64_t lo = (int64_t)0; lo < ((S + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
+          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, ((((so * (int64_t)16) + (int64_t)1) + (int64_t)46) / (int64_t)32))); lo += (int64_t)1) {
             EMMY_SHARED(float, scores, 512);
             __syncthreads();
             for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
@@ -9944,17 +9944,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float o__m__next;
+                  float m__next;
                   float o__rescale;
-                  o__m__next = emmy_max(o__m__acc, ((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
-                  o__m__acc = o__m__next;
-                  o__den__acc = ((o__den__acc * o__rescale) + expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
+                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
+                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+                  m__acc = m__next;
+                  den__acc = ((den__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) : 0.0f));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                     const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                     if ((e < E)) {
-                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf((((l <= s) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                      pv__acc[er] = ((pv__acc[er] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]) : 0.0f));
                     }
                   }
                 }
@@ -9967,13 +9967,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
               float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / o__den__acc);
-              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+              er__reciprocal_0 = (1.0f / den__acc);
+              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                   const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                   if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] * er__reciprocal_0);
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] * er__reciprocal_0);
                   }
                 }
               } else {
@@ -9981,7 +9981,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
                   const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
                   if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
                   }
                 }
               }
