@@ -210,7 +210,7 @@ private:
   // stdlib's attend: a block takes BQ of the queries (the root's second-to-last axis) of one of the rest
   // (its other axes, fused on block.y) and EB of the features (its last axis), each thread one query and
   // 4 features, kept in registers; the keys (the sum's axis) go by in tiles of BL, and each tile of what
-  // it reads from memory over them (the logits, v) is copied into shared memory a tile ahead. (Not the
+  // its reductions read from memory over them (the logits, v) is copied into shared memory a tile ahead. (Not the
   // stdlib attention's `compute scores at o.lo`: the default policy comes after the kernels are cut.)
   // Params `ROOT_queries`, `ROOT_keys` and `ROOT_features`. False, writing nothing, where the nest is
   // not of this shape or that is illegal.
@@ -228,18 +228,24 @@ private:
     const std::string keys = sum->reduction->axes[0].name, queries = pure[pure.size() - 2], features = pure.back();
     std::vector<std::string> batch(pure.begin(), pure.end() - 2);
     // What each tile reads over the keys: stages of other nests (computed there), and inputs (copied).
-    // The tensors its members read from memory (inputs, and stages other kernels compute), through the
-    // stages inlined into them (p = exp(logits - m)).
+    // The tensors its reductions read from memory over the keys (Loop IR: inputs, and stages other kernels
+    // compute; the stages inlined into them, p = exp(logits - m), read through).
     std::vector<std::string> read;
-    std::function<void(const Stage&)> visit = [&](const Stage& reader) {
-      forEachNode(*reader.body, [&](const Expr& node) {
+    NestParts parts = parseNest(kernel_, nest);
+    std::vector<const Computation*> reductions{&parts.root};
+    for (const Member& member : parts.members) reductions.push_back(&member.computation);
+    for (const Computation* reduction : reductions) {
+      if (!reduction->update) continue;
+      forEachNode(*reduction->update->value, [&](const Expr& node) {
         const auto* load = node.as<Load>();
-        if (!load || std::find(nest.stages.begin(), nest.stages.end(), load->tensor) != nest.stages.end()) return;
-        if (kernel_.findStage(load->tensor) && !computedByANest(load->tensor)) return visit(*kernel_.findStage(load->tensor));
-        if (std::find(read.begin(), read.end(), load->tensor) == read.end()) read.push_back(load->tensor);
+        if (!load || (!kernel_.findInput(load->tensor) && !computedByANest(load->tensor))) return;
+        bool overKeys = std::any_of(load->indices.begin(), load->indices.end(), [&](const ExprPtr& index) {
+          return std::any_of(reduction->reductionLoops.begin(), reduction->reductionLoops.end(),
+                             [&](const loop::For* loop) { return mentionsAxis(*index, loop->var); });
+        });
+        if (overKeys && std::find(read.begin(), read.end(), load->tensor) == read.end()) read.push_back(load->tensor);
       });
-    };
-    for (const std::string& member : nest.stages) visit(*kernel_.findStage(member));
+    }
     std::vector<Directive> directives;
     std::swap(directives, pending_);
     std::vector<std::string> order;
