@@ -383,9 +383,9 @@ TEST_CASE("linalg.matmul, linalg.bmm and linalg.transpose", "[oracle]") {
 // ---------------------------------------------------------------------------------------------------
 // The examples, each kernel against its ATen equivalent.
 
-const std::set<std::string> kCheckedExamples = {"gelu.emmy",    "layernorm.emmy", "linear_relu.emmy",
-                                                "matmul.emmy",  "residual_mlp.emmy", "softmax.emmy",
-                                                "standardize.emmy", "stencil.emmy", "swiglu.emmy"};
+const std::set<std::string> kCheckedExamples = {"attention_variants.emmy", "gelu.emmy", "layernorm.emmy",
+                                                "linear_relu.emmy", "matmul.emmy", "residual_mlp.emmy",
+                                                "softmax.emmy", "standardize.emmy", "stencil.emmy", "swiglu.emmy"};
 
 TEST_CASE("every example has an oracle test below", "[oracle]") {
   std::set<std::string> examples;
@@ -457,6 +457,38 @@ TEST_CASE("examples: stencil and swiglu", "[oracle]") {
       expectKernelMatches(sourceFile("examples/swiglu.emmy"), instance("swiglu", dtype), {{"gate", gate}, {"up", up}},
                           {{"y", roundTo(at::silu(f32(gate)) * f32(up), dtype)}});
     }
+  }
+}
+
+TEST_CASE("examples: attention variants (an additive bias, ALiBi, grouped-query heads)", "[oracle]") {
+  std::string variants = sourceFile("examples/attention_variants.emmy");
+  struct Sizes { int64_t b, h, s, l, e; };
+  const std::vector<Sizes> sizes = {{1, 1, 1, 1, 1}, {2, 3, 5, 7, 4}, {1, 2, 37, 3, 17}, {2, 1, 3, 40, 5}};
+  auto softmaxTimes = [](const at::Tensor& logits, const at::Tensor& v) { return at::matmul(at::softmax(logits, -1), v); };
+  for (const Sizes& size : sizes) {
+    INFO("B=" << size.b << " H=" << size.h << " S=" << size.s << " L=" << size.l << " E=" << size.e);
+    at::Tensor q = randomTensor(DType::F16, {size.b, size.h, size.s, size.e}, 50);
+    at::Tensor k = randomTensor(DType::F16, {size.b, size.h, size.l, size.e}, 51);
+    at::Tensor v = randomTensor(DType::F16, {size.b, size.h, size.l, size.e}, 52);
+    at::Tensor bias = randomTensor(DType::F32, {size.s, size.l}, 53);
+    at::Tensor logits = at::matmul(f32(q), f32(k).transpose(-1, -2)) * 0.125 + bias;
+    expectKernelMatches(variants, "biased", {{"q", q}, {"k", k}, {"v", v}, {"bias", bias}},
+                        {{"o", roundTo(softmaxTimes(logits, f32(v)), DType::F16)}});
+    // ALiBi: slope[h] * (s - l) off each logit, keys l <= s.
+    at::Tensor kSelf = randomTensor(DType::F16, {size.b, size.h, size.s, size.e}, 54);
+    at::Tensor vSelf = randomTensor(DType::F16, {size.b, size.h, size.s, size.e}, 55);
+    at::Tensor slope = randomTensor(DType::F32, {size.h}, 56).abs();
+    at::Tensor position = at::arange(size.s, at::kFloat);
+    at::Tensor distance = position.unsqueeze(1) - position.unsqueeze(0);
+    at::Tensor alibi = at::matmul(f32(q), f32(kSelf).transpose(-1, -2)) * 0.125 - slope.view({size.h, 1, 1}) * distance;
+    alibi = alibi.masked_fill(at::ones({size.s, size.s}, at::kBool).triu(1), -INFINITY);
+    expectKernelMatches(variants, "alibi", {{"q", q}, {"k", kSelf}, {"v", vSelf}, {"slope", slope}},
+                        {{"o", roundTo(softmaxTimes(alibi, f32(vSelf)), DType::F16)}});
+    // Grouped-query: 2 query heads on each head of k and v.
+    at::Tensor grouped = randomTensor(DType::F16, {size.b, size.h, 2, size.s, size.e}, 57);
+    at::Tensor shared = at::matmul(f32(grouped), f32(k).unsqueeze(2).transpose(-1, -2)) * 0.125;
+    expectKernelMatches(variants, "grouped", {{"q", grouped}, {"k", k}, {"v", v}},
+                        {{"o", roundTo(softmaxTimes(shared, f32(v).unsqueeze(2)), DType::F16)}});
   }
 }
 
