@@ -227,7 +227,6 @@ private:
     if (pure.size() < 2) return false;
     const std::string keys = sum->reduction->axes[0].name, queries = pure[pure.size() - 2], features = pure.back();
     std::vector<std::string> batch(pure.begin(), pure.end() - 2);
-    // What each tile reads over the keys: stages of other nests (computed there), and inputs (copied).
     // The tensors its reductions read from memory over the keys (Loop IR: inputs, and stages other kernels
     // compute; the stages inlined into them, p = exp(logits - m), read through).
     std::vector<std::string> read;
