@@ -129,20 +129,108 @@ int64_t operationsIn(const tensor::ExprPtr& e) {
   return count;
 }
 
-// The share of a reduction's terms that its mask keeps: where its body is where(condition, x, identity)
-// (a bounded reduction, `sum[l < s + 1]`; a transposed convolution's taps between input elements), the
-// share of the condition's axes' values at which it holds, at up to kMaskSamples points: every value of
-// an axis where the budget allows, else values spread evenly over it; 1 for any other body.
+// Where the elements of each stage are needed: everywhere for an output; else where some reader needs
+// them, which it does only where its own element is needed and, for a read on the true side of a
+// `where` (a bounded reduction's terms, `sum[l < s + 1]`: causal attention's scores), where the
+// condition holds. A condition over the stage's axes; null where it is needed everywhere, or where the
+// reads say nothing simpler (an index that is not an axis of the reader, a condition on an axis that the
+// read does not give).
+class NeededElements {
+public:
+  explicit NeededElements(const tensor::Kernel& kernel) : kernel_(kernel) {}
+
+  tensor::ExprPtr of(const tensor::Stage& stage) {
+    if (auto known = known_.find(stage.name); known != known_.end()) return known->second;
+    std::vector<tensor::ExprPtr> conditions;
+    bool everywhere = kernel_.isOutput(stage.name);
+    for (const tensor::Stage& reader : kernel_.stages)
+      if (!everywhere && &reader != &stage && tensor::tensorsRead(*reader.body).count(stage.name))
+        readsIn(*reader.body, of(reader), stage, conditions, everywhere);
+    tensor::ExprPtr needed;
+    if (!everywhere)
+      for (const tensor::ExprPtr& condition : conditions) needed = needed ? bothOr(needed, condition) : condition;
+    return known_[stage.name] = needed;
+  }
+
+private:
+  static tensor::ExprPtr bothOr(tensor::ExprPtr a, tensor::ExprPtr b) {
+    return std::make_shared<tensor::Binary>(DType::Bool, tensor::BinaryOp::Or, std::move(a), std::move(b));
+  }
+  static tensor::ExprPtr bothAnd(tensor::ExprPtr a, tensor::ExprPtr b) {
+    if (!a || !b) return a ? a : b;
+    return std::make_shared<tensor::Binary>(DType::Bool, tensor::BinaryOp::And, std::move(a), std::move(b));
+  }
+
+  // The reads of `stage` in `e`, each needed where `path` holds (null: everywhere), as conditions over
+  // the stage's axes.
+  void readsIn(const Expr& e, const tensor::ExprPtr& path, const tensor::Stage& stage, std::vector<tensor::ExprPtr>& conditions,
+               bool& everywhere) {
+    if (everywhere) return;
+    if (const auto* select = e.as<tensor::Select>()) {
+      readsIn(*select->condition, path, stage, conditions, everywhere);
+      readsIn(*select->ifTrue, bothAnd(path, select->condition), stage, conditions, everywhere);
+      readsIn(*select->ifFalse, path, stage, conditions, everywhere);
+      return;
+    }
+    if (const auto* load = e.as<tensor::Load>(); load && load->tensor == stage.name) {
+      std::map<std::string, tensor::ExprPtr> renamed;  // the reader's axis -> the stage's
+      for (size_t d = 0; d < load->indices.size() && d < stage.axes.size(); ++d) {
+        const auto* axis = load->indices[d]->as<tensor::AxisVar>();
+        if (!axis || renamed.count(axis->name)) return void(everywhere = true);
+        renamed[axis->name] = std::make_shared<tensor::AxisVar>(stage.axes[d].name);
+      }
+      bool given = path != nullptr;
+      if (path)
+        tensor::forEachNode(*path, [&](const Expr& node) {
+          const auto* axis = node.as<tensor::AxisVar>();
+          given = given && (!axis || renamed.count(axis->name));
+        });
+      if (!given) return void(everywhere = true);
+      conditions.push_back(tensor::rewrite(path, [&](const Expr& node) -> tensor::ExprPtr {
+        const auto* axis = node.as<tensor::AxisVar>();
+        return axis ? renamed.at(axis->name) : nullptr;
+      }));
+    }
+    auto visit = [&](const tensor::ExprPtr& child) { readsIn(*child, path, stage, conditions, everywhere); };
+    tensor::dispatch(e, [&](const auto& node) {
+      using Node = std::decay_t<decltype(node)>;
+      if constexpr (std::is_same_v<Node, tensor::Load>) {
+        for (const tensor::ExprPtr& index : node.indices) visit(index);
+        if (node.padValue) visit(node.padValue);
+      } else if constexpr (std::is_same_v<Node, tensor::Unary> || std::is_same_v<Node, tensor::Cast>) {
+        visit(node.operand);
+      } else if constexpr (std::is_same_v<Node, tensor::Binary>) {
+        visit(node.lhs);
+        visit(node.rhs);
+      }
+    });
+  }
+
+  const tensor::Kernel& kernel_;
+  std::map<std::string, tensor::ExprPtr> known_;
+};
+
+// The share of a stage's work that is needed: of its elements where NeededElements limits them and, for a
+// reduction whose body is where(condition, x, identity) (a bounded reduction, `sum[l < s + 1]`; a
+// transposed convolution's taps between input elements), of its terms where the condition holds. The
+// share of the values of the axes those conditions read at which they hold, at up to kMaskSamples
+// points: every value of an axis where the budget allows, else values spread evenly over it.
 constexpr double kMaskSamples = 1 << 18;
-double maskedShare(const tensor::Stage& stage, const std::map<std::string, int64_t>& sizes) {
-  const auto* masked = stage.body->as<tensor::Select>();
-  if (!stage.reduction || !masked) return 1;
+double neededShare(const tensor::Stage& stage, const tensor::ExprPtr& needed, const std::map<std::string, int64_t>& sizes) {
+  std::optional<tensor::MaskedTerm> masked;
+  if (stage.reduction) masked = tensor::maskedTerm(stage.body, stage.reduction->op);
+  tensor::ExprPtr condition = needed;
+  if (masked)
+    condition = condition ? std::make_shared<tensor::Binary>(DType::Bool, tensor::BinaryOp::And, condition, masked->condition)
+                          : masked->condition;
+  if (!condition) return 1;
   std::map<std::string, int64_t> extents;
-  for (const std::vector<tensor::Axis>* axes : {&stage.axes, &stage.reduction->axes})
-    for (const tensor::Axis& axis : *axes) extents[axis.name] = tensor::evaluateDim(axis.extent, sizes);
+  for (const tensor::Axis& axis : stage.axes) extents[axis.name] = tensor::evaluateDim(axis.extent, sizes);
+  if (stage.reduction)
+    for (const tensor::Axis& axis : stage.reduction->axes) extents[axis.name] = tensor::evaluateDim(axis.extent, sizes);
   std::vector<std::string> read;
   bool evaluable = true;
-  tensor::forEachNode(*masked->condition, [&](const Expr& node) {
+  tensor::forEachNode(*condition, [&](const Expr& node) {
     if (const auto* axis = node.as<tensor::AxisVar>(); axis && std::find(read.begin(), read.end(), axis->name) == read.end())
       read.push_back(axis->name);
     evaluable = evaluable && (node.as<tensor::AxisVar>() || node.as<tensor::SizeVar>() || node.as<tensor::IntImm>() ||
@@ -174,7 +262,7 @@ double maskedShare(const tensor::Stage& stage, const std::map<std::string, int64
   int64_t held = 0, samples = 0;
   std::function<void(size_t)> sample = [&](size_t k) {
     if (k == read.size()) {
-      held += value(*masked->condition) != 0, ++samples;
+      held += value(*condition) != 0, ++samples;
       return;
     }
     int64_t extent = extentOf(read[k]), count = counts[k];
@@ -189,10 +277,10 @@ double maskedShare(const tensor::Stage& stage, const std::map<std::string, int64
 
 // The flops of a Tensor IR stage, computed once: its elements times the operations of its body and, for
 // a reduction, times the reduced extent with one more operation per term (a sum of products is 2 per
-// term: the convention's multiply-add), where its mask keeps them (maskedShare). Recomputation that a schedule causes (a stage computed inline
+// term: the convention's multiply-add), where they are needed (neededShare). Recomputation that a schedule causes (a stage computed inline
 // once per use) is the schedule's cost, not the kernel's work: the instruction mix and issue time see it.
 // So is a running reduction's (prefix_scan.h): each term is folded in once, as a scan does.
-double stageFlops(const tensor::Stage& stage, const std::map<std::string, int64_t>& sizes) {
+double stageFlops(const tensor::Stage& stage, const tensor::ExprPtr& needed, const std::map<std::string, int64_t>& sizes) {
   double elements = 1;
   for (const tensor::Axis& axis : stage.axes) elements *= static_cast<double>(tensor::evaluateDim(axis.extent, sizes));
   double perElement = static_cast<double>(operationsIn(stage.body));
@@ -200,10 +288,11 @@ double stageFlops(const tensor::Stage& stage, const std::map<std::string, int64_
     return std::holds_alternative<tile::PrefixReduction>(tile::prefixReduction(stage, axis.name));
   });
   if (running) return elements * (perElement + 1);
+  elements *= neededShare(stage, needed, sizes);
   if (stage.reduction) {
-    double terms = maskedShare(stage, sizes);
+    double terms = 1;
     for (const tensor::Axis& axis : stage.reduction->axes) terms *= static_cast<double>(tensor::evaluateDim(axis.extent, sizes));
-    if (const auto* masked = stage.body->as<tensor::Select>()) perElement = static_cast<double>(operationsIn(masked->ifTrue));
+    if (auto masked = tensor::maskedTerm(stage.body, stage.reduction->op)) perElement = static_cast<double>(operationsIn(masked->value));
     perElement = terms * (perElement + 1);
   }
   return elements * perElement;
@@ -212,8 +301,10 @@ double stageFlops(const tensor::Stage& stage, const std::map<std::string, int64_
 // The flops of the stages a CUDA kernel computes, each once.
 double flopsOf(const loop::LoopNest& nest, const tensor::Kernel& kernel, const std::map<std::string, int64_t>& sizes) {
   double total = 0;
+  NeededElements needed(kernel);
   for (const tensor::Stage& stage : kernel.stages)
-    if (std::find(nest.stages.begin(), nest.stages.end(), stage.name) != nest.stages.end()) total += stageFlops(stage, sizes);
+    if (std::find(nest.stages.begin(), nest.stages.end(), stage.name) != nest.stages.end())
+      total += stageFlops(stage, needed.of(stage), sizes);
   return total;
 }
 
@@ -317,7 +408,8 @@ std::string rooflineLine(const kernel::Function& function, const Lowered& lowere
 // The bytes one thread moves to and from global and shared memory, counted on thread 0 of block 0 as a
 // stand-in for every thread: each access times the trips of the loops around it (their bounds evaluated
 // with that thread's indices; a bound that cannot be evaluated counts once), every branch taken but those
-// the sizes rule out for every thread; and the barriers it passes. An
+// the sizes rule out for every thread, a branch on a loop's variable in the share of its iterations that
+// take it (iterationShare); and the barriers it passes. An
 // access in a fully unrolled loop whose index does not depend on that loop's variable counts once for
 // it: the CUDA compiler keeps such a value in a register (the point of register blocking).
 class AccessCounter {
@@ -365,7 +457,7 @@ public:
         values_[node.var] = begin.value_or(0);
         definitions_[node.var] = node.begin.get();
         dependencies_[node.var] = {node.var};
-        loops_.push_back({node.var, trips, node.unroll});
+        loops_.push_back({node.var, trips, node.unroll, &node});
         count(*node.body);
         loops_.pop_back();
       } else if constexpr (std::is_same_v<Node, kernel::Let>) {
@@ -381,7 +473,11 @@ public:
         access(node.buffer, node.index.get());
       } else if constexpr (std::is_same_v<Node, kernel::If>) {
         reads(*node.condition);
-        if (!ruledOut(*node.condition)) count(*node.body);
+        if (!ruledOut(*node.condition)) {
+          shares_.push_back(iterationShare(*node.condition));
+          count(*node.body);
+          shares_.pop_back();
+        }
       } else if constexpr (std::is_same_v<Node, kernel::CopyAsync>) {
         access(node.source, node.sourceIndex.get());
         access(node.buffer, node.index.get());
@@ -410,7 +506,51 @@ private:
     std::string var;
     double trips;
     bool unrolled;
+    const kernel::For* node;
   };
+
+  // The share of the iterations of the innermost loop `condition` reads in which it holds, the mean of
+  // block 0's and the last block's, as for trips (causal attention's tiles of keys below the diagonal,
+  // which run without a mask, and the others); 1 where it reads a thread's index or no loop.
+  double iterationShare(const Expr& condition) const {
+    std::set<std::string> read;
+    std::function<void(const Expr&)> visit = [&](const Expr& e) {
+      tensor::forEachNode(e, [&](const Expr& node) {
+        const auto* axis = node.as<tensor::AxisVar>();
+        if (!axis || !read.insert(axis->name).second) return;
+        if (auto definition = definitions_.find(axis->name); definition != definitions_.end() && definition->second)
+          visit(*definition->second);
+      });
+    };
+    visit(condition);
+    for (const std::string& name : read)
+      if (name.rfind("threadIdx.", 0) == 0) return 1;
+    const Loop* loop = nullptr;
+    for (auto it = loops_.rbegin(); it != loops_.rend() && !loop; ++it)
+      if (read.count(it->var)) loop = &*it;
+    if (!loop || loop->unrolled) return 1;
+    constexpr int64_t kMostSamples = 4096;
+    double held = 0, trips = 0;
+    for (bool last : {false, true}) {
+      std::map<std::string, int64_t> at;
+      if (last)
+        for (const char* axis : {"x", "y", "z"})
+          at[std::string("blockIdx.") + axis] = values_.at(std::string("gridDim.") + axis) - 1;
+      std::optional<int64_t> begin = evaluate(*loop->node->begin, &at), end = evaluate(*loop->node->end, &at),
+                             step = evaluate(*loop->node->step, &at);
+      if (!begin || !end || !step || *step <= 0) return 1;
+      int64_t count = *end > *begin ? (*end - *begin + *step - 1) / *step : 0;
+      int64_t samples = std::min(count, kMostSamples);
+      for (int64_t i = 0; i < samples; ++i) {
+        at[loop->var] = *begin + (samples == count ? i : (2 * i + 1) * count / (2 * samples)) * *step;
+        std::optional<int64_t> holds = evaluate(condition, &at);
+        if (!holds) return 1;
+        held += *holds != 0 ? static_cast<double>(count) / static_cast<double>(samples) : 0;
+      }
+      trips += static_cast<double>(count);
+    }
+    return trips > 0 ? held / trips : 1;
+  }
 
   // The loop variables `e` depends on, through the lets it names.
   std::set<std::string> loopsIn(const Expr* e) const {
@@ -443,6 +583,7 @@ private:
     double product = 1;
     for (const Loop& loop : loops_)
       if (!loop.unrolled || depends.count(loop.var)) product *= loop.trips;
+    for (double share : shares_) product *= share;
     return product;
   }
 
@@ -539,6 +680,7 @@ private:
   std::map<std::string, const Expr*> definitions_;  // of each let and loop variable (its first trip)
   std::map<std::string, std::set<std::string>> dependencies_;  // of each loop variable and let: loop variables
   std::vector<Loop> loops_;                                     // around the statement counted
+  std::vector<double> shares_;  // of the iterations of their loops in which the branches around it run
 };
 
 // The rest of an H200-class GPU the time model needs: SMs and their clock, the bandwidth of L2, the

@@ -347,6 +347,17 @@ TEST_CASE("causal attention visits about half the keys of attention, which the s
   double ratio = microsecondsOf(causal, "issue time") / microsecondsOf(plain, "issue time");
   CHECK(ratio > 0.45);
   CHECK(ratio < 0.6);
+  // The convention's flops: 4 * B * H * S * L * E (8.59 GFLOP here) and the softmax's few per score;
+  // causal attention's scores count only where a reader needs them, l < s + 1: half.
+  auto gigaflops = [](const std::string& report) {
+    std::smatch match;
+    REQUIRE(std::regex_search(report, match, std::regex(R"(([0-9.]+) GFLOP)")));
+    return std::stod(match[1]);
+  };
+  CHECK(gigaflops(plain) > 8.59);
+  CHECK(gigaflops(plain) < 8.59 * 1.01);
+  CHECK(gigaflops(causal) / gigaflops(plain) > 0.5);
+  CHECK(gigaflops(causal) / gigaflops(plain) < 0.51);
   // A masked reduction's flops count the terms its mask keeps (maskedShare): a transposed convolution of
   // stride 2 multiplies each input element by each tap once, 2 * N * C * H * W * OUT * KH * KW (with
   // output_padding 1, every output is inside: 2 * 2 * 8 * 14 * 14 * 16 * 3 * 3 = 903168).
@@ -364,6 +375,31 @@ kernel up(x: f16[N, C, H, W], w: f16[C, OUT, 3, 3]) -> (y: f16[N, OUT, 2 * H, 2 
   std::filesystem::remove(file);
   INFO(transposed);
   CHECK(transposed.find("903.17 kFLOP") != std::string::npos);
+}
+
+TEST_CASE("a stage's flops count the elements its readers need: reads under a condition, mapped onto its axes", "[stats]") {
+  // y (a contraction, a kernel of its own: 2 * N * N * K flops in all) read by a bounded maximum. Where
+  // the read gives y's axes, only y[i, j] with j < i + 1 count: (N + 1) / (2 * N) of them; a read
+  // whose index is not an axis of the reader says nothing simpler, and all count.
+  std::filesystem::path file = std::filesystem::temp_directory_path() / "emmy_needed_flops.emmy";
+  {
+    std::ofstream out(file);
+    for (const auto& [name, read] : std::vector<std::pair<std::string, std::string>>{
+             {"rows", "y[i, j]"}, {"columns", "y[j, i]"}, {"reversed", "y[i, N - 1 - j]"}})
+      out << "kernel " << name << "(a: f32[N, K], b: f32[N, K]) -> (z: f32[N]) {\n"
+          << "    y[i, j] = sum[k](a[i, k] * b[j, k])\n    z[i] = max[j < i + 1](" << read << ")\n}\n";
+  }
+  std::map<std::string, int64_t> sizes{{"N", 64}, {"K", 32}};
+  std::vector<std::string> rows = reportOfFile(file, sizes, "rows");
+  std::vector<std::string> columns = reportOfFile(file, sizes, "columns");
+  std::vector<std::string> reversed = reportOfFile(file, sizes, "reversed");
+  std::filesystem::remove(file);
+  REQUIRE(rows.size() == 2);
+  INFO(rows[0] << "\n" << columns[0] << "\n" << reversed[0]);
+  // 2 * 64 * 64 * 32 = 262144, times 65 / 128.
+  CHECK(rows[0].find("133.12 kFLOP") != std::string::npos);
+  CHECK(columns[0].find("133.12 kFLOP") != std::string::npos);
+  CHECK(reversed[0].find("262.14 kFLOP") != std::string::npos);
 }
 
 TEST_CASE("the static model sizes a row's shared copy at launch as the device allows", "[stats]") {

@@ -374,10 +374,8 @@ schedule mirrored {
   CHECK(contains(mirrored.cuda.source, R"(s__acc = \(s__acc \+ \(x_row\[d_1\] \* x\[)"));
 }
 
-TEST_CASE("an online softmax runs in one pass over the keys, masked prefixes and masked rows included", "[schedule]") {
-  // Row s sees the keys l >= s: its running maximum starts at -inf for s > 0, and the rows past L see
-  // no key at all (NaN, as in the reference).
-  Built built = build(R"(
+// An attention over given logits in which row s sees the keys l >= s.
+const char* const kMaskedAttention = R"(
 kernel masked(logits: f32[S, L], v: f32[L, E]) -> (o: f32[S, E]) {
     x[s, l]  = where(l >= s, logits[s, l], -inf)
     m[s]     = max[l](x[s, l])
@@ -386,6 +384,12 @@ kernel masked(logits: f32[S, L], v: f32[L, E]) -> (o: f32[S, E]) {
     pv[s, e] = sum[l](p[s, l] * v[l, e])
     o[s, e]  = pv[s, e] / den[s]
 }
+)";
+
+TEST_CASE("an online softmax runs in one pass over the keys, masked prefixes and masked rows included", "[schedule]") {
+  // Row s sees the keys l >= s: its running maximum starts at -inf for s > 0, and the rows past L see
+  // no key at all (NaN, as in the reference).
+  Built built = build(std::string(kMaskedAttention) + R"(
 schedule masked {
     split o.s by 8 -> (so, si)
     bind o.so to block.x
@@ -402,6 +406,43 @@ schedule masked {
   CHECK(built.lowered.kernel.functions.size() == 1);
   CHECK(contains(built.cuda.source, R"(o__rescale = expf\(\(m__acc - \(\(m__next == -INFINITY\) \? 0.0f : m__next\)\)\);)"));
   checkCompiles(built);
+}
+
+TEST_CASE("an online softmax over tiles of keys moves its maximum once per tile where the tile is a copy, else once per key",
+          "[schedule]") {
+  // Row s sees the keys l >= s, so the tiles of the first rows are masked whole (a maximum of -inf).
+  const std::string kernel = kMaskedAttention;
+  auto schedule = [](const std::string& keys, const std::string& order, const std::string& copies) {
+    return "schedule masked {\n    split o.s by 8 -> (so, si)\n    bind o.so to block.x\n    bind o.si to thread.y\n"
+           "    split o.e by 8 -> (eo, ei)\n    split o.ei by 2 -> (et, er)\n    bind o.et to thread.x\n" + keys +
+           "    reorder o " + order + "\n" + copies + "    cache o in registers at o.eo\n}\n";
+  };
+  const std::string split = "    split o.l by 8 -> (lo, li)\n    split o.li by 2 -> (lm, ln)\n";
+  const std::string bothCopies = "    cache logits in shared at o.lo\n    cache v in shared at o.lo\n";
+  struct Variant {
+    std::string schedule;
+    bool perTile;
+  };
+  for (const Variant& variant : std::vector<Variant>{
+           // Tiles of 8 keys, each a run of two loops, read from copies: the maximum moves per tile.
+           {schedule(split, "(so, eo, lo, si, et, lm, ln, er)", bothCopies), true},
+           // The maximum's pass would read logits from memory a second time: once per key.
+           {schedule(split, "(so, eo, lo, si, et, lm, ln, er)", "    cache v in shared at o.lo\n"), false},
+           // No tiles: one pass over the keys, once per key.
+           {schedule("", "(so, eo, si, et, l, er)", ""), false}}) {
+    INFO(variant.schedule);
+    Built built = build(kernel + variant.schedule);
+    checkRuns(built, {{{"S", 21}, {"L", 13}, {"E", 20}}, {{"S", 5}, {"L", 30}, {"E", 3}}, {{"S", 1}, {"L", 1}, {"E", 1}},
+                      {{"S", 9}, {"L", 8}, {"E", 8}}});
+    INFO(built.cuda.source);
+    // Per tile: a pass of its own takes the tile's maximum, and each key only adds its terms.
+    CHECK(contains(built.cuda.source, R"(m__next = emmy_max\(m__next, )") == variant.perTile);
+    CHECK(contains(built.cuda.source, R"(den__acc = \(den__acc \+ o__weight\);)") == variant.perTile);
+    CHECK(contains(built.cuda.source, R"(den__acc = \(\(den__acc \* o__rescale\) \+ o__weight\);)") == !variant.perTile);
+    // The weight exp(x - max) once per key, read by the denominator and each accumulator.
+    CHECK(contains(built.cuda.source, R"(o__weight = expf\()"));
+    CHECK(contains(built.cuda.source, R"(pv__acc\[er\] = \(pv__acc\[er\] \+ \(o__weight \* )") == variant.perTile);
+  }
 }
 
 TEST_CASE("a user's attention (causal as bounded sums, with a bias, plain) is an online softmax over tiles of keys, "
@@ -461,7 +502,8 @@ schedule causal {
       // The scores a kernel of their own where the default policy cuts them off (a product), then read a
       // tile at a time by the softmax's kernel.
       CHECK(built.lowered.kernel.functions.size() == kernels);
-      CHECK(contains(built.cuda.source, R"(o__rescale = expf)"));
+      // In f16 and bf16 the exponentials take the hardware's approximation (approximate_exponentials.h).
+      CHECK(contains(built.cuda.source, dtype == "f32" ? R"(o__rescale = expf)" : R"(o__rescale = emmy_exp_approximate)"));
       if (kernels == 2) CHECK(schedule.find("double_buffer v_shared") != std::string::npos);
       checkRuns(built, {{{"B", 2}, {"S", 37}, {"L", 21}, {"E", 80}}, {{"B", 1}, {"S", 1}, {"L", 1}, {"E", 17}},
                         {{"B", 1}, {"S", 5}, {"L", 70}, {"E", 3}}});
@@ -471,13 +513,19 @@ schedule causal {
 
 TEST_CASE("a serial loop over a masked reduction's tiles ends after the last tile its mask keeps for some element of the "
           "block, and the results agree with the reference", "[schedule][sweep]") {
-  // Each condition, and whether it bounds l from above (so that the loop over the tiles of l ends early).
-  const std::vector<std::pair<std::string, bool>> conditions{
-      {"l < s + 1", true},          {"l <= 2 * s", true},       {"s + 2 >= l", true},  {"l < S - s", true},
-      {"l + 3 < 2 * s", true},      {"l < s + 1 and l >= s - 5", true},  {"l > s", false},
-      {"l < s + 1 or l == 0", false}};
+  // Each condition, whether it bounds l from above (so that the loop over the tiles of l ends early), and
+  // whether it holds from l = 0 up to that bound (so that the tiles before the first where it fails for
+  // some element of the block run without it).
+  struct Condition {
+    std::string text;
+    bool bounded, holdsBelow;
+  };
+  const std::vector<Condition> conditions{
+      {"l < s + 1", true, true},      {"l <= 2 * s", true, true},     {"s + 2 >= l", true, true},
+      {"l < S - s", true, true},      {"l + 3 < 2 * s", true, true},  {"l < s + 1 and l >= s - 5", true, false},
+      {"l > s", false, false},        {"l < s + 1 or l == 0", false, false}};
   std::mt19937_64 random(41);
-  for (const auto& [condition, bounded] : conditions)
+  for (const auto& [condition, bounded, holdsBelow] : conditions)
     for (const bool maximum : {false, true}) {
       int64_t queries = std::vector<int64_t>{4, 16, 32}[random() % 3], keys = std::vector<int64_t>{1, 3, 8}[random() % 3];
       int copy = static_cast<int>(random() % 3);  // none, a copy per tile, or one a tile ahead
@@ -501,6 +549,7 @@ schedule masked {{
       std::string tile = tile::printProgram(built.lowered.tile);
       INFO(tile);
       CHECK(contains(tile, R"(for lo < min\()") == bounded);
+      CHECK(contains(tile, R"(if lo >= )") == holdsBelow);
       std::vector<Sizes> sizes{{{"S", 37}, {"L", 50}}, {{"S", 70}, {"L", 9}}, {{"S", 1}, {"L", 1}}, {{"S", 5}, {"L", 130}}};
       for (const Sizes& empty : testing::sizesWithOneEmpty(built.kernel)) sizes.push_back(empty);
       checkRuns(built, sizes);

@@ -153,12 +153,19 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
       INFO(cuda);
       CHECK(cuda.find("pv__acc[4];") != std::string::npos);  // 4 features per thread, in registers
       CHECK(cuda.find(", v_tile, 4096);") != std::string::npos);  // shared: 2 x 32 keys x 64 features
-      // Each key: the new running maximum, the factor that rescales what is summed so far, the sums.
-      CHECK(cuda.find("o__rescale = expf((") != std::string::npos);
-      // (Causal attention's sums are bounded, l < s + 1: their terms where that holds, else 0.)
-      std::string bounded = std::string(selector).find("causal") != std::string::npos ? "((l < emmy_add(s, (int64_t)1)) ? " : "";
-      CHECK(cuda.find("den__acc * o__rescale) + " + bounded + "expf(") != std::string::npos);
-      CHECK(cuda.find("pv__acc[er] * o__rescale) + " + bounded + "(expf(") != std::string::npos);
+      // Each tile: its maximum, then the factor that rescales what is summed so far, once (in f16 and
+      // bf16 by the hardware's exponential); each key: its weight exp(x - max), once, and the sums.
+      std::string exp = std::string(selector).find("f32") != std::string::npos ? "expf((" : "emmy_exp_approximate((";
+      CHECK(cuda.find("o__rescale = " + exp) != std::string::npos);
+      CHECK(cuda.find("den__acc * o__rescale);") != std::string::npos);
+      CHECK(cuda.find("pv__acc[er] * o__rescale);") != std::string::npos);
+      CHECK(cuda.find("o__weight = " + exp) != std::string::npos);
+      CHECK(cuda.find("den__acc + o__weight);") != std::string::npos);
+      CHECK(cuda.find("pv__acc[er] + (o__weight * ") != std::string::npos);
+      // Causal attention's sums are bounded, l < s + 1: in the tiles on the diagonal, their terms where
+      // that holds, else 0 (the tiles below it run without the condition).
+      bool causal = std::string(selector).find("causal") != std::string::npos;
+      CHECK((cuda.find("den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));") != std::string::npos) == causal);
     }
   }
 }

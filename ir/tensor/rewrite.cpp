@@ -1,5 +1,7 @@
 #include "ir/tensor/rewrite.h"
 
+#include "ir/tensor/scalar_ops.h"
+
 namespace emmy::tensor {
 
 namespace {
@@ -66,6 +68,17 @@ void forEachNode(const Expr& expr, const std::function<void(const Expr&)>& visit
       forEachNode(*node.ifFalse, visit);
     }
   });
+}
+
+std::optional<MaskedTerm> maskedTerm(const ExprPtr& term, ReduceOp op) {
+  const auto* masked = term->as<Select>();
+  if (!masked) return std::nullopt;
+  Value identity = reductionIdentity(op, masked->dtype);
+  const auto* real = masked->ifFalse->as<FloatImm>();
+  const auto* integer = masked->ifFalse->as<IntImm>();
+  bool isIdentity = (real && real->value == identity.asDouble()) || (integer && integer->value == identity.asInt());
+  if (!isIdentity) return std::nullopt;
+  return MaskedTerm{masked->condition, masked->ifTrue};
 }
 
 bool mentionsAxis(const Expr& expr, const std::string& axis) {

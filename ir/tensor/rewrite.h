@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -24,6 +25,14 @@ bool mentionsAxis(const Expr& expr, const std::string& axis);
 
 // The tensors `expr` reads.
 std::set<std::string> tensorsRead(const Expr& expr);
+
+// A term that a reduction `op` adds only where a condition holds: where(condition, value, identity), the
+// identity an immediate (a bounded reduction's, `sum[l < s + 1]`; a masked product's). Nullopt for any
+// other term.
+struct MaskedTerm {
+  ExprPtr condition, value;
+};
+std::optional<MaskedTerm> maskedTerm(const ExprPtr& term, ReduceOp op);
 
 // The stages some output of `kernel` depends on, in definition order: the others are never computed.
 std::vector<const Stage*> liveStages(const Kernel& kernel);

@@ -110,6 +110,7 @@ StmtPtr NestScheduler::generate(size_t position, Defined defined, std::vector<Ex
     if (cache.position == position && inUse(cache)) activeCaches_.push_back(&cache);
   StmtPtr rest = inner(position, defined, masks);
   if (online_ && accumulatorOpen_ && position == onlinePosition_) rest = onlineStep(rest);
+  if (online_ && accumulatorOpen_ && position == onlineTilePosition_) rest = onlineTileStep(rest, defined, masks);
   for (const PlacedCache& cache : caches_)
     if (cache.position == position && inUse(cache)) activeCaches_.pop_back();
   // Caches and members placed here, innermost last; double-buffered copies at the loop just made

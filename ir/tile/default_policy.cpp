@@ -230,6 +230,7 @@ private:
     // The tensors its reductions read from memory over the keys (Loop IR: inputs, and stages other kernels
     // compute; the stages inlined into them, p = exp(logits - m), read through).
     std::vector<std::string> read;
+    std::set<std::string> alongKeys;  // those whose rows run along the keys (the logits)
     NestParts parts = parseNest(kernel_, nest);
     std::vector<const Computation*> reductions{&parts.root};
     for (const Member& member : parts.members) reductions.push_back(&member.computation);
@@ -238,11 +239,13 @@ private:
       forEachNode(*reduction->update->value, [&](const Expr& node) {
         const auto* load = node.as<Load>();
         if (!load || (!kernel_.findInput(load->tensor) && !computedByANest(load->tensor))) return;
-        bool overKeys = std::any_of(load->indices.begin(), load->indices.end(), [&](const ExprPtr& index) {
+        auto overKeys = [&](const ExprPtr& index) {
           return std::any_of(reduction->reductionLoops.begin(), reduction->reductionLoops.end(),
                              [&](const loop::For* loop) { return mentionsAxis(*index, loop->var); });
-        });
-        if (overKeys && std::find(read.begin(), read.end(), load->tensor) == read.end()) read.push_back(load->tensor);
+        };
+        if (!std::any_of(load->indices.begin(), load->indices.end(), overKeys)) return;
+        if (std::find(read.begin(), read.end(), load->tensor) == read.end()) read.push_back(load->tensor);
+        if (!load->indices.empty() && overKeys(load->indices.back())) alongKeys.insert(load->tensor);
       });
     }
     std::vector<Directive> directives;
@@ -253,22 +256,15 @@ private:
       add(bind(root, fused, {HardwareScope::Block, 1}));
       order.push_back(fused);
     }
-    auto split = [&](const std::string& loop, const Number& factor, const std::string& outer, const std::string& inner) {
-      Directive d = directive(DirectiveKind::Split, root);
-      d.axes = {{loop, {}}};
-      d.factors = {factor};
-      d.results = {{outer, {}}, {inner, {}}};
-      add(d);
-    };
     std::string queryBlock = fresh(root, queries + "_block"), query = fresh(root, queries + "_thread"),
                 featureBlock = fresh(root, features + "_block"), featuresIn = fresh(root, features + "_in"),
                 featureThread = fresh(root, features + "_thread"), feature = fresh(root, features + "_register"),
                 keyTile = fresh(root, keys + "_tile"), key = fresh(root, keys + "_in");
-    split(queries, declare(root + "_queries", {8, 16, 32}, 16), queryBlock, query);
+    add(split(root, queries, declare(root + "_queries", {8, 16, 32}, 16), queryBlock, query));
     add(bind(root, queryBlock, {HardwareScope::Block, 0}));
-    split(features, declare(root + "_features", {32, 64, 128}, 64), featureBlock, featuresIn);
-    split(featuresIn, {kRegister, {}, ""}, featureThread, feature);
-    split(keys, declare(root + "_keys", {16, 32, 64}, 32), keyTile, key);
+    add(split(root, features, declare(root + "_features", {32, 64, 128}, 64), featureBlock, featuresIn));
+    add(split(root, featuresIn, {kRegister, {}, ""}, featureThread, feature));
+    add(split(root, keys, declare(root + "_keys", {16, 32, 64}, 32), keyTile, key));
     add(bind(root, query, {HardwareScope::Thread, 1}));
     add(bind(root, featureThread, {HardwareScope::Thread, 0}));
     Directive reorder = directive(DirectiveKind::Reorder, root);
@@ -291,12 +287,22 @@ private:
       std::string name = defaultCacheName(tensor, CacheMemory::Shared, [&](const std::string& taken) { return nameTaken(taken); });
       copy.results = {{name, {}}};
       Directive ahead = directive(DirectiveKind::DoubleBuffer, name);
-      if (whyIllegal({copy, ahead})) continue;
+      // A tile whose rows run along the keys is read down its columns by the rows of queries a warp
+      // holds: rows a word longer put them in different banks.
+      Directive pad = directive(DirectiveKind::Pad, name);
+      pad.factors = {{std::max<int64_t>(1, 4 / dtypeBytes(dtypeOf(tensor))), {}, ""}};
+      std::vector<Directive> copies{copy, ahead};
+      if (alongKeys.count(tensor) && !whyIllegal({copy, ahead, pad})) copies.push_back(pad);
+      if (whyIllegal(copies)) continue;
       usedCaches_.insert(name);
-      add(copy);
-      add(ahead);
+      for (Directive& d : copies) add(d);
     }
     return true;
+  }
+
+  DType dtypeOf(const std::string& tensor) const {
+    if (const TensorParam* input = kernel_.findInput(tensor)) return input->dtype;
+    return kernel_.findStage(tensor)->dtype;
   }
 
   // Is `stage` computed by a kernel (and not inlined into its readers)?
@@ -328,11 +334,8 @@ private:
     if (!batch.empty()) add(bind(root, fuse(root, batch), {HardwareScope::Block, 2}));
     add(bind(root, rowTile, {HardwareScope::Block, 1}));
     add(bind(root, columnTile, {HardwareScope::Block, 0}));
-    Directive split = directive(DirectiveKind::Split, root);
-    split.axes = {{depth, {}}};
-    split.factors = {tensorCores ? declare(root + "_tile_k", {16, 32}, 16) : declare(root + "_tile_k", {8, 16}, 8)};
-    split.results = {{slice, {}}, {inSlice, {}}};
-    add(split);
+    add(split(root, depth, tensorCores ? declare(root + "_tile_k", {16, 32}, 16) : declare(root + "_tile_k", {8, 16}, 8), slice,
+              inSlice));
     Directive mma = directive(DirectiveKind::Mma, root);
     mma.axes = {{rowIn, {}}, {columnIn, {}}, {inSlice, {}}};
     mma.factors = {declare(root + "_warp_m", shape.warpRowCandidates, shape.warpRows), declare(root + "_warp_n", {32, 64}, 64),
@@ -465,11 +468,7 @@ private:
     add(bind(root, iThread, {HardwareScope::Thread, 1}));
     add(bind(root, jThread, {HardwareScope::Thread, 0}));
     std::string slice = fresh(root, k + "_slice"), inSlice = fresh(root, k + "_in");
-    Directive split = directive(DirectiveKind::Split, root);
-    split.axes = {{k, {}}};
-    split.factors = {{kSlice, {}, ""}};
-    split.results = {{slice, {}}, {inSlice, {}}};
-    add(split);
+    add(split(root, k, {kSlice, {}, ""}, slice, inSlice));
     Directive reorder = directive(DirectiveKind::Reorder, root);
     for (const std::string& loop : {iThread, jThread, slice, inSlice, iRegister, jRegister}) reorder.axes.push_back({loop, {}});
     add(reorder);
@@ -742,11 +741,7 @@ private:
       return;
     }
     std::string blocks = fresh(root, rows + "_block"), row = fresh(root, rows + "_row");
-    Directive split = directive(DirectiveKind::Split, root);
-    split.axes = {{rows, {}}};
-    split.factors = {*perBlock};
-    split.results = {{blocks, {}}, {row, {}}};
-    add(split);
+    add(split(root, rows, *perBlock, blocks, row));
     add(bind(root, blocks, {HardwareScope::Block, 0}));
     add(bind(root, row, {HardwareScope::Thread, 1}));
   }
@@ -803,11 +798,7 @@ private:
       return;
     }
     std::string step = fresh(stage, loop.name + "_step"), lane = fresh(stage, loop.name + "_lane");
-    Directive split = directive(DirectiveKind::Split, stage);
-    split.axes = {{loop.name, {}}};
-    split.factors = {lanes};
-    split.results = {{step, {}}, {lane, {}}};
-    add(split);
+    add(split(stage, loop.name, lanes, step, lane));
     Directive reorder = directive(DirectiveKind::Reorder, stage);
     reorder.axes = {{lane, {}}, {step, {}}};
     add(reorder);
@@ -827,6 +818,15 @@ private:
       add(d);
     }
     return fused;
+  }
+
+  static Directive split(const std::string& stage, const std::string& loop, const Number& factor, const std::string& outer,
+                         const std::string& inner) {
+    Directive d = directive(DirectiveKind::Split, stage);
+    d.axes = {{loop, {}}};
+    d.factors = {factor};
+    d.results = {{outer, {}}, {inner, {}}};
+    return d;
   }
 
   static Directive tile(const std::string& stage, const std::vector<std::string>& axes, int64_t factor,

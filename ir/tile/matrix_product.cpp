@@ -25,13 +25,13 @@ const Load* productOperand(const ExprPtr& factor) {
 const Binary* summedProduct(const ExprPtr& term, ExprPtr* mask) {
   *mask = nullptr;
   const Expr* product = term.get();
-  if (const auto* masked = term->as<Select>()) {
-    const auto* otherwise = masked->ifFalse->as<FloatImm>();
-    if (!otherwise || otherwise->value != 0.0) return nullptr;
+  if (term->as<Select>()) {
+    std::optional<MaskedTerm> masked = maskedTerm(term, ReduceOp::Sum);
+    if (!masked) return nullptr;
     ExprPtr condition = simplifyCondition(masked->condition);
     const auto* always = condition->as<BoolImm>();
     if (!always || !always->value) *mask = condition;
-    product = masked->ifTrue.get();
+    product = masked->value.get();
   }
   const auto* binary = product->as<Binary>();
   return binary && binary->op == BinaryOp::Mul ? binary : nullptr;

@@ -94,22 +94,23 @@ ExprPtr exponentOver(const ExprPtr& expr, const std::string& max) {
 // it has another form.
 ExprPtr termOver(const ExprPtr& term, const std::string& max, const ExprPtr& shiftedMax) {
   // A bounded sum's (`sum[l < s + 1]`, Tensor IR's where(l < s + 1, term, 0)): the term where it holds.
-  if (const auto* masked = term->as<Select>()) {
-    const auto* otherwise = masked->ifFalse->as<FloatImm>();
-    if (!otherwise || otherwise->value != 0.0 || reads(*masked->condition, max)) return nullptr;
-    ExprPtr inner = termOver(masked->ifTrue, max, shiftedMax);
-    return inner ? std::make_shared<Select>(masked->condition, inner, masked->ifFalse) : nullptr;
+  if (term->as<Select>()) {
+    std::optional<MaskedTerm> masked = maskedTerm(term, ReduceOp::Sum);
+    if (!masked || reads(*masked->condition, max)) return nullptr;
+    ExprPtr inner = termOver(masked->value, max, shiftedMax);
+    return inner ? std::make_shared<Select>(masked->condition, inner, term->as<Select>()->ifFalse) : nullptr;
   }
-  auto shifted = [&](const ExprPtr& exponent) -> ExprPtr {
+  // exp(X - shiftedMax), approximated where the term's own exp was (approximate_exponentials.h).
+  auto shifted = [&](const ExprPtr& exp, const ExprPtr& exponent) -> ExprPtr {
     auto difference = std::make_shared<Binary>(exponent->dtype, BinaryOp::Sub, exponent, shiftedMax);
-    return std::make_shared<Unary>(exponent->dtype, UnaryOp::Exp, difference);
+    return std::make_shared<Unary>(exponent->dtype, UnaryOp::Exp, difference, exp->as<Unary>()->approximate);
   };
-  if (ExprPtr exponent = exponentOver(term, max)) return shifted(exponent);
+  if (ExprPtr exponent = exponentOver(term, max)) return shifted(term, exponent);
   const auto* product = term->as<Binary>();
   if (!product || product->op != BinaryOp::Mul) return nullptr;
   for (const auto& [weight, factor] : {std::pair{product->lhs, product->rhs}, std::pair{product->rhs, product->lhs}})
     if (ExprPtr exponent = exponentOver(weight, max); exponent && !reads(*factor, max))
-      return std::make_shared<Binary>(term->dtype, BinaryOp::Mul, shifted(exponent), factor);
+      return std::make_shared<Binary>(term->dtype, BinaryOp::Mul, shifted(weight, exponent), factor);
   return nullptr;
 }
 
@@ -212,6 +213,10 @@ std::optional<OnlineSoftmax> onlineSoftmax(const NestParts& parts, const Member&
     online.maxOf = maxTerm ? overLoops(maxTerm, max, root.reductionLoops) : nullptr;
     online.rootTerm = termOver(rootTerm, maxStage.name, online.shiftedMax);
     if (!online.maxOf || !online.rootTerm || reads(*parts.root.store->value, maxStage.name)) return std::nullopt;
+    forEachNode(*online.rootTerm, [&](const Expr& node) {
+      const auto* exp = node.as<Unary>();
+      online.approximate = online.approximate || (exp && exp->op == UnaryOp::Exp && exp->approximate);
+    });
     for (const WholeMember& whole : parts.wholes)
       if (reads(whole.computation, maxStage.name)) return std::nullopt;
     for (const Member& other : parts.members) {

@@ -82,6 +82,7 @@ struct OnlineSoftmax {
   std::vector<tensor::ExprPtr> sumTerms;
   tensor::ExprPtr rootTerm;  // `folded`'s term, likewise
   tensor::ExprPtr shiftedMax;  // shiftedMaximum of the running maximum
+  bool approximate = false;    // the root term's exp is approximated, and so may the rescale factor be
 };
 
 // A running maximum with -inf read as 0, so that exp(X - shifted) is 0 rather than NaN while every X

@@ -191,15 +191,27 @@ private:
   // ---- primitives/reduction.cpp: accumulators, combines, epilogue, online softmax ----
   void foldEpilogue(const Member& folded);
   void foldOnlineSoftmax();
+  void foldRootTerm();
+  void hoistWeights();
   ExprPtr rescaled(const ExprPtr& sum, const ExprPtr& term) const;
+  std::vector<StmtPtr> maximumMoves() const;
+  StmtPtr withStepLocals(std::vector<StmtPtr> stmts) const;
   StmtPtr onlineStep(StmtPtr rest);
+  StmtPtr onlineTileStep(StmtPtr rest, const Defined& defined, const std::vector<ExprPtr>& masks);
+  StmtPtr replayReductionLoops(size_t position, size_t end, Defined defined, std::vector<ExprPtr> masks,
+                               const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf);
   void placeOnlineSoftmax();
   void placeAccumulator();
   ExprPtr offsetWithin(const ExprPtr& index, const std::map<std::string, ExprPtr>& atStart) const;
   bool cooperativeFrom(size_t position) const;
   bool overrunSafe(size_t position) const;
   StmtPtr reductionRegion(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks);
-  ExprPtr usefulExtent(size_t position) const;
+  std::vector<std::pair<ExprPtr, ReduceOp>> reductionTerms() const;
+  struct MaskedTiles {
+    ExprPtr useful, whole;
+  };
+  std::optional<MaskedTiles> maskedTiles(size_t position) const;
+  StmtPtr unmaskedBody(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks);
   StmtPtr replayPureLoops(size_t start, size_t position, Defined defined, std::vector<ExprPtr> masks,
                           const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf);
 
@@ -223,6 +235,8 @@ private:
   std::shared_ptr<loop::Store> onlineUpdate_;   // the root's update, rescaled
   std::string nextMax_, rescale_;               // the online step's locals
   size_t onlinePosition_ = 0;                   // where it runs: inside the last reduction loop
+  std::optional<size_t> onlineTilePosition_;    // where the maximum moves, once per tile: before the tile's loops
+  std::vector<std::pair<std::string, ExprPtr>> weights_;  // the exponentials the step computes once, and their locals
   std::map<const PlacedCache*, bool> wholeRowsInUse_;  // in the variant being built: where rows fit
   NestParts parts_;
   StageLoops root_loops_;

@@ -110,6 +110,7 @@ struct StageSchedule {
   // registers.
   std::vector<int64_t> footprint;
   tensor::CacheMemory memory = tensor::CacheMemory::Registers;
+  int64_t pad = 0;  // extra elements per row of that part in shared memory (`pad`)
   // A root scheduled with the reduction it applies its expression to (`epilogueReduction`): the
   // reduction's loops are the root's, after its own, and the reduction has no directives of its own.
   std::string epilogueReduction;  // of the root: the reduction

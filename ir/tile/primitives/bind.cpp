@@ -258,9 +258,15 @@ StmtPtr NestScheduler::loop(size_t position, const Defined& defined, const std::
   if (binding == Binding::ThreadIndex) threadBound_.insert(dimension);
   if (binding == Binding::GridStrided) threadBound_ = {0, 1, 2};  // every thread its own iterations
   StmtPtr body = generate(position + 1, defined, masks);
+  std::optional<MaskedTiles> tiles = maskedTiles(position);
+  if (tiles && tiles->whole) {
+    // The tiles where every mask holds for the whole block run without them.
+    ExprPtr inWhole = compare(BinaryOp::Lt, var(loop.var), tiles->whole);
+    body = block({std::make_shared<Guard>(inWhole, unmaskedBody(position, defined, masks)),
+                  std::make_shared<Guard>(compare(BinaryOp::Ge, var(loop.var), tiles->whole), body)});
+  }
   threadBound_ = outerThreadBound;
-  ExprPtr useful = usefulExtent(position);
-  return std::make_shared<Loop>(loop.var, useful ? useful : loop.extent, binding,
+  return std::make_shared<Loop>(loop.var, tiles ? tiles->useful : loop.extent, binding,
                                 std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
                                 vectorWidthOf(*loop.scheduled), dimension);
 }

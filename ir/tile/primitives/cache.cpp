@@ -308,19 +308,32 @@ bool ScheduleChecker::nameTaken(const std::string& name) {
          std::any_of(scalars.begin(), scalars.end(), [&](const ScalarParamDecl& s) { return s.name == name; });
 }
 
-// `pad S by N` and `double_buffer S`: S is a shared-memory cache.
+// `pad S by N` and `double_buffer S`: S is a shared-memory cache; `pad` also takes a stage computed at a
+// loop into shared memory (`compute S at R.a`, the block's part of S: attention's tile of scores).
 void ScheduleChecker::shapeCache(const Directive& d) {
   CacheStage* cache = findCache(d.stage.text);
   const char* word = directiveWord(d.kind);
+  auto computed = model_.stages.find(d.stage.text);
+  if (!cache && d.kind == DirectiveKind::Pad && computed != model_.stages.end() &&
+      computed->second.placement == Placement::ComputeAt && computed->second.memory == CacheMemory::Shared) {
+    computed->second.pad = d.factors[0].value;
+    return;
+  }
   if (!cache || cache->memory != CacheMemory::Shared) {
     std::vector<std::string> shared;
     for (const CacheStage& c : model_.caches)
       if (c.memory == CacheMemory::Shared) shared.push_back(c.name);
+    for (const auto& [name, stage] : model_.stages)
+      if (d.kind == DirectiveKind::Pad && stage.placement == Placement::ComputeAt && stage.memory == CacheMemory::Shared)
+        shared.push_back(name);
     std::string what = cache ? fmt::format("{} is a register cache", cache->name)
                              : fmt::format("{} is not a cache", d.stage.text);
+    bool pad = d.kind == DirectiveKind::Pad;
     diagnostics_.error(d.stage.loc, withSuggestion(fmt::format("{} applies to a shared-memory cache made by an earlier "
-                                                               "'cache ... in shared', and {} (shared caches: {})",
-                                                               word, what, shared.empty() ? "none" : join(shared, ", ")),
+                                                               "'cache ... in shared'{}, and {} (shared {}: {})", word,
+                                                               pad ? " or a stage 'compute ... at' puts in shared memory" : "",
+                                                               what, pad ? "caches and stages" : "caches",
+                                                               shared.empty() ? "none" : join(shared, ", ")),
                                                    d.stage.text, shared));
     return;
   }
@@ -366,7 +379,8 @@ void ScheduleChecker::checkSharedMemory() {
       const StageSchedule& stage = model_.stages.at(name);
       if (stage.placement != Placement::ComputeAt || stage.memory != CacheMemory::Shared) continue;
       int64_t elements = 1;
-      for (int64_t extent : stage.footprint) elements *= extent;
+      for (size_t dim = 0; dim < stage.footprint.size(); ++dim)
+        elements *= stage.footprint[dim] + (dim + 1 == stage.footprint.size() ? stage.pad : 0);
       int64_t size = elements * dtypeBytes(kernel_.findStage(name)->dtype);
       bytes += size;
       parts.push_back(fmt::format("{} {} bytes", name, size));
@@ -411,7 +425,8 @@ void NestScheduler::placeCaches() {
         unsupported(schedule.placedAt, fmt::format("compute {} at {}.{}: it reads {}, which is computed there too",
                                                    stage.name, schedule.atStage, schedule.atLoop, other.computation.stage->name));
     computedCopies_.push_back(CacheStage{stage.name, stage.name, root_->name, schedule.atLoop, schedule.memory,
-                                         schedule.footprint, 0, false, dtypeBytes(stage.dtype), schedule.placedAt});
+                                         schedule.footprint, schedule.memory == CacheMemory::Shared ? schedule.pad : 0, false,
+                                         dtypeBytes(stage.dtype), schedule.placedAt});
     PlacedCache placed = placeCopy(computedCopies_.back(), positionAfter(schedule.atLoop));
     placed.computes = &whole;
     caches_.push_back(placed);

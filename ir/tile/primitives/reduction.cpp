@@ -1,8 +1,6 @@
 // A reduction's accumulators and combines, what `cache R in registers|shared at R.a` of its own output
 // and `bind` of its reduction loops to threads ask for; a root applying its expression to each result of
 // the reduction it folds (an epilogue); a softmax computed online in its reduction loops.
-#include <limits>
-
 #include "ir/tile/nest_scheduler.h"
 
 namespace emmy::tile {
@@ -31,39 +29,108 @@ void NestScheduler::foldOnlineSoftmax() {
   parts_.members.erase(std::remove_if(parts_.members.begin(), parts_.members.end(), folded), parts_.members.end());
   nextMax_ = uniqueVar(online_->max.stage->name + "__next");
   rescale_ = uniqueVar(root_->name + "__rescale");
+  foldRootTerm();
+}
+
+// The root's update: its accumulator, rescaled where the step does that, plus its term.
+void NestScheduler::foldRootTerm() {
   const Computation& root = parts_.root;
   ExprPtr accumulated = std::make_shared<Load>(root.accumulatorType, root.accumulator, std::vector<ExprPtr>{});
   onlineUpdate_ = std::make_shared<loop::Store>(root.update->buffer, root.update->indices, rescaled(accumulated, online_->rootTerm));
   parts_.root.update = onlineUpdate_.get();
 }
 
-// sum * rescale + term
+// sum * rescale + term, or sum + term where the softmax is updated once per tile (the tile's step has
+// rescaled the sums already).
 ExprPtr NestScheduler::rescaled(const ExprPtr& sum, const ExprPtr& term) const {
+  if (onlineTilePosition_) return std::make_shared<Binary>(sum->dtype, BinaryOp::Add, sum, term);
   ExprPtr factor = std::make_shared<Load>(sum->dtype, rescale_, std::vector<ExprPtr>{});
   return std::make_shared<Binary>(sum->dtype, BinaryOp::Add, std::make_shared<Binary>(sum->dtype, BinaryOp::Mul, sum, factor), term);
 }
 
+// The running maximum's move to nextMax_: the factor that rescales every sum so far, and the maximum set.
+std::vector<StmtPtr> NestScheduler::maximumMoves() const {
+  const Computation& max = online_->max;
+  DType type = max.accumulatorType;
+  ExprPtr running = std::make_shared<Load>(type, max.accumulator, std::vector<ExprPtr>{});
+  ExprPtr next = std::make_shared<Load>(type, nextMax_, std::vector<ExprPtr>{});
+  return {std::make_shared<Store>(rescale_, std::vector<ExprPtr>{},
+                                  std::make_shared<Unary>(type, UnaryOp::Exp,
+                                                          std::make_shared<Binary>(type, BinaryOp::Sub, running, shiftedMaximum(next)),
+                                                          online_->approximate)),
+          std::make_shared<Store>(max.accumulator, std::vector<ExprPtr>{}, next)};
+}
+
+// `stmts` with the step's two locals, the next maximum and the rescale factor.
+StmtPtr NestScheduler::withStepLocals(std::vector<StmtPtr> stmts) const {
+  DType type = online_->max.accumulatorType;
+  return std::make_shared<Allocate>(nextMax_, type, std::vector<Dim>{}, MemoryScope::Registers,
+                                    std::make_shared<Allocate>(rescale_, type, std::vector<Dim>{}, MemoryScope::Registers, block(stmts)));
+}
+
 // The online softmax's step, once per iteration of the reduction loops, before `rest` (which adds the
-// root's term): the running maximum, the rescale factor, and the other sums.
+// root's term): the running maximum and the rescale factor (unless the tile's step moved them), and the
+// other sums.
 StmtPtr NestScheduler::onlineStep(StmtPtr rest) {
   const Computation& max = online_->max;
   DType type = max.accumulatorType;
   auto local = [&](const std::string& name) { return std::make_shared<Load>(type, name, std::vector<ExprPtr>{}); };
-  ExprPtr running = local(max.accumulator), next = local(nextMax_);
-  std::vector<StmtPtr> stmts{
-      std::make_shared<Store>(nextMax_, std::vector<ExprPtr>{},
-                              std::make_shared<Binary>(type, BinaryOp::Max, running, rootExpr(online_->maxOf))),
-      std::make_shared<Store>(rescale_, std::vector<ExprPtr>{},
-                              std::make_shared<Unary>(type, UnaryOp::Exp, std::make_shared<Binary>(type, BinaryOp::Sub, running,
-                                                                                                  shiftedMaximum(next)))),
-      std::make_shared<Store>(max.accumulator, std::vector<ExprPtr>{}, next)};
+  std::vector<StmtPtr> stmts;
+  if (!onlineTilePosition_) {
+    stmts.push_back(std::make_shared<Store>(nextMax_, std::vector<ExprPtr>{},
+                                            std::make_shared<Binary>(type, BinaryOp::Max, local(max.accumulator), rootExpr(online_->maxOf))));
+    for (StmtPtr& move : maximumMoves()) stmts.push_back(move);
+  }
+  for (const auto& [weight, value] : weights_) stmts.push_back(std::make_shared<Store>(weight, std::vector<ExprPtr>{}, rootExpr(value)));
   for (size_t k = 0; k < online_->sums.size(); ++k) {
     const std::string& sum = online_->sums[k].accumulator;
     stmts.push_back(std::make_shared<Store>(sum, std::vector<ExprPtr>{}, rescaled(local(sum), rootExpr(online_->sumTerms[k]))));
   }
   stmts.push_back(rest);
-  return std::make_shared<Allocate>(nextMax_, type, std::vector<Dim>{}, MemoryScope::Registers,
-                                    std::make_shared<Allocate>(rescale_, type, std::vector<Dim>{}, MemoryScope::Registers, block(stmts)));
+  StmtPtr step = block(stmts);
+  for (auto weight = weights_.rbegin(); weight != weights_.rend(); ++weight)
+    step = std::make_shared<Allocate>(weight->first, weight->second->dtype, std::vector<Dim>{}, MemoryScope::Registers, step);
+  return onlineTilePosition_ ? step : withStepLocals({step});
+}
+
+// The step once per tile of the reduction loops, before the tile's loops (`rest`): a pass of its own over
+// them takes the tile's maximum, then every sum and accumulator is rescaled once, so that each element's
+// step only adds its terms (FlashAttention-2's order: one exponential per element, not two).
+StmtPtr NestScheduler::onlineTileStep(StmtPtr rest, const Defined& defined, const std::vector<ExprPtr>& masks) {
+  const Computation& max = online_->max;
+  DType type = max.accumulatorType;
+  auto local = [&](const std::string& name) { return std::make_shared<Load>(type, name, std::vector<ExprPtr>{}); };
+  ExprPtr factor = local(rescale_);
+  auto multiplied = [&](ExprPtr value) { return std::make_shared<Binary>(type, BinaryOp::Mul, std::move(value), factor); };
+  std::vector<StmtPtr> stmts{std::make_shared<Store>(nextMax_, std::vector<ExprPtr>{}, local(max.accumulator))};
+  stmts.push_back(replayReductionLoops(*onlineTilePosition_, onlinePosition_, defined, masks, [&](const std::vector<ExprPtr>& leafMasks) -> StmtPtr {
+    StmtPtr larger = std::make_shared<Store>(nextMax_, std::vector<ExprPtr>{},
+                                             std::make_shared<Binary>(type, BinaryOp::Max, local(nextMax_), rootExpr(online_->maxOf)));
+    return leafMasks.empty() ? larger : std::make_shared<Guard>(conjunction(leafMasks), larger);
+  }));
+  for (StmtPtr& move : maximumMoves()) stmts.push_back(move);
+  for (const Computation& sum : online_->sums)
+    stmts.push_back(std::make_shared<Store>(sum.accumulator, std::vector<ExprPtr>{}, multiplied(local(sum.accumulator))));
+  stmts.push_back(replayPureLoops(*onlineTilePosition_, *onlineTilePosition_, defined, masks, [&](const std::vector<ExprPtr>&) -> StmtPtr {
+    return std::make_shared<Store>(accumulator_, accumulatorIndex_,
+                                   multiplied(std::make_shared<Load>(type, accumulator_, accumulatorIndex_)));
+  }));
+  stmts.push_back(rest);
+  return withStepLocals(stmts);
+}
+
+// The root's reduction loops from `position` to `end` (a run of them with nothing placed inside), with
+// their Lets and tails as guards, around `leaf`: a pass over them of their own.
+StmtPtr NestScheduler::replayReductionLoops(size_t position, size_t end, Defined defined, std::vector<ExprPtr> masks,
+                                            const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf) {
+  Ready ready = emitReady(root_loops_, openAt(position), defined, false, masks);
+  if (position == end) return wrap(ready, leaf(masks));
+  const FinalLoop& loop = root_loops_.loops[position];
+  StmtPtr body = replayReductionLoops(position + 1, end, defined, masks, leaf);
+  std::optional<MaskedTiles> tiles = maskedTiles(position);
+  return wrap(ready, std::make_shared<Loop>(loop.var, tiles ? tiles->useful : loop.extent, bindingOf(loop),
+                                            std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
+                                            vectorWidthOf(*loop.scheduled), dimensionOf(*loop.scheduled)));
 }
 
 // The running maximum and the sums live beside the root's accumulators, one of each per thread: every
@@ -96,6 +163,53 @@ void NestScheduler::placeOnlineSoftmax() {
                               rowLoop ? "outside the accumulators' loops or bound to threads" : "inside its last reduction loop"));
   }
   onlinePosition_ = last + 1;
+  // Where the reduction loops are tiled (a serial loop over tiles outside a run of them that ends with
+  // the last), the maximum moves once per tile, when the pass over the tile that finds it reads only
+  // copies made outside the tile (it reads the tile twice) and nothing is placed among the tile's loops.
+  size_t tile = last;
+  while (tile > accumulatorPosition_ && loops[tile - 1].scheduled->reduction) --tile;
+  bool tiled = false;
+  for (size_t k = accumulatorPosition_; k < tile; ++k) tiled = tiled || loops[k].scheduled->reduction;
+  for (size_t m = 0; m < parts_.members.size(); ++m) tiled = tiled && (!memberPositions_[m] || *memberPositions_[m] <= tile);
+  for (const PlacedCache& cache : caches_) tiled = tiled && cache.position <= tile;
+  forEachNode(*online_->maxOf, [&](const Expr& node) {
+    const auto* load = node.as<Load>();
+    if (load && std::none_of(caches_.begin(), caches_.end(), [&](const PlacedCache& cache) { return cache.cache->source == load->tensor; }))
+      tiled = false;
+  });
+  if (tiled) onlineTilePosition_ = tile;
+  hoistWeights();
+  foldRootTerm();
+}
+
+// Each exponential of the terms that depends only on the loops open at the step (the softmax's weight
+// exp(X - max), which the denominator and every accumulator's term read) is computed once per step into
+// a local of its own: the CUDA compiler does not merge the hardware approximation's asm.
+void NestScheduler::hoistWeights() {
+  std::set<std::string> open = openAt(onlinePosition_), late;
+  for (const auto& [axis, var] : root_loops_.axisVars)
+    if (!includes(open, root_loops_.loopsOf.at(axis))) late.insert(var);
+  std::map<std::string, std::string> localOf;  // an exponential's text -> its local
+  auto hoisted = [&](const ExprPtr& term) {
+    return rewrite(term, [&](const Expr& node) -> ExprPtr {
+      const auto* exp = node.as<Unary>();
+      if (!exp || exp->op != UnaryOp::Exp) return nullptr;
+      bool early = true;
+      forEachNode(node, [&](const Expr& inner) {
+        const auto* var = inner.as<AxisVar>();
+        early = early && !(var && late.count(var->name));
+      });
+      if (!early) return nullptr;
+      auto [at, fresh] = localOf.emplace(printExpr(node), "");
+      if (fresh) {
+        at->second = uniqueVar(root_->name + "__weight");
+        weights_.push_back({at->second, std::make_shared<Unary>(exp->dtype, exp->op, exp->operand, exp->approximate)});
+      }
+      return std::make_shared<Load>(exp->dtype, at->second, std::vector<ExprPtr>{});
+    });
+  };
+  online_->rootTerm = hoisted(online_->rootTerm);
+  for (ExprPtr& term : online_->sumTerms) term = hoisted(term);
 }
 
 namespace {
@@ -124,81 +238,127 @@ std::vector<UpperBound> upperBounds(const ExprPtr& condition) {
   }
 }
 
-// where(condition, x, identity): the condition; null for any other term.
-ExprPtr maskOf(const ExprPtr& term, double identity) {
-  const auto* masked = term->as<Select>();
-  if (!masked) return nullptr;
-  const auto* otherwise = masked->ifFalse->as<FloatImm>();
-  const auto* integer = masked->ifFalse->as<IntImm>();
-  bool isIdentity = (otherwise && otherwise->value == identity) || (integer && identity == 0 && integer->value == 0);
-  return isIdentity ? masked->condition : nullptr;
+// The condition outside which `term` is the identity of `op` (maskedTerm); null where it has none.
+ExprPtr maskOf(const ExprPtr& term, ReduceOp op) {
+  std::optional<MaskedTerm> masked = maskedTerm(term, op);
+  return masked ? masked->condition : nullptr;
 }
 
 }  // namespace
 
+// The terms the root's reduction adds, with the identity of each: the online softmax's maximum and
+// sums, or the root's own term; none where the update has another form.
+std::vector<std::pair<ExprPtr, ReduceOp>> NestScheduler::reductionTerms() const {
+  if (online_) {
+    std::vector<std::pair<ExprPtr, ReduceOp>> terms{{online_->maxOf, ReduceOp::Max}, {online_->rootTerm, ReduceOp::Sum}};
+    for (const ExprPtr& term : online_->sumTerms) terms.push_back({term, ReduceOp::Sum});
+    return terms;
+  }
+  const auto* step = parts_.root.update->value->as<Binary>();
+  const auto* current = step ? step->lhs->as<Load>() : nullptr;
+  if (!current || current->tensor != parts_.root.accumulator) return {};
+  return {{step->rhs, root_->reduction->op}};
+}
+
 // Where every term the reduction adds is its identity outside a condition (a bounded sum or maximum,
 // `sum[l < s + 1]`: Tensor IR's where(l < s + 1, x, 0)) that bounds the loop at `position` from above,
 // the iterations past the last in which it holds for some element of the block add nothing, and the
-// loop ends before them: causal attention's tiles of keys past the block's last query. The loop is
-// serial and every loop outside it the same for the whole block, so that its end is too (its barriers
-// stay uniform). Null where that does not apply.
-ExprPtr NestScheduler::usefulExtent(size_t position) const {
+// loop ends before them (`useful`): causal attention's tiles of keys past the block's last query. And
+// the iterations before the first in which it fails for some element (`whole`, null where that is not
+// known) need no condition: the tiles below the diagonal. The loop is serial and every loop outside it
+// the same for the whole block, so that both bounds are too (its barriers stay uniform). Nullopt where
+// that does not apply.
+std::optional<NestScheduler::MaskedTiles> NestScheduler::maskedTiles(size_t position) const {
   const std::vector<FinalLoop>& loops = root_loops_.loops;
   const FinalLoop& loop = loops[position];
-  if (!root_->reduction || !loop.scheduled->reduction || loop.scheduled->binding || loop.scheduled->unrolled) return nullptr;
+  if (!root_->reduction || !loop.scheduled->reduction || loop.scheduled->binding || loop.scheduled->unrolled) return std::nullopt;
   for (size_t k = 0; k < position; ++k)
-    if (boundToThreads(*loops[k].scheduled) || boundToGrid(*loops[k].scheduled)) return nullptr;
-  double inf = std::numeric_limits<double>::infinity();
-  std::vector<ExprPtr> masks;
-  if (online_) {
-    masks.push_back(maskOf(online_->maxOf, -inf));
-    masks.push_back(maskOf(online_->rootTerm, 0));
-    for (const ExprPtr& term : online_->sumTerms) masks.push_back(maskOf(term, 0));
-  } else {
-    const auto* step = parts_.root.update->value->as<Binary>();
-    const auto* current = step ? step->lhs->as<Load>() : nullptr;
-    if (!current || current->tensor != parts_.root.accumulator) return nullptr;
-    ReduceOp op = root_->reduction->op;
-    if (op == ReduceOp::Sum || op == ReduceOp::Mean) masks.push_back(maskOf(step->rhs, 0));
-    else if (op == ReduceOp::Max || op == ReduceOp::Min) masks.push_back(maskOf(step->rhs, op == ReduceOp::Max ? -inf : inf));
-    else return nullptr;
-  }
+    if (boundToThreads(*loops[k].scheduled) || boundToGrid(*loops[k].scheduled)) return std::nullopt;
+  std::vector<std::pair<ExprPtr, ReduceOp>> terms = reductionTerms();
+  if (terms.empty()) return std::nullopt;
   // The conditions over the final loops' variables.
   std::map<std::string, ExprPtr> values;
   for (const auto& [axis, loopVar] : root_loops_.axisVars)
     if (root_loops_.values.count(axis)) values[loopVar] = root_loops_.values.at(axis);
-  ExprPtr useful;
+  auto least = [](ExprPtr a, ExprPtr b) { return a ? arithmetic(BinaryOp::Min, a, b) : b; };
+  ExprPtr useful, whole;
+  bool wholeKnown = true;
   std::set<std::string> seen;
-  for (const ExprPtr& mask : masks) {
-    if (!mask) return nullptr;
+  for (const auto& [term, op] : terms) {
+    ExprPtr mask = maskOf(term, op);
+    if (!mask) return std::nullopt;
     if (!seen.insert(printExpr(*mask)).second) continue;
-    // The first iteration from which one of the comparisons fails for every element: x - y = a * var +
-    // inner + rest >= bound, `inner` at its least over the loops inside, `rest` x0 - y0 (both with the
-    // loop's and the inner loops' variables 0).
-    ExprPtr earliest;
-    for (const auto& [x, y, bound] : upperBounds(mask)) {
+    // x - y = a * var + inner + rest, `inner` over the loops inside, `rest` x0 - y0 (both with the loop's
+    // and the inner loops' variables 0). The first iteration from which one of the comparisons fails for
+    // every element (`inner` at its least), and the first from which one fails for some element (at its
+    // most).
+    ExprPtr earliest, held;
+    std::vector<UpperBound> bounds = upperBounds(mask);
+    wholeKnown = wholeKnown && !bounds.empty();
+    for (const auto& [x, y, bound] : bounds) {
       ExprPtr over = substitute(arithmetic(BinaryOp::Sub, x, y), values);
       std::optional<int64_t> a = coefficientOf(*over, loop.var);
-      if (!a || *a <= 0) continue;
-      int64_t innerLeast = 0;
+      bool affine = a && *a > 0;
+      int64_t innerLeast = 0, innerMost = 0;
+      bool mostKnown = true;
       std::map<std::string, ExprPtr> zero{{loop.var, i64(0)}};
-      bool affine = true;
       for (size_t k = position + 1; k < loops.size() && affine; ++k) {
         std::optional<int64_t> c = coefficientOf(*over, loops[k].var);
-        affine = c.has_value() && (*c >= 0 || loops[k].scheduled->extent.has_value());
-        if (affine && *c < 0) innerLeast += *c * (*loops[k].scheduled->extent - 1);
+        std::optional<int64_t> extent = loops[k].scheduled->extent;
+        affine = c.has_value() && (*c >= 0 || extent.has_value());
+        if (affine && *c < 0) innerLeast += *c * (*extent - 1);
+        if (affine && *c > 0 && extent) innerMost += *c * (*extent - 1);
+        mostKnown = mostKnown && (!c || *c <= 0 || extent);
         zero[loops[k].var] = i64(0);
       }
-      if (!affine) continue;
-      ExprPtr numerator = arithmetic(BinaryOp::Sub, arithmetic(BinaryOp::Add, substitute(substitute(y, values), zero), i64(bound - innerLeast + *a - 1)),
-                                     substitute(substitute(x, values), zero));
-      ExprPtr first = arithmetic(BinaryOp::Max, i64(0), arithmetic(BinaryOp::Div, numerator, i64(*a)));
-      earliest = earliest ? arithmetic(BinaryOp::Min, earliest, first) : first;
+      if (!affine) {
+        wholeKnown = false;
+        continue;
+      }
+      ExprPtr rest = arithmetic(BinaryOp::Sub, substitute(substitute(x, values), zero), substitute(substitute(y, values), zero));
+      // a * t + innerLeast + rest >= bound from t = ceil((bound - innerLeast - rest) / a) on.
+      ExprPtr fails = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Sub, i64(bound - innerLeast + *a - 1), rest), i64(*a));
+      earliest = least(earliest, arithmetic(BinaryOp::Max, i64(0), fails));
+      // a * t + innerMost + rest < bound up to t = ceil((bound - innerMost - rest) / a), excluded.
+      wholeKnown = wholeKnown && mostKnown;
+      ExprPtr holds = arithmetic(BinaryOp::Div, arithmetic(BinaryOp::Sub, i64(bound - innerMost + *a - 1), rest), i64(*a));
+      held = least(held, arithmetic(BinaryOp::Max, i64(0), holds));
     }
-    if (!earliest) return nullptr;
+    if (!earliest) return std::nullopt;
     useful = useful ? arithmetic(BinaryOp::Max, useful, earliest) : earliest;
+    whole = least(whole, held);
   }
-  return useful ? arithmetic(BinaryOp::Min, loop.extent, useful) : nullptr;
+  if (!useful) return std::nullopt;
+  useful = arithmetic(BinaryOp::Min, loop.extent, useful);
+  return MaskedTiles{useful, wholeKnown && whole ? arithmetic(BinaryOp::Min, useful, whole) : nullptr};
+}
+
+// The body of the loop at `position` for its tiles where every term's mask holds (maskedTiles): the
+// terms without their masks.
+StmtPtr NestScheduler::unmaskedBody(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks) {
+  std::optional<OnlineSoftmax> online = online_;
+  std::shared_ptr<loop::Store> onlineUpdate = onlineUpdate_, update;
+  const loop::Store* rootUpdate = parts_.root.update;
+  auto unmasked = [](const ExprPtr& term, ReduceOp op) {
+    std::optional<MaskedTerm> masked = maskedTerm(term, op);
+    return masked ? masked->value : term;
+  };
+  if (online_) {
+    online_->maxOf = unmasked(online_->maxOf, ReduceOp::Max);
+    online_->rootTerm = unmasked(online_->rootTerm, ReduceOp::Sum);
+    for (ExprPtr& term : online_->sumTerms) term = unmasked(term, ReduceOp::Sum);
+    foldRootTerm();
+  } else {
+    const auto& step = static_cast<const Binary&>(*rootUpdate->value);
+    update = std::make_shared<loop::Store>(rootUpdate->buffer, rootUpdate->indices,
+                                           std::make_shared<Binary>(step.dtype, step.op, step.lhs, unmasked(step.rhs, root_->reduction->op)));
+    parts_.root.update = update.get();
+  }
+  StmtPtr body = generate(position + 1, defined, masks);
+  online_ = online;
+  onlineUpdate_ = onlineUpdate;
+  parts_.root.update = rootUpdate;
+  return body;
 }
 
 void NestScheduler::placeAccumulator() {
@@ -284,20 +444,35 @@ bool NestScheduler::cooperativeFrom(size_t position) const {
 }
 
 // Inside the accumulators' loops, with nothing placed further in, does the update read only copies
-// that are already made (and the accumulators)? Then iterations past a pure axis's end are harmless.
+// that are already made (and the accumulators, and an online softmax's running values)? Then iterations
+// past a pure axis's end are harmless.
 bool NestScheduler::overrunSafe(size_t position) const {
   if (!accumulatorOpen_ || !parts_.root.update) return false;
   for (size_t m = 0; m < parts_.members.size(); ++m)
     if (memberPositions_[m] >= position) return false;
   for (const PlacedCache& cache : caches_)
     if (cache.position >= position) return false;
+  // What runs inside: the update, and an online softmax's step (its maximum, weights and sums).
+  std::set<std::string> locals{parts_.root.accumulator};
+  std::vector<ExprPtr> read{parts_.root.update->value};
+  if (online_) {
+    locals.insert({online_->max.accumulator, nextMax_, rescale_});
+    for (const Computation& sum : online_->sums) locals.insert(sum.accumulator);
+    read.push_back(online_->maxOf);
+    read.insert(read.end(), online_->sumTerms.begin(), online_->sumTerms.end());
+    for (const auto& [weight, value] : weights_) {
+      locals.insert(weight);
+      read.push_back(value);
+    }
+  }
   bool safe = true;
-  forEachNode(*parts_.root.update->value, [&](const Expr& node) {
-    const auto* load = node.as<Load>();
-    if (!load || load->tensor == parts_.root.accumulator) return;
-    safe = safe && std::any_of(activeCaches_.begin(), activeCaches_.end(),
-                               [&](const PlacedCache* cache) { return cache->cache->source == load->tensor; });
-  });
+  for (const ExprPtr& expr : read)
+    forEachNode(*expr, [&](const Expr& node) {
+      const auto* load = node.as<Load>();
+      if (!load || locals.count(load->tensor)) return;
+      safe = safe && std::any_of(activeCaches_.begin(), activeCaches_.end(),
+                                 [&](const PlacedCache* cache) { return cache->cache->source == load->tensor; });
+    });
   return safe;
 }
 

@@ -553,20 +553,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
     for (int64_t s_block = (int64_t)blockIdx.x; s_block < ((S + (int64_t)15) / (int64_t)16); s_block += (int64_t)gridDim.x) {
       for (int64_t e_block = (int64_t)0; e_block < ((E + (int64_t)63) / (int64_t)64); e_block += (int64_t)1) {
         EMMY_SHARED(__half, v_shared, 4096);
-        EMMY_SHARED(float, bias_shared, 1024);
-        EMMY_SHARED(float, logits__sum_shared, 1024);
+        EMMY_SHARED(float, bias_shared, 1056);
+        EMMY_SHARED(float, logits__sum_shared, 1056);
         __syncthreads();
-        for (int64_t logits__sum_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits__sum_shared_vector_1 < (int64_t)128; logits__sum_shared_vector_1 += (int64_t)256) {
-          const int64_t logits__sum_shared_element_1 = (logits__sum_shared_vector_1 * (int64_t)4);
+        for (int64_t logits__sum_shared_element_1__trip = (int64_t)0; logits__sum_shared_element_1__trip < (int64_t)2; logits__sum_shared_element_1__trip += (int64_t)1) {
+          const int64_t logits__sum_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * (int64_t)256));
           const int64_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
           const int64_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % (int64_t)32);
-          emmy_copy_async_lanes<4>(logits__sum_shared, ((logits__sum_shared_2_1 * (int64_t)32) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_1)) * L) + logits__sum_shared_3_1), ((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_1) < S)) ? (L - logits__sum_shared_3_1) : (int64_t)0);
+          emmy_copy_async(logits__sum_shared, ((logits__sum_shared_2_1 * (int64_t)33) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_1)) * L) + logits__sum_shared_3_1), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_1) < S)) && (logits__sum_shared_3_1 < L)));
         }
-        for (int64_t bias_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); bias_shared_vector_1 < (int64_t)128; bias_shared_vector_1 += (int64_t)256) {
-          const int64_t bias_shared_element_1 = (bias_shared_vector_1 * (int64_t)4);
+        for (int64_t bias_shared_element_1__trip = (int64_t)0; bias_shared_element_1__trip < (int64_t)2; bias_shared_element_1__trip += (int64_t)1) {
+          const int64_t bias_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (bias_shared_element_1__trip * (int64_t)256));
           const int64_t bias_shared_0_1 = ((bias_shared_element_1 / (int64_t)32) % (int64_t)16);
           const int64_t bias_shared_1_1 = (bias_shared_element_1 % (int64_t)32);
-          emmy_copy_async_lanes<4>(bias_shared, ((bias_shared_0_1 * (int64_t)32) + bias_shared_1_1), bias, ((((s_block * (int64_t)16) + bias_shared_0_1) * L) + bias_shared_1_1), (((s_block * (int64_t)16) + bias_shared_0_1) < S) ? (L - bias_shared_1_1) : (int64_t)0);
+          emmy_copy_async(bias_shared, ((bias_shared_0_1 * (int64_t)33) + bias_shared_1_1), bias, ((((s_block * (int64_t)16) + bias_shared_0_1) * L) + bias_shared_1_1), ((((s_block * (int64_t)16) + bias_shared_0_1) < S) && (bias_shared_1_1 < L)));
         }
         const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
         const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
@@ -593,17 +593,17 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
         }
         for (int64_t l_tile = (int64_t)0; l_tile < ((L + (int64_t)31) / (int64_t)32); l_tile += (int64_t)1) {
           __syncthreads();
-          for (int64_t logits__sum_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits__sum_shared_vector < (int64_t)128; logits__sum_shared_vector += (int64_t)256) {
-            const int64_t logits__sum_shared_element = (logits__sum_shared_vector * (int64_t)4);
+          for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
+            const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
             const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
             const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)32) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) ? (L - (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)) : (int64_t)0);
+            emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3) < L)));
           }
-          for (int64_t bias_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); bias_shared_vector < (int64_t)128; bias_shared_vector += (int64_t)256) {
-            const int64_t bias_shared_element = (bias_shared_vector * (int64_t)4);
+          for (int64_t bias_shared_element__trip = (int64_t)0; bias_shared_element__trip < (int64_t)2; bias_shared_element__trip += (int64_t)1) {
+            const int64_t bias_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (bias_shared_element__trip * (int64_t)256));
             const int64_t bias_shared_0 = ((bias_shared_element / (int64_t)32) % (int64_t)16);
             const int64_t bias_shared_1 = (bias_shared_element % (int64_t)32);
-            emmy_copy_async_lanes<4>(bias_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + bias_shared_0) * (int64_t)32) + bias_shared_1), bias, ((((s_block * (int64_t)16) + bias_shared_0) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1)), (((s_block * (int64_t)16) + bias_shared_0) < S) ? (L - (((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1)) : (int64_t)0);
+            emmy_copy_async(bias_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + bias_shared_0) * (int64_t)33) + bias_shared_1), bias, ((((s_block * (int64_t)16) + bias_shared_0) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1)), ((((s_block * (int64_t)16) + bias_shared_0) < S) && ((((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1) < L)));
           }
           const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
           const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
@@ -613,25 +613,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
           emmy_wait_for_copies<1>();
           const int64_t s_thread = (int64_t)threadIdx.y;
           const int64_t s = ((s_block * (int64_t)16) + s_thread);
+          const int64_t e_thread = (int64_t)threadIdx.x;
+          float m__next;
+          float o__rescale;
+          m__next = m__acc;
           __syncthreads();
-          if ((s < S)) {
-            const int64_t e_thread = (int64_t)threadIdx.x;
-            for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-              const int64_t l = ((l_tile * (int64_t)32) + l_in);
-              if ((l < L)) {
-                float m__next;
-                float o__rescale;
-                m__next = emmy_max(m__acc, ((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f) + bias_shared[(((((l_tile % (int64_t)2) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))]));
-                o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                m__acc = m__next;
-                o__sum_1__acc = ((o__sum_1__acc * o__rescale) + expf((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f) + bias_shared[(((((l_tile % (int64_t)2) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))]) - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (expf((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f) + bias_shared[(((((l_tile % (int64_t)2) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))]) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
-                  }
-                }
+          for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
+            const int64_t l = ((l_tile * (int64_t)32) + l_in);
+            if ((l < L)) {
+              m__next = emmy_max(m__next, ((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) + bias_shared[(((((l_tile % (int64_t)2) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))]));
+            }
+          }
+          o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+          m__acc = m__next;
+          o__sum_1__acc = (o__sum_1__acc * o__rescale);
+          #pragma unroll
+          for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+            const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+            if ((e < E)) {
+              o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale);
+            }
+          }
+          for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
+            const int64_t l = ((l_tile * (int64_t)32) + l_in);
+            if ((l < L)) {
+              float o__weight;
+              o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) + bias_shared[(((((l_tile % (int64_t)2) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))]) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+              o__sum_1__acc = (o__sum_1__acc + o__weight);
+              #pragma unroll
+              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
               }
             }
           }
@@ -971,19 +983,19 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
     for (int64_t s_block = (int64_t)blockIdx.x; s_block < ((S + (int64_t)15) / (int64_t)16); s_block += (int64_t)gridDim.x) {
       for (int64_t e_block = (int64_t)0; e_block < ((E + (int64_t)63) / (int64_t)64); e_block += (int64_t)1) {
         EMMY_SHARED(__half, v_shared, 4096);
-        EMMY_SHARED(float, logits__sum_shared, 1024);
+        EMMY_SHARED(float, logits__sum_shared, 1056);
         __syncthreads();
-        for (int64_t logits__sum_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits__sum_shared_vector_1 < (int64_t)128; logits__sum_shared_vector_1 += (int64_t)256) {
-          const int64_t logits__sum_shared_element_1 = (logits__sum_shared_vector_1 * (int64_t)4);
-          const int64_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
-          const int64_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % (int64_t)32);
-          emmy_copy_async_lanes<4>(logits__sum_shared, ((logits__sum_shared_2_1 * (int64_t)32) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_1)) * S) + logits__sum_shared_3_1), ((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_1) < S)) ? (S - logits__sum_shared_3_1) : (int64_t)0);
+        for (int64_t logits__sum_shared_element_2__trip = (int64_t)0; logits__sum_shared_element_2__trip < (int64_t)2; logits__sum_shared_element_2__trip += (int64_t)1) {
+          const int64_t logits__sum_shared_element_2 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_2__trip * (int64_t)256));
+          const int64_t logits__sum_shared_2_2 = ((logits__sum_shared_element_2 / (int64_t)32) % (int64_t)16);
+          const int64_t logits__sum_shared_3_2 = (logits__sum_shared_element_2 % (int64_t)32);
+          emmy_copy_async(logits__sum_shared, ((logits__sum_shared_2_2 * (int64_t)33) + logits__sum_shared_3_2), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_2)) * S) + logits__sum_shared_3_2), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_2) < S)) && (logits__sum_shared_3_2 < S)));
         }
-        const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-        const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
-        const int64_t v_shared_2_1 = ((v_shared_element_1 / (int64_t)64) % (int64_t)32);
-        const int64_t v_shared_3_1 = (v_shared_element_1 % (int64_t)64);
-        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_1 * (int64_t)64) + v_shared_3_1), v, ((((b_h * S) + v_shared_2_1) * E) + ((e_block * (int64_t)64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && (v_shared_2_1 < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3_1)) : (int64_t)0);
+        const int64_t v_shared_vector_2 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+        const int64_t v_shared_element_2 = (v_shared_vector_2 * (int64_t)8);
+        const int64_t v_shared_2_2 = ((v_shared_element_2 / (int64_t)64) % (int64_t)32);
+        const int64_t v_shared_3_2 = (v_shared_element_2 % (int64_t)64);
+        emmy_copy_async_lanes<8>(v_shared, ((v_shared_2_2 * (int64_t)64) + v_shared_3_2), v, ((((b_h * S) + v_shared_2_2) * E) + ((e_block * (int64_t)64) + v_shared_3_2)), ((((b_h / H) < B) && ((b_h % H) < H)) && (v_shared_2_2 < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3_2)) : (int64_t)0);
         emmy_wait_for_copies<1>();
         float m__acc;
         m__acc = -INFINITY;
@@ -1002,39 +1014,84 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
             }
           }
         }
-        for (int64_t l_tile = (int64_t)0; l_tile < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, ((((s_block * (int64_t)16) + (int64_t)1) + (int64_t)46) / (int64_t)32))); l_tile += (int64_t)1) {
-          __syncthreads();
-          for (int64_t logits__sum_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits__sum_shared_vector < (int64_t)128; logits__sum_shared_vector += (int64_t)256) {
-            const int64_t logits__sum_shared_element = (logits__sum_shared_vector * (int64_t)4);
-            const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
-            const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)32) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) ? (S - (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)) : (int64_t)0);
+        for (int64_t l_tile = (int64_t)0; l_tile < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))); l_tile += (int64_t)1) {
+          if ((l_tile < emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+            __syncthreads();
+            for (int64_t logits__sum_shared_element_1__trip = (int64_t)0; logits__sum_shared_element_1__trip < (int64_t)2; logits__sum_shared_element_1__trip += (int64_t)1) {
+              const int64_t logits__sum_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * (int64_t)256));
+              const int64_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
+              const int64_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % (int64_t)32);
+              emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2_1) * (int64_t)33) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_1)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3_1)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_1) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3_1) < S)));
+            }
+            const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
+            const int64_t v_shared_2_1 = ((v_shared_element_1 / (int64_t)64) % (int64_t)32);
+            const int64_t v_shared_3_1 = (v_shared_element_1 % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2_1) * (int64_t)64) + v_shared_3_1), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2_1)) * E) + ((e_block * (int64_t)64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2_1) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3_1)) : (int64_t)0);
+            emmy_wait_for_copies<1>();
+            const int64_t s_thread = (int64_t)threadIdx.y;
+            const int64_t s = ((s_block * (int64_t)16) + s_thread);
+            __syncthreads();
+            if ((s < S)) {
+              const int64_t e_thread = (int64_t)threadIdx.x;
+              for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
+                const int64_t l = ((l_tile * (int64_t)32) + l_in);
+                if ((l < S)) {
+                  float m__next;
+                  float o__rescale;
+                  float o__weight;
+                  m__next = emmy_max(m__acc, ((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))));
+                  o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+                  m__acc = m__next;
+                  o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  o__sum_1__acc = ((o__sum_1__acc * o__rescale) + o__weight);
+                  #pragma unroll
+                  for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                    const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                    if ((e < E)) {
+                      o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
+                    }
+                  }
+                }
+              }
+            }
           }
-          const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-          const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
-          const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
-          const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
-          emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
-          emmy_wait_for_copies<1>();
-          const int64_t s_thread = (int64_t)threadIdx.y;
-          const int64_t s = ((s_block * (int64_t)16) + s_thread);
-          __syncthreads();
-          if ((s < S)) {
-            const int64_t e_thread = (int64_t)threadIdx.x;
-            for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-              const int64_t l = ((l_tile * (int64_t)32) + l_in);
-              if ((l < S)) {
-                float m__next;
-                float o__rescale;
-                m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? ((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) : -INFINITY));
-                o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                m__acc = m__next;
-                o__sum_1__acc = ((o__sum_1__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? expf((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) : 0.0f));
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (expf((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])) : 0.0f));
+          if ((l_tile >= emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+            __syncthreads();
+            for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
+              const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
+              const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
+              const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
+              emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3) < S)));
+            }
+            const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
+            const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
+            emmy_wait_for_copies<1>();
+            const int64_t s_thread = (int64_t)threadIdx.y;
+            const int64_t s = ((s_block * (int64_t)16) + s_thread);
+            __syncthreads();
+            if ((s < S)) {
+              const int64_t e_thread = (int64_t)threadIdx.x;
+              for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
+                const int64_t l = ((l_tile * (int64_t)32) + l_in);
+                if ((l < S)) {
+                  float m__next;
+                  float o__rescale;
+                  float o__weight;
+                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? ((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) : -INFINITY));
+                  o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+                  m__acc = m__next;
+                  o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  o__sum_1__acc = ((o__sum_1__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
+                  #pragma unroll
+                  for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                    const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                    if ((e < E)) {
+                      o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])) : 0.0f));
+                    }
                   }
                 }
               }
@@ -1377,13 +1434,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
     for (int64_t s_block = (int64_t)blockIdx.x; s_block < ((S + (int64_t)15) / (int64_t)16); s_block += (int64_t)gridDim.x) {
       for (int64_t e_block = (int64_t)0; e_block < ((E + (int64_t)63) / (int64_t)64); e_block += (int64_t)1) {
         EMMY_SHARED(__half, v_shared, 4096);
-        EMMY_SHARED(float, logits__sum_shared, 1024);
+        EMMY_SHARED(float, logits__sum_shared, 1056);
         __syncthreads();
-        for (int64_t logits__sum_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits__sum_shared_vector_1 < (int64_t)128; logits__sum_shared_vector_1 += (int64_t)256) {
-          const int64_t logits__sum_shared_element_1 = (logits__sum_shared_vector_1 * (int64_t)4);
+        for (int64_t logits__sum_shared_element_1__trip = (int64_t)0; logits__sum_shared_element_1__trip < (int64_t)2; logits__sum_shared_element_1__trip += (int64_t)1) {
+          const int64_t logits__sum_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * (int64_t)256));
           const int64_t logits__sum_shared_3_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
           const int64_t logits__sum_shared_4_1 = (logits__sum_shared_element_1 % (int64_t)32);
-          emmy_copy_async_lanes<4>(logits__sum_shared, ((logits__sum_shared_3_1 * (int64_t)32) + logits__sum_shared_4_1), logits__sum, ((((b_g_r * S) + ((s_block * (int64_t)16) + logits__sum_shared_3_1)) * L) + logits__sum_shared_4_1), ((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * (int64_t)16) + logits__sum_shared_3_1) < S)) ? (L - logits__sum_shared_4_1) : (int64_t)0);
+          emmy_copy_async(logits__sum_shared, ((logits__sum_shared_3_1 * (int64_t)33) + logits__sum_shared_4_1), logits__sum, ((((b_g_r * S) + ((s_block * (int64_t)16) + logits__sum_shared_3_1)) * L) + logits__sum_shared_4_1), (((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * (int64_t)16) + logits__sum_shared_3_1) < S)) && (logits__sum_shared_4_1 < L)));
         }
         const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
         const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
@@ -1410,11 +1467,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
         }
         for (int64_t l_tile = (int64_t)0; l_tile < ((L + (int64_t)31) / (int64_t)32); l_tile += (int64_t)1) {
           __syncthreads();
-          for (int64_t logits__sum_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits__sum_shared_vector < (int64_t)128; logits__sum_shared_vector += (int64_t)256) {
-            const int64_t logits__sum_shared_element = (logits__sum_shared_vector * (int64_t)4);
+          for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
+            const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
             const int64_t logits__sum_shared_3 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
             const int64_t logits__sum_shared_4 = (logits__sum_shared_element % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_3) * (int64_t)32) + logits__sum_shared_4), logits__sum, ((((b_g_r * S) + ((s_block * (int64_t)16) + logits__sum_shared_3)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4)), ((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * (int64_t)16) + logits__sum_shared_3) < S)) ? (L - (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4)) : (int64_t)0);
+            emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_3) * (int64_t)33) + logits__sum_shared_4), logits__sum, ((((b_g_r * S) + ((s_block * (int64_t)16) + logits__sum_shared_3)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4)), (((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * (int64_t)16) + logits__sum_shared_3) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4) < L)));
           }
           const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
           const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
@@ -1424,25 +1481,37 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
           emmy_wait_for_copies<1>();
           const int64_t s_thread = (int64_t)threadIdx.y;
           const int64_t s = ((s_block * (int64_t)16) + s_thread);
+          const int64_t e_thread = (int64_t)threadIdx.x;
+          float m__next;
+          float o__rescale;
+          m__next = m__acc;
           __syncthreads();
-          if ((s < S)) {
-            const int64_t e_thread = (int64_t)threadIdx.x;
-            for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
-              const int64_t l = ((l_tile * (int64_t)32) + l_in);
-              if ((l < L)) {
-                float m__next;
-                float o__rescale;
-                m__next = emmy_max(m__acc, (logits__sum_shared[((((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f));
-                o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                m__acc = m__next;
-                o__sum_1__acc = ((o__sum_1__acc * o__rescale) + expf(((logits__sum_shared[((((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f) - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
-                #pragma unroll
-                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                  if ((e < E)) {
-                    o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (expf(((logits__sum_shared[((((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)32) + (l - (l_tile * (int64_t)32)))] * 0.125f) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
-                  }
-                }
+          for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
+            const int64_t l = ((l_tile * (int64_t)32) + l_in);
+            if ((l < L)) {
+              m__next = emmy_max(m__next, (logits__sum_shared[((((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f));
+            }
+          }
+          o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+          m__acc = m__next;
+          o__sum_1__acc = (o__sum_1__acc * o__rescale);
+          #pragma unroll
+          for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+            const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+            if ((e < E)) {
+              o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale);
+            }
+          }
+          for (int64_t l_in = (int64_t)0; l_in < (int64_t)32; l_in += (int64_t)1) {
+            const int64_t l = ((l_tile * (int64_t)32) + l_in);
+            if ((l < L)) {
+              float o__weight;
+              o__weight = emmy_exp_approximate(((logits__sum_shared[((((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+              o__sum_1__acc = (o__sum_1__acc + o__weight);
+              #pragma unroll
+              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
               }
             }
           }

@@ -9250,7 +9250,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
             }
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
-            EMMY_SHARED(float, scores, 512);
+            EMMY_SHARED(float, scores, 528);
             __syncthreads();
             for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
               const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
@@ -9266,7 +9266,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
+                scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
               }
             }
             const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
@@ -9276,26 +9276,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
             emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
+            const int64_t et = (int64_t)threadIdx.x;
+            float o__m__next;
+            float o__rescale;
+            o__m__next = o__m__acc;
             __syncthreads();
-            if ((s < S)) {
-              const int64_t et = (int64_t)threadIdx.x;
-              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
-                const int64_t l = ((lo * (int64_t)32) + li);
-                if ((l < L)) {
-                  float o__m__next;
-                  float o__rescale;
-                  o__m__next = emmy_max(o__m__acc, (scores[((si * (int64_t)32) + li)] * scale));
-                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
-                  o__m__acc = o__m__next;
-                  o__den__acc = ((o__den__acc * o__rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
-                    }
-                  }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                o__m__next = emmy_max(o__m__next, (scores[((si * (int64_t)33) + li)] * scale));
+              }
+            }
+            o__rescale = emmy_exp_approximate((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+            o__m__acc = o__m__next;
+            o__den__acc = (o__den__acc * o__rescale);
+            #pragma unroll
+            for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+              const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = (o__pv__acc[er] * o__rescale);
+              }
+            }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
+                o__den__acc = (o__den__acc + o__weight);
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                 }
               }
             }
@@ -9381,7 +9391,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
             }
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
-            EMMY_SHARED(float, scores, 512);
+            EMMY_SHARED(float, scores, 528);
             __syncthreads();
             for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
               const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
@@ -9397,7 +9407,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)])));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
+                scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
               }
             }
             const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
@@ -9407,26 +9417,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
             emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
+            const int64_t et = (int64_t)threadIdx.x;
+            float o__m__next;
+            float o__rescale;
+            o__m__next = o__m__acc;
             __syncthreads();
-            if ((s < S)) {
-              const int64_t et = (int64_t)threadIdx.x;
-              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
-                const int64_t l = ((lo * (int64_t)32) + li);
-                if ((l < L)) {
-                  float o__m__next;
-                  float o__rescale;
-                  o__m__next = emmy_max(o__m__acc, (scores[((si * (int64_t)32) + li)] * scale));
-                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
-                  o__m__acc = o__m__next;
-                  o__den__acc = ((o__den__acc * o__rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
-                    }
-                  }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                o__m__next = emmy_max(o__m__next, (scores[((si * (int64_t)33) + li)] * scale));
+              }
+            }
+            o__rescale = emmy_exp_approximate((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+            o__m__acc = o__m__next;
+            o__den__acc = (o__den__acc * o__rescale);
+            #pragma unroll
+            for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+              const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = (o__pv__acc[er] * o__rescale);
+              }
+            }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
+                o__den__acc = (o__den__acc + o__weight);
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                 }
               }
             }
@@ -9514,7 +9534,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
             }
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
-            EMMY_SHARED(float, scores, 512);
+            EMMY_SHARED(float, scores, 528);
             __syncthreads();
             for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
               const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
@@ -9530,7 +9550,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
                 for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
                   scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__s) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * L) + scores__l) * E) + e_1)]));
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
+                scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
               }
             }
             for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
@@ -9542,26 +9562,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
+            const int64_t et = (int64_t)threadIdx.x;
+            float o__m__next;
+            float o__rescale;
+            o__m__next = o__m__acc;
             __syncthreads();
-            if ((s < S)) {
-              const int64_t et = (int64_t)threadIdx.x;
-              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
-                const int64_t l = ((lo * (int64_t)32) + li);
-                if ((l < L)) {
-                  float o__m__next;
-                  float o__rescale;
-                  o__m__next = emmy_max(o__m__acc, (scores[((si * (int64_t)32) + li)] * scale));
-                  o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
-                  o__m__acc = o__m__next;
-                  o__den__acc = ((o__den__acc * o__rescale) + expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      o__pv__acc[er] = ((o__pv__acc[er] * o__rescale) + (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
-                    }
-                  }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                o__m__next = emmy_max(o__m__next, (scores[((si * (int64_t)33) + li)] * scale));
+              }
+            }
+            o__rescale = expf((o__m__acc - ((o__m__next == -INFINITY) ? 0.0f : o__m__next)));
+            o__m__acc = o__m__next;
+            o__den__acc = (o__den__acc * o__rescale);
+            #pragma unroll
+            for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+              const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+              if ((e < E)) {
+                o__pv__acc[er] = (o__pv__acc[er] * o__rescale);
+              }
+            }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = expf(((scores[((si * (int64_t)33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
+                o__den__acc = (o__den__acc + o__weight);
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
                 }
               }
             }
@@ -9622,12 +9652,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(__half, v_tile, 4096);
-          const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-          const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-          const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-          const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+          const int64_t v_tile_vector_2 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+          const int64_t v_tile_element_2 = (v_tile_vector_2 * (int64_t)8);
+          const int64_t v_tile_2_2 = ((v_tile_element_2 / (int64_t)64) % (int64_t)32);
+          const int64_t v_tile_3_2 = (v_tile_element_2 % (int64_t)64);
           __syncthreads();
-          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_2 * (int64_t)64) + v_tile_3_2), v, ((((((b * H) + h) * S) + v_tile_2_2) * E) + ((eo * (int64_t)64) + v_tile_3_2)), (((b < B) && (h < H)) && (v_tile_2_2 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_2)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           float m__acc;
           m__acc = -INFINITY;
@@ -9646,52 +9676,126 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
               }
             }
           }
-          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, ((((so * (int64_t)16) + (int64_t)1) + (int64_t)46) / (int64_t)32))); lo += (int64_t)1) {
-            EMMY_SHARED(float, scores, 512);
-            __syncthreads();
-            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
-              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
-              const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
-              const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores__b = b;
-              const int64_t scores__h = h;
-              const int64_t scores__i = ((so * (int64_t)16) + scores_2);
-              const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
-              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
-                float scores__acc;
-                scores__acc = 0.0f;
-                for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))); lo += (int64_t)1) {
+            if ((lo < emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+              EMMY_SHARED(float, scores, 528);
+              __syncthreads();
+              for (int64_t scores_element_1__trip = (int64_t)0; scores_element_1__trip < (int64_t)2; scores_element_1__trip += (int64_t)1) {
+                const int64_t scores_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element_1__trip * (int64_t)256));
+                const int64_t scores_2_1 = ((scores_element_1 / (int64_t)32) % (int64_t)16);
+                const int64_t scores_3_1 = (scores_element_1 % (int64_t)32);
+                const int64_t scores__b = b;
+                const int64_t scores__h = h;
+                const int64_t scores__i = ((so * (int64_t)16) + scores_2_1);
+                const int64_t scores__j = ((lo * (int64_t)32) + scores_3_1);
+                if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                  float scores__acc;
+                  scores__acc = 0.0f;
+                  for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
+                    scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                  }
+                  scores[((scores_2_1 * (int64_t)33) + scores_3_1)] = scores__acc;
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
-            }
-            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            emmy_wait_for_copies<1>();
-            const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
-            __syncthreads();
-            if ((s < S)) {
+              const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+              const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+              const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+              emmy_wait_for_copies<1>();
+              const int64_t si = (int64_t)threadIdx.y;
               const int64_t et = (int64_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float m__next;
-                  float o__rescale;
-                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                  m__acc = m__next;
-                  den__acc = ((den__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) : 0.0f));
+                  m__next = emmy_max(m__next, (scores[((si * (int64_t)33) + li)] * scale));
+                }
+              }
+              o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + o__weight);
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      pv__acc[er] = ((pv__acc[er] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
-                    }
+                    pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                  }
+                }
+              }
+            }
+            if ((lo >= emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+              EMMY_SHARED(float, scores, 528);
+              __syncthreads();
+              for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+                const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
+                const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
+                const int64_t scores_3 = (scores_element % (int64_t)32);
+                const int64_t scores__b = b;
+                const int64_t scores__h = h;
+                const int64_t scores__i = ((so * (int64_t)16) + scores_2);
+                const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
+                if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                  float scores__acc;
+                  scores__acc = 0.0f;
+                  for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
+                    scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                  }
+                  scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
+                }
+              }
+              const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_wait_for_copies<1>();
+              const int64_t si = (int64_t)threadIdx.y;
+              const int64_t s = ((so * (int64_t)16) + si);
+              const int64_t et = (int64_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)33) + li)] * scale) : -INFINITY));
+                }
+              }
+              o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
                   }
                 }
               }
@@ -9752,12 +9856,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(__nv_bfloat16, v_tile, 4096);
-          const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-          const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-          const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-          const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+          const int64_t v_tile_vector_2 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+          const int64_t v_tile_element_2 = (v_tile_vector_2 * (int64_t)8);
+          const int64_t v_tile_2_2 = ((v_tile_element_2 / (int64_t)64) % (int64_t)32);
+          const int64_t v_tile_3_2 = (v_tile_element_2 % (int64_t)64);
           __syncthreads();
-          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+          emmy_copy_async_lanes<8>(v_tile, ((v_tile_2_2 * (int64_t)64) + v_tile_3_2), v, ((((((b * H) + h) * S) + v_tile_2_2) * E) + ((eo * (int64_t)64) + v_tile_3_2)), (((b < B) && (h < H)) && (v_tile_2_2 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_2)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           float m__acc;
           m__acc = -INFINITY;
@@ -9776,52 +9880,126 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
               }
             }
           }
-          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, ((((so * (int64_t)16) + (int64_t)1) + (int64_t)46) / (int64_t)32))); lo += (int64_t)1) {
-            EMMY_SHARED(float, scores, 512);
-            __syncthreads();
-            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
-              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
-              const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
-              const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores__b = b;
-              const int64_t scores__h = h;
-              const int64_t scores__i = ((so * (int64_t)16) + scores_2);
-              const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
-              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
-                float scores__acc;
-                scores__acc = 0.0f;
-                for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))); lo += (int64_t)1) {
+            if ((lo < emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+              EMMY_SHARED(float, scores, 528);
+              __syncthreads();
+              for (int64_t scores_element_1__trip = (int64_t)0; scores_element_1__trip < (int64_t)2; scores_element_1__trip += (int64_t)1) {
+                const int64_t scores_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element_1__trip * (int64_t)256));
+                const int64_t scores_2_1 = ((scores_element_1 / (int64_t)32) % (int64_t)16);
+                const int64_t scores_3_1 = (scores_element_1 % (int64_t)32);
+                const int64_t scores__b = b;
+                const int64_t scores__h = h;
+                const int64_t scores__i = ((so * (int64_t)16) + scores_2_1);
+                const int64_t scores__j = ((lo * (int64_t)32) + scores_3_1);
+                if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                  float scores__acc;
+                  scores__acc = 0.0f;
+                  for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
+                    scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                  }
+                  scores[((scores_2_1 * (int64_t)33) + scores_3_1)] = scores__acc;
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
-            }
-            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            emmy_wait_for_copies<1>();
-            const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
-            __syncthreads();
-            if ((s < S)) {
+              const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+              const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+              const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+              emmy_wait_for_copies<1>();
+              const int64_t si = (int64_t)threadIdx.y;
               const int64_t et = (int64_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float m__next;
-                  float o__rescale;
-                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                  m__acc = m__next;
-                  den__acc = ((den__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) : 0.0f));
+                  m__next = emmy_max(m__next, (scores[((si * (int64_t)33) + li)] * scale));
+                }
+              }
+              o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + o__weight);
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      pv__acc[er] = ((pv__acc[er] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
-                    }
+                    pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                  }
+                }
+              }
+            }
+            if ((lo >= emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+              EMMY_SHARED(float, scores, 528);
+              __syncthreads();
+              for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+                const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
+                const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
+                const int64_t scores_3 = (scores_element % (int64_t)32);
+                const int64_t scores__b = b;
+                const int64_t scores__h = h;
+                const int64_t scores__i = ((so * (int64_t)16) + scores_2);
+                const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
+                if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                  float scores__acc;
+                  scores__acc = 0.0f;
+                  for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
+                    scores__acc = (scores__acc + ((float)emmy_f32(q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)]) * (float)emmy_f32(k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)])));
+                  }
+                  scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
+                }
+              }
+              const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              emmy_wait_for_copies<1>();
+              const int64_t si = (int64_t)threadIdx.y;
+              const int64_t s = ((so * (int64_t)16) + si);
+              const int64_t et = (int64_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)33) + li)] * scale) : -INFINITY));
+                }
+              }
+              o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
                   }
                 }
               }
@@ -9883,12 +10061,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(float, v_tile, 4096);
           __syncthreads();
-          for (int64_t v_tile_vector_1__trip = (int64_t)0; v_tile_vector_1__trip < (int64_t)2; v_tile_vector_1__trip += (int64_t)1) {
-            const int64_t v_tile_vector_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_1__trip * (int64_t)256));
-            const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
-            const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_1 * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + v_tile_2_1) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && (v_tile_2_1 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+          for (int64_t v_tile_vector_2__trip = (int64_t)0; v_tile_vector_2__trip < (int64_t)2; v_tile_vector_2__trip += (int64_t)1) {
+            const int64_t v_tile_vector_2 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_2__trip * (int64_t)256));
+            const int64_t v_tile_element_2 = (v_tile_vector_2 * (int64_t)4);
+            const int64_t v_tile_2_2 = ((v_tile_element_2 / (int64_t)64) % (int64_t)32);
+            const int64_t v_tile_3_2 = (v_tile_element_2 % (int64_t)64);
+            emmy_copy_async_lanes<4>(v_tile, ((v_tile_2_2 * (int64_t)64) + v_tile_3_2), v, ((((((b * H) + h) * S) + v_tile_2_2) * E) + ((eo * (int64_t)64) + v_tile_3_2)), (((b < B) && (h < H)) && (v_tile_2_2 < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_2)) : (int64_t)0);
           }
           emmy_wait_for_copies<1>();
           float m__acc;
@@ -9908,54 +10086,130 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
               }
             }
           }
-          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, ((((so * (int64_t)16) + (int64_t)1) + (int64_t)46) / (int64_t)32))); lo += (int64_t)1) {
-            EMMY_SHARED(float, scores, 512);
-            __syncthreads();
-            for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
-              const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
-              const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
-              const int64_t scores_3 = (scores_element % (int64_t)32);
-              const int64_t scores__b = b;
-              const int64_t scores__h = h;
-              const int64_t scores__i = ((so * (int64_t)16) + scores_2);
-              const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
-              if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
-                float scores__acc;
-                scores__acc = 0.0f;
-                for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
-                  scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+          for (int64_t lo = (int64_t)0; lo < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))); lo += (int64_t)1) {
+            if ((lo < emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+              EMMY_SHARED(float, scores, 528);
+              __syncthreads();
+              for (int64_t scores_element_1__trip = (int64_t)0; scores_element_1__trip < (int64_t)2; scores_element_1__trip += (int64_t)1) {
+                const int64_t scores_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element_1__trip * (int64_t)256));
+                const int64_t scores_2_1 = ((scores_element_1 / (int64_t)32) % (int64_t)16);
+                const int64_t scores_3_1 = (scores_element_1 % (int64_t)32);
+                const int64_t scores__b = b;
+                const int64_t scores__h = h;
+                const int64_t scores__i = ((so * (int64_t)16) + scores_2_1);
+                const int64_t scores__j = ((lo * (int64_t)32) + scores_3_1);
+                if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                  float scores__acc;
+                  scores__acc = 0.0f;
+                  for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
+                    scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                  }
+                  scores[((scores_2_1 * (int64_t)33) + scores_3_1)] = scores__acc;
                 }
-                scores[((scores_2 * (int64_t)32) + scores_3)] = scores__acc;
               }
-            }
-            for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
-              const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
-            }
-            emmy_wait_for_copies<1>();
-            const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
-            __syncthreads();
-            if ((s < S)) {
+              for (int64_t v_tile_vector_1__trip = (int64_t)0; v_tile_vector_1__trip < (int64_t)2; v_tile_vector_1__trip += (int64_t)1) {
+                const int64_t v_tile_vector_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_1__trip * (int64_t)256));
+                const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
+                const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+                const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+                emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+              }
+              emmy_wait_for_copies<1>();
+              const int64_t si = (int64_t)threadIdx.y;
               const int64_t et = (int64_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
               for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
                 const int64_t l = ((lo * (int64_t)32) + li);
                 if ((l < S)) {
-                  float m__next;
-                  float o__rescale;
-                  m__next = emmy_max(m__acc, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)32) + li)] * scale) : -INFINITY));
-                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                  m__acc = m__next;
-                  den__acc = ((den__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) : 0.0f));
+                  m__next = emmy_max(m__next, (scores[((si * (int64_t)33) + li)] * scale));
+                }
+              }
+              o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = expf(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + o__weight);
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      pv__acc[er] = ((pv__acc[er] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (expf(((scores[((si * (int64_t)32) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]) : 0.0f));
-                    }
+                    pv__acc[er] = (pv__acc[er] + (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                  }
+                }
+              }
+            }
+            if ((lo >= emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+              EMMY_SHARED(float, scores, 528);
+              __syncthreads();
+              for (int64_t scores_element__trip = (int64_t)0; scores_element__trip < (int64_t)2; scores_element__trip += (int64_t)1) {
+                const int64_t scores_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (scores_element__trip * (int64_t)256));
+                const int64_t scores_2 = ((scores_element / (int64_t)32) % (int64_t)16);
+                const int64_t scores_3 = (scores_element % (int64_t)32);
+                const int64_t scores__b = b;
+                const int64_t scores__h = h;
+                const int64_t scores__i = ((so * (int64_t)16) + scores_2);
+                const int64_t scores__j = ((lo * (int64_t)32) + scores_3);
+                if (((((scores__b < B) && (scores__h < H)) && (scores__i < S)) && (scores__j < S))) {
+                  float scores__acc;
+                  scores__acc = 0.0f;
+                  for (int64_t e_1 = (int64_t)0; e_1 < E; e_1 += (int64_t)1) {
+                    scores__acc = (scores__acc + (q[((((((scores__b * H) + scores__h) * S) + scores__i) * E) + e_1)] * k[((((((scores__b * H) + scores__h) * S) + scores__j) * E) + e_1)]));
+                  }
+                  scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
+                }
+              }
+              for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
+                const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
+                const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
+                const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+                const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+                emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              }
+              emmy_wait_for_copies<1>();
+              const int64_t si = (int64_t)threadIdx.y;
+              const int64_t s = ((so * (int64_t)16) + si);
+              const int64_t et = (int64_t)threadIdx.x;
+              float m__next;
+              float o__rescale;
+              m__next = m__acc;
+              __syncthreads();
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  m__next = emmy_max(m__next, ((l < emmy_add(s, (int64_t)1)) ? (scores[((si * (int64_t)33) + li)] * scale) : -INFINITY));
+                }
+              }
+              o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+              m__acc = m__next;
+              den__acc = (den__acc * o__rescale);
+              #pragma unroll
+              for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                if ((e < E)) {
+                  pv__acc[er] = (pv__acc[er] * o__rescale);
+                }
+              }
+              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+                const int64_t l = ((lo * (int64_t)32) + li);
+                if ((l < S)) {
+                  float o__weight;
+                  o__weight = expf(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                  den__acc = (den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]) : 0.0f));
                   }
                 }
               }
@@ -10016,13 +10270,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(__half, v_tile, 4096);
-          EMMY_SHARED(float, logits_tile, 1024);
+          EMMY_SHARED(float, logits_tile, 1056);
           __syncthreads();
-          for (int64_t logits_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector_1 < (int64_t)128; logits_tile_vector_1 += (int64_t)256) {
-            const int64_t logits_tile_element_1 = (logits_tile_vector_1 * (int64_t)4);
+          for (int64_t logits_tile_element_1__trip = (int64_t)0; logits_tile_element_1__trip < (int64_t)2; logits_tile_element_1__trip += (int64_t)1) {
+            const int64_t logits_tile_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element_1__trip * (int64_t)256));
             const int64_t logits_tile_2_1 = ((logits_tile_element_1 / (int64_t)32) % (int64_t)16);
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
+            emmy_copy_async(logits_tile, ((logits_tile_2_1 * (int64_t)33) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) && (logits_tile_3_1 < L)));
           }
           const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
           const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
@@ -10049,11 +10303,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             __syncthreads();
-            for (int64_t logits_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector < (int64_t)128; logits_tile_vector += (int64_t)256) {
-              const int64_t logits_tile_element = (logits_tile_vector * (int64_t)4);
+            for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
+              const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
               const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
+              emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
             }
             const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
             const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
@@ -10062,26 +10316,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
             emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
+            const int64_t et = (int64_t)threadIdx.x;
+            float m__next;
+            float o__rescale;
+            m__next = m__acc;
             __syncthreads();
-            if ((s < S)) {
-              const int64_t et = (int64_t)threadIdx.x;
-              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
-                const int64_t l = ((lo * (int64_t)32) + li);
-                if ((l < L)) {
-                  float m__next;
-                  float o__rescale;
-                  m__next = emmy_max(m__acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
-                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                  m__acc = m__next;
-                  den__acc = ((den__acc * o__rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      pv__acc[er] = ((pv__acc[er] * o__rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
-                    }
-                  }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                m__next = emmy_max(m__next, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)]);
+              }
+            }
+            o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+            m__acc = m__next;
+            den__acc = (den__acc * o__rescale);
+            #pragma unroll
+            for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+              const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+              if ((e < E)) {
+                pv__acc[er] = (pv__acc[er] * o__rescale);
+              }
+            }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = emmy_exp_approximate((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                den__acc = (den__acc + o__weight);
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                 }
               }
             }
@@ -10142,13 +10406,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(__nv_bfloat16, v_tile, 4096);
-          EMMY_SHARED(float, logits_tile, 1024);
+          EMMY_SHARED(float, logits_tile, 1056);
           __syncthreads();
-          for (int64_t logits_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector_1 < (int64_t)128; logits_tile_vector_1 += (int64_t)256) {
-            const int64_t logits_tile_element_1 = (logits_tile_vector_1 * (int64_t)4);
+          for (int64_t logits_tile_element_1__trip = (int64_t)0; logits_tile_element_1__trip < (int64_t)2; logits_tile_element_1__trip += (int64_t)1) {
+            const int64_t logits_tile_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element_1__trip * (int64_t)256));
             const int64_t logits_tile_2_1 = ((logits_tile_element_1 / (int64_t)32) % (int64_t)16);
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
+            emmy_copy_async(logits_tile, ((logits_tile_2_1 * (int64_t)33) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) && (logits_tile_3_1 < L)));
           }
           const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
           const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
@@ -10175,11 +10439,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             __syncthreads();
-            for (int64_t logits_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector < (int64_t)128; logits_tile_vector += (int64_t)256) {
-              const int64_t logits_tile_element = (logits_tile_vector * (int64_t)4);
+            for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
+              const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
               const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
+              emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
             }
             const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
             const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
@@ -10188,26 +10452,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
             emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
+            const int64_t et = (int64_t)threadIdx.x;
+            float m__next;
+            float o__rescale;
+            m__next = m__acc;
             __syncthreads();
-            if ((s < S)) {
-              const int64_t et = (int64_t)threadIdx.x;
-              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
-                const int64_t l = ((lo * (int64_t)32) + li);
-                if ((l < L)) {
-                  float m__next;
-                  float o__rescale;
-                  m__next = emmy_max(m__acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
-                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                  m__acc = m__next;
-                  den__acc = ((den__acc * o__rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      pv__acc[er] = ((pv__acc[er] * o__rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
-                    }
-                  }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                m__next = emmy_max(m__next, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)]);
+              }
+            }
+            o__rescale = emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+            m__acc = m__next;
+            den__acc = (den__acc * o__rescale);
+            #pragma unroll
+            for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+              const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+              if ((e < E)) {
+                pv__acc[er] = (pv__acc[er] * o__rescale);
+              }
+            }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = emmy_exp_approximate((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                den__acc = (den__acc + o__weight);
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
                 }
               }
             }
@@ -10268,13 +10542,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
       for (int64_t so = (int64_t)blockIdx.x; so < ((S + (int64_t)15) / (int64_t)16); so += (int64_t)gridDim.x) {
         for (int64_t eo = (int64_t)0; eo < ((E + (int64_t)63) / (int64_t)64); eo += (int64_t)1) {
           EMMY_SHARED(float, v_tile, 4096);
-          EMMY_SHARED(float, logits_tile, 1024);
+          EMMY_SHARED(float, logits_tile, 1056);
           __syncthreads();
-          for (int64_t logits_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector_1 < (int64_t)128; logits_tile_vector_1 += (int64_t)256) {
-            const int64_t logits_tile_element_1 = (logits_tile_vector_1 * (int64_t)4);
+          for (int64_t logits_tile_element_1__trip = (int64_t)0; logits_tile_element_1__trip < (int64_t)2; logits_tile_element_1__trip += (int64_t)1) {
+            const int64_t logits_tile_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element_1__trip * (int64_t)256));
             const int64_t logits_tile_2_1 = ((logits_tile_element_1 / (int64_t)32) % (int64_t)16);
             const int64_t logits_tile_3_1 = (logits_tile_element_1 % (int64_t)32);
-            emmy_copy_async_lanes<4>(logits_tile, ((logits_tile_2_1 * (int64_t)32) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) ? (L - logits_tile_3_1) : (int64_t)0);
+            emmy_copy_async(logits_tile, ((logits_tile_2_1 * (int64_t)33) + logits_tile_3_1), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2_1)) * L) + logits_tile_3_1), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2_1) < S)) && (logits_tile_3_1 < L)));
           }
           for (int64_t v_tile_vector_1__trip = (int64_t)0; v_tile_vector_1__trip < (int64_t)2; v_tile_vector_1__trip += (int64_t)1) {
             const int64_t v_tile_vector_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_1__trip * (int64_t)256));
@@ -10303,11 +10577,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
             __syncthreads();
-            for (int64_t logits_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))); logits_tile_vector < (int64_t)128; logits_tile_vector += (int64_t)256) {
-              const int64_t logits_tile_element = (logits_tile_vector * (int64_t)4);
+            for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
+              const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
               const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
               const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async_lanes<4>(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)32) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), (((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) ? (L - (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)) : (int64_t)0);
+              emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
             }
             for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
               const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
@@ -10318,26 +10592,36 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
-            const int64_t s = ((so * (int64_t)16) + si);
+            const int64_t et = (int64_t)threadIdx.x;
+            float m__next;
+            float o__rescale;
+            m__next = m__acc;
             __syncthreads();
-            if ((s < S)) {
-              const int64_t et = (int64_t)threadIdx.x;
-              for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
-                const int64_t l = ((lo * (int64_t)32) + li);
-                if ((l < L)) {
-                  float m__next;
-                  float o__rescale;
-                  m__next = emmy_max(m__acc, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)]);
-                  o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
-                  m__acc = m__next;
-                  den__acc = ((den__acc * o__rescale) + expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                    if ((e < E)) {
-                      pv__acc[er] = ((pv__acc[er] * o__rescale) + (expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)32) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc))) * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
-                    }
-                  }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                m__next = emmy_max(m__next, logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)]);
+              }
+            }
+            o__rescale = expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next)));
+            m__acc = m__next;
+            den__acc = (den__acc * o__rescale);
+            #pragma unroll
+            for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+              const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+              if ((e < E)) {
+                pv__acc[er] = (pv__acc[er] * o__rescale);
+              }
+            }
+            for (int64_t li = (int64_t)0; li < (int64_t)32; li += (int64_t)1) {
+              const int64_t l = ((lo * (int64_t)32) + li);
+              if ((l < L)) {
+                float o__weight;
+                o__weight = expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
+                den__acc = (den__acc + o__weight);
+                #pragma unroll
+                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                  pv__acc[er] = (pv__acc[er] + (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
                 }
               }
             }
