@@ -166,6 +166,20 @@ TEST_CASE("the stdlib attentions are one kernel with an online softmax over tile
       // that holds, else 0 (the tiles below it run without the condition).
       bool causal = std::string(selector).find("causal") != std::string::npos;
       CHECK((cuda.find("den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));") != std::string::npos) == causal);
+      // The shared tiles (the scores or logits a word longer a row, v) are read and written without bank
+      // conflicts, and the copy of v a tile ahead stops at the last tile.
+      sim::SimulationOptions options;
+      options.profile = true;
+      sim::SimulatedKernel program(kernel, emitCudaFiles({lowered}, "nn.emmy"), options);
+      KernelRun run = program.run(testing::randomInputs(kernel, {{"B", 1}, {"H", 1}, {"S", 48}, {"L", 80}, {"E", 64}}, 3));
+      INFO(run.failure.value_or(""));
+      REQUIRE(run.profile.has_value());
+      for (const sim::KernelProfile& profile : run.profile->kernels)
+        for (const sim::AccessSite& site : profile.sites) {
+          if (site.global) continue;
+          INFO(site.line << ": " << site.code);
+          CHECK(site.counters.wavefronts == site.counters.idealWavefronts);
+        }
     }
   }
 }

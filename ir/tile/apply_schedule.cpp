@@ -121,7 +121,7 @@ StmtPtr NestScheduler::generate(size_t position, Defined defined, std::vector<Ex
     if (cache.position == position + 1 && cache.cache->doubleBuffered) next.push_back(&cache);
   }
   if (!next.empty()) rest = doubleBufferedCopies(next, rest);
-  if (!here.empty()) rest = prefetchNext(here, rest);
+  if (!here.empty()) rest = prefetchNext(here, position - 1, rest);
   for (size_t c = caches_.size(); c-- > 0;)
     if (caches_[c].position == position && !caches_[c].cache->doubleBuffered && !caches_[c].cache->wholeRows)
       rest = cacheCopy(caches_[c], rest);

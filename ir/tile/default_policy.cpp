@@ -272,10 +272,13 @@ private:
     for (const std::string& loop : order) reorder.axes.push_back({loop, {}});
     add(reorder);
     add(cache(root, CacheMemory::Registers, root, featureBlock));
-    Directive unroll = directive(DirectiveKind::Unroll, root);
-    unroll.axes = {{feature, {}}};
-    add(unroll);
+    // The features' registers read v by vectors (16 bytes of f32 from the shared tile: no bank
+    // conflicts), or one by one where vectors are illegal.
+    Directive registers = directive(DirectiveKind::Vectorize, root);
+    registers.axes = {{feature, {}}};
+    add(registers);
     std::swap(directives, pending_);
+    if (whyIllegal(directives)) directives.back().kind = DirectiveKind::Unroll;
     if (std::optional<std::string> why = whyIllegal(directives)) {
       notes_.push_back(fmt::format("{}: not as attention: {}", root, *why));
       return false;

@@ -185,7 +185,7 @@ private:
   StmtPtr computeElement(const PlacedCache& placed, const std::vector<ExprPtr>& local, const std::vector<ExprPtr>& global,
                          const Shape& shape);
   StmtPtr doubleBufferedCopies(const std::vector<const PlacedCache*>& caches, StmtPtr loop);
-  StmtPtr prefetchNext(const std::vector<const PlacedCache*>& caches, StmtPtr rest);
+  StmtPtr prefetchNext(const std::vector<const PlacedCache*>& caches, size_t loop, StmtPtr rest);
   Shape sourceShape(const PlacedCache& placed) const;
 
   // ---- primitives/reduction.cpp: accumulators, combines, epilogue, online softmax ----
@@ -211,6 +211,7 @@ private:
     ExprPtr useful, whole;
   };
   std::optional<MaskedTiles> maskedTiles(size_t position) const;
+  ExprPtr loopEnd(size_t position) const;
   StmtPtr unmaskedBody(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks);
   StmtPtr replayPureLoops(size_t start, size_t position, Defined defined, std::vector<ExprPtr> masks,
                           const std::function<StmtPtr(const std::vector<ExprPtr>&)>& leaf);

@@ -266,7 +266,7 @@ StmtPtr NestScheduler::loop(size_t position, const Defined& defined, const std::
                   std::make_shared<Guard>(compare(BinaryOp::Ge, var(loop.var), tiles->whole), body)});
   }
   threadBound_ = outerThreadBound;
-  return std::make_shared<Loop>(loop.var, tiles ? tiles->useful : loop.extent, binding,
+  return std::make_shared<Loop>(loop.var, loopEnd(position), binding,
                                 std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
                                 vectorWidthOf(*loop.scheduled), dimension);
 }

@@ -830,17 +830,19 @@ StmtPtr NestScheduler::doubleBufferedCopies(const std::vector<const PlacedCache*
   return result;
 }
 
-StmtPtr NestScheduler::prefetchNext(const std::vector<const PlacedCache*>& caches, StmtPtr rest) {
-  std::vector<StmtPtr> stmts;
+// In the iterations of the loop at `loop` but the last, the copies of the next one's parts start (the
+// last would copy only zeros, past the end).
+StmtPtr NestScheduler::prefetchNext(const std::vector<const PlacedCache*>& caches, size_t loop, StmtPtr rest) {
+  std::vector<StmtPtr> fills;
+  ExprPtr next = arithmetic(BinaryOp::Add, var(root_loops_.loops[loop].var), i64(1));
   for (const PlacedCache* placed : caches) {
-    ExprPtr next = arithmetic(BinaryOp::Add, var(placed->stageVar), i64(1));
+    EMMY_INTERNAL_ASSERT(placed->stageVar == root_loops_.loops[loop].var, "{} is double-buffered at another loop", placed->cache->name);
     std::vector<ExprPtr> base;
     for (const ExprPtr& index : placed->base) base.push_back(substitute(index, {{placed->stageVar, next}}));
-    stmts.push_back(fill(*placed, base, arithmetic(BinaryOp::Mod, next, i64(2)), true));
+    fills.push_back(fill(*placed, base, arithmetic(BinaryOp::Mod, next, i64(2)), true));
   }
-  stmts.push_back(std::make_shared<WaitForCopies>(1));
-  stmts.push_back(rest);
-  return block(stmts);
+  return block({std::make_shared<Guard>(compare(BinaryOp::Lt, next, loopEnd(loop)), block(fills)),
+                std::make_shared<WaitForCopies>(1), rest});
 }
 
 // The shape of what a copy copies (or computes).

@@ -127,8 +127,7 @@ StmtPtr NestScheduler::replayReductionLoops(size_t position, size_t end, Defined
   if (position == end) return wrap(ready, leaf(masks));
   const FinalLoop& loop = root_loops_.loops[position];
   StmtPtr body = replayReductionLoops(position + 1, end, defined, masks, leaf);
-  std::optional<MaskedTiles> tiles = maskedTiles(position);
-  return wrap(ready, std::make_shared<Loop>(loop.var, tiles ? tiles->useful : loop.extent, bindingOf(loop),
+  return wrap(ready, std::make_shared<Loop>(loop.var, loopEnd(position), bindingOf(loop),
                                             std::vector<std::string>{root_->name + "." + loop.scheduled->name}, body,
                                             vectorWidthOf(*loop.scheduled), dimensionOf(*loop.scheduled)));
 }
@@ -331,6 +330,12 @@ std::optional<NestScheduler::MaskedTiles> NestScheduler::maskedTiles(size_t posi
   if (!useful) return std::nullopt;
   useful = arithmetic(BinaryOp::Min, loop.extent, useful);
   return MaskedTiles{useful, wholeKnown && whole ? arithmetic(BinaryOp::Min, useful, whole) : nullptr};
+}
+
+// Where the loop at `position` ends: its extent, or where its masked tiles end.
+ExprPtr NestScheduler::loopEnd(size_t position) const {
+  std::optional<MaskedTiles> tiles = maskedTiles(position);
+  return tiles ? tiles->useful : root_loops_.loops[position].extent;
 }
 
 // The body of the loop at `position` for its tiles where every term's mask holds (maskedTiles): the

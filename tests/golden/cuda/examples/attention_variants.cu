@@ -176,10 +176,18 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
   shared[i] = inside ? global[j] : T{};
 }
 // Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
-// source is aligned (the shared side is: its rows are whole vectors), element by element otherwise.
+// source is aligned (the shared side is: its rows are whole vectors), one 16-byte store of zeros when none
+// is (a tile past the end), element by element otherwise.
 template <int Lanes, typename Shared, typename T>
 static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
                                                              int64_t inside) {
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside <= 0) {
+      alignas(16) const T zeros[Lanes]{};
+      emmy_store_shared_vector<16>(shared, i, zeros);
+      return;
+    }
+  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (Lanes * sizeof(T) == 16) {
     if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
@@ -592,24 +600,26 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
           }
         }
         for (int64_t l_tile = (int64_t)0; l_tile < ((L + (int64_t)31) / (int64_t)32); l_tile += (int64_t)1) {
-          __syncthreads();
-          for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
-            const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
-            const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
-            const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
-            emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3) < L)));
+          if (((l_tile + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
+            __syncthreads();
+            for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
+              const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
+              const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
+              const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
+              emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3) < L)));
+            }
+            for (int64_t bias_shared_element__trip = (int64_t)0; bias_shared_element__trip < (int64_t)2; bias_shared_element__trip += (int64_t)1) {
+              const int64_t bias_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (bias_shared_element__trip * (int64_t)256));
+              const int64_t bias_shared_0 = ((bias_shared_element / (int64_t)32) % (int64_t)16);
+              const int64_t bias_shared_1 = (bias_shared_element % (int64_t)32);
+              emmy_copy_async(bias_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + bias_shared_0) * (int64_t)33) + bias_shared_1), bias, ((((s_block * (int64_t)16) + bias_shared_0) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1)), ((((s_block * (int64_t)16) + bias_shared_0) < S) && ((((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1) < L)));
+            }
+            const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
+            const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, ((((b_h * L) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < L)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
           }
-          for (int64_t bias_shared_element__trip = (int64_t)0; bias_shared_element__trip < (int64_t)2; bias_shared_element__trip += (int64_t)1) {
-            const int64_t bias_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (bias_shared_element__trip * (int64_t)256));
-            const int64_t bias_shared_0 = ((bias_shared_element / (int64_t)32) % (int64_t)16);
-            const int64_t bias_shared_1 = (bias_shared_element % (int64_t)32);
-            emmy_copy_async(bias_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + bias_shared_0) * (int64_t)33) + bias_shared_1), bias, ((((s_block * (int64_t)16) + bias_shared_0) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1)), ((((s_block * (int64_t)16) + bias_shared_0) < S) && ((((l_tile + (int64_t)1) * (int64_t)32) + bias_shared_1) < L)));
-          }
-          const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-          const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
-          const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
-          const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
-          emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, ((((b_h * L) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < L)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           const int64_t s_thread = (int64_t)threadIdx.y;
           const int64_t s = ((s_block * (int64_t)16) + s_thread);
@@ -640,10 +650,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
               float o__weight;
               o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) + bias_shared[(((((l_tile % (int64_t)2) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))]) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
               o__sum_1__acc = (o__sum_1__acc + o__weight);
+              alignas(16) __half v_shared__lanes[4];
+              emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (((e_block * (int64_t)64) + (e_thread * (int64_t)4)) - (e_block * (int64_t)64))));
               #pragma unroll
               for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
                 const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
+                o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
               }
             }
           }
@@ -653,22 +665,42 @@ extern "C" __global__ void __launch_bounds__(256, 1) biased__k1(const __half* q,
           const int64_t s = ((s_block * (int64_t)16) + s_thread);
           if ((s < S)) {
             const int64_t e_thread = (int64_t)threadIdx.x;
-            float e_register__reciprocal_0;
-            e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-            if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-              #pragma unroll
-              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
+            if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) & 7) == 0 && (((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E)) {
+              alignas(16) float o__lanes[4];
+              float e_register__reciprocal_0;
+              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
+              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0);
+                }
+              } else {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc);
                 }
               }
+              *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
             } else {
-              #pragma unroll
-              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
+              float e_register__reciprocal_0;
+              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
+              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
+                  }
                 }
               }
             }
@@ -1016,18 +1048,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
         }
         for (int64_t l_tile = (int64_t)0; l_tile < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))); l_tile += (int64_t)1) {
           if ((l_tile < emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
-            __syncthreads();
-            for (int64_t logits__sum_shared_element_1__trip = (int64_t)0; logits__sum_shared_element_1__trip < (int64_t)2; logits__sum_shared_element_1__trip += (int64_t)1) {
-              const int64_t logits__sum_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * (int64_t)256));
-              const int64_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
-              const int64_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % (int64_t)32);
-              emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2_1) * (int64_t)33) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_1)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3_1)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_1) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3_1) < S)));
+            if (((l_tile + (int64_t)1) < ((S + (int64_t)31) / (int64_t)32))) {
+              __syncthreads();
+              for (int64_t logits__sum_shared_element_1__trip = (int64_t)0; logits__sum_shared_element_1__trip < (int64_t)2; logits__sum_shared_element_1__trip += (int64_t)1) {
+                const int64_t logits__sum_shared_element_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element_1__trip * (int64_t)256));
+                const int64_t logits__sum_shared_2_1 = ((logits__sum_shared_element_1 / (int64_t)32) % (int64_t)16);
+                const int64_t logits__sum_shared_3_1 = (logits__sum_shared_element_1 % (int64_t)32);
+                emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2_1) * (int64_t)33) + logits__sum_shared_3_1), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2_1)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3_1)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2_1) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3_1) < S)));
+              }
+              const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
+              const int64_t v_shared_2_1 = ((v_shared_element_1 / (int64_t)64) % (int64_t)32);
+              const int64_t v_shared_3_1 = (v_shared_element_1 % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2_1) * (int64_t)64) + v_shared_3_1), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2_1)) * E) + ((e_block * (int64_t)64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2_1) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3_1)) : (int64_t)0);
             }
-            const int64_t v_shared_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_shared_element_1 = (v_shared_vector_1 * (int64_t)8);
-            const int64_t v_shared_2_1 = ((v_shared_element_1 / (int64_t)64) % (int64_t)32);
-            const int64_t v_shared_3_1 = (v_shared_element_1 % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2_1) * (int64_t)64) + v_shared_3_1), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2_1)) * E) + ((e_block * (int64_t)64) + v_shared_3_1)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2_1) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3_1)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t s_thread = (int64_t)threadIdx.y;
             const int64_t s = ((s_block * (int64_t)16) + s_thread);
@@ -1045,11 +1079,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
                   m__acc = m__next;
                   o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                   o__sum_1__acc = ((o__sum_1__acc * o__rescale) + o__weight);
-                  #pragma unroll
-                  for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                    const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                    if ((e < E)) {
-                      o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
+                  if ((((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E)) {
+                    alignas(16) __half v_shared__lanes[4];
+                    emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (((e_block * (int64_t)64) + (e_thread * (int64_t)4)) - (e_block * (int64_t)64))));
+                    #pragma unroll
+                    for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                      const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                      o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                      const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                      if ((e < E)) {
+                        o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
+                      }
                     }
                   }
                 }
@@ -1057,18 +1101,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
             }
           }
           if ((l_tile >= emmy_min(emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))), emmy_max((int64_t)0, (((int64_t)0 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
-            __syncthreads();
-            for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
-              const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
-              const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
-              const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
-              emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3) < S)));
+            if (((l_tile + (int64_t)1) < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((s_block * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+              __syncthreads();
+              for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
+                const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
+                const int64_t logits__sum_shared_2 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
+                const int64_t logits__sum_shared_3 = (logits__sum_shared_element % (int64_t)32);
+                emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_2) * (int64_t)33) + logits__sum_shared_3), logits__sum, ((((b_h * S) + ((s_block * (int64_t)16) + logits__sum_shared_2)) * S) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3)), (((((b_h / H) < B) && ((b_h % H) < H)) && (((s_block * (int64_t)16) + logits__sum_shared_2) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_3) < S)));
+              }
+              const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
+              const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
+              const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
             }
-            const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
-            const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, ((((b_h * S) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), ((((b_h / H) < B) && ((b_h % H) < H)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < S)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t s_thread = (int64_t)threadIdx.y;
             const int64_t s = ((s_block * (int64_t)16) + s_thread);
@@ -1086,11 +1132,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
                   m__acc = m__next;
                   o__weight = emmy_exp_approximate((((logits__sum_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - (slope[h] * (float)emmy_sub(s, l))) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                   o__sum_1__acc = ((o__sum_1__acc * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
-                  #pragma unroll
-                  for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                    const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                    if ((e < E)) {
-                      o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])) : 0.0f));
+                  if (((((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E) && (l < (s + (int64_t)1)))) {
+                    alignas(16) __half v_shared__lanes[4];
+                    emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (((e_block * (int64_t)64) + (e_thread * (int64_t)4)) - (e_block * (int64_t)64))));
+                    #pragma unroll
+                    for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                      const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                      o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                      const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                      if ((e < E)) {
+                        o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = ((o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * o__rescale) + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - (b_h / H))) + (h - (b_h % H))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])) : 0.0f));
+                      }
                     }
                   }
                 }
@@ -1103,22 +1159,42 @@ extern "C" __global__ void __launch_bounds__(256, 1) alibi__k1(const __half* q, 
           const int64_t s = ((s_block * (int64_t)16) + s_thread);
           if ((s < S)) {
             const int64_t e_thread = (int64_t)threadIdx.x;
-            float e_register__reciprocal_0;
-            e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-            if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-              #pragma unroll
-              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
+            if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) & 7) == 0 && (((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E)) {
+              alignas(16) float o__lanes[4];
+              float e_register__reciprocal_0;
+              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
+              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0);
+                }
+              } else {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc);
                 }
               }
+              *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
             } else {
-              #pragma unroll
-              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                if ((e < E)) {
-                  o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
+              float e_register__reciprocal_0;
+              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
+              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  if ((e < E)) {
+                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
+                  }
                 }
               }
             }
@@ -1466,18 +1542,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
           }
         }
         for (int64_t l_tile = (int64_t)0; l_tile < ((L + (int64_t)31) / (int64_t)32); l_tile += (int64_t)1) {
-          __syncthreads();
-          for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
-            const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
-            const int64_t logits__sum_shared_3 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
-            const int64_t logits__sum_shared_4 = (logits__sum_shared_element % (int64_t)32);
-            emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_3) * (int64_t)33) + logits__sum_shared_4), logits__sum, ((((b_g_r * S) + ((s_block * (int64_t)16) + logits__sum_shared_3)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4)), (((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * (int64_t)16) + logits__sum_shared_3) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4) < L)));
+          if (((l_tile + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
+            __syncthreads();
+            for (int64_t logits__sum_shared_element__trip = (int64_t)0; logits__sum_shared_element__trip < (int64_t)2; logits__sum_shared_element__trip += (int64_t)1) {
+              const int64_t logits__sum_shared_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits__sum_shared_element__trip * (int64_t)256));
+              const int64_t logits__sum_shared_3 = ((logits__sum_shared_element / (int64_t)32) % (int64_t)16);
+              const int64_t logits__sum_shared_4 = (logits__sum_shared_element % (int64_t)32);
+              emmy_copy_async(logits__sum_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits__sum_shared_3) * (int64_t)33) + logits__sum_shared_4), logits__sum, ((((b_g_r * S) + ((s_block * (int64_t)16) + logits__sum_shared_3)) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4)), (((((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((b_g_r % R) < R)) && (((s_block * (int64_t)16) + logits__sum_shared_3) < S)) && ((((l_tile + (int64_t)1) * (int64_t)32) + logits__sum_shared_4) < L)));
+            }
+            const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+            const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
+            const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
+            const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
+            emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, (((((b_g_r / R) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), (((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < L)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
           }
-          const int64_t v_shared_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-          const int64_t v_shared_element = (v_shared_vector * (int64_t)8);
-          const int64_t v_shared_2 = ((v_shared_element / (int64_t)64) % (int64_t)32);
-          const int64_t v_shared_3 = (v_shared_element % (int64_t)64);
-          emmy_copy_async_lanes<8>(v_shared, ((((((l_tile + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_shared_2) * (int64_t)64) + v_shared_3), v, (((((b_g_r / R) * L) + (((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2)) * E) + ((e_block * (int64_t)64) + v_shared_3)), (((((b_g_r / R) / G) < B) && (((b_g_r / R) % G) < G)) && ((((l_tile + (int64_t)1) * (int64_t)32) + v_shared_2) < L)) ? (E - ((e_block * (int64_t)64) + v_shared_3)) : (int64_t)0);
           emmy_wait_for_copies<1>();
           const int64_t s_thread = (int64_t)threadIdx.y;
           const int64_t s = ((s_block * (int64_t)16) + s_thread);
@@ -1508,10 +1586,12 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
               float o__weight;
               o__weight = emmy_exp_approximate(((logits__sum_shared[((((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) + (r - (b_g_r % R))) * (int64_t)16) + (s - (s_block * (int64_t)16))) * (int64_t)33) + (l - (l_tile * (int64_t)32)))] * 0.125f) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
               o__sum_1__acc = (o__sum_1__acc + o__weight);
+              alignas(16) __half v_shared__lanes[4];
+              emmy_load_shared_vector<8>(v_shared__lanes, v_shared, (((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (((e_block * (int64_t)64) + (e_thread * (int64_t)4)) - (e_block * (int64_t)64))));
               #pragma unroll
               for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
                 const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] + (o__weight * (float)emmy_f32(v_shared[(((((((l_tile % (int64_t)2) + (b - ((b_g_r / R) / G))) + (g - ((b_g_r / R) % G))) * (int64_t)32) + (l - (l_tile * (int64_t)32))) * (int64_t)64) + (e - (e_block * (int64_t)64)))])));
+                o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] + (o__weight * (float)emmy_f32(v_shared__lanes[e_register])));
               }
             }
           }
@@ -1521,22 +1601,42 @@ extern "C" __global__ void __launch_bounds__(256, 1) grouped__k1(const __half* q
           const int64_t s = ((s_block * (int64_t)16) + s_thread);
           if ((s < S)) {
             const int64_t e_thread = (int64_t)threadIdx.x;
-            float e_register__reciprocal_0;
-            e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
-            if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
-              #pragma unroll
-              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                if ((e < E)) {
-                  o[((((((((b * G) + g) * R) + r) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
+            if ((((unsigned long long)(const void*)&o[((((((((b * G) + g) * R) + r) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) & 7) == 0 && (((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + (int64_t)3)) < E)) {
+              alignas(16) float o__lanes[4];
+              float e_register__reciprocal_0;
+              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
+              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0);
+                }
+              } else {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  o__lanes[e_register] = (o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc);
                 }
               }
+              *reinterpret_cast<uint2*>(&o[((((((((b * G) + g) * R) + r) * S) + s) * E) + ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
             } else {
-              #pragma unroll
-              for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
-                const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
-                if ((e < E)) {
-                  o[((((((((b * G) + g) * R) + r) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
+              float e_register__reciprocal_0;
+              e_register__reciprocal_0 = (1.0f / o__sum_1__acc);
+              if ((((o__sum_1__acc >= 1.1754944e-38f) && (o__sum_1__acc <= 8.507059e+37f)) || ((o__sum_1__acc <= -1.1754944e-38f) && (o__sum_1__acc >= -8.507059e+37f)))) {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  if ((e < E)) {
+                    o[((((((((b * G) + g) * R) + r) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] * e_register__reciprocal_0));
+                  }
+                }
+              } else {
+                #pragma unroll
+                for (int64_t e_register = (int64_t)0; e_register < (int64_t)4; e_register += (int64_t)1) {
+                  const int64_t e = ((e_block * (int64_t)64) + ((e_thread * (int64_t)4) + e_register));
+                  if ((e < E)) {
+                    o[((((((((b * G) + g) * R) + r) * S) + s) * E) + e)] = emmy_f16((float)(o__sum__acc[(e - ((e_block * (int64_t)64) + (e_thread * (int64_t)4)))] / o__sum_1__acc));
+                  }
                 }
               }
             }

@@ -176,10 +176,18 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
   shared[i] = inside ? global[j] : T{};
 }
 // Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
-// source is aligned (the shared side is: its rows are whole vectors), element by element otherwise.
+// source is aligned (the shared side is: its rows are whole vectors), one 16-byte store of zeros when none
+// is (a tile past the end), element by element otherwise.
 template <int Lanes, typename Shared, typename T>
 static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
                                                              int64_t inside) {
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside <= 0) {
+      alignas(16) const T zeros[Lanes]{};
+      emmy_store_shared_vector<16>(shared, i, zeros);
+      return;
+    }
+  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (Lanes * sizeof(T) == 16) {
     if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {

@@ -176,10 +176,18 @@ static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i
   shared[i] = inside ? global[j] : T{};
 }
 // Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
-// source is aligned (the shared side is: its rows are whole vectors), element by element otherwise.
+// source is aligned (the shared side is: its rows are whole vectors), one 16-byte store of zeros when none
+// is (a tile past the end), element by element otherwise.
 template <int Lanes, typename Shared, typename T>
 static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
                                                              int64_t inside) {
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside <= 0) {
+      alignas(16) const T zeros[Lanes]{};
+      emmy_store_shared_vector<16>(shared, i, zeros);
+      return;
+    }
+  }
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   if constexpr (Lanes * sizeof(T) == 16) {
     if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
@@ -9269,11 +9277,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
                 scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
               }
             }
-            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+            if (((lo + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
+              const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+            }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t et = (int64_t)threadIdx.x;
@@ -9303,9 +9313,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
                 float o__weight;
                 o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
                 o__den__acc = (o__den__acc + o__weight);
+                alignas(16) __half v_tile__lanes[4];
+                emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
                 }
               }
             }
@@ -9315,22 +9327,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f16__k0(const __h
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / o__den__acc);
-              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] * er__reciprocal_0));
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 7) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (o__pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (o__pv__acc[er] / o__den__acc);
                   }
                 }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(o__pv__acc[er] / o__den__acc));
+                    }
                   }
                 }
               }
@@ -9410,11 +9440,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
                 scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
               }
             }
-            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+            if (((lo + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
+              const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+            }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t et = (int64_t)threadIdx.x;
@@ -9444,9 +9476,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
                 float o__weight;
                 o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
                 o__den__acc = (o__den__acc + o__weight);
+                alignas(16) __nv_bfloat16 v_tile__lanes[4];
+                emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
                 }
               }
             }
@@ -9456,22 +9490,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_bf16__k0(const __
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / o__den__acc);
-              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] * er__reciprocal_0));
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 7) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (o__pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (o__pv__acc[er] / o__den__acc);
                   }
                 }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = emmy_narrowed<uint2, __nv_bfloat16>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(o__pv__acc[er] / o__den__acc));
+                    }
                   }
                 }
               }
@@ -9553,12 +9605,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
                 scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
               }
             }
-            for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
-              const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+            if (((lo + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
+              for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
+                const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
+                const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
+                const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+                const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+                emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              }
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -9589,9 +9643,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
                 float o__weight;
                 o__weight = expf(((scores[((si * (int64_t)33) + li)] * scale) - ((o__m__acc == -INFINITY) ? 0.0f : o__m__acc)));
                 o__den__acc = (o__den__acc + o__weight);
+                alignas(16) float v_tile__lanes[4];
+                emmy_load_shared_vector<16>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                  o__pv__acc[er] = (o__pv__acc[er] + (o__weight * v_tile__lanes[er]));
                 }
               }
             }
@@ -9601,22 +9657,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) attention_f32__k0(const flo
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / o__den__acc);
-              if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] * er__reciprocal_0);
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 15) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (o__pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (o__pv__acc[er] / o__den__acc);
                   }
                 }
+                *reinterpret_cast<uint4*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / o__den__acc);
+                if ((((o__den__acc >= 1.1754944e-38f) && (o__den__acc <= 8.507059e+37f)) || ((o__den__acc <= -1.1754944e-38f) && (o__den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] * er__reciprocal_0);
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (o__pv__acc[er] / o__den__acc);
+                    }
                   }
                 }
               }
@@ -9697,11 +9771,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
                   scores[((scores_2_1 * (int64_t)33) + scores_3_1)] = scores__acc;
                 }
               }
-              const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-              const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-              const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+              if (((lo + (int64_t)1) < ((S + (int64_t)31) / (int64_t)32))) {
+                const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+                const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+                const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+                const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+                emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+              }
               emmy_wait_for_copies<1>();
               const int64_t si = (int64_t)threadIdx.y;
               const int64_t et = (int64_t)threadIdx.x;
@@ -9731,9 +9807,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
                   float o__weight;
                   o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                   den__acc = (den__acc + o__weight);
+                  alignas(16) __half v_tile__lanes[4];
+                  emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                    pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
                   }
                 }
               }
@@ -9758,11 +9836,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
                   scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
                 }
               }
-              const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              if (((lo + (int64_t)1) < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+                const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+                const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+                const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+                const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+                emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              }
               emmy_wait_for_copies<1>();
               const int64_t si = (int64_t)threadIdx.y;
               const int64_t s = ((so * (int64_t)16) + si);
@@ -9793,9 +9873,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
                   float o__weight;
                   o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                   den__acc = (den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
+                  if ((l < (s + (int64_t)1))) {
+                    alignas(16) __half v_tile__lanes[4];
+                    emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
+                    #pragma unroll
+                    for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                      pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                      pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
+                    }
                   }
                 }
               }
@@ -9806,22 +9895,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f16__k0(co
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / den__acc);
-              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] * er__reciprocal_0));
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 7) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
                   }
                 }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
+                    }
                   }
                 }
               }
@@ -9901,11 +10008,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
                   scores[((scores_2_1 * (int64_t)33) + scores_3_1)] = scores__acc;
                 }
               }
-              const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-              const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
-              const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+              if (((lo + (int64_t)1) < ((S + (int64_t)31) / (int64_t)32))) {
+                const int64_t v_tile_vector_1 = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+                const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)8);
+                const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+                const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+                emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+              }
               emmy_wait_for_copies<1>();
               const int64_t si = (int64_t)threadIdx.y;
               const int64_t et = (int64_t)threadIdx.x;
@@ -9935,9 +10044,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
                   float o__weight;
                   o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                   den__acc = (den__acc + o__weight);
+                  alignas(16) __nv_bfloat16 v_tile__lanes[4];
+                  emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                    pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
                   }
                 }
               }
@@ -9962,11 +10073,13 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
                   scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
                 }
               }
-              const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              if (((lo + (int64_t)1) < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+                const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+                const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+                const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+                const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+                emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              }
               emmy_wait_for_copies<1>();
               const int64_t si = (int64_t)threadIdx.y;
               const int64_t s = ((so * (int64_t)16) + si);
@@ -9997,9 +10110,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
                   float o__weight;
                   o__weight = emmy_exp_approximate(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                   den__acc = (den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
+                  if ((l < (s + (int64_t)1))) {
+                    alignas(16) __nv_bfloat16 v_tile__lanes[4];
+                    emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
+                    #pragma unroll
+                    for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                      pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                      pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])) : 0.0f));
+                    }
                   }
                 }
               }
@@ -10010,22 +10132,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_bf16__k0(c
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / den__acc);
-              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] * er__reciprocal_0));
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 7) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
                   }
                 }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = emmy_narrowed<uint2, __nv_bfloat16>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
+                    }
                   }
                 }
               }
@@ -10107,12 +10247,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
                   scores[((scores_2_1 * (int64_t)33) + scores_3_1)] = scores__acc;
                 }
               }
-              for (int64_t v_tile_vector_1__trip = (int64_t)0; v_tile_vector_1__trip < (int64_t)2; v_tile_vector_1__trip += (int64_t)1) {
-                const int64_t v_tile_vector_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_1__trip * (int64_t)256));
-                const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
-                const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
-                const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
-                emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+              if (((lo + (int64_t)1) < ((S + (int64_t)31) / (int64_t)32))) {
+                for (int64_t v_tile_vector_1__trip = (int64_t)0; v_tile_vector_1__trip < (int64_t)2; v_tile_vector_1__trip += (int64_t)1) {
+                  const int64_t v_tile_vector_1 = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector_1__trip * (int64_t)256));
+                  const int64_t v_tile_element_1 = (v_tile_vector_1 * (int64_t)4);
+                  const int64_t v_tile_2_1 = ((v_tile_element_1 / (int64_t)64) % (int64_t)32);
+                  const int64_t v_tile_3_1 = (v_tile_element_1 % (int64_t)64);
+                  emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2_1) * (int64_t)64) + v_tile_3_1), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1)) * E) + ((eo * (int64_t)64) + v_tile_3_1)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2_1) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3_1)) : (int64_t)0);
+                }
               }
               emmy_wait_for_copies<1>();
               const int64_t si = (int64_t)threadIdx.y;
@@ -10143,9 +10285,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
                   float o__weight;
                   o__weight = expf(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                   den__acc = (den__acc + o__weight);
+                  alignas(16) float v_tile__lanes[4];
+                  emmy_load_shared_vector<16>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                   #pragma unroll
                   for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    pv__acc[er] = (pv__acc[er] + (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                    pv__acc[er] = (pv__acc[er] + (o__weight * v_tile__lanes[er]));
                   }
                 }
               }
@@ -10170,12 +10314,14 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
                   scores[((scores_2 * (int64_t)33) + scores_3)] = scores__acc;
                 }
               }
-              for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
-                const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
-                const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
-                const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-                const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-                emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              if (((lo + (int64_t)1) < emmy_min(((S + (int64_t)31) / (int64_t)32), emmy_max((int64_t)0, (((int64_t)46 - ((int64_t)0 - ((so * (int64_t)16) + (int64_t)1))) / (int64_t)32))))) {
+                for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
+                  const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
+                  const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
+                  const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+                  const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+                  emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * S) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < S)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+                }
               }
               emmy_wait_for_copies<1>();
               const int64_t si = (int64_t)threadIdx.y;
@@ -10207,9 +10353,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
                   float o__weight;
                   o__weight = expf(((scores[((si * (int64_t)33) + li)] * scale) - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                   den__acc = (den__acc + ((l < emmy_add(s, (int64_t)1)) ? o__weight : 0.0f));
-                  #pragma unroll
-                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                    pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]) : 0.0f));
+                  if ((l < (s + (int64_t)1))) {
+                    alignas(16) float v_tile__lanes[4];
+                    emmy_load_shared_vector<16>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
+                    #pragma unroll
+                    for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                      pv__acc[er] = (pv__acc[er] + (o__weight * v_tile__lanes[er]));
+                    }
+                  } else {
+                    #pragma unroll
+                    for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                      pv__acc[er] = (pv__acc[er] + ((l < emmy_add(s, (int64_t)1)) ? (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]) : 0.0f));
+                    }
                   }
                 }
               }
@@ -10220,22 +10375,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) causal_attention_f32__k0(co
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / den__acc);
-              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] * er__reciprocal_0);
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 15) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
                   }
                 }
+                *reinterpret_cast<uint4*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] * er__reciprocal_0);
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
+                    }
                   }
                 }
               }
@@ -10302,18 +10475,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
             }
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
-            __syncthreads();
-            for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
-              const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
-              const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
-              const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
+            if (((lo + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
+              __syncthreads();
+              for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
+                const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
+                const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
+                const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
+                emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
+              }
+              const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
-            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t et = (int64_t)threadIdx.x;
@@ -10343,9 +10518,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
                 float o__weight;
                 o__weight = emmy_exp_approximate((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                 den__acc = (den__acc + o__weight);
+                alignas(16) __half v_tile__lanes[4];
+                emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                  pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
                 }
               }
             }
@@ -10355,22 +10532,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f16__k0(const float*
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / den__acc);
-              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] * er__reciprocal_0));
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 7) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
                   }
                 }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = emmy_narrowed<uint2, __half>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_f16((float)(pv__acc[er] / den__acc));
+                    }
                   }
                 }
               }
@@ -10438,18 +10633,20 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
             }
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
-            __syncthreads();
-            for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
-              const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
-              const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
-              const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
+            if (((lo + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
+              __syncthreads();
+              for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
+                const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
+                const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
+                const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
+                emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
+              }
+              const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
+              const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
+              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+              emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             }
-            const int64_t v_tile_vector = ((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z))));
-            const int64_t v_tile_element = (v_tile_vector * (int64_t)8);
-            const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-            const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-            emmy_copy_async_lanes<8>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
             const int64_t et = (int64_t)threadIdx.x;
@@ -10479,9 +10676,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
                 float o__weight;
                 o__weight = emmy_exp_approximate((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                 den__acc = (den__acc + o__weight);
+                alignas(16) __nv_bfloat16 v_tile__lanes[4];
+                emmy_load_shared_vector<8>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))])));
+                  pv__acc[er] = (pv__acc[er] + (o__weight * (float)emmy_f32(v_tile__lanes[er])));
                 }
               }
             }
@@ -10491,22 +10690,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_bf16__k0(const float
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / den__acc);
-              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] * er__reciprocal_0));
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 7) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
                   }
                 }
+                *reinterpret_cast<uint2*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = emmy_narrowed<uint2, __nv_bfloat16>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] * er__reciprocal_0));
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = emmy_bf16((float)(pv__acc[er] / den__acc));
+                    }
                   }
                 }
               }
@@ -10576,19 +10793,21 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
             }
           }
           for (int64_t lo = (int64_t)0; lo < ((L + (int64_t)31) / (int64_t)32); lo += (int64_t)1) {
-            __syncthreads();
-            for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
-              const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
-              const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
-              const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
-              emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
-            }
-            for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
-              const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
-              const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
-              const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
-              const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
-              emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+            if (((lo + (int64_t)1) < ((L + (int64_t)31) / (int64_t)32))) {
+              __syncthreads();
+              for (int64_t logits_tile_element__trip = (int64_t)0; logits_tile_element__trip < (int64_t)2; logits_tile_element__trip += (int64_t)1) {
+                const int64_t logits_tile_element = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (logits_tile_element__trip * (int64_t)256));
+                const int64_t logits_tile_2 = ((logits_tile_element / (int64_t)32) % (int64_t)16);
+                const int64_t logits_tile_3 = (logits_tile_element % (int64_t)32);
+                emmy_copy_async(logits_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)16) + logits_tile_2) * (int64_t)33) + logits_tile_3), logits, ((((((b * H) + h) * S) + ((so * (int64_t)16) + logits_tile_2)) * L) + (((lo + (int64_t)1) * (int64_t)32) + logits_tile_3)), ((((b < B) && (h < H)) && (((so * (int64_t)16) + logits_tile_2) < S)) && ((((lo + (int64_t)1) * (int64_t)32) + logits_tile_3) < L)));
+              }
+              for (int64_t v_tile_vector__trip = (int64_t)0; v_tile_vector__trip < (int64_t)2; v_tile_vector__trip += (int64_t)1) {
+                const int64_t v_tile_vector = (((int64_t)threadIdx.x + ((int64_t)16 * ((int64_t)threadIdx.y + ((int64_t)16 * (int64_t)threadIdx.z)))) + (v_tile_vector__trip * (int64_t)256));
+                const int64_t v_tile_element = (v_tile_vector * (int64_t)4);
+                const int64_t v_tile_2 = ((v_tile_element / (int64_t)64) % (int64_t)32);
+                const int64_t v_tile_3 = (v_tile_element % (int64_t)64);
+                emmy_copy_async_lanes<4>(v_tile, ((((((lo + (int64_t)1) % (int64_t)2) * (int64_t)32) + v_tile_2) * (int64_t)64) + v_tile_3), v, ((((((b * H) + h) * L) + (((lo + (int64_t)1) * (int64_t)32) + v_tile_2)) * E) + ((eo * (int64_t)64) + v_tile_3)), (((b < B) && (h < H)) && ((((lo + (int64_t)1) * (int64_t)32) + v_tile_2) < L)) ? (E - ((eo * (int64_t)64) + v_tile_3)) : (int64_t)0);
+              }
             }
             emmy_wait_for_copies<1>();
             const int64_t si = (int64_t)threadIdx.y;
@@ -10619,9 +10838,11 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
                 float o__weight;
                 o__weight = expf((logits_tile[(((((lo % (int64_t)2) * (int64_t)16) + si) * (int64_t)33) + li)] - ((m__acc == -INFINITY) ? 0.0f : m__acc)));
                 den__acc = (den__acc + o__weight);
+                alignas(16) float v_tile__lanes[4];
+                emmy_load_shared_vector<16>(v_tile__lanes, v_tile, (((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + (et * (int64_t)4)));
                 #pragma unroll
                 for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  pv__acc[er] = (pv__acc[er] + (o__weight * v_tile[(((((lo % (int64_t)2) * (int64_t)32) + li) * (int64_t)64) + ((et * (int64_t)4) + er))]));
+                  pv__acc[er] = (pv__acc[er] + (o__weight * v_tile__lanes[er]));
                 }
               }
             }
@@ -10631,22 +10852,40 @@ extern "C" __global__ void __launch_bounds__(256, 1) attend_f32__k0(const float*
             const int64_t s = ((so * (int64_t)16) + si);
             if ((s < S)) {
               const int64_t et = (int64_t)threadIdx.x;
-              float er__reciprocal_0;
-              er__reciprocal_0 = (1.0f / den__acc);
-              if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] * er__reciprocal_0);
+              if ((((unsigned long long)(const void*)&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) & 15) == 0 && (((eo * (int64_t)64) + ((et * (int64_t)4) + (int64_t)3)) < E)) {
+                alignas(16) float o__lanes[4];
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] * er__reciprocal_0);
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    o__lanes[er] = (pv__acc[er] / den__acc);
                   }
                 }
+                *reinterpret_cast<uint4*>(&o[((((((b * H) + h) * S) + s) * E) + ((eo * (int64_t)64) + (et * (int64_t)4)))]) = *reinterpret_cast<const uint4*>(o__lanes);
               } else {
-                #pragma unroll
-                for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
-                  const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
-                  if ((e < E)) {
-                    o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
+                float er__reciprocal_0;
+                er__reciprocal_0 = (1.0f / den__acc);
+                if ((((den__acc >= 1.1754944e-38f) && (den__acc <= 8.507059e+37f)) || ((den__acc <= -1.1754944e-38f) && (den__acc >= -8.507059e+37f)))) {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] * er__reciprocal_0);
+                    }
+                  }
+                } else {
+                  #pragma unroll
+                  for (int64_t er = (int64_t)0; er < (int64_t)4; er += (int64_t)1) {
+                    const int64_t e = ((eo * (int64_t)64) + ((et * (int64_t)4) + er));
+                    if ((e < E)) {
+                      o[((((((b * H) + h) * S) + s) * E) + e)] = (pv__acc[er] / den__acc);
+                    }
                   }
                 }
               }
