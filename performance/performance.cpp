@@ -447,9 +447,7 @@ public:
         // A bound that moves with the block (causal attention's tiles of keys, fewer for the first
         // queries): the mean of block 0's trips and the last block's, exact where they move linearly.
         if (!overBlocks && begin && end && step && *step > 0) {
-          std::map<std::string, int64_t> lastBlock;
-          for (const char* axis : {"x", "y", "z"})
-            lastBlock[std::string("blockIdx.") + axis] = values_.at(std::string("gridDim.") + axis) - 1;
+          std::map<std::string, int64_t> lastBlock = lastBlockIndices();
           std::optional<int64_t> lastBegin = evaluate(*node.begin, &lastBlock), lastEnd = evaluate(*node.end, &lastBlock);
           if (lastBegin && lastEnd && (*lastBegin != *begin || *lastEnd != *end))
             trips = (trips + (*lastEnd > *lastBegin ? static_cast<double>((*lastEnd - *lastBegin + *step - 1) / *step) : 0)) / 2;
@@ -509,6 +507,13 @@ private:
     const kernel::For* node;
   };
 
+  // The block indices of the grid's last block, for `evaluate`.
+  std::map<std::string, int64_t> lastBlockIndices() const {
+    std::map<std::string, int64_t> last;
+    for (const char* axis : {"x", "y", "z"}) last[std::string("blockIdx.") + axis] = values_.at(std::string("gridDim.") + axis) - 1;
+    return last;
+  }
+
   // The share of the iterations of the innermost loop `condition` reads in which it holds, the mean of
   // block 0's and the last block's, as for trips (causal attention's tiles of keys below the diagonal,
   // which run without a mask, and the others); 1 where it reads a thread's index or no loop.
@@ -532,10 +537,7 @@ private:
     constexpr int64_t kMostSamples = 4096;
     double held = 0, trips = 0;
     for (bool last : {false, true}) {
-      std::map<std::string, int64_t> at;
-      if (last)
-        for (const char* axis : {"x", "y", "z"})
-          at[std::string("blockIdx.") + axis] = values_.at(std::string("gridDim.") + axis) - 1;
+      std::map<std::string, int64_t> at = last ? lastBlockIndices() : std::map<std::string, int64_t>{};
       std::optional<int64_t> begin = evaluate(*loop->node->begin, &at), end = evaluate(*loop->node->end, &at),
                              step = evaluate(*loop->node->step, &at);
       if (!begin || !end || !step || *step <= 0) return 1;
