@@ -374,7 +374,9 @@ double KernelMix::cyclesPerMemoryInstruction() const {
 std::optional<KernelMix::InFlight> KernelMix::loadBytesInFlight() const {
   const LoopMix* main = nullptr;
   for (const LoopMix& loop : loops)
-    if (loop.innermost && loop.loadBytes > 0 && (!main || loop.loadBytes > main->loadBytes)) main = &loop;
+    if (loop.innermost && loop.loadBytes > 0 && loop.loadBytesInFlight && *loop.loadBytesInFlight > 0 &&
+        (!main || loop.loadBytes > main->loadBytes))
+      main = &loop;
   const LoopMix& measured = main ? *main : whole;
   if (!measured.loadBytesInFlight || *measured.loadBytesInFlight == 0) return std::nullopt;
   return InFlight{*measured.loadBytesInFlight, main ? main->ptxLine : 0};

@@ -76,10 +76,11 @@ struct KernelMix {
   // Issue cycles per global or shared access of a warp in its loops (in the whole kernel when they make
   // none): the static model's issue time is this times the accesses its threads make.
   double cyclesPerMemoryInstruction() const;
-  // The global-load bytes a thread keeps in flight in the innermost loop that loads the most per iteration
-  // (its main loop: not a loop of the last few elements), or in the whole kernel where no loop loads, with
-  // that loop's PTX line (0 for the whole kernel); none where that loop copies asynchronously or nothing is
-  // loaded.
+  // The global-load bytes a thread keeps in flight in the innermost loop of loads it waits for that loads
+  // the most per iteration (its main loop: not a loop of the last few elements; a loop of asynchronous
+  // copies paces nothing, they stay in flight), or in the whole kernel where no loop loads so, with that
+  // loop's PTX line (0 for the whole kernel); none where the kernel only copies asynchronously or loads
+  // nothing.
   struct InFlight {
     double bytes;
     int ptxLine;

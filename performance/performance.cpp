@@ -477,12 +477,15 @@ public:
           shares_.pop_back();
         }
       } else if constexpr (std::is_same_v<Node, kernel::CopyAsync>) {
-        access(node.source, node.sourceIndex.get());
+        copiedBytes += access(node.source, node.sourceIndex.get());
         access(node.buffer, node.index.get());
       } else if constexpr (std::is_same_v<Node, kernel::LoadMatrix>) {
         reads(*node.element);
         access(node.buffer, node.element.get(), 16);  // each lane's row of 8 16-bit elements
-      } else if constexpr (std::is_same_v<Node, kernel::VectorLoad> || std::is_same_v<Node, kernel::VectorStore>) {
+      } else if constexpr (std::is_same_v<Node, kernel::VectorLoad>) {
+        reads(*node.element);
+        synchronousLoadBytes += access(node.buffer, node.element.get(), node.bytes);
+      } else if constexpr (std::is_same_v<Node, kernel::VectorStore>) {
         reads(*node.element);
         access(node.buffer, node.element.get(), node.bytes);
       } else if constexpr (std::is_same_v<Node, kernel::IfAligned>) {
@@ -496,6 +499,9 @@ public:
   }
 
   double globalBytes = 0, sharedBytes = 0, barriers = 0;
+  // Of globalBytes, those of loads a thread waits for, whose pace the loads in flight set, and those of
+  // asynchronous copies, which stay in flight while the thread goes on.
+  double synchronousLoadBytes = 0, copiedBytes = 0;
   double memoryInstructions = 0;  // global and shared loads and stores
   double sharedWavefronts = 0;    // per warp: each shared access's wavefronts (1 + bank conflicts) times its trips
 
@@ -589,10 +595,13 @@ private:
     return product;
   }
 
-  // An access by each thread of `bytes` (0: one element) from element `index` of `buffer`.
-  void access(const std::string& buffer, const Expr* index, int bytes = 0) {
+  // An access by each thread of `bytes` (0: one element) from element `index` of `buffer`; its global
+  // bytes (0 for shared memory).
+  double access(const std::string& buffer, const Expr* index, int bytes = 0) {
+    double moved = 0;
     if (auto global = global_.find(buffer); global != global_.end()) {
-      globalBytes += times(index) * (bytes ? bytes : dtypeBytes(global->second));
+      moved = times(index) * (bytes ? bytes : dtypeBytes(global->second));
+      globalBytes += moved;
       memoryInstructions += times(index);
     }
     if (auto shared = shared_.find(buffer); shared != shared_.end()) {
@@ -601,6 +610,7 @@ private:
       memoryInstructions += times(index);
       sharedWavefronts += times(index) * wavefronts(index, elementBytes, bytes ? bytes : elementBytes);
     }
+    return moved;
   }
 
   // The wavefronts of a warp's access to a shared array at `index`, for the first warp of the block at
@@ -634,7 +644,7 @@ private:
     tensor::forEachNode(e, [&](const Expr& node) {
       if (const auto* load = node.as<tensor::Load>())
         for (const tensor::ExprPtr& index : load->indices.empty() ? std::vector<tensor::ExprPtr>{nullptr} : load->indices)
-          access(load->tensor, index.get());
+          synchronousLoadBytes += access(load->tensor, index.get());
     });
   }
 
@@ -713,7 +723,10 @@ struct KernelTerms {
   // The memory time at the bandwidth the loads kept in flight reach (memory where they reach all of it).
   double memoryInFlight = 0;
   double bytesInFlightPerSm = 0;  // 0: not limited (asynchronous copies, or no global loads)
+  double waitedShare = 1;         // of the global loads at these sizes, those a thread waits for
   double waves = 0, lastWaveShare = 1;  // of blocks as many as the SMs hold, the last one that full
+  double blocks = 1;                    // of the grid
+  Occupancy occupancy;
   bool tensorCores = false;
   double barriers = 0;  // per thread
 };
@@ -727,6 +740,7 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
   AccessCounter counter(function, lowered, sizes, launchSharedBytesAt(function, resources, arch, sizes));
   counter.count(*function.body);
   KernelTerms terms;
+  terms.blocks = blocks;
   terms.tensorCores = mix && mix->usesTensorCores();
   double flops = functionWork(function, lowered, sizes).flops;
   terms.memory = bytesMoved(function, lowered, sizes) / kBandwidth;
@@ -736,7 +750,7 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
   terms.arithmetic = flops / (terms.tensorCores ? kTensorPeakFlops : kPeakFlops);
   terms.barriers = counter.barriers;
   terms.memoryInFlight = terms.memory;
-  Occupancy occupancy = occupancyOf(function, atLaunch(function, resources, arch, sizes), arch);
+  Occupancy& occupancy = terms.occupancy = occupancyOf(function, atLaunch(function, resources, arch, sizes), arch);
   std::optional<KernelMix::InFlight> inFlight = mix ? mix->loadBytesInFlight() : std::nullopt;
   double perBlock = inFlight ? function.threadsPerBlock() * inFlight->bytes : 0;
   if (perBlock > 0 && occupancy.blocksPerSm > 0) {
@@ -744,11 +758,16 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
     // of the bandwidth its loads in flight reach, so a last wave of few blocks (a tail) takes longer
     // than its bytes alone would.
     double perSm = static_cast<double>(occupancy.blocksPerSm), capacity = perSm * kMultiprocessorCount;
+    // Only the loads a thread waits for are paced so: where the sizes take a path of asynchronous copies
+    // (a row kernel's rows that fit in shared memory), the loop the mix measured does not run.
     double fullWaves = std::floor(blocks / capacity), rest = blocks - fullWaves * capacity;
     auto slowdown = [&](double blocksPerSm) { return std::max(1.0, kBytesInFlightPerSm / (blocksPerSm * perBlock)); };
+    double loaded = counter.synchronousLoadBytes + counter.copiedBytes;
+    double waited = terms.waitedShare = loaded > 0 ? counter.synchronousLoadBytes / loaded : 1;
     terms.bytesInFlightPerSm = std::min(perSm, blocks / kMultiprocessorCount) * perBlock;
-    terms.memoryInFlight = terms.memory / blocks *
-                           (fullWaves * capacity * slowdown(perSm) + (rest > 0 ? rest * slowdown(rest / kMultiprocessorCount) : 0));
+    terms.memoryInFlight = terms.memory * (1 - waited) +
+                           waited * terms.memory / blocks *
+                               (fullWaves * capacity * slowdown(perSm) + (rest > 0 ? rest * slowdown(rest / kMultiprocessorCount) : 0));
     terms.waves = fullWaves + (rest > 0 ? 1 : 0);
     terms.lastWaveShare = rest > 0 ? rest / capacity : 1;
   }
@@ -757,17 +776,15 @@ KernelTerms kernelTerms(const kernel::Function& function, const Lowered& lowered
 
 KernelTime estimateKernel(const kernel::Function& function, const Lowered& lowered, const KernelResources& resources,
                           const KernelMix* mix, const std::string& arch, const std::map<std::string, int64_t>& sizes) {
-  double blocks = 1;
-  for (const tensor::ExprPtr& extent : function.gridBlocks) blocks *= static_cast<double>(evaluateIndex(*extent, sizes));
   KernelTerms terms = kernelTerms(function, lowered, mix, resources, arch, sizes);
+  const double blocks = terms.blocks;
+  const Occupancy& occupancy = terms.occupancy;
   std::pair<double, const char*> bounds[] = {{terms.memoryInFlight, terms.memoryInFlight > terms.memory ? "loads in flight" : "memory"},
                                              {terms.l2, "L2 traffic"},
                                              {terms.shared, "shared-memory wavefronts"},
                                              {terms.issue, "instruction issue"},
                                              {terms.arithmetic, terms.tensorCores ? "tensor-core arithmetic" : "FP32 arithmetic"}};
   const auto& bound = *std::max_element(std::begin(bounds), std::end(bounds));
-
-  Occupancy occupancy = occupancyOf(function, atLaunch(function, resources, arch, sizes), arch);
   if (occupancy.blocksPerSm == 0)
     return {std::numeric_limits<double>::infinity(), fmt::format("{}: a block does not fit on an SM ({})", function.name,
                                                                   occupancy.limitedBy)};
@@ -822,6 +839,9 @@ std::string mixLines(const kernel::Function& function, const Lowered& lowered, c
                           scaled(terms.bytesInFlightPerSm, "B"), scaled(kBytesInFlightPerSm, "B"), kLoadLatencySeconds * 1e9,
                           duration(terms.memoryInFlight),
                           terms.memoryInFlight > terms.memory ? fmt::format(" ({:.0f}% of the bandwidth)", 100 * terms.memory / terms.memoryInFlight) : "");
+    if (terms.waitedShare < 1)
+      text += fmt::format(" (at these sizes {:.0f}% of the bytes loaded are loads a thread waits for, the rest asynchronous copies)",
+                          100 * terms.waitedShare);
     if (terms.waves > 1 && terms.lastWaveShare < 1)
       text += fmt::format("; the blocks run in {:g} waves, the last {:.0f}% full", terms.waves, 100 * terms.lastWaveShare);
   }

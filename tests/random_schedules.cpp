@@ -64,18 +64,20 @@ std::string randomRowSchedule(std::mt19937_64& random, const RowNames& names) {
   } else {
     s += fmt::format("  bind {}.{} to block.x\n", root, n);
   }
+  // d split across the lanes (after `outer`, the loops before them), in vectors where names.vector says.
+  auto acrossLanes = [&](const std::string& stage, const std::string& outer, const std::string& scope) {
+    if (names.vector == 1)
+      return fmt::format("  split {0}.{1} by {2} -> ({1}_step, {1}_lane)\n  reorder {0} ({3}{1}_lane, {1}_step)\n"
+                         "  bind {0}.{1}_lane to {4}.x\n", stage, d, lanesText, outer, scope);
+    return fmt::format("  split {0}.{1} by {5} -> ({1}_vector, {1}_element)\n  split {0}.{1}_vector by {2} -> ({1}_step, {1}_lane)\n"
+                       "  reorder {0} ({3}{1}_lane, {1}_step, {1}_element)\n  bind {0}.{1}_lane to {4}.x\n"
+                       "  vectorize {0}.{1}_element\n", stage, d, lanesText, outer, scope, names.vector);
+  };
   for (const std::string& member : names.members) {
     if (coin(random)) s += fmt::format("  compute {} at {}.{}\n", member, root, rowLoop);
-    if (coin(random) || coin(random)) {
-      std::string scope = lanes <= 32 && coin(random) ? "warp" : "thread";
-      s += fmt::format("  split {0}.{1} by {2} -> ({1}_step, {1}_lane)\n  reorder {0} ({1}_lane, {1}_step)\n"
-                       "  bind {0}.{1}_lane to {3}.x\n", member, d, lanesText, scope);
-    }
+    if (coin(random) || coin(random)) s += acrossLanes(member, "", lanes <= 32 && coin(random) ? "warp" : "thread");
   }
-  if (coin(random)) {
-    s += fmt::format("  split {0}.{1} by {2} -> ({1}_step, {1}_lane)\n  reorder {0} ({3}, {1}_lane, {1}_step)\n"
-                     "  bind {0}.{1}_lane to thread.x\n", root, d, lanesText, rowLoop);
-  }
+  if (coin(random)) s += acrossLanes(root, rowLoop + ", ", "thread");
   return s + "}\n";
 }
 

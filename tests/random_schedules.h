@@ -32,6 +32,9 @@ struct RowNames {
   std::vector<std::string> members;
   std::string n = "n", d = "d";
   std::string size;  // d's extent: when set, the lanes may be a param chosen at launch by it
+  // Where above 1: each thread takes d in vectors of this many elements (`vectorize`), in every stage
+  // split across lanes.
+  int64_t vector = 1;
 };
 std::string randomRowSchedule(std::mt19937_64& random, const RowNames& names);
 

@@ -1,13 +1,15 @@
 // Schedules applied: the matmul schedule of section 5 and a cooperative softmax run correctly at ragged
 // sizes and their CUDA has what the directives ask for; schedules drawn at random from the legal space
-// of five kernels all agree with the reference; a cache of whole rows serves the rows that fit; an
-// attention's softmax is computed online in one pass;
+// of five kernels all agree with the reference; every schedule block of the stdlib, with directives
+// dropped and bindings moved, is completed by the default policy or refused with a diagnostic; a cache
+// of whole rows serves the rows that fit; an attention's softmax is computed online in one pass;
 // `--emit schedule` fed back gives the same CUDA; every generated file compiles with NVRTC for sm_80 and
 // sm_90.
 #include <array>
 #include <chrono>
 #include <random>
 #include <regex>
+#include <sstream>
 
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
@@ -263,6 +265,81 @@ TEST_CASE("what a partial schedule leaves open is filled by the default policy, 
   CHECK(contains(built.cuda.source, "__shfl_xor_sync"));  // m and s are combined across the block
 }
 
+namespace {
+
+// Every kernel of `text` named `kernel` (each type of a generic one) through the pipeline to CUDA. A
+// schedule's errors and the elaborator's are diagnostics; anything else escaping (an InternalError) is a bug.
+void compileOrDiagnose(const std::string& text, const std::string& kernel) {
+  Diagnostics diagnostics;
+  Frontend frontend(diagnostics, {Frontend::defaultStdlibDir()});
+  const ast::Module* module = frontend.loadText("variant.emmy", text, Frontend::defaultStdlibDir());
+  if (!module) return;
+  std::vector<Lowered> lowered;
+  try {
+    for (const tensor::Kernel& each : frontend.elaborateSelected(*module, kernel, false))
+      lowered.push_back(lower(each, PipelineOptions{}));
+    emitCudaFiles(lowered, "variant.emmy");
+  } catch (const CompilationFailed&) {
+  }
+}
+
+}  // namespace
+
+TEST_CASE("any part of a schedule, its bindings moved, is completed by the default policy or refused with a diagnostic",
+          "[schedule][sweep]") {
+  // Each schedule block of the standard library, the examples and a block-level scan, with directives
+  // dropped and bindings retargeted at random: whatever the user's directives leave open, the policy fills
+  // with legal directives, or the user's are refused (never "the default policy wrote illegal directives").
+  const std::filesystem::path source = EMMY_SOURCE_DIR;
+  std::vector<std::string> texts;
+  for (const char* file : {"stdlib/nn.emmy", "stdlib/linalg.emmy", "examples/matmul.emmy"})
+    texts.push_back(testing::readFile(source / file));
+  texts.push_back(R"(
+kernel running(x: f32[N, T]) -> (y: f32[N, T]) {
+    y[n, t] = sum[k < t + 1](x[n, k])
+}
+
+schedule running {
+    split y.n by 4 -> (no, ni)
+    bind y.no to block.x
+    bind y.ni to block.y
+    scan y.t by (64, 4)
+}
+)");
+  const std::vector<std::string> indices = {"block.x", "block.y", "block.z", "thread.x", "thread.y", "thread.z", "warp.x", "grid.x"};
+  const std::regex target(R"(to (block|thread|warp|grid)\.[xyz])");
+  std::mt19937_64 random(20261205);
+  int variants = 0;
+  for (const std::string& text : texts) {
+    std::vector<std::string> lines;
+    std::istringstream stream(text);
+    for (std::string line; std::getline(stream, line);) lines.push_back(line);
+    for (size_t open = 0; open < lines.size(); ++open) {
+      std::smatch header;
+      if (!std::regex_search(lines[open], header, std::regex(R"(^schedule (\w+))"))) continue;
+      size_t close = open + 1;
+      while (close < lines.size() && lines[close].find('}') == std::string::npos) ++close;
+      REQUIRE(close < lines.size());
+      for (int variant = 0; variant < 16; ++variant, ++variants) {
+        std::string mutated;
+        for (size_t k = 0; k < lines.size(); ++k) {
+          std::string line = lines[k];
+          // (A block may end on its last directive's line: the brace stays.)
+          bool directive = k > open && k <= close && line.find_first_not_of(" }") != std::string::npos &&
+                           line.find("param ") == std::string::npos;
+          if (directive && random() % 3 == 0) line = line.find('}') == std::string::npos ? "" : "}";
+          else if (directive && random() % 3 == 0) line = std::regex_replace(line, target, "to " + testing::pick(random, indices));
+          mutated += line + "\n";
+        }
+        INFO(mutated);
+        CHECK_NOTHROW(compileOrDiagnose(mutated, header[1]));
+      }
+      open = close;
+    }
+  }
+  CHECK(variants >= 16 * 40);
+}
+
 TEST_CASE("compute at: the part a loop reads, in shared memory by the block or in each thread's registers",
           "[schedule]") {
   Built tile = build(kChain + R"(
@@ -372,6 +449,82 @@ schedule mirrored {
 )");
   checkRuns(mirrored, {{{"N", 5}, {"D", 100}}});
   CHECK(contains(mirrored.cuda.source, R"(s__acc = \(s__acc \+ \(x_row\[d_1\] \* x\[)"));
+}
+
+TEST_CASE("a softmax's maximum and sum take one pass over rows no copy serves: a running maximum, the sum rescaled per "
+          "vector", "[schedule]") {
+  // Row n sees the elements d >= n: rows past D are -inf throughout (NaN, as in the reference), and the
+  // maximum of the others moves along the row. With 4 KiB for the copy of a row, rows of 1024 floats read
+  // the copy (two passes over shared memory), longer ones x itself, once for m and s together.
+  const std::string kernel = R"(
+kernel masked(x: f32[N, D]) -> (y: f32[N, D]) {
+    z[n, d] = where(d >= n, x[n, d], -inf)
+    m[n]    = max[d](z[n, d])
+    s[n]    = sum[d](exp(z[n, d] - m[n]))
+    y[n, d] = exp(z[n, d] - m[n]) / s[n]
+}
+)";
+  auto schedule = [](const std::string& sumElement) {
+    return R"(
+schedule masked {
+    bind y.n to block.x
+    split y.d by 4 -> (d_vector, d_element)
+    split y.d_vector by 64 -> (d_step, d_lane)
+    reorder y (n, d_lane, d_step, d_element)
+    bind y.d_lane to thread.x
+    vectorize y.d_element
+    split m.d by 4 -> (d_vector, d_element)
+    split m.d_vector by 64 -> (d_step, d_lane)
+    reorder m (d_lane, d_step, d_element)
+    bind m.d_lane to thread.x
+    vectorize m.d_element
+    split s.d by 4 -> (d_vector, d_element)
+    split s.d_vector by 64 -> (d_step, d_lane)
+    reorder s (d_lane, d_step, d_element)
+    bind s.d_lane to thread.x
+    )" + sumElement + R"( s.d_element
+    cache x in shared at y.n -> x_row
+}
+)";
+  };
+  Built online = build(kernel + schedule("vectorize"));
+  std::vector<Sizes> sizes = {{{"N", 9}, {"D", 1025}}, {{"N", 3}, {"D", 1030}}, {{"N", 5}, {"D", 7}}, {{"N", 2}, {"D", 1}}};
+  {
+    testing::ScopedEnvironment smallDevice("EMMY_SIM_SHARED_BYTES", "4096");
+    checkRuns(online, sizes);
+    checkRuns(online, {{{"N", 4}, {"D", 1024}}});
+  }
+  // The path without the copy: x read once into registers per vector, its maximum, the sum rescaled once,
+  // then the vector's terms; each thread's sum rescaled to the block's maximum before they are added.
+  std::string tile = tile::printProgram(online.lowered.tile);
+  CHECK(contains(tile, R"(register m__values: f32\[4\])"));
+  CHECK(contains(tile, R"(m__values\[d_element_\d\] = where\(d_1 >= n, x\[n, d_1\], -inf\))"));
+  CHECK(contains(tile, R"(s__acc\[\] = s__acc\[\] \* exp\(m__acc\[\] - where\(m__next\[\] == -inf, 0.0, m__next\[\]\)\))"));
+  CHECK(contains(tile, R"(s__acc\[\] = where\(s__acc\[\] == 0.0, 0.0, s__acc\[\] \* exp\(m__own\[\] - m\[\]\)\))"));
+  CHECK(contains(online.cuda.source, R"(m__values\[d_element_\d\] = x__lanes\[d_element_\d\];)"));  // one 16-byte read
+  // The copy's path keeps its two passes.
+  CHECK(contains(tile, R"(m__acc\[\] = max\(m__acc\[\], where\(d_1 >= n, x_row\[0, d_1\], -inf\)\))"));
+  checkCompiles(online);
+  // A sum scheduled otherwise than its maximum (unrolled, not vectorized) is its own pass, as written.
+  Built apart = build(kernel + schedule("unroll"));
+  {
+    testing::ScopedEnvironment smallDevice("EMMY_SIM_SHARED_BYTES", "4096");
+    checkRuns(apart, sizes);
+  }
+  CHECK_FALSE(contains(tile::printProgram(apart.lowered.tile), "m__values"));
+  // The standard library's, in f16 and bf16 (the maximum rounded to T, each thread's sum rescaled to it),
+  // in the launch variant for rows of more than 8192 elements: with 20000 bytes for the copy, rows of 9001
+  // f16 fit, of 10001 f16 or 9001 f32 not.
+  for (const tensor::Kernel& each : testing::kernelsOf(std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy")) {
+    std::string name = each.instanceName();
+    if (name != "softmax_f16" && name != "log_softmax_bf16" && name != "softmax_f32") continue;
+    INFO(name);
+    Built stdlib{each, lower(each, PipelineOptions{}), {}};
+    stdlib.cuda = emitCudaFiles({stdlib.lowered}, "nn.emmy");
+    CHECK(contains(stdlib.cuda.source, "m__values"));
+    testing::ScopedEnvironment smallDevice("EMMY_SIM_SHARED_BYTES", "20000");
+    checkRuns(stdlib, {{{"N", 3}, {"D", 9001}}, {{"N", 2}, {"D", 10001}}});
+  }
 }
 
 // An attention over given logits in which row s sees the keys l >= s.
@@ -569,13 +722,17 @@ TEST_CASE("schedules drawn at random from the legal space all agree with the ref
       {softmaxKernel(),
        [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"softmax", "y", {"m", "s"}, "n", "d", "D"}); },
        {{{"N", 5}, {"D", 77}}, {{"N", 2}, {"D", 1}}, {{"N", 3}, {"D", 40}}}},
+      // In vectors: where m and s are scheduled alike, one pass computes both (onlineMembers).
+      {softmaxKernel(),
+       [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"softmax", "y", {"m", "s"}, "n", "d", "D", 4}); },
+       {{{"N", 5}, {"D", 77}}, {{"N", 2}, {"D", 1}}, {{"N", 3}, {"D", 41}}}},
       {kLayernorm,
        [](std::mt19937_64& r) { return testing::randomRowSchedule(r, RowNames{"layernorm", "y", {"mu", "var"}, "n", "d", "D"}); },
        {{{"N", 6}, {"D", 45}}, {{"N", 1}, {"D", 3}}, {{"N", 2}, {"D", 60}}}},
       {kChain, [](std::mt19937_64& r) { return testing::randomChainSchedule(r); }, {{{"N", 7}, {"D", 45}}, {{"N", 3}, {"D", 1}}}},
   };
   constexpr int kPerFamily = 15;
-  int tried = 0;
+  int tried = 0, onePass = 0;
   for (const Family& family : families)
     for (int k = 0; k < kPerFamily; ++k) {
       std::string source = family.kernel + family.draw(random);
@@ -586,8 +743,10 @@ TEST_CASE("schedules drawn at random from the legal space all agree with the ref
       checkRuns(built, sizes);
       checkCompiles(built);
       ++tried;
+      onePass += contains(tile::printProgram(built.lowered.tile), "m__values") ? 1 : 0;
     }
-  WARN("schedules tried: " << tried);
+  WARN("schedules tried: " << tried << ", of which a softmax's m and s in one pass: " << onePass);
+  CHECK(onePass > 0);
   CHECK(tried == kPerFamily * static_cast<int>(families.size()));
 }
 

@@ -125,8 +125,12 @@ StmtPtr NestScheduler::generate(size_t position, Defined defined, std::vector<Ex
   for (size_t c = caches_.size(); c-- > 0;)
     if (caches_[c].position == position && !caches_[c].cache->doubleBuffered && !caches_[c].cache->wholeRows)
       rest = cacheCopy(caches_[c], rest);
-  for (size_t m = parts_.members.size(); m-- > 0;)
-    if (memberPositions_[m] == position) rest = member(parts_.members[m], position, rest);
+  // (A softmax's sum is computed in its maximum's pass where onlineSumOf finds the two.)
+  for (size_t m = parts_.members.size(); m-- > 0;) {
+    if (memberPositions_[m] != position || (m > 0 && onlineSumOf(m - 1, position) == m)) continue;
+    std::optional<size_t> sum = onlineSumOf(m, position);
+    rest = sum ? onlineMembers(parts_.members[m], parts_.members[*sum], position, rest) : member(parts_.members[m], position, rest);
+  }
   // Whole rows are copied before the members here, which read them too.
   for (size_t c = caches_.size(); c-- > 0;)
     if (caches_[c].position == position && caches_[c].cache->wholeRows && inUse(caches_[c])) rest = cacheCopy(caches_[c], rest);

@@ -711,14 +711,17 @@ private:
   }
 
   // The loops of a block-level scan's root other than its two, free ones fused into one loop over the
-  // rows (after the bound ones, the scan's two last) and bound to blocks along the first free dimension.
+  // rows (after the ones bound to blocks, the scan's two last) and bound to blocks along the first free
+  // dimension. Where the schedule put one of them elsewhere (a thread, unrolled), no row placement is
+  // legal: the scan's own check says why.
   void scanRows(const std::string& root) {
     const StageSchedule& schedule = model_.stages.at(root);
     std::vector<std::string> order, rows;
     std::set<int> taken;
     for (const ScheduledLoop& loop : schedule.loops) {
       if (loop.name == schedule.scan->axis || loop.name == schedule.scan->k) continue;
-      if (loop.binding && loop.binding->scope == HardwareScope::Block) taken.insert(loop.binding->dimension);
+      if (!free(loop) && (!boundToBlocks(loop) || boundToGrid(loop))) return;
+      if (loop.binding) taken.insert(loop.binding->dimension);
       (free(loop) ? rows : order).push_back(loop.name);
     }
     if (rows.empty()) return;

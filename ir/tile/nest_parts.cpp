@@ -79,19 +79,19 @@ void parseLevel(const loop::Stmt& stmt, size_t depth, const Kernel& kernel, cons
   parts.root = parseComputation(*level, root);
 }
 
-// exp(X - M) with X free of M: X.
+// exp(X - M) with X free of M (M read as it is, or widened: f32(M) of an f16 M): X.
 ExprPtr exponentOver(const ExprPtr& expr, const std::string& max) {
   const auto* exp = expr->as<Unary>();
   const auto* difference = exp && exp->op == UnaryOp::Exp ? exp->operand->as<Binary>() : nullptr;
   if (!difference || difference->op != BinaryOp::Sub) return nullptr;
-  const auto* load = difference->rhs->as<Load>();
+  const auto* cast = difference->rhs->as<Cast>();
+  const auto* load = (cast ? cast->operand : difference->rhs)->as<Load>();
   if (!load || load->tensor != max || reads(*difference->lhs, max)) return nullptr;
   return difference->lhs;
 }
 
-// A reduction's term `exp(X - M)` or `exp(X - M) * g` (either order), or either where a condition free of
-// M holds and 0 elsewhere, with M read nowhere else, as the same term with `shiftedMax` for M; null when
-// it has another form.
+}  // namespace
+
 ExprPtr termOver(const ExprPtr& term, const std::string& max, const ExprPtr& shiftedMax) {
   // A bounded sum's (`sum[l < s + 1]`, Tensor IR's where(l < s + 1, term, 0)): the term where it holds.
   if (term->as<Select>()) {
@@ -114,15 +114,12 @@ ExprPtr termOver(const ExprPtr& term, const std::string& max, const ExprPtr& shi
   return nullptr;
 }
 
-// The term a reduction `acc = acc (op) term` adds, when its update has that form.
 ExprPtr reductionTerm(const Computation& computation) {
   const auto* step = computation.update->value->as<Binary>();
   const auto* current = step ? step->lhs->as<Load>() : nullptr;
   return current && current->tensor == computation.accumulator ? step->rhs : nullptr;
 }
 
-// `computation`'s expression over its reduction loops, with their variables renamed to `loops`'; null
-// when the loops differ in number or extent.
 ExprPtr overLoops(const ExprPtr& expr, const Computation& computation, const std::vector<const loop::For*>& loops) {
   if (computation.reductionLoops.size() != loops.size()) return nullptr;
   std::map<std::string, std::string> renamed;
@@ -136,8 +133,6 @@ ExprPtr overLoops(const ExprPtr& expr, const Computation& computation, const std
     return std::make_shared<AxisVar>(renamed.at(axis->name));
   });
 }
-
-}  // namespace
 
 bool reads(const Expr& expr, const std::string& tensor) {
   bool found = false;

@@ -92,4 +92,13 @@ tensor::ExprPtr shiftedMaximum(const tensor::ExprPtr& max);
 
 std::optional<OnlineSoftmax> onlineSoftmax(const NestParts& parts, const Member& folded);
 
+// The term a reduction `acc = acc (op) term` adds; null when its update has another form.
+tensor::ExprPtr reductionTerm(const Computation& computation);
+// `computation`'s expression over its reduction loops, with their variables renamed to `loops`'; null
+// when the loops differ in number or extent.
+tensor::ExprPtr overLoops(const tensor::ExprPtr& expr, const Computation& computation, const std::vector<const loop::For*>& loops);
+// A sum's term `exp(X - M)` or `exp(X - M) * g`, or either under a condition free of M, with M (the stage
+// `max`) read nowhere else, as the same term with `shiftedMax` for M; null when it has another form.
+tensor::ExprPtr termOver(const tensor::ExprPtr& term, const std::string& max, const tensor::ExprPtr& shiftedMax);
+
 }  // namespace emmy::tile

@@ -161,7 +161,20 @@ private:
   void placeMembersOfResults();
   bool memberIsCooperative(const Member& member) const;
   ExprPtr memberExpr(const ExprPtr& expr, size_t position) const;
+  // A member's loops as its schedule makes them (all of them its reduction loops: its other axes are the
+  // root's), the positions of those in `loops.loops`, and the thread indices its partial results are
+  // combined across.
+  struct MemberLoops {
+    StageLoops loops;
+    std::vector<size_t> reductions;
+    std::vector<int> combined;
+  };
+  MemberLoops memberLoops(const Member& placed);
+  StmtPtr memberLoopNest(const MemberLoops& loops, const std::string& stage, size_t k, size_t end, std::set<std::string> open,
+                         Defined defined, const std::function<StmtPtr(const std::set<std::string>&, const Defined&)>& leaf);
   StmtPtr member(const Member& placed, size_t position, StmtPtr rest);
+  std::optional<size_t> onlineSumOf(size_t maxIndex, size_t position) const;
+  StmtPtr onlineMembers(const Member& maxMember, const Member& sumMember, size_t position, StmtPtr rest);
 
   // ---- primitives/cache.cpp: copies ----
   void placeCaches();

@@ -331,8 +331,7 @@ ExprPtr NestScheduler::memberExpr(const ExprPtr& expr, size_t position) const {
   });
 }
 
-// A member computed in place: its local, its accumulator, its reduction loops and combine.
-StmtPtr NestScheduler::member(const Member& placed, size_t position, StmtPtr rest) {
+NestScheduler::MemberLoops NestScheduler::memberLoops(const Member& placed) {
   const Computation& computation = placed.computation;
   const Stage& stage = *computation.stage;
   const StageSchedule& schedule = model_.stages.at(stage.name);
@@ -345,49 +344,200 @@ StmtPtr NestScheduler::member(const Member& placed, size_t position, StmtPtr res
   std::map<std::string, std::string> axisVars;
   for (size_t d = 0; d < stage.axes.size(); ++d) axisVars[stage.axes[d].name] = parts_.rootVars[d];
   for (const loop::For* loop : computation.reductionLoops) axisVars[loop->axis] = loop->var;
-  StageLoops loops = buildStageLoops(schedule, stage, axisVars, [&](const std::string& n) { return uniqueVar(n); });
-  std::vector<const FinalLoop*> reductionLoops;
-  std::vector<int> combined;  // the thread indices its partial results are combined across
-  for (const FinalLoop& loop : loops.loops) {
-    if (!loop.scheduled->reduction) continue;
-    reductionLoops.push_back(&loop);
-    if (!boundToThreads(*loop.scheduled)) continue;
-    int dimension = dimensionOf(*loop.scheduled);
+  MemberLoops result{buildStageLoops(schedule, stage, axisVars, [&](const std::string& n) { return uniqueVar(n); }), {}, {}};
+  for (size_t k = 0; k < result.loops.loops.size(); ++k) {
+    const ScheduledLoop& loop = *result.loops.loops[k].scheduled;
+    if (!loop.reduction) continue;
+    result.reductions.push_back(k);
+    if (!boundToThreads(loop)) continue;
+    int dimension = dimensionOf(loop);
     if (threadBound_.count(dimension))
-      cannot(loop.scheduled->boundAt,
+      cannot(loop.boundAt,
              fmt::format("{} combines across thread.{} inside a loop of {} bound to thread.{}, where each thread computes "
                          "its own {}: bind {}.{} to another thread index, or compute {} outside that loop", stage.name,
-                         "xyz"[dimension], root_->name, "xyz"[dimension], stage.name, stage.name, loop.scheduled->name,
-                         stage.name));
-    combined.push_back(dimension);
+                         "xyz"[dimension], root_->name, "xyz"[dimension], stage.name, stage.name, loop.name, stage.name));
+    result.combined.push_back(dimension);
   }
-  std::set<std::string> open;
-  for (const Axis& axis : stage.axes) open.insert(axis.name);  // the root's, known where it is placed
-  Defined defined(open.begin(), open.end());
-  std::function<StmtPtr(size_t)> loopsFrom = [&](size_t k) -> StmtPtr {
-    std::vector<ExprPtr> unusedMasks;
-    Ready ready = emitReady(loops, open, defined, false, unusedMasks);
-    if (k == reductionLoops.size())
-      return wrap(ready, std::make_shared<Store>(computation.update->buffer, computation.update->indices,
-                                                 memberExpr(computation.update->value, position)));
-    const FinalLoop& loop = *reductionLoops[k];
-    open.insert(loop.scheduled->name);
-    bool threads = boundToThreads(*loop.scheduled);
-    StmtPtr body = loopsFrom(k + 1);
-    return wrap(ready, std::make_shared<Loop>(loop.var, loop.extent,
-                                              threads ? Binding::ThreadIndex : bindingOf(loop),
-                                              std::vector<std::string>{stage.name + "." + loop.scheduled->name}, body,
-                                              vectorWidthOf(*loop.scheduled), dimensionOf(*loop.scheduled)));
-  };
+  return result;
+}
+
+// The member's reduction loops from the k-th to the end-th (of MemberLoops::reductions), each with the
+// Lets and tail tests that become ready in it, around `leaf` (given what is open and defined there).
+StmtPtr NestScheduler::memberLoopNest(const MemberLoops& loops, const std::string& stage, size_t k, size_t end,
+                                      std::set<std::string> open, Defined defined,
+                                      const std::function<StmtPtr(const std::set<std::string>&, const Defined&)>& leaf) {
+  std::vector<ExprPtr> unusedMasks;
+  Ready ready = emitReady(loops.loops, open, defined, false, unusedMasks);
+  if (k == end) return wrap(ready, leaf(open, defined));
+  const FinalLoop& loop = loops.loops.loops[loops.reductions[k]];
+  open.insert(loop.scheduled->name);
+  StmtPtr body = memberLoopNest(loops, stage, k + 1, end, open, defined, leaf);
+  return wrap(ready, std::make_shared<Loop>(loop.var, loop.extent,
+                                            boundToThreads(*loop.scheduled) ? Binding::ThreadIndex : bindingOf(loop),
+                                            std::vector<std::string>{stage + "." + loop.scheduled->name}, body,
+                                            vectorWidthOf(*loop.scheduled), dimensionOf(*loop.scheduled)));
+}
+
+namespace {
+
+// The axes of `stage` (its own, not its reduction's): the root's, known where a member is placed.
+std::set<std::string> axisNames(const Stage& stage) {
+  std::set<std::string> names;
+  for (const Axis& axis : stage.axes) names.insert(axis.name);
+  return names;
+}
+
+}  // namespace
+
+// A member computed in place: its local, its accumulator, its reduction loops and combine.
+StmtPtr NestScheduler::member(const Member& placed, size_t position, StmtPtr rest) {
+  const Computation& computation = placed.computation;
+  const Stage& stage = *computation.stage;
+  MemberLoops loops = memberLoops(placed);
+  std::set<std::string> open = axisNames(stage);
+  StmtPtr update = memberLoopNest(loops, stage.name, 0, loops.reductions.size(), open, Defined(open.begin(), open.end()),
+                                  [&](const std::set<std::string>&, const Defined&) -> StmtPtr {
+                                    return std::make_shared<Store>(computation.update->buffer, computation.update->indices,
+                                                                   memberExpr(computation.update->value, position));
+                                  });
   std::vector<StmtPtr> steps{std::make_shared<Store>(computation.init->buffer, computation.init->indices, computation.init->value),
-                             loopsFrom(0)};
-  for (int dimension : combined)
+                             update};
+  for (int dimension : loops.combined)
     steps.push_back(std::make_shared<CrossThreadReduce>(computation.accumulator, computation.accumulatorType,
                                                         stage.reduction->op, dimension));
   steps.push_back(std::make_shared<Store>(computation.finalize->buffer, computation.finalize->indices, computation.finalize->value));
   StmtPtr compute = std::make_shared<Allocate>(computation.accumulator, computation.accumulatorType, std::vector<Dim>{},
                                                MemoryScope::Registers, block(steps));
   return std::make_shared<Allocate>(stage.name, stage.dtype, std::vector<Dim>{}, MemoryScope::Registers, block({compute, rest}));
+}
+
+// ---- a softmax's maximum and sum in one pass ----
+
+// The member after members[maxIndex] when the two are a row's running maximum M = max(X) and a sum of
+// exponentials shifted by it, S = sum(exp(Y - M) * g) (nest_parts.h, termOver), both placed at
+// `position` over the same loops (S's schedule is M's), whose innermost is vectorized or unrolled, reading
+// memory that no copy of whole rows serves there: onlineMembers then computes them in one pass, which
+// reads the row once instead of twice. (Over a copy in shared memory the second pass costs less than the
+// first's rescales; and a rescale per element, without vectors to rescale once each, would cost an
+// exponential per element more.)
+std::optional<size_t> NestScheduler::onlineSumOf(size_t maxIndex, size_t position) const {
+  size_t sumIndex = maxIndex + 1;
+  if (sumIndex >= parts_.members.size() || memberPositions_[maxIndex] != position || memberPositions_[sumIndex] != position)
+    return std::nullopt;
+  const Computation& max = parts_.members[maxIndex].computation;
+  const Computation& sum = parts_.members[sumIndex].computation;
+  const Stage& maxStage = *max.stage;
+  const Stage& sumStage = *sum.stage;
+  if (!maxStage.reduction || maxStage.reduction->op != ReduceOp::Max || !sumStage.reduction ||
+      sumStage.reduction->op != ReduceOp::Sum || max.accumulatorType != sum.accumulatorType ||
+      maxStage.axes.size() != sumStage.axes.size() || maxStage.reduction->axes.size() != sumStage.reduction->axes.size() ||
+      reads(*sum.init->value, maxStage.name) || reads(*sum.finalize->value, maxStage.name))
+    return std::nullopt;
+  ExprPtr maxOf = reductionTerm(max), term = reductionTerm(sum);
+  term = term ? overLoops(term, sum, max.reductionLoops) : nullptr;
+  if (!maxOf || !term || !termOver(term, maxStage.name, immediate(max.accumulatorType, 0))) return std::nullopt;
+  for (const PlacedCache& cache : caches_)
+    if (cache.cache->wholeRows && cache.position <= position && inUse(cache) &&
+        (reads(*maxOf, cache.cache->source) || reads(*term, cache.cache->source)))
+      return std::nullopt;
+  // S's loops are M's, with its axes named as M's are.
+  std::map<std::string, std::string> asMax;
+  for (size_t a = 0; a < sumStage.axes.size(); ++a) asMax[sumStage.axes[a].name] = maxStage.axes[a].name;
+  for (size_t a = 0; a < sumStage.reduction->axes.size(); ++a)
+    asMax[sumStage.reduction->axes[a].name] = maxStage.reduction->axes[a].name;
+  const std::vector<ScheduledLoop>& maxLoops = model_.stages.at(maxStage.name).loops;
+  const std::vector<ScheduledLoop>& sumLoops = model_.stages.at(sumStage.name).loops;
+  if (maxLoops.size() != sumLoops.size() || maxLoops.empty() || !maxLoops.back().reduction || !maxLoops.back().extent ||
+      *maxLoops.back().extent < 2 || !(maxLoops.back().vectorized || maxLoops.back().unrolled))
+    return std::nullopt;
+  for (size_t k = 0; k < maxLoops.size(); ++k) {
+    const ScheduledLoop& a = maxLoops[k];
+    const ScheduledLoop& b = sumLoops[k];
+    std::map<std::string, int64_t> coefficients;
+    for (const auto& [axis, coefficient] : b.coefficients) coefficients[asMax.count(axis) ? asMax.at(axis) : axis] = coefficient;
+    bool sameBinding = a.binding.has_value() == b.binding.has_value() &&
+                       (!a.binding || (a.binding->scope == b.binding->scope && a.binding->dimension == b.binding->dimension));
+    if (a.extent != b.extent || a.extentText != b.extentText || a.reduction != b.reduction || coefficients != a.coefficients ||
+        a.fused != b.fused || !sameBinding || a.atomic != b.atomic || a.unrolled != b.unrolled || a.vectorized != b.vectorized ||
+        a.groupWidth != b.groupWidth)
+      return std::nullopt;
+  }
+  return sumIndex;
+}
+
+// M and S (onlineSumOf) in one pass over M's loops: a running maximum, and S's sum rescaled by
+// exp(old - new) whenever it grows, once per vector (or unrolled run) of the innermost loop: the vector's
+// values are read once into registers, a pass over them finds their maximum and a second adds their terms
+// (one exponential per element, as FlashAttention-2's tiles). Each thread's sum is relative to its own
+// maximum: after M is combined across the threads and rounded to its type, every thread's sum is rescaled
+// to M as the readers see it, then summed.
+StmtPtr NestScheduler::onlineMembers(const Member& maxMember, const Member& sumMember, size_t position, StmtPtr rest) {
+  const Computation& max = maxMember.computation;
+  const Computation& sum = sumMember.computation;
+  const Stage& maxStage = *max.stage;
+  const Stage& sumStage = *sum.stage;
+  const DType type = max.accumulatorType;
+  auto local = [&](const std::string& name) { return std::make_shared<Load>(type, name, std::vector<ExprPtr>{}); };
+  auto set = [](const std::string& name, ExprPtr value) { return std::make_shared<Store>(name, std::vector<ExprPtr>{}, std::move(value)); };
+  auto binary = [&](BinaryOp op, ExprPtr a, ExprPtr b) { return std::make_shared<Binary>(type, op, std::move(a), std::move(b)); };
+  const std::string next = uniqueVar(maxStage.name + "__next"), own = uniqueVar(maxStage.name + "__own");
+  ExprPtr maxOf = memberExpr(reductionTerm(max), position);
+  ExprPtr term = memberExpr(termOver(overLoops(reductionTerm(sum), sum, max.reductionLoops), maxStage.name,
+                                     shiftedMaximum(local(max.accumulator))),
+                            position);
+  bool approximate = false;
+  forEachNode(*term, [&](const Expr& node) {
+    const auto* exp = node.as<Unary>();
+    approximate = approximate || (exp && exp->op == UnaryOp::Exp && exp->approximate);
+  });
+  auto exp = [&](ExprPtr exponent) { return std::make_shared<Unary>(type, UnaryOp::Exp, std::move(exponent), approximate); };
+  MemberLoops loops = memberLoops(maxMember);
+  const size_t end = loops.reductions.size(), step = end - 1;
+  const FinalLoop& vector = loops.loops.loops[loops.reductions.back()];
+  auto pass = [&](const std::set<std::string>& open, const Defined& defined, StmtPtr leaf) {
+    return memberLoopNest(loops, maxStage.name, step, end, open, defined,
+                          [&](const std::set<std::string>&, const Defined&) -> StmtPtr { return leaf; });
+  };
+  // The vector's values X, read once into registers for both passes (and for the terms' exponents where
+  // they are X).
+  const std::string values = uniqueVar(maxStage.name + "__values");
+  ExprPtr value = std::make_shared<Load>(maxOf->dtype, values, std::vector<ExprPtr>{var(vector.var)});
+  ExprPtr termOfValue = rewrite(term, [&](const Expr& node) -> ExprPtr { return sameIndex(node, *maxOf) ? value : nullptr; });
+  std::set<std::string> open = axisNames(maxStage);
+  StmtPtr steps = memberLoopNest(loops, maxStage.name, 0, step, open, Defined(open.begin(), open.end()),
+                                 [&](const std::set<std::string>& at, const Defined& defined) -> StmtPtr {
+    std::vector<StmtPtr> stmts{
+        set(next, local(max.accumulator)),
+        pass(at, defined, std::make_shared<Store>(values, std::vector<ExprPtr>{var(vector.var)}, maxOf)),
+        pass(at, defined, set(next, binary(BinaryOp::Max, local(next), value))),
+        set(sum.accumulator, binary(BinaryOp::Mul, local(sum.accumulator),
+                                    exp(binary(BinaryOp::Sub, local(max.accumulator), shiftedMaximum(local(next)))))),
+        set(max.accumulator, local(next)),
+        pass(at, defined, set(sum.accumulator, binary(BinaryOp::Add, local(sum.accumulator), termOfValue)))};
+    StmtPtr stepped = std::make_shared<Allocate>(next, type, std::vector<Dim>{}, MemoryScope::Registers, block(stmts));
+    return std::make_shared<Allocate>(values, maxOf->dtype, std::vector<Dim>{Dim::constant(*vector.scheduled->extent)},
+                                      MemoryScope::Registers, stepped);
+  });
+  std::vector<StmtPtr> combine{set(own, local(max.accumulator))};
+  for (int dimension : loops.combined) combine.push_back(std::make_shared<CrossThreadReduce>(max.accumulator, type, ReduceOp::Max, dimension));
+  combine.push_back(std::make_shared<Store>(max.finalize->buffer, max.finalize->indices, max.finalize->value));
+  // A thread without terms (a sum of 0) stays 0, whatever its maximum (-inf for one past the row).
+  ExprPtr rounded = castTo(std::make_shared<Load>(maxStage.dtype, max.finalize->buffer, max.finalize->indices), type);
+  combine.push_back(set(sum.accumulator,
+                        std::make_shared<Select>(compare(BinaryOp::Eq, local(sum.accumulator), immediate(type, 0)), immediate(type, 0),
+                                                 binary(BinaryOp::Mul, local(sum.accumulator),
+                                                        exp(binary(BinaryOp::Sub, local(own), rounded))))));
+  for (int dimension : loops.combined) combine.push_back(std::make_shared<CrossThreadReduce>(sum.accumulator, type, ReduceOp::Sum, dimension));
+  combine.push_back(std::make_shared<Store>(sum.finalize->buffer, sum.finalize->indices, sum.finalize->value));
+  std::vector<StmtPtr> compute{std::make_shared<Store>(max.init->buffer, max.init->indices, max.init->value),
+                               std::make_shared<Store>(sum.init->buffer, sum.init->indices, sum.init->value), steps,
+                               std::make_shared<Allocate>(own, type, std::vector<Dim>{}, MemoryScope::Registers, block(combine))};
+  StmtPtr accumulators = std::make_shared<Allocate>(
+      max.accumulator, type, std::vector<Dim>{}, MemoryScope::Registers,
+      std::make_shared<Allocate>(sum.accumulator, type, std::vector<Dim>{}, MemoryScope::Registers, block(compute)));
+  return std::make_shared<Allocate>(maxStage.name, maxStage.dtype, std::vector<Dim>{}, MemoryScope::Registers,
+                                    std::make_shared<Allocate>(sumStage.name, sumStage.dtype, std::vector<Dim>{},
+                                                               MemoryScope::Registers, block({accumulators, rest})));
 }
 
 }  // namespace emmy::tile

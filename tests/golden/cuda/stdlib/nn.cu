@@ -747,25 +747,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
     }
     if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       __half m;
+      float s;
       float m__acc;
+      float s__acc;
       m__acc = -INFINITY;
-      const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      s__acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        alignas(16) float m__values[8];
+        float m__next;
+        m__next = m__acc;
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
-          m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x__lanes));
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            m__values[d_element_3] = (float)emmy_f32(x__lanes[d_element_3]);
+          }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              m__values[d_element_3] = (float)emmy_f32(x[((n * D) + d_1)]);
             }
           }
         }
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+          if ((d_1 < D)) {
+            m__next = emmy_max(m__next, m__values[d_element_3]);
+          }
+        }
+        s__acc = (s__acc * emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
+        m__acc = m__next;
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + emmy_exp_approximate((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
+          }
+        }
       }
+      float m__own;
+      m__own = m__acc;
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
@@ -783,31 +810,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
       m = emmy_f16((float)m__acc);
-      float s;
-      float s__acc;
-      s__acc = 0.0f;
-      const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      float d_step_3__invariant_0;
-      d_step_3__invariant_0 = (float)emmy_f32(m);
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
-          alignas(16) __half x__lanes[8];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
-            }
-          }
-        }
-      }
+      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * emmy_exp_approximate((m__own - (float)emmy_f32(m)))));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
@@ -1323,25 +1326,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
     }
     if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       __nv_bfloat16 m;
+      float s;
       float m__acc;
+      float s__acc;
       m__acc = -INFINITY;
-      const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      s__acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        alignas(16) float m__values[8];
+        float m__next;
+        m__next = m__acc;
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
-          m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x__lanes));
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            m__values[d_element_3] = (float)emmy_f32(x__lanes[d_element_3]);
+          }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              m__values[d_element_3] = (float)emmy_f32(x[((n * D) + d_1)]);
             }
           }
         }
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+          if ((d_1 < D)) {
+            m__next = emmy_max(m__next, m__values[d_element_3]);
+          }
+        }
+        s__acc = (s__acc * emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
+        m__acc = m__next;
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + emmy_exp_approximate((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
+          }
+        }
       }
+      float m__own;
+      m__own = m__acc;
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
@@ -1359,31 +1389,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
       m = emmy_bf16((float)m__acc);
-      float s;
-      float s__acc;
-      s__acc = 0.0f;
-      const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      float d_step_3__invariant_0;
-      d_step_3__invariant_0 = (float)emmy_f32(m);
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[8];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
-            }
-          }
-        }
-      }
+      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * emmy_exp_approximate((m__own - (float)emmy_f32(m)))));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
@@ -1896,28 +1902,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
     }
     if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
       float m;
+      float s;
       float m__acc;
+      float s__acc;
       m__acc = -INFINITY;
-      const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+      s__acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        alignas(16) float m__values[4];
+        float m__next;
+        m__next = m__acc;
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            m__values[d_element_3] = x__lanes[d_element_3];
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
             if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
+              m__values[d_element_3] = x[((n * D) + d_1)];
             }
           }
         }
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          if ((d_1 < D)) {
+            m__next = emmy_max(m__next, m__values[d_element_3]);
+          }
+        }
+        s__acc = (s__acc * expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
+        m__acc = m__next;
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
+          }
+        }
       }
+      float m__own;
+      m__own = m__acc;
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
@@ -1935,29 +1965,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
       m = m__acc;
-      float s;
-      float s__acc;
-      s__acc = 0.0f;
-      const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
-            }
-          }
-        }
-      }
+      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * expf((m__own - m))));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
@@ -2399,25 +2407,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
     }
     if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       __half m;
+      float s;
       float m__acc;
+      float s__acc;
       m__acc = -INFINITY;
-      const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      s__acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        alignas(16) float m__values[8];
+        float m__next;
+        m__next = m__acc;
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __half x__lanes[8];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
-          m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x__lanes));
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            m__values[d_element_3] = (float)emmy_f32(x__lanes[d_element_3]);
+          }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              m__values[d_element_3] = (float)emmy_f32(x[((n * D) + d_1)]);
             }
           }
         }
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+          if ((d_1 < D)) {
+            m__next = emmy_max(m__next, m__values[d_element_3]);
+          }
+        }
+        s__acc = (s__acc * emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
+        m__acc = m__next;
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + emmy_exp_approximate((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
+          }
+        }
       }
+      float m__own;
+      m__own = m__acc;
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
@@ -2435,31 +2470,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
       m = emmy_f16((float)m__acc);
-      float s;
-      float s__acc;
-      s__acc = 0.0f;
-      const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      float d_step_3__invariant_0;
-      d_step_3__invariant_0 = (float)emmy_f32(m);
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
-          alignas(16) __half x__lanes[8];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
-            }
-          }
-        }
-      }
+      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * emmy_exp_approximate((m__own - (float)emmy_f32(m)))));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
@@ -2879,25 +2890,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
     }
     if ((!(((((D + (int64_t)7) / (int64_t)8) * (int64_t)8) * (int64_t)2) <= (int64_t)emmy_launch_shared_bytes()))) {
       __nv_bfloat16 m;
+      float s;
       float m__acc;
+      float s__acc;
       m__acc = -INFINITY;
-      const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + (int64_t)7) < D)) {
+      s__acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        alignas(16) float m__values[8];
+        float m__next;
+        m__next = m__acc;
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
           alignas(16) __nv_bfloat16 x__lanes[8];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8))]);
-          m__acc = emmy_max(m__acc, emmy_max_of_lanes<8>(x__lanes));
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            m__values[d_element_3] = (float)emmy_f32(x__lanes[d_element_3]);
+          }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)8; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)8) + d_element_4);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
             if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, (float)emmy_f32(x[((n * D) + d_1)]));
+              m__values[d_element_3] = (float)emmy_f32(x[((n * D) + d_1)]);
             }
           }
         }
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+          if ((d_1 < D)) {
+            m__next = emmy_max(m__next, m__values[d_element_3]);
+          }
+        }
+        s__acc = (s__acc * emmy_exp_approximate((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
+        m__acc = m__next;
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + emmy_exp_approximate((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
+          }
+        }
       }
+      float m__own;
+      m__own = m__acc;
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
@@ -2915,31 +2953,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
       m = emmy_bf16((float)m__acc);
-      float s;
-      float s__acc;
-      s__acc = 0.0f;
-      const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      float d_step_3__invariant_0;
-      d_step_3__invariant_0 = (float)emmy_f32(m);
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + (int64_t)7) < D)) {
-          alignas(16) __nv_bfloat16 x__lanes[8];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8))]);
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x__lanes[d_element_3]) - d_step_3__invariant_0)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)8; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)8) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + emmy_exp_approximate(((float)emmy_f32(x[((n * D) + d_1)]) - d_step_3__invariant_0)));
-            }
-          }
-        }
-      }
+      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * emmy_exp_approximate((m__own - (float)emmy_f32(m)))));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
@@ -3356,28 +3370,52 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
     }
     if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
       float m;
+      float s;
       float m__acc;
+      float s__acc;
       m__acc = -INFINITY;
-      const int64_t d_lane_4 = (int64_t)threadIdx.x;
-      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
-      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+      s__acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        alignas(16) float m__values[4];
+        float m__next;
+        m__next = m__acc;
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
           alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            m__acc = emmy_max(m__acc, x__lanes[d_element_4]);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            m__values[d_element_3] = x__lanes[d_element_3];
           }
         } else {
           #pragma unroll
-          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
             if ((d_1 < D)) {
-              m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
+              m__values[d_element_3] = x[((n * D) + d_1)];
             }
           }
         }
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          if ((d_1 < D)) {
+            m__next = emmy_max(m__next, m__values[d_element_3]);
+          }
+        }
+        s__acc = (s__acc * expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
+        m__acc = m__next;
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
+          }
+        }
       }
+      float m__own;
+      m__own = m__acc;
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
@@ -3395,29 +3433,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
       m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
       m = m__acc;
-      float s;
-      float s__acc;
-      s__acc = 0.0f;
-      const int64_t d_lane_3 = (int64_t)threadIdx.x;
-      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
-      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
-        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
-          alignas(16) float x__lanes[4];
-          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            s__acc = (s__acc + expf((x__lanes[d_element_3] - m)));
-          }
-        } else {
-          #pragma unroll
-          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
-            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
-            if ((d_1 < D)) {
-              s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
-            }
-          }
-        }
-      }
+      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * expf((m__own - m))));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
       s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
