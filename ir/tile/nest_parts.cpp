@@ -191,6 +191,20 @@ ExprPtr shiftedMaximum(const ExprPtr& max) {
   return std::make_shared<Select>(isEmpty, immediate(max->dtype, 0), max);
 }
 
+ExprPtr rescaleFactor(const ExprPtr& running, const ExprPtr& next, bool approximate) {
+  return std::make_shared<Unary>(running->dtype, UnaryOp::Exp,
+                                 std::make_shared<Binary>(running->dtype, BinaryOp::Sub, running, shiftedMaximum(next)), approximate);
+}
+
+bool approximatesExp(const Expr& term) {
+  bool found = false;
+  forEachNode(term, [&](const Expr& node) {
+    const auto* exp = node.as<Unary>();
+    found = found || (exp && exp->op == UnaryOp::Exp && exp->approximate);
+  });
+  return found;
+}
+
 std::optional<OnlineSoftmax> onlineSoftmax(const NestParts& parts, const Member& folded) {
   const Computation& root = folded.computation;
   if (root.stage->reduction->op != ReduceOp::Sum) return std::nullopt;
@@ -208,10 +222,7 @@ std::optional<OnlineSoftmax> onlineSoftmax(const NestParts& parts, const Member&
     online.maxOf = maxTerm ? overLoops(maxTerm, max, root.reductionLoops) : nullptr;
     online.rootTerm = termOver(rootTerm, maxStage.name, online.shiftedMax);
     if (!online.maxOf || !online.rootTerm || reads(*parts.root.store->value, maxStage.name)) return std::nullopt;
-    forEachNode(*online.rootTerm, [&](const Expr& node) {
-      const auto* exp = node.as<Unary>();
-      online.approximate = online.approximate || (exp && exp->op == UnaryOp::Exp && exp->approximate);
-    });
+    online.approximate = approximatesExp(*online.rootTerm);
     for (const WholeMember& whole : parts.wholes)
       if (reads(whole.computation, maxStage.name)) return std::nullopt;
     for (const Member& other : parts.members) {

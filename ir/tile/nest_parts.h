@@ -89,6 +89,11 @@ struct OnlineSoftmax {
 // so far is -inf (a row masked so far), and exp(old - shifted) rescales by 0 when the first finite X
 // comes.
 tensor::ExprPtr shiftedMaximum(const tensor::ExprPtr& max);
+// exp(running - shiftedMaximum(next)): the factor that rescales the sums of a running maximum as it moves
+// to `next`, in the hardware's approximation where the sums' terms are (`approximatesExp`).
+tensor::ExprPtr rescaleFactor(const tensor::ExprPtr& running, const tensor::ExprPtr& next, bool approximate);
+// Whether `term` computes an exponential in the hardware's approximation (approximate_exponentials.h).
+bool approximatesExp(const tensor::Expr& term);
 
 std::optional<OnlineSoftmax> onlineSoftmax(const NestParts& parts, const Member& folded);
 

@@ -485,12 +485,7 @@ StmtPtr NestScheduler::onlineMembers(const Member& maxMember, const Member& sumM
   ExprPtr term = memberExpr(termOver(overLoops(reductionTerm(sum), sum, max.reductionLoops), maxStage.name,
                                      shiftedMaximum(local(max.accumulator))),
                             position);
-  bool approximate = false;
-  forEachNode(*term, [&](const Expr& node) {
-    const auto* exp = node.as<Unary>();
-    approximate = approximate || (exp && exp->op == UnaryOp::Exp && exp->approximate);
-  });
-  auto exp = [&](ExprPtr exponent) { return std::make_shared<Unary>(type, UnaryOp::Exp, std::move(exponent), approximate); };
+  const bool approximate = approximatesExp(*term);
   MemberLoops loops = memberLoops(maxMember);
   const size_t end = loops.reductions.size(), step = end - 1;
   const FinalLoop& vector = loops.loops.loops[loops.reductions.back()];
@@ -510,8 +505,7 @@ StmtPtr NestScheduler::onlineMembers(const Member& maxMember, const Member& sumM
         set(next, local(max.accumulator)),
         pass(at, defined, std::make_shared<Store>(values, std::vector<ExprPtr>{var(vector.var)}, maxOf)),
         pass(at, defined, set(next, binary(BinaryOp::Max, local(next), value))),
-        set(sum.accumulator, binary(BinaryOp::Mul, local(sum.accumulator),
-                                    exp(binary(BinaryOp::Sub, local(max.accumulator), shiftedMaximum(local(next)))))),
+        set(sum.accumulator, binary(BinaryOp::Mul, local(sum.accumulator), rescaleFactor(local(max.accumulator), local(next), approximate))),
         set(max.accumulator, local(next)),
         pass(at, defined, set(sum.accumulator, binary(BinaryOp::Add, local(sum.accumulator), termOfValue)))};
     StmtPtr stepped = std::make_shared<Allocate>(next, type, std::vector<Dim>{}, MemoryScope::Registers, block(stmts));
@@ -526,7 +520,8 @@ StmtPtr NestScheduler::onlineMembers(const Member& maxMember, const Member& sumM
   combine.push_back(set(sum.accumulator,
                         std::make_shared<Select>(compare(BinaryOp::Eq, local(sum.accumulator), immediate(type, 0)), immediate(type, 0),
                                                  binary(BinaryOp::Mul, local(sum.accumulator),
-                                                        exp(binary(BinaryOp::Sub, local(own), rounded))))));
+                                                        std::make_shared<Unary>(type, UnaryOp::Exp, binary(BinaryOp::Sub, local(own), rounded),
+                                                                                approximate)))));
   for (int dimension : loops.combined) combine.push_back(std::make_shared<CrossThreadReduce>(sum.accumulator, type, ReduceOp::Sum, dimension));
   combine.push_back(std::make_shared<Store>(sum.finalize->buffer, sum.finalize->indices, sum.finalize->value));
   std::vector<StmtPtr> compute{std::make_shared<Store>(max.init->buffer, max.init->indices, max.init->value),

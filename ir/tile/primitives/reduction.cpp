@@ -54,10 +54,7 @@ std::vector<StmtPtr> NestScheduler::maximumMoves() const {
   DType type = max.accumulatorType;
   ExprPtr running = std::make_shared<Load>(type, max.accumulator, std::vector<ExprPtr>{});
   ExprPtr next = std::make_shared<Load>(type, nextMax_, std::vector<ExprPtr>{});
-  return {std::make_shared<Store>(rescale_, std::vector<ExprPtr>{},
-                                  std::make_shared<Unary>(type, UnaryOp::Exp,
-                                                          std::make_shared<Binary>(type, BinaryOp::Sub, running, shiftedMaximum(next)),
-                                                          online_->approximate)),
+  return {std::make_shared<Store>(rescale_, std::vector<ExprPtr>{}, rescaleFactor(running, next, online_->approximate)),
           std::make_shared<Store>(max.accumulator, std::vector<ExprPtr>{}, next)};
 }
 
