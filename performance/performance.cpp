@@ -91,14 +91,15 @@ int64_t evaluateIndex(const Expr& e, const std::map<std::string, int64_t>& sizes
 }
 
 // The shared memory sized at launch that the host function gives `function` at `sizes` on `arch`: what its
-// buffers take, where the device lets a block have that beside what it declares (`resources`), else 0.
+// buffers take on the path that takes the most of what the device lets a block have beside what it
+// declares (`resources`), else 0.
 int64_t launchSharedBytesAt(const kernel::Function& function, const KernelResources& resources, const std::string& arch,
                             const std::map<std::string, int64_t>& sizes) {
-  tensor::ExprPtr bytes = function.launchSharedBytes();
-  if (!bytes) return 0;
-  int64_t needed = evaluateIndex(*bytes, sizes);
   int64_t limit = std::min(multiprocessor(arch).sharedBytesPerBlock - resources.sharedBytes, function.mostLaunchSharedBytes());
-  return needed <= limit ? needed : 0;
+  int64_t given = 0;
+  for (const tensor::ExprPtr& choice : function.launchSharedChoices())
+    if (int64_t needed = evaluateIndex(*choice, sizes); needed <= limit) given = std::max(given, needed);
+  return given;
 }
 
 // `resources` with the shared memory sized at launch that `function` has at `sizes`.

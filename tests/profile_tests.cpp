@@ -177,6 +177,36 @@ __global__ void reverse(const __half* __restrict__ in, __half* __restrict__ out)
   CHECK(siteOf(kernel, true, false).line == 4);
 }
 
+// A global load beside a shared element's read in one expression: the read's simulation code is inlined
+// when profiling, and the optimizer moved the global load into it (a float load does not alias the flag
+// that marks the simulation's own accesses), where the instrumentation reported it as the simulation's:
+// `w[i] * x + tile[i]` lost its global load. Each is counted, in either order, loops unrolled or not.
+TEST_CASE("a global load in an expression with shared reads is counted wherever the optimizer moves it", "[profile]") {
+  sim::Profile profile = profileOf(R"cpp(
+__global__ void mixed(const float* __restrict__ w, float* __restrict__ out) {
+  EMMY_SHARED(float, tile, 64);
+  tile[threadIdx.x] = out[threadIdx.x];
+  tile[threadIdx.x + 32] = out[threadIdx.x + 32];
+  __syncthreads();
+  float sum = 0.0f;
+  for (int r = 0; r < 4; ++r) sum += (tile[threadIdx.x] - tile[threadIdx.x + 32]) * w[threadIdx.x + 32 * r] + tile[threadIdx.x + 32];
+  for (int r = 0; r < 4; ++r) sum += tile[threadIdx.x] + w[threadIdx.x + 32 * r] * tile[threadIdx.x + 32];
+  __syncthreads();
+  out[threadIdx.x] = sum;
+}
+)cpp",
+                                   "EMMY_LAUNCH(mixed, dim3(1), dim3(32), 0, (const float*)a, (float*)b);");
+  const sim::KernelProfile& kernel = kernelNamed(profile, "mixed");
+  uint64_t loadRequests = 0, loadSectors = 0;
+  for (const sim::AccessSite& site : kernel.sites)
+    if (site.global && !site.store && site.line >= 8) {
+      loadRequests += site.counters.requests;
+      loadSectors += site.counters.sectors;
+    }
+  CHECK(loadRequests == 8);  // two loops of 4 coalesced 128-byte loads of w
+  CHECK(loadSectors == 32);
+}
+
 // ldmatrix (emmy_ldmatrix) reads a 16-byte row per lane, recorded at its call: 8 lanes a request, one
 // request per 8x8 matrix. 32 rows of 64 bytes (32 halves) each, every lane reading the first 16 bytes of
 // its row: unswizzled, the 8 rows of a request fall on banks 0-3 (even rows) and 16-19 (odd rows), 4

@@ -125,6 +125,17 @@ void checkCompiles(const Built& built) {
 
 bool contains(const std::string& text, const std::string& pattern) { return std::regex_search(text, std::regex(pattern)); }
 
+// kLayernorm's mean and variance, each reduced across `lanes` threads.
+std::string layernormMembers(int lanes) {
+  return fmt::format(R"(    split mu.d by {0} -> (d_step, d_lane)
+    reorder mu (d_lane, d_step)
+    bind mu.d_lane to thread.x
+    split var.d by {0} -> (d_step, d_lane)
+    reorder var (d_lane, d_step)
+    bind var.d_lane to thread.x
+)", lanes);
+}
+
 }  // namespace
 
 TEST_CASE("the matmul schedule of section 5 runs correctly at ragged sizes, with shared tiles and register accumulators",
@@ -410,12 +421,7 @@ schedule layernorm {
     split y.d by 64 -> (d_step, d_lane)
     reorder y (n, d_lane, d_step)
     bind y.d_lane to thread.x
-    split mu.d by 64 -> (d_step, d_lane)
-    reorder mu (d_lane, d_step)
-    bind mu.d_lane to thread.x
-    split var.d by 64 -> (d_step, d_lane)
-    reorder var (d_lane, d_step)
-    bind var.d_lane to thread.x
+)" + layernormMembers(64) + R"(
     cache x in shared at y.n -> x_row
 }
 )");
@@ -449,6 +455,69 @@ schedule mirrored {
 )");
   checkRuns(mirrored, {{{"N", 5}, {"D", 100}}});
   CHECK(contains(mirrored.cuda.source, R"(s__acc = \(s__acc \+ \(x_row\[d_1\] \* x\[)"));
+}
+
+TEST_CASE("rows shared out a few to a block read their copy in every pass, the block copies w and b once, and a "
+          "launch that cannot hold every copy holds the inner ones", "[schedule]") {
+  // Each block takes R rows one after another, with w and b copied once for them all: the mean and the
+  // variance, computed per row, read the row's copy too (its start is over the split rows, nb * R + nr;
+  // their reads over the row n). The copies of w, b and x lie in one launch's shared memory, three rows;
+  // where the launch cannot give three, the copies made further in come first: x's rows (read by three
+  // passes), then b, then w, in whichever order the directives come.
+  for (int rows : {2, 3, 5}) {
+    std::string rowCopies = "    cache w in shared at y.nb -> w_row\n    cache b in shared at y.nb -> b_row\n";
+    std::string xCopy = "    cache x in shared at y.nr -> x_row\n";
+    Built built = build(std::string(kLayernorm) + fmt::format(R"(
+schedule layernorm {{
+    split y.n by {} -> (nb, nr)
+    bind y.nb to block.x
+    split y.d by 32 -> (d_step, d_lane)
+    reorder y (nb, nr, d_lane, d_step)
+    bind y.d_lane to thread.x
+{}{}}}
+)", rows, layernormMembers(32), rows == 3 ? xCopy + rowCopies : rowCopies + xCopy));
+    INFO("rows per block: " << rows);
+    std::string tile = tile::printProgram(built.lowered.tile);
+    CHECK(contains(tile, R"(mu__acc\[\] = mu__acc\[\] \+ x_row\[0, d_1\])"));
+    CHECK(contains(tile, R"(var__acc\[\] = var__acc\[\] \+ \(x_row\[0, d_1\] - mu\[\]\))"));
+    // Four paths: x, b and w copied; x and b; x; none. A copy is declared once on each path it is on.
+    size_t declared = 0;
+    for (size_t at = built.cuda.source.find("EMMY_SHARED_SIZED_AT_LAUNCH(float, "); at != std::string::npos;
+         at = built.cuda.source.find("EMMY_SHARED_SIZED_AT_LAUNCH(float, ", at + 1))
+      ++declared;
+    CHECK(declared == 6);
+    checkRuns(built, {{{"N", 2 * rows + 1}, {"D", 45}}, {{"N", 1}, {"D", 1}}, {{"N", rows}, {"D", 300}},
+                      {{"N", 0}, {"D", 7}}, {{"N", 3}, {"D", 0}}});
+    sim::SimulationOptions options;
+    options.profile = true;
+    sim::SimulatedKernel program(built.kernel, built.cuda, options);
+    // Global memory requested over the least traffic, at one block's rows: each tensor moved once.
+    auto requestedOverLeast = [&](int64_t D) {
+      KernelRun run = program.run(testing::randomInputs(built.kernel, {{"N", rows}, {"D", D}}, 3));
+      INFO(run.failure.value_or(""));
+      REQUIRE(run.profile.has_value());
+      REQUIRE(run.profile->kernels.size() == 1);
+      const sim::KernelProfile& profile = run.profile->kernels[0];
+      return static_cast<double>(profile.requestedGlobalBytes()) / static_cast<double>(profile.distinctGlobalBytes);
+    };
+    CHECK(requestedOverLeast(256) == 1.0);
+    // With room for fewer rows of 256 floats than three: x and b (w read per row), x alone (w and b per
+    // row), none (x read by each pass). Each path computes the same.
+    const int64_t row = 256 * 4;
+    double previous = 1.0;
+    for (int64_t room : {3 * row, 3 * row - 1, 2 * row - 1, row - 1}) {
+      testing::ScopedEnvironment limit("EMMY_SIM_SHARED_BYTES", std::to_string(room));
+      INFO("shared memory a block may have: " << room);
+      double requested = requestedOverLeast(256);
+      CHECK(requested >= previous);
+      if (room < 3 * row) CHECK(requested > previous);
+      previous = requested;
+      checkRuns(built, {{{"N", 2 * rows + 1}, {"D", 256}}, {{"N", 2}, {"D", 45}}});
+    }
+    // Without any copy each row of x is read by the three passes, and w and b by each row: 6 rows moved per
+    // row where 2 and 2 / R are the least.
+    CHECK(previous == Approx(3.0 * rows / (rows + 1)));
+  }
 }
 
 TEST_CASE("a softmax's maximum and sum take one pass over rows no copy serves: a running maximum, the sum rescaled per "

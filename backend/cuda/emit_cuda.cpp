@@ -648,12 +648,25 @@ private:
         // Where the device's shared memory cannot hold the rows, the kernel reads them from global memory.
         // Within what every device gives a block without asking, it always holds them (and the kernel has
         // no other path: a launch variant's short rows).
+        // Where the kernel's paths take different bytes (copies tested one inside another), the launch gives
+        // the most of them that the device allows.
         line(indent++, "{");
-        line(indent, fmt::format("int64_t emmy_shared_bytes = {};", expr(*bytes)));
-        if (function.mostLaunchSharedBytes() + function.declaredSharedBytes() > kSharedBytesWithoutOptIn)
+        std::vector<ExprPtr> choices = function.launchSharedChoices();
+        if (function.mostLaunchSharedBytes() + function.declaredSharedBytes() <= kSharedBytesWithoutOptIn) {
+          line(indent, fmt::format("int64_t emmy_shared_bytes = {};", expr(*bytes)));
+        } else if (choices.size() == 1) {
+          line(indent, fmt::format("int64_t emmy_shared_bytes = {};", expr(*bytes)));
           line(indent, fmt::format("if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT({}), (int64_t){})) "
                                    "emmy_shared_bytes = 0;",
                                    function.name, function.mostLaunchSharedBytes()));
+        } else {
+          line(indent, fmt::format("const int64_t emmy_shared_limit = emmy_min(EMMY_LAUNCH_SHARED_LIMIT({}), (int64_t){});",
+                                   function.name, function.mostLaunchSharedBytes()));
+          line(indent, "int64_t emmy_shared_bytes = 0;");
+          for (const ExprPtr& choice : choices)
+            line(indent, fmt::format("if (int64_t path = {}; path <= emmy_shared_limit) emmy_shared_bytes = emmy_max(emmy_shared_bytes, path);",
+                                     expr(*choice)));
+        }
         line(indent, fmt::format("EMMY_LAUNCH_SIZED({}, dim3({}), dim3({}), emmy_shared_bytes, stream, {});", function.name,
                                  grid, block, join(kernelParameters(ParameterText::Spelled), ", ")));
       } else {

@@ -833,14 +833,26 @@ enum class Space : uint8_t { Global, Shared };
 // fiber starts with it clear (Scheduler::threadMain), since a switch may leave it set.
 inline bool inSimulationCode = false;
 
-// Marks the simulation's own code for as long as it lives, when profiling.
+// Marks the simulation's own code for as long as it lives, when profiling. Its bounds are compiler
+// barriers: where it is inlined into a kernel (a shared element's read), the optimizer would otherwise
+// move the kernel's own loads into it (a float load and a bool store do not alias), and the
+// instrumentation, which comes after, would report them while the flag is set: `w[d] + b_row[d]` lost
+// its read of w.
 class UnprofiledScope {
 public:
   UnprofiledScope() : was_(inSimulationCode) {
-    if constexpr (kProfiling) inSimulationCode = true;
+    if constexpr (kProfiling) {
+      asm volatile("" ::: "memory");
+      inSimulationCode = true;
+      asm volatile("" ::: "memory");
+    }
   }
   ~UnprofiledScope() {
-    if constexpr (kProfiling) inSimulationCode = was_;
+    if constexpr (kProfiling) {
+      asm volatile("" ::: "memory");
+      inSimulationCode = was_;
+      asm volatile("" ::: "memory");
+    }
   }
   UnprofiledScope(const UnprofiledScope&) = delete;
   UnprofiledScope& operator=(const UnprofiledScope&) = delete;

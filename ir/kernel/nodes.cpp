@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/tensor/printer.h"
 #include "ir/tensor/rewrite.h"
 #include "ir/tensor/simplify.h"
 #include "ir/tile/nodes.h"
@@ -44,32 +45,120 @@ ExprPtr bytesAtLaunch(const Declare& declare) {
                                           std::make_shared<tensor::IntImm>(DType::I64, dtypeBytes(declare.dtype)));
 }
 
+// Where the shared buffers sized at launch lie: each after the ones placed before it, but for the two
+// sides of a launch variant (`if c` then `if !c`, c a condition on the launch's shared bytes, which is
+// the same for the whole launch), of which a block runs one: both start at the same offset, and each
+// side's paths are paths of the kernel.
+struct SizedAtLaunchLayout {
+  std::vector<Function::SizedAtLaunch> found;
+  // The end of one path's buffers: the first byte after them (an i64 expression of the sizes), and at most.
+  struct End {
+    ExprPtr bytes;
+    int64_t most = 0;
+  };
+  using Paths = std::vector<End>;
+
+  Paths place(const Stmt& stmt, Paths paths) {
+    dispatch(stmt, [&](const auto& node) {
+      using Node = std::decay_t<decltype(node)>;
+      if constexpr (std::is_same_v<Node, Declare>) {
+        if (!node.sizedAtLaunch) return;
+        // After paths that part (no kernel Emmy makes declares one there), after the longest.
+        End start = paths.size() == 1 ? paths[0] : longest(paths);
+        found.push_back({&node, start.bytes});
+        paths = {{tensor::simplifyIndex(std::make_shared<tensor::Binary>(DType::I64, tensor::BinaryOp::Add, start.bytes,
+                                                                         bytesAtLaunch(node))),
+                  start.most + node.count * dtypeBytes(node.dtype)}};
+      } else if constexpr (std::is_same_v<Node, For> || std::is_same_v<Node, If>) {
+        paths = place(*node.body, paths);
+      } else if constexpr (std::is_same_v<Node, IfAligned>) {
+        paths = place(*node.otherwise, place(*node.aligned, paths));
+      } else if constexpr (std::is_same_v<Node, Block>) {
+        for (size_t s = 0; s < node.stmts.size(); ++s) {
+          if (s + 1 < node.stmts.size() && launchVariants(*node.stmts[s], *node.stmts[s + 1])) {
+            Paths sides = place(*node.stmts[s], paths);
+            for (const End& other : place(*node.stmts[s + 1], paths))
+              if (std::none_of(sides.begin(), sides.end(), [&](const End& e) { return tensor::sameIndex(*e.bytes, *other.bytes); }))
+                sides.push_back(other);
+            paths = std::move(sides);
+            ++s;
+            continue;
+          }
+          paths = place(*node.stmts[s], paths);
+        }
+      }
+    });
+    return paths;
+  }
+
+  static bool none(const End& end) {
+    const auto* bytes = end.bytes->as<tensor::IntImm>();
+    return bytes && bytes->value == 0;
+  }
+
+  // The most any path takes (sizes are never negative: a path without buffers takes the least).
+  static End longest(const Paths& paths) {
+    std::optional<End> end;
+    for (const End& path : paths)
+      if (!none(path))
+        end = !end ? path
+                   : End{tensor::simplifyIndex(std::make_shared<tensor::Binary>(DType::I64, tensor::BinaryOp::Max, end->bytes,
+                                                                                 path.bytes)),
+                         std::max(end->most, path.most)};
+    return end ? *end : paths[0];
+  }
+
+  Paths placeAll(const Function& function) {
+    return place(*function.body, {{std::make_shared<tensor::IntImm>(DType::I64, 0), 0}});
+  }
+
+  static bool launchVariants(const Stmt& first, const Stmt& second) {
+    const auto* taken = first.as<If>();
+    const auto* other = second.as<If>();
+    if (!taken || !other) return false;
+    const auto* negated = other->condition->as<tensor::Unary>();
+    if (!negated || negated->op != tensor::UnaryOp::Not || !tensor::sameIndex(*negated->operand, *taken->condition))
+      return false;
+    bool launchBytes = false, uniform = true;
+    tensor::forEachNode(*taken->condition, [&](const tensor::Expr& node) {
+      if (const auto* axis = node.as<tensor::AxisVar>()) {
+        launchBytes = launchBytes || isLaunchSharedBytes(axis->name);
+        uniform = uniform && !isThreadIndex(axis->name);
+      }
+      uniform = uniform && !node.as<tensor::Load>();
+    });
+    return launchBytes && uniform;
+  }
+};
+
 }  // namespace
 
 std::vector<Function::SizedAtLaunch> Function::sharedSizedAtLaunch() const {
-  std::vector<SizedAtLaunch> found;
-  ExprPtr offset = std::make_shared<tensor::IntImm>(DType::I64, 0);
-  forEachStmt(*body, [&](const Stmt& stmt) {
-    const auto* declare = stmt.as<Declare>();
-    if (!declare || !declare->sizedAtLaunch) return;
-    found.push_back({declare, offset});
-    offset = tensor::simplifyIndex(std::make_shared<tensor::Binary>(DType::I64, tensor::BinaryOp::Add, offset,
-                                                                    bytesAtLaunch(*declare)));
-  });
-  return found;
+  SizedAtLaunchLayout layout;
+  layout.placeAll(*this);
+  return layout.found;
+}
+
+std::vector<ExprPtr> Function::launchSharedChoices() const {
+  SizedAtLaunchLayout layout;
+  SizedAtLaunchLayout::Paths paths = layout.placeAll(*this);
+  std::vector<ExprPtr> choices;
+  if (layout.found.empty()) return choices;
+  // A path without buffers is what the launch takes when the device cannot give the others.
+  for (const SizedAtLaunchLayout::End& end : paths)
+    if (!SizedAtLaunchLayout::none(end)) choices.push_back(end.bytes);
+  return choices;
 }
 
 ExprPtr Function::launchSharedBytes() const {
-  std::vector<SizedAtLaunch> buffers = sharedSizedAtLaunch();
-  if (buffers.empty()) return nullptr;
-  return tensor::simplifyIndex(std::make_shared<tensor::Binary>(DType::I64, tensor::BinaryOp::Add, buffers.back().offset,
-                                                                bytesAtLaunch(*buffers.back().buffer)));
+  SizedAtLaunchLayout layout;
+  SizedAtLaunchLayout::Paths paths = layout.placeAll(*this);
+  return layout.found.empty() ? nullptr : SizedAtLaunchLayout::longest(paths).bytes;
 }
 
 int64_t Function::mostLaunchSharedBytes() const {
-  int64_t total = 0;
-  for (const SizedAtLaunch& sized : sharedSizedAtLaunch()) total += sized.buffer->count * dtypeBytes(sized.buffer->dtype);
-  return total;
+  SizedAtLaunchLayout layout;
+  return SizedAtLaunchLayout::longest(layout.placeAll(*this)).most;
 }
 
 int64_t Function::declaredSharedBytes() const {

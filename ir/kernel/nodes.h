@@ -335,7 +335,11 @@ struct Function {
     ExprPtr offset;
   };
   std::vector<SizedAtLaunch> sharedSizedAtLaunch() const;
-  // The bytes they all take (an i64 expression of the sizes; null when there are none), and at most.
+  // The bytes they take on each path a block may take (the sides of launch variants, tested on the
+  // bytes the launch gave: one path per choice of sides) that has some, as i64 expressions of the sizes.
+  // The launch gives the most of them that the device allows, or 0.
+  std::vector<ExprPtr> launchSharedChoices() const;
+  // The most they take on any path (an i64 expression of the sizes; null when there are none), and at most.
   ExprPtr launchSharedBytes() const;
   int64_t mostLaunchSharedBytes() const;
   // The shared memory it declares with a constant size, every buffer counted (at most what ptxas reports).

@@ -216,6 +216,8 @@ private:
   void placeOnlineSoftmax();
   void placeAccumulator();
   ExprPtr offsetWithin(const ExprPtr& index, const std::map<std::string, ExprPtr>& atStart) const;
+  // The value of each of the root's Loop IR variables over the final loops, those in `atStart` set there.
+  std::map<std::string, ExprPtr> rootAxisValues(const std::map<std::string, ExprPtr>& atStart = {}) const;
   bool cooperativeFrom(size_t position) const;
   bool overrunSafe(size_t position) const;
   StmtPtr reductionRegion(size_t position, const Defined& defined, const std::vector<ExprPtr>& masks);
@@ -252,6 +254,7 @@ private:
   std::optional<size_t> onlineTilePosition_;    // where the maximum moves, once per tile: before the tile's loops
   std::vector<std::pair<std::string, ExprPtr>> weights_;  // the exponentials the step computes once, and their locals
   std::map<const PlacedCache*, bool> wholeRowsInUse_;  // in the variant being built: where rows fit
+  std::map<std::string, bool> rowsFit_;                // the tests of the variants it is inside, and their sides
   NestParts parts_;
   StageLoops root_loops_;
   std::array<int, 3> threads_{1, 1, 1};

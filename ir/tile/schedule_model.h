@@ -64,10 +64,14 @@ struct CacheStage {
   SourceLoc loc;
   // The last dimension is read whole and its extent is a size, not a constant: the copy is sized at
   // launch to the row, in the shared memory the device lets a block have, of at most shape.back()
-  // elements (the most any device allows, or a launch variant's longest row: rowsAlwaysFit), and the
-  // kernel reads through it only where the launch gave it its bytes, from the source itself elsewhere (a
-  // row read once, and a second path for long rows).
+  // elements (the most any device allows, or a launch variant's longest row), and the kernel reads
+  // through it only where the launch gave it its bytes, from the source itself elsewhere (a row read
+  // once, and a second path for long rows).
   bool wholeRows = false;
+  // Whole rows that every launch gives their bytes: a launch variant's rows of at most
+  // kWholeRowCacheBytes, with the kernel's other such copies and its static shared memory within what a
+  // block may always have (ScheduleChecker::checkSharedMemory). The kernel then has no second path.
+  bool alwaysFits = false;
 };
 
 // How `split`, `tile` and `fuse` made loops from others: split {a} -> {ao, ai} by factor (a = ao *
@@ -163,11 +167,9 @@ constexpr int64_t kStaticSharedMemoryBytes = 48 * 1024;
 // The most threads a block may have.
 constexpr int64_t kMaxThreadsPerBlock = 1024;
 // A copy of whole rows that a launch variant bounds to this many bytes (its short rows) counts toward the
-// shared memory a block may always have, so every launch gives it its bytes.
+// shared memory a block may always have, so every launch gives it its bytes (where the kernel's others
+// leave room: CacheStage::alwaysFits).
 constexpr int64_t kWholeRowCacheBytes = 32 * 1024;
-inline bool rowsAlwaysFit(const CacheStage& cache) {
-  return cache.wholeRows && cache.shape.back() * cache.elementBytes <= kWholeRowCacheBytes;
-}
 // The most shared memory a block may have on any target (sm_90 and sm_100, opting in): the largest copy
 // sized at launch. Where the device allows less, its rows that do not fit are read from global memory.
 constexpr int64_t kMostSharedBytesPerBlock = 227 * 1024;

@@ -357,19 +357,31 @@ void ScheduleChecker::shapeCache(const Directive& d) {
   cache->doubleBuffered = true;
 }
 
+// The static shared memory of each kernel within what a block may declare; the copies of whole rows
+// that a launch variant bounds (kWholeRowCacheBytes) always fit where they all fit beside it, and are
+// otherwise tested at launch like longer rows.
 void ScheduleChecker::checkSharedMemory() {
   for (const loop::LoopNest& nest : program_.kernels) {
     int64_t bytes = 0;
     std::vector<std::string> parts;
     const SourceLoc* last = nullptr;
-    for (const CacheStage& cache : model_.caches) {
-      if (cache.memory != CacheMemory::Shared || (cache.wholeRows && !rowsAlwaysFit(cache)) ||
+    int64_t boundedRows = 0;
+    std::vector<CacheStage*> bounded;
+    for (CacheStage& cache : model_.caches) {
+      if (cache.memory != CacheMemory::Shared ||
           std::find(nest.stages.begin(), nest.stages.end(), cache.atStage) == nest.stages.end())
         continue;
       int64_t elements = 1;
       for (size_t dim = 0; dim < cache.shape.size(); ++dim)
         elements *= cache.shape[dim] + (dim + 1 == cache.shape.size() ? cache.pad : 0);
       int64_t size = elements * cache.elementBytes * (cache.doubleBuffered ? 2 : 1);
+      if (cache.wholeRows) {
+        if (cache.shape.back() * cache.elementBytes <= kWholeRowCacheBytes) {
+          boundedRows += size;
+          bounded.push_back(&cache);
+        }
+        continue;
+      }
       bytes += size;
       parts.push_back(fmt::format("{} {} bytes", cache.name, size));
       last = &cache.loc;
@@ -390,6 +402,7 @@ void ScheduleChecker::checkSharedMemory() {
       diagnostics_.error(*last, fmt::format("the shared-memory caches of {} take {} bytes ({}), more than the {} bytes "
                                                 "of shared memory a block may declare", nest.name, bytes,
                                                 join(parts, ", "), kStaticSharedMemoryBytes));
+    for (CacheStage* cache : bounded) cache->alwaysFits = bytes + boundedRows <= kStaticSharedMemoryBytes;
   }
 }
 
@@ -448,8 +461,7 @@ NestScheduler::PlacedCache NestScheduler::placeCopy(const CacheStage& cache, siz
     if (cache.memory == CacheMemory::Shared ? (k >= position || threads) : (k >= position && !threads))
       atStart[loop.var] = i64(0);
   }
-  std::map<std::string, ExprPtr> axisValues;
-  for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
+  std::map<std::string, ExprPtr> axisValues = rootAxisValues(atStart);
   PlacedCache placed{&cache, position, {}, {}, nullptr, reads[0]->dtype, root_loops_.loops[position - 1].var, atStart};
   for (const Load* read : reads) {
     if (!read->padValue) continue;
@@ -494,24 +506,44 @@ std::vector<const Load*> NestScheduler::rootReadsOf(const std::string& tensor) c
 }
 
 // A copy of whole rows at `position`: the code from there on twice, reading through the copy where the
-// rows fit in it, and reading the source where they do not.
+// rows fit in it, and reading the source where they do not. Inside a variant whose test is the same,
+// the side that variant took.
+//
+// The launch's shared memory holds the copies in use around this one, then this one. The copies made
+// further in go first: a copy fits where the launch gave the bytes of those around it, its own, and
+// those of every copy of whole rows inside it (a layer norm's rows of x, copied per row, before w and
+// b, copied once for a block's rows), so that a launch that cannot give all takes the inner ones. The
+// host function gives the bytes of the path that takes the most the device allows
+// (kernel::Function::launchSharedChoices).
 StmtPtr NestScheduler::rowVariants(const PlacedCache& cache, const Defined& defined, const std::vector<ExprPtr>& masks) {
   size_t position = cache.position;
-  wholeRowsInUse_[&cache] = true;
-  StmtPtr copied = generate(position, defined, masks);
+  // Copies at one place are made in the order of caches_, the first outermost.
+  ExprPtr needed;
+  for (const PlacedCache& other : caches_) {
+    bool inside = other.position > position || (other.position == position && &other > &cache);
+    auto used = wholeRowsInUse_.find(&other);
+    if (!other.cache->wholeRows || !(&other == &cache || inside || (used != wholeRowsInUse_.end() && used->second)))
+      continue;
+    ExprPtr bytes = arithmetic(BinaryOp::Mul, elementsAtLaunch(other), i64(other.cache->elementBytes));
+    needed = needed ? arithmetic(BinaryOp::Add, needed, bytes) : bytes;
+  }
+  ExprPtr fits = compare(BinaryOp::Le, needed, var(kLaunchSharedBytes));
+  std::string test = printExpr(*fits);
+  auto variant = [&](bool copy) {
+    wholeRowsInUse_[&cache] = copy;
+    auto [known, added] = rowsFit_.emplace(test, copy);
+    StmtPtr code = generate(position, defined, masks);
+    if (added) rowsFit_.erase(known);
+    wholeRowsInUse_.erase(&cache);
+    return code;
+  };
+  if (auto known = rowsFit_.find(test); known != rowsFit_.end()) return variant(known->second);
   // Where the sizes bound the rows to kWholeRowCacheBytes (a launch variant for short rows), every launch
   // gives the copy its bytes.
   std::optional<int64_t> longest = largestExtent(sourceShape(cache).back(), kernel_);
-  if (longest && *longest <= cache.cache->shape.back() && rowsAlwaysFit(*cache.cache)) {
-    wholeRowsInUse_.erase(&cache);
-    return copied;
-  }
-  wholeRowsInUse_[&cache] = false;
-  StmtPtr direct = generate(position, defined, masks);
-  wholeRowsInUse_.erase(&cache);
-  // The copy (sized at launch) fits where the launch gave it its bytes.
-  ExprPtr fits = compare(BinaryOp::Le, arithmetic(BinaryOp::Mul, elementsAtLaunch(cache), i64(cache.cache->elementBytes)),
-                         var(kLaunchSharedBytes));
+  if (longest && *longest <= cache.cache->shape.back() && cache.cache->alwaysFits) return variant(true);
+  StmtPtr copied = variant(true);
+  StmtPtr direct = variant(false);
   return block({std::make_shared<Guard>(fits, copied),
                 std::make_shared<Guard>(std::make_shared<Unary>(DType::Bool, UnaryOp::Not, fits), direct)});
 }

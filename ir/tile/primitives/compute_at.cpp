@@ -312,8 +312,10 @@ bool NestScheduler::memberIsCooperative(const Member& member) const {
 }
 
 // A member's expression, reading whole rows through their copies where they are in use and the read
-// is in the copied row (any element of it).
+// is in the copied row (any element of it). The row is compared over the final loops: a copy's start is
+// written over them (`nb * 4 + nr` where the rows are split), the member's read over the root's axes.
 ExprPtr NestScheduler::memberExpr(const ExprPtr& expr, size_t position) const {
+  std::map<std::string, ExprPtr> axisValues = rootAxisValues();
   return rewrite(expr, [&](const Expr& node) -> ExprPtr {
     const auto* load = node.as<Load>();
     if (!load) return nullptr;
@@ -321,7 +323,7 @@ ExprPtr NestScheduler::memberExpr(const ExprPtr& expr, size_t position) const {
       if (!cache.cache->wholeRows || cache.cache->source != load->tensor || cache.position > position || !inUse(cache)) continue;
       std::vector<ExprPtr> index;
       for (size_t d = 0; d + 1 < load->indices.size(); ++d) {
-        if (!sameIndex(*load->indices[d], *cache.base[d])) return nullptr;  // another row
+        if (!sameIndex(*substitute(load->indices[d], axisValues), *cache.base[d])) return nullptr;  // another row
         index.push_back(i64(0));
       }
       index.push_back(arithmetic(BinaryOp::Sub, load->indices.back(), cache.base.back()));

@@ -273,9 +273,7 @@ std::optional<NestScheduler::MaskedTiles> NestScheduler::maskedTiles(size_t posi
   std::vector<std::pair<ExprPtr, ReduceOp>> terms = reductionTerms();
   if (terms.empty()) return std::nullopt;
   // The conditions over the final loops' variables.
-  std::map<std::string, ExprPtr> values;
-  for (const auto& [axis, loopVar] : root_loops_.axisVars)
-    if (root_loops_.values.count(axis)) values[loopVar] = root_loops_.values.at(axis);
+  std::map<std::string, ExprPtr> values = rootAxisValues();
   auto least = [](ExprPtr a, ExprPtr b) { return a ? arithmetic(BinaryOp::Min, a, b) : b; };
   ExprPtr useful, whole;
   bool wholeKnown = true;
@@ -420,19 +418,23 @@ void NestScheduler::placeAccumulator() {
 // `atStart` sets to 0 at its start: the index less the copy's start. When no fused loop is involved it
 // is written with the varying loops alone (`it * 4 + ir`), which is what the compiler can fold.
 ExprPtr NestScheduler::offsetWithin(const ExprPtr& index, const std::map<std::string, ExprPtr>& atStart) const {
-  std::map<std::string, ExprPtr> axisValues, stay, none;
-  for (const auto& [axis, loopVar] : root_loops_.axisVars) axisValues[loopVar] = root_loops_.values.at(axis);
-  ExprPtr full = substitute(index, axisValues);
+  std::map<std::string, ExprPtr> stay, none;
+  ExprPtr full = substitute(index, rootAxisValues());
   bool fused = false;
   for (const FinalLoop& loop : root_loops_.loops) {
     fused = fused || loop.scheduled->fused;
     if (!atStart.count(loop.var)) stay[loop.var] = i64(0);
     none[loop.var] = i64(0);
   }
-  std::map<std::string, ExprPtr> startValues;
-  for (const auto& [axis, loopVar] : root_loops_.axisVars) startValues[loopVar] = substitute(root_loops_.values.at(axis), atStart);
-  if (fused) return arithmetic(BinaryOp::Sub, index, substitute(index, startValues));
+  if (fused) return arithmetic(BinaryOp::Sub, index, substitute(index, rootAxisValues(atStart)));
   return arithmetic(BinaryOp::Sub, substitute(full, stay), substitute(full, none));
+}
+
+std::map<std::string, ExprPtr> NestScheduler::rootAxisValues(const std::map<std::string, ExprPtr>& atStart) const {
+  std::map<std::string, ExprPtr> values;
+  for (const auto& [axis, loopVar] : root_loops_.axisVars)
+    if (root_loops_.values.count(axis)) values[loopVar] = substitute(root_loops_.values.at(axis), atStart);
+  return values;
 }
 
 // Does work that needs every thread of the block (a combine, a shared copy) happen at `position` or
