@@ -645,20 +645,19 @@ private:
       bool guarded = storesNothing && storesNothing != outputsEmpty;
       if (guarded) line(indent++, fmt::format("if (!({})) {{", emptyCondition(*storesNothing)));
       if (ExprPtr bytes = function.launchSharedBytes()) {
-        // Where the device's shared memory cannot hold the rows, the kernel reads them from global memory.
-        // Within what every device gives a block without asking, it always holds them (and the kernel has
-        // no other path: a launch variant's short rows).
-        // Where the kernel's paths take different bytes (copies tested one inside another), the launch gives
-        // the most of them that the device allows.
+        // Within what every device gives a block without asking, the launch gives the rows their bytes (and
+        // the kernel has no other path: a launch variant's short rows). Elsewhere it gives the bytes of the
+        // kernel's path that takes the most the device allows (copies tested one inside another make several
+        // paths), or none, and the kernel reads the rows from global memory.
         line(indent++, "{");
         std::vector<ExprPtr> choices = function.launchSharedChoices();
-        if (function.mostLaunchSharedBytes() + function.declaredSharedBytes() <= kSharedBytesWithoutOptIn) {
+        bool alwaysFits = function.mostLaunchSharedBytes() + function.declaredSharedBytes() <= kSharedBytesWithoutOptIn;
+        if (alwaysFits || choices.size() == 1) {
           line(indent, fmt::format("int64_t emmy_shared_bytes = {};", expr(*bytes)));
-        } else if (choices.size() == 1) {
-          line(indent, fmt::format("int64_t emmy_shared_bytes = {};", expr(*bytes)));
-          line(indent, fmt::format("if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT({}), (int64_t){})) "
-                                   "emmy_shared_bytes = 0;",
-                                   function.name, function.mostLaunchSharedBytes()));
+          if (!alwaysFits)
+            line(indent, fmt::format("if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT({}), (int64_t){})) "
+                                     "emmy_shared_bytes = 0;",
+                                     function.name, function.mostLaunchSharedBytes()));
         } else {
           line(indent, fmt::format("const int64_t emmy_shared_limit = emmy_min(EMMY_LAUNCH_SHARED_LIMIT({}), (int64_t){});",
                                    function.name, function.mostLaunchSharedBytes()));

@@ -63,7 +63,7 @@ struct SizedAtLaunchLayout {
       using Node = std::decay_t<decltype(node)>;
       if constexpr (std::is_same_v<Node, Declare>) {
         if (!node.sizedAtLaunch) return;
-        // After paths that part (no kernel Emmy makes declares one there), after the longest.
+        // Where paths have parted before it (no kernel Emmy makes has such a buffer), after the longest.
         End start = paths.size() == 1 ? paths[0] : longest(paths);
         found.push_back({&node, start.bytes});
         paths = {{tensor::simplifyIndex(std::make_shared<tensor::Binary>(DType::I64, tensor::BinaryOp::Add, start.bytes,
