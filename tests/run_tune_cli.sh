@@ -41,7 +41,7 @@ expect 0 'using tuned parameters .* \(K=4096 M=4096 N=4096' -- "$emmy" build exa
 expect 2 'needs every size: add --size M=\.\.\.' -- "$emmy" tune examples/matmul.emmy --cost-model --size N=8 --size K=8
 # A kernel without a schedule: the default policy's params (issue 13).
 expect 0 'best: y_threads=[0-9]+ ' -- "$emmy" tune examples/softmax.emmy --cost-model --size N=4096 --size D=4096
-expect 0 'using tuned parameters y_threads=[0-9]+ for softmax' -- "$emmy" build examples/softmax.emmy --emit schedule --size N=4096 --size D=4096
+expect 0 'using tuned parameters y_threads=[0-9]+ y_vector=[0-9]+ for softmax' -- "$emmy" build examples/softmax.emmy --emit schedule --size N=4096 --size D=4096
 printf 'kernel one(x: f32[N]) -> (y: f32[N]) {\n    y[i] = x[i]\n}\nschedule one {\n    bind y.i to block.x\n}\n' >"$out/one.emmy"
 expect 2 'nothing to tune in .*one.emmy' -- "$emmy" tune "$out/one.emmy" --cost-model --size N=8
 expect 2 'a FILE is required' -- "$emmy" tune --cost-model

@@ -520,6 +520,94 @@ schedule layernorm {{
   }
 }
 
+TEST_CASE("a member's costly term of a copied row is written over the element, and the output reads it there",
+          "[schedule]") {
+  // A softmax's exp(x - m): its sum's pass computes it and writes it over the element of the copy, and
+  // the output reads it instead of computing it again. The class: a costly term of the element (under a
+  // where, inside a larger term, other functions), kept only where the output reads x in instances of
+  // it alone and of the element's type. Each variant runs against the reference where the row fits (4
+  // KiB for the copy: 1024 floats) and where it does not, with the output's vectors as the members'
+  // (each thread reads back what it wrote: no barrier between the passes) or shorter (a barrier).
+  struct Variant {
+    std::string term, output;
+    bool kept;
+  };
+  const std::vector<Variant> variants = {
+      {"exp(x[n, d] - m[n])", "exp(x[n, d] - m[n]) / s[n]", true},
+      {"where(g[d] > 0, exp(x[n, d] - m[n]), 0)", "where(g[d] > 0, exp(x[n, d] - m[n]), 0) / s[n]", true},
+      // A masked sum's pass still visits every element of the row.
+      {"where(d < n + 3, exp(x[n, d] - m[n]), 0)", "where(d < n + 3, exp(x[n, d] - m[n]), 0) / s[n]", true},
+      {"sigmoid(x[n, d]) * 2", "sigmoid(x[n, d]) / s[n]", true},     // the part the output computes
+      {"exp(x[n, d] - m[n])", "exp(x[n, d] - m[n]) / s[n] + x[n, d]", false},  // x read outside it
+      {"exp(x[n, d] - m[n])", "x[n, d] / s[n]", false},                        // not computed again
+      {"(x[n, d] - m[n]) * 2", "(x[n, d] - m[n]) * 2 / s[n]", false},          // cheaper than a store
+      {"exp(x[n, d] - m[n]) * x[n, d]", "exp(x[n, d] - m[n]) * x[n, d] / s[n]", false},  // x read twice
+      {"exp(x[n, d] - m[n])", "exp(x[n, d] - m[n]) / (s[n] + t[n])", false},  // a later pass reads x
+  };
+  for (const Variant& variant : variants)
+    for (int outputVector : {4, 2}) {
+      bool later = variant.output.find("t[n]") != std::string::npos;
+      std::string text = fmt::format(R"(
+kernel rows(x: f32[N, D], g: f32[D]) -> (y: f32[N, D]) {{
+    m[n]    = max[d](x[n, d])
+    s[n]    = sum[d]({})
+{}    y[n, d] = {}
+}}
+schedule rows {{
+    bind y.n to block.x
+    split y.d by {} -> (d_vector, d_element)
+    split y.d_vector by 32 -> (d_step, d_lane)
+    reorder y (n, d_lane, d_step, d_element)
+    bind y.d_lane to thread.x
+    vectorize y.d_element
+)", variant.term, later ? "    t[n]    = sum[d](x[n, d] * x[n, d])\n" : "", variant.output, outputVector);
+      for (const char* member : {"m", "s", "t"})
+        if (later || member != std::string("t"))
+        text += fmt::format(R"(    split {0}.d by 4 -> (d_vector, d_element)
+    split {0}.d_vector by 32 -> (d_step, d_lane)
+    reorder {0} (d_lane, d_step, d_element)
+    bind {0}.d_lane to thread.x
+    vectorize {0}.d_element
+)", member);
+      text += "    cache x in shared at y.n -> x_row\n}\n";
+      INFO(text);
+      Built built = build(text);
+      {
+        testing::ScopedEnvironment smallDevice("EMMY_SIM_SHARED_BYTES", "4096");
+        checkRuns(built, {{{"N", 3}, {"D", 1024}}, {{"N", 2}, {"D", 1025}}, {{"N", 3}, {"D", 7}}, {{"N", 2}, {"D", 1}}});
+      }
+      std::string tile = tile::printProgram(built.lowered.tile);
+      CHECK(contains(tile, R"(x_row\[0, d_\d\] = )") == variant.kept);
+      if (!variant.kept) continue;
+      // The output's store where the row is copied reads the term from the copy.
+      CHECK(contains(tile, R"(y\[n, d\] = [^\n]*x_row\[0, \(d_step \* 32 \+ d_lane\) \* )" + std::to_string(outputVector) +
+                               R"( \+ d_element\][^\n]*\n)"));
+      // Between the sum's pass and the output's (one warp: the sum is combined by shuffles), a barrier only
+      // where a thread reads elements another wrote.
+      const std::string& cu = built.cuda.source;
+      size_t pass = std::min(cu.find("emmy_store_shared_vector<16>(x_row"), cu.find("x_row[d_1] = "));
+      size_t output = cu.find("x_row, (((d_step * (int64_t)32)", pass);
+      REQUIRE(output != std::string::npos);
+      CHECK((cu.substr(pass, output - pass).find("__syncthreads();") != std::string::npos) == (outputVector != 4));
+      checkCompiles(built);
+    }
+  // The standard library's softmax<f32>: one exponential per element where the row fits (in f16 and bf16
+  // the copy holds T, not the f32 term, and the hardware's exponential costs less than a store).
+  for (const tensor::Kernel& each : testing::kernelsOf(std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy")) {
+    std::string name = each.instanceName();
+    if (name != "softmax_f32" && name != "softmax_f16") continue;
+    INFO(name);
+    Built stdlib{each, lower(each, PipelineOptions{}), {}};
+    stdlib.cuda = emitCudaFiles({stdlib.lowered}, "nn.emmy");
+    CHECK(contains(tile::printProgram(stdlib.lowered.tile), R"(x_row\[0, d_1\] = exp\(x_row\[0, d_1\] - m\[\]\))") ==
+          (name == "softmax_f32"));
+    // With 40000 bytes for the copy: rows of up to 8192 (the variants of 32 and 128 lanes) always fit, of
+    // 9001 (256 lanes) too, of 10001 not.
+    testing::ScopedEnvironment smallDevice("EMMY_SIM_SHARED_BYTES", "40000");
+    checkRuns(stdlib, {{{"N", 3}, {"D", 2047}}, {{"N", 2}, {"D", 4001}}, {{"N", 2}, {"D", 9001}}, {{"N", 2}, {"D", 10001}}});
+  }
+}
+
 TEST_CASE("a softmax's maximum and sum take one pass over rows no copy serves: a running maximum, the sum rescaled per "
           "vector", "[schedule]") {
   // Row n sees the elements d >= n: rows past D are -inf throughout (NaN, as in the reference), and the
@@ -1211,6 +1299,62 @@ kernel k(x: f32[N, M], w: f32[70, 3, 3]) -> (y: f32[{}]) {{
   CHECK_FALSE(inThreads("y[j < 100] = sum[k < 64](pad(x, 0)[k, j])", "100"));
 }
 
+// A row kernel no directive names is scheduled as the standard library's are: each lane takes 16 bytes
+// of the row at a time in every pass (`vectorize`), and the row of an input that more than one pass reads
+// is copied into shared memory where it fits (the rest read from memory by each pass).
+TEST_CASE("the default policy reads a row kernel's rows by 16-byte vectors and copies a row several passes read",
+          "[schedule]") {
+  struct Case {
+    std::string kernel;
+    int vector;               // 0: no vectors
+    std::string copied;       // the input copied, or ""
+  };
+  const std::vector<Case> cases = {
+      {softmaxKernel(), 4, "x"},
+      {R"(
+kernel norm(x: f16[N, D], w: f16[D]) -> (y: f16[N, D]) {
+    ms[n]   = sum[d](f32(x[n, d]) * f32(x[n, d])) / D
+    y[n, d] = f16(f32(x[n, d]) * rsqrt(ms[n] + 1e-5) * f32(w[d]))
+}
+)", 8, "x"},
+      {R"(
+kernel centered(x: f64[N, D]) -> (y: f64[N, D]) {
+    mu[n]   = sum[d](x[n, d]) / D
+    y[n, d] = x[n, d] - mu[n]
+}
+)", 2, "x"},
+      {R"(
+kernel rowsum(x: f32[N, D]) -> (y: f32[N]) {
+    y[n] = sum[d](x[n, d])
+}
+)", 4, ""},  // one pass: nothing to copy
+      {R"(
+kernel columns(x: f32[D, N]) -> (y: f32[N, D]) {
+    m[n]    = max[d](x[d, n])
+    y[n, d] = x[d, n] - m[n]
+}
+)", 0, ""},  // read down the columns: no vectors, and no copy of whole rows
+  };
+  for (const Case& each : cases) {
+    Built built = build(each.kernel);
+    std::string schedule = tile::printSchedule(built.lowered.tile);
+    INFO(each.kernel << schedule);
+    CHECK(contains(schedule, R"(\n    vectorize y\.)") == (each.vector > 0));
+    if (each.vector > 0) CHECK(contains(schedule, fmt::format(R"(param y_vector in \[1, 2, 4, 8\] = {}\n)", each.vector)));
+    CHECK(contains(schedule, R"(\n    cache x in shared at y\.n -> x_shared\n)") == !each.copied.empty());
+    CHECK(contains(built.cuda.source, "emmy_load_shared_vector<16>") == (!each.copied.empty() && each.vector > 0));
+    checkRuns(built, {{{"N", 3}, {"D", 1037}}, {{"N", 2}, {"D", 7}}, {{"N", 2}, {"D", 1}}, {{"N", 0}, {"D", 5}}});
+    testing::ScopedEnvironment smallDevice("EMMY_SIM_SHARED_BYTES", "2048");
+    checkRuns(built, {{{"N", 2}, {"D", 1037}}});
+  }
+  // -D y_vector=1: a lane takes one element at a time, as before vectors.
+  tensor::Kernel kernel = testing::kernelsOfText(softmaxKernel())[0];
+  kernel.paramValues = {{"y_vector", 1}};
+  std::string schedule = tile::printSchedule(lower(kernel, PipelineOptions{}).tile);
+  CHECK_FALSE(contains(schedule, "vectorize"));
+  CHECK(contains(schedule, R"(split y\.d by y_threads -> \(d_step, d_lane\))"));
+}
+
 TEST_CASE("the default policy's params: -D sets them, and a value outside their candidates is a usage error",
           "[schedule]") {
   tensor::Kernel kernel = testing::kernelsOfText(softmaxKernel())[0];
@@ -1229,8 +1373,9 @@ kernel rowsum(x: f32[N, 40]) -> (y: f32[N]) {
 }
 )")[0];
   Lowered shortRows = lower(rows, PipelineOptions{});
-  CHECK(contains(tile::printSchedule(shortRows.tile), R"(param y_rows in \[1, 2, 4, 8, 16, 32\] = 4\n)"));
-  CHECK(shortRows.tile.kernels.at(0).threads == std::array<int, 3>{64, 4, 1});
+  // 40 floats are 10 vectors of 4: a warp a row, 8 rows a block.
+  CHECK(contains(tile::printSchedule(shortRows.tile), R"(param y_rows in \[1, 2, 4, 8, 16, 32\] = 8\n)"));
+  CHECK(shortRows.tile.kernels.at(0).threads == std::array<int, 3>{32, 8, 1});
   rows.paramValues = {{"y_threads", 1024}, {"y_rows", 2}};
   CHECK_THROWS_WITH(lower(rows, PipelineOptions{}),
                     "-D y_threads=1024 and y_rows=2: blocks of 2048 threads, more than the 1024 a block may have");

@@ -1171,6 +1171,10 @@ public:
   inline void noteSharedAccess(Access access, SharedAccesses* records, const char* buffer, int64_t index,
                                int64_t count);
 
+  // The start of an asynchronous copy into the element: a write that no read since the last barrier
+  // may precede, the running thread's own included.
+  inline void noteCopyStart(SharedAccesses* records, const char* buffer, int64_t index, int64_t count);
+
   // emmy_copy_async: the copy lands when a wait of the running thread covers it (the hardware may complete
   // it any time from its start until then): it is checked as a write at its start (SharedArray) and at
   // that wait, and written at the wait. At the thread's end, what it never waited for lands.
@@ -1277,6 +1281,12 @@ inline void Scheduler::noteSharedAccess(Access access, SharedAccesses* records, 
   }
   record.writeEpoch = epoch_;
   record.writer = self;
+}
+
+inline void Scheduler::noteCopyStart(SharedAccesses* records, const char* buffer, int64_t index, int64_t count) {
+  if (static_cast<uint64_t>(index) < static_cast<uint64_t>(count) && records[index].readEpoch == epoch_)
+    stopAtRace(Access::Write, buffer, index, Access::Read, records[index].firstReader);
+  noteSharedAccess(Access::Write, records, buffer, index, count);
 }
 
 // Not instrumented: it runs at every load and store of the program while a kernel runs.
@@ -2036,10 +2046,11 @@ struct SharedArray {
   }
 
   // `elements` elements from `source` into the elements from `index` on, when a wait covers the copy.
-  // Checked as a write now too: the copy may land at any time until then.
+  // Checked as a write now too: the copy may land at any time until then, and is not ordered with the
+  // reads before it, the running thread's own included (only a barrier is).
   void startCopy(int64_t index, const void* source, int64_t elements) {
     for (int64_t element = 0; element < elements; ++element)
-      scheduler.noteSharedAccess(Access::Write, accesses, name, index + element, sized);
+      scheduler.noteCopyStart(accesses, name, index + element, sized);
     PendingCopy copy{accesses, name, index, sized, &this->elements[index], 0, static_cast<uint8_t>(elements),
                      static_cast<uint8_t>(elements * sizeof(T)), {}};
     std::memcpy(copy.value, source, copy.bytes);

@@ -389,22 +389,27 @@ private:
   // tensor at consecutive elements or to a thread's own accumulator: when the addresses are aligned and
   // every lane is in bounds, the global store and the reads of consecutive elements of the same size
   // become vector accesses through local arrays (one of 8 or 16 bytes, or two of 16 for 8 floats);
-  // otherwise the lanes run one by one. Null when the body has another shape.
+  // otherwise the lanes run one by one. Before an accumulator's store, stores to shared elements that
+  // the lanes read (a term kept in a row's copy) go to the read's local array, stored back whole after
+  // the lanes. Null when the body has another shape.
   StmtPtr lowerVectorLanes(const tile::Loop& node) {
     const std::string& lane = node.var;
     int width = node.vectorWidth;
     std::vector<const tile::Let*> lets;
     std::vector<ExprPtr> guards;
-    const tile::Store* store = nullptr;
+    std::vector<const tile::Store*> stores;
     std::function<bool(const tile::Stmt&)> flatten = [&](const tile::Stmt& stmt) {
       if (const auto* block = stmt.as<tile::Block>())
         return std::all_of(block->stmts.begin(), block->stmts.end(), [&](const tile::StmtPtr& s) { return flatten(*s); });
-      if (const auto* let = stmt.as<tile::Let>()) return lets.push_back(let), true;
-      if (const auto* guard = stmt.as<tile::Guard>()) return guards.push_back(guard->condition), flatten(*guard->body);
-      if (const auto* found = stmt.as<tile::Store>(); found && !store) return store = found, true;
+      if (const auto* let = stmt.as<tile::Let>()) return lets.push_back(let), stores.empty();
+      if (const auto* guard = stmt.as<tile::Guard>()) return guards.push_back(guard->condition), stores.empty() && flatten(*guard->body);
+      if (const auto* found = stmt.as<tile::Store>()) return stores.push_back(found), true;
       return false;
     };
-    if (!flatten(*node.body) || !store) return nullptr;
+    if (!flatten(*node.body) || stores.empty()) return nullptr;
+    const tile::Store* store = stores.back();
+    const std::vector<const tile::Store*> writeBacks(stores.begin(), stores.end() - 1);
+    if (!writeBacks.empty() && isGlobal(store->buffer)) return nullptr;
     bool globalStore = isGlobal(store->buffer);
     // Every variable the lanes define, as an expression of the lane and what is outside.
     std::map<std::string, ExprPtr> defined;
@@ -473,13 +478,22 @@ private:
     };
     std::map<std::string, VectorRead> vectorReads;  // by tensor
     bool consistent = true;
-    forEachNode(*store->value, [&](const Expr& e) {
-      const auto* load = e.as<Load>();
-      if (!load || !consecutive(*load) || dtypeBytes(load->dtype) != dtypeBytes(*elementType)) return;
-      ExprPtr first = at(resolved(flatIndex(load->tensor, load->indices)), 0);
-      auto [it, fresh] = vectorReads.emplace(load->tensor, VectorRead{first, load->dtype});
-      consistent = consistent && (fresh || sameIndex(*it->second.first, *first));
-    });
+    for (const tile::Store* each : stores)
+      forEachNode(*each->value, [&](const Expr& e) {
+        const auto* load = e.as<Load>();
+        if (!load || !consecutive(*load) || dtypeBytes(load->dtype) != dtypeBytes(*elementType)) return;
+        ExprPtr first = at(resolved(flatIndex(load->tensor, load->indices)), 0);
+        auto [it, fresh] = vectorReads.emplace(load->tensor, VectorRead{first, load->dtype});
+        consistent = consistent && (fresh || sameIndex(*it->second.first, *first));
+      });
+    // A store back is to the element the lanes read, of its type.
+    for (const tile::Store* writeBack : writeBacks) {
+      auto read = vectorReads.find(writeBack->buffer);
+      ExprPtr index = resolved(flatIndex(writeBack->buffer, writeBack->indices));
+      consistent = consistent && shared_.count(writeBack->buffer) && read != vectorReads.end() &&
+                   read->second.dtype == writeBack->value->dtype && coefficientOf(*index, lane) == 1 &&
+                   sameIndex(*at(index, 0), *read->second.first);
+    }
     if (!consistent) return nullptr;
     // A vector read happens whole, before the lanes. One of the stored element of a tensor shaped like the
     // store's is inside where the store is; any other under a select may be inside only where the select
@@ -498,17 +512,18 @@ private:
     };
     bool selectsHold = true;
     std::map<const Select*, ExprPtr> takenBranch;  // a select that holds at every lane of the vector path
-    forEachNode(*store->value, [&](const Expr& e) {
-      const auto* select = e.as<Select>();
-      if (!select || !selectsHold) return;
-      bool whenTrue = mayLeave(*select->ifTrue), whenFalse = mayLeave(*select->ifFalse);
-      if (!whenTrue && !whenFalse) return;
-      ExprPtr taken = whenTrue ? select->condition : std::make_shared<Unary>(DType::Bool, UnaryOp::Not, select->condition);
-      ExprPtr everyLane = whenTrue != whenFalse && !mayLeave(*select->condition) ? atEveryLane(resolved(taken)) : nullptr;
-      selectsHold = everyLane != nullptr;
-      if (everyLane) inBounds.push_back(everyLane);
-      if (everyLane) takenBranch[select] = whenTrue ? select->ifTrue : select->ifFalse;
-    });
+    for (const tile::Store* each : stores)
+      forEachNode(*each->value, [&](const Expr& e) {
+        const auto* select = e.as<Select>();
+        if (!select || !selectsHold) return;
+        bool whenTrue = mayLeave(*select->ifTrue), whenFalse = mayLeave(*select->ifFalse);
+        if (!whenTrue && !whenFalse) return;
+        ExprPtr taken = whenTrue ? select->condition : std::make_shared<Unary>(DType::Bool, UnaryOp::Not, select->condition);
+        ExprPtr everyLane = whenTrue != whenFalse && !mayLeave(*select->condition) ? atEveryLane(resolved(taken)) : nullptr;
+        selectsHold = everyLane != nullptr;
+        if (everyLane) inBounds.push_back(everyLane);
+        if (everyLane) takenBranch[select] = whenTrue ? select->ifTrue : select->ifFalse;
+      });
     if (!selectsHold) return nullptr;
     auto local = [](const std::string& buffer) { return buffer + "__lanes"; };
     std::vector<ExprPtr> laneIndex{std::make_shared<AxisVar>(lane)};
@@ -537,6 +552,8 @@ private:
     }
     std::vector<tile::StmtPtr> laneStmts;
     for (const tile::Let* let : lets) laneStmts.push_back(std::make_shared<tile::Let>(let->var, let->value));
+    for (const tile::Store* writeBack : writeBacks)
+      laneStmts.push_back(std::make_shared<tile::Store>(local(writeBack->buffer), laneIndex, rewrite(writeBack->value, inVectorPath)));
     ExprPtr wide = globalStore ? roundedFromF32(value, *elementType) : nullptr;
     if (globalStore) {
       shapes_[local(store->buffer)] = {Dim::constant(width)};
@@ -546,8 +563,14 @@ private:
       laneStmts.push_back(std::make_shared<tile::Store>(store->buffer, store->indices, value));
     }
     vectorPath.push_back(std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(tile::Block(laneStmts)), true));
-    if (StmtPtr combined = globalStore ? nullptr : combineLanes(*store, value, lane, width)) {
+    if (StmtPtr combined = globalStore || !writeBacks.empty() ? nullptr : combineLanes(*store, value, lane, width)) {
       vectorPath.back() = combined;
+    } else if (!writeBacks.empty()) {
+      for (const tile::Store* writeBack : writeBacks)
+        for (int k = 0; k < pieces; ++k)
+          vectorPath.push_back(std::make_shared<VectorStore>(
+              writeBack->buffer, arithmetic(BinaryOp::Add, vectorReads.at(writeBack->buffer).first, i64(k * piece)),
+              local(writeBack->buffer), access, k ? i64(k * piece) : nullptr, false));
     } else if (globalStore) {
       for (int k = 0; k < pieces; ++k)
         vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, arithmetic(BinaryOp::Add, at(storeIndex, 0), i64(k * piece)),

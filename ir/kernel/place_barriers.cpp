@@ -6,8 +6,16 @@
 // barrier after it to the others. Barriers go only where every thread of
 // the block is, that is, outside any loop or condition that depends on the thread's index; such a
 // thread-dependent statement counts as one access with everything it reads and writes.
+//
+// Accesses to a thread's own elements need no barrier between them: where two accesses' indices give
+// every element the same owning thread (ownKey), only that thread touches it through either (a row's
+// passes over its copy, one of which writes a term over the elements: keptTerms in ir/tile).
 #include "ir/kernel/place_barriers.h"
 
+#include <algorithm>
+#include <array>
+#include <map>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
@@ -22,22 +30,39 @@ using namespace tensor;
 namespace {
 
 struct Accesses {
-  std::set<std::string> reads, writes;
-  // The buffers whose asynchronous copies a wait may complete: written for the reads after it (the
-  // copy's start already counted against the reads before it).
-  std::set<std::string> landed;
+  // Per shared buffer, the keys of the threads' own elements it is accessed at ("": elements any thread
+  // may touch).
+  std::map<std::string, std::set<std::string>> reads, writes;
+  // The buffers whose asynchronous copies a wait may complete, with the keys of the copies: written for
+  // the reads after it (the copy's start already counted against the reads before it). A copy lands
+  // for its own thread at the wait, so that the owner's reads need no barrier.
+  std::map<std::string, std::set<std::string>> landed;
+  // The buffers an asynchronous copy writes into: it is not ordered with any read before it, the
+  // thread's own included, so it waits for every one.
+  std::set<std::string> copiedInto;
 
   bool conflictsWith(const Accesses& later) const {
-    for (const std::string& buffer : later.reads)
-      if (writes.count(buffer) || landed.count(buffer)) return true;
-    for (const std::string& buffer : later.writes)
+    // Accesses at one owner's elements are apart: each element is only ever its owner's.
+    auto apart = [](const std::set<std::string>& a, const std::set<std::string>& b) {
+      return a.size() == 1 && a == b && !a.begin()->empty();
+    };
+    for (const auto& [buffer, keys] : later.reads) {
+      auto written = writes.find(buffer);
+      auto copied = landed.find(buffer);
+      if ((written != writes.end() && !apart(written->second, keys)) || (copied != landed.end() && !apart(copied->second, keys)))
+        return true;
+    }
+    for (const auto& [buffer, keys] : later.writes)
+      if (auto read = reads.find(buffer); read != reads.end() && !apart(read->second, keys)) return true;
+    for (const std::string& buffer : later.copiedInto)
       if (reads.count(buffer)) return true;
     return false;
   }
   void add(const Accesses& other) {
-    reads.insert(other.reads.begin(), other.reads.end());
-    writes.insert(other.writes.begin(), other.writes.end());
-    landed.insert(other.landed.begin(), other.landed.end());
+    for (const auto& [buffer, keys] : other.reads) reads[buffer].insert(keys.begin(), keys.end());
+    for (const auto& [buffer, keys] : other.writes) writes[buffer].insert(keys.begin(), keys.end());
+    for (const auto& [buffer, keys] : other.landed) landed[buffer].insert(keys.begin(), keys.end());
+    copiedInto.insert(other.copiedInto.begin(), other.copiedInto.end());
   }
 };
 
@@ -56,7 +81,9 @@ void collectCopyTargets(const Stmt& stmt, std::set<std::string>& targets) {
 class BarrierPlacement {
 public:
   // `function`: the body barriers are placed in (its asynchronous copies are what its waits complete).
-  explicit BarrierPlacement(const Stmt& function) { collectCopyTargets(function, copyTargets_); }
+  BarrierPlacement(const Stmt& function, const std::array<int, 3>& blockThreads) : blockThreads_(blockThreads) {
+    collectCopyTargets(function, copyTargets_);
+  }
 
   // Only the statements between the last barrier and the current point matter: `pending`.
   StmtPtr place(const StmtPtr& stmt, Accesses& pending) {
@@ -74,6 +101,7 @@ public:
         return std::make_shared<Block>(stmts);
       }
       if (const auto* loop = stmt->as<For>(); loop && containsShared(*loop->body)) {
+        noteLoop(*loop);
         // The body as the first iteration sees it, then again as the next iteration sees what the
         // previous one left pending; the second version is right for every iteration.
         Accesses first = pending;
@@ -173,8 +201,97 @@ private:
 
   void readsIn(const ExprPtr& expr, Accesses& accesses) {
     forEachNode(*expr, [&](const Expr& node) {
-      if (const auto* load = node.as<Load>(); load && shared_.count(load->tensor)) accesses.reads.insert(load->tensor);
+      if (const auto* load = node.as<Load>(); load && shared_.count(load->tensor))
+        accesses.reads[load->tensor].insert(load->indices.size() == 1 ? ownKey(load->indices[0], 1) : "");
     });
+  }
+
+  // A loop from 0 by 1 runs its variable over [0, end): a constant extent, or one known at run time. A
+  // thread-strided loop (from the thread's linear index, by the block's threads) runs it over that index
+  // plus the threads times its trips (trips from 0, their number known at run time).
+  void noteLoop(const For& loop) {
+    const auto* begin = loop.begin->as<IntImm>();
+    const auto* step = loop.step->as<IntImm>();
+    const auto* end = loop.end->as<IntImm>();
+    letValues_.erase(loop.var);
+    loopExtents_.erase(loop.var);
+    if (begin && step && begin->value == 0 && step->value == 1) {
+      loopExtents_[loop.var] = end ? std::optional<int64_t>(end->value) : std::nullopt;
+      return;
+    }
+    int64_t threads = int64_t{blockThreads_[0]} * blockThreads_[1] * blockThreads_[2];
+    const auto* blockSize = loop.step->as<AxisVar>();
+    bool byBlock = (step && step->value == threads) ||
+                   (blockSize && blockSize->name == "blockDim.x" && blockThreads_[1] == 1 && blockThreads_[2] == 1);
+    std::map<std::string, int64_t> terms;
+    int64_t constant = 0;
+    if (!byBlock || !linear(*loop.begin, 1, terms, constant) || constant != 0) return;
+    for (const auto& [name, coefficient] : terms)
+      if (!isThreadIndex(name)) return;
+    std::string trips = loop.var + "#trips";
+    loopExtents_[trips] = std::nullopt;
+    letValues_[loop.var] = std::make_shared<Binary>(DType::I64, BinaryOp::Add, loop.begin,
+                                                    std::make_shared<Binary>(DType::I64, BinaryOp::Mul, std::make_shared<AxisVar>(trips),
+                                                                             std::make_shared<IntImm>(DType::I64, threads)));
+  }
+
+  // `scale` times `e` as a constant plus a sum of the thread's indices and of loop variables from 0, each
+  // times a constant (into `terms`); false where `e` is not such a sum.
+  bool linear(const Expr& e, int64_t scale, std::map<std::string, int64_t>& terms, int64_t& constant) const {
+    if (const auto* imm = e.as<IntImm>()) return constant += scale * imm->value, true;
+    if (const auto* var = e.as<AxisVar>()) {
+      if (auto let = letValues_.find(var->name); let != letValues_.end()) return linear(*let->second, scale, terms, constant);
+      if (!isThreadIndex(var->name) && !loopExtents_.count(var->name)) return false;
+      return terms[var->name] += scale, true;
+    }
+    const auto* binary = e.as<Binary>();
+    if (!binary) return false;
+    switch (binary->op) {
+      case BinaryOp::Add: return linear(*binary->lhs, scale, terms, constant) && linear(*binary->rhs, scale, terms, constant);
+      case BinaryOp::Sub: return linear(*binary->lhs, scale, terms, constant) && linear(*binary->rhs, -scale, terms, constant);
+      case BinaryOp::Mul:
+        if (const auto* factor = binary->rhs->as<IntImm>()) return linear(*binary->lhs, scale * factor->value, terms, constant);
+        if (const auto* factor = binary->lhs->as<IntImm>()) return linear(*binary->rhs, scale * factor->value, terms, constant);
+        return false;
+      default: return false;
+    }
+  }
+
+  // Which thread owns the element `index` and the `lanes` after it, for an index that is a constant plus
+  // terms (linear) with positive coefficients, each larger than the most the smaller ones reach, and with
+  // every thread index of more than one thread among them: the terms' values, the thread's indices among
+  // them, come back from the element, so that it is only ever that thread's. The key lists the offset
+  // and the terms (loops unnamed): indices with one key give an element one owner. "" for other indices.
+  std::string ownKey(const ExprPtr& index, int64_t lanes) const {
+    std::map<std::string, int64_t> terms;
+    int64_t constant = 0;
+    if (!linear(*index, 1, terms, constant)) return "";
+    struct Term {
+      int64_t coefficient;
+      std::optional<int64_t> extent;
+      std::string thread;  // the thread index, or "" for a loop
+    };
+    std::vector<Term> sorted;
+    if (lanes > 1) sorted.push_back({1, lanes, ""});
+    for (const auto& [name, coefficient] : terms) {
+      if (coefficient == 0) continue;
+      if (coefficient < 0) return "";
+      bool thread = isThreadIndex(name);
+      sorted.push_back({coefficient, thread ? std::optional<int64_t>(blockThreads_[name.back() - 'x']) : loopExtents_.at(name),
+                        thread ? name : ""});
+    }
+    for (int dimension = 0; dimension < 3; ++dimension)
+      if (blockThreads_[dimension] > 1 && !terms.count(std::string("threadIdx.") + "xyz"[dimension])) return "";
+    std::sort(sorted.begin(), sorted.end(), [](const Term& a, const Term& b) { return a.coefficient < b.coefficient; });
+    int64_t reach = 0;  // the most the smaller terms add up to
+    std::string key = std::to_string(constant);
+    for (const Term& term : sorted) {
+      if (term.coefficient <= reach) return "";
+      if (&term != &sorted.back() && !term.extent) return "";
+      reach += term.extent ? term.coefficient * (*term.extent - 1) : 0;
+      key += fmt::format(" {}x{}{}", term.coefficient, term.extent ? std::to_string(*term.extent) : "?", term.thread);
+    }
+    return key;
   }
 
   void collect(const Stmt& stmt, Accesses& accesses) {
@@ -182,33 +299,44 @@ private:
       using Node = std::decay_t<decltype(node)>;
       if constexpr (std::is_same_v<Node, For>) {
         dependsOnThread(node);
+        noteLoop(node);
         readsIn(node.begin, accesses), readsIn(node.end, accesses), readsIn(node.step, accesses);
         collect(*node.body, accesses);
       } else if constexpr (std::is_same_v<Node, Let>) {
         dependsOnThread(node);
+        letValues_[node.var] = node.value;
+        loopExtents_.erase(node.var);
         readsIn(node.value, accesses);
       } else if constexpr (std::is_same_v<Node, Declare>) {
-        if (node.memory == Memory::Shared) shared_.insert(node.buffer);
+        if (node.memory == Memory::Shared) shared_[node.buffer] = node.dtype;
       } else if constexpr (std::is_same_v<Node, Store>) {
-        if (shared_.count(node.buffer)) accesses.writes.insert(node.buffer);
+        if (shared_.count(node.buffer)) accesses.writes[node.buffer].insert(node.index ? ownKey(node.index, 1) : "");
         if (node.index) readsIn(node.index, accesses);
         readsIn(node.value, accesses);
       } else if constexpr (std::is_same_v<Node, CopyAsync>) {
         // Written when it starts, and when a wait completes it (below).
-        accesses.writes.insert(node.buffer);
+        std::string key = ownKey(node.index, node.lanes);
+        accesses.writes[node.buffer].insert(key);
+        accesses.copiedInto.insert(node.buffer);
+        copyKeys_[node.buffer].insert(key);
         readsIn(node.index, accesses), readsIn(node.sourceIndex, accesses), readsIn(node.condition, accesses);
         if (node.lanesInside) readsIn(node.lanesInside, accesses);
       } else if constexpr (std::is_same_v<Node, WaitForCopies>) {
-        accesses.landed = copyTargets_;  // which groups it completes is not tracked: any of them
+        // Which groups it completes is not tracked: any of them, of any copy into the buffer so far (or of
+        // one not met yet, whose key is not known).
+        for (const std::string& buffer : copyTargets_) {
+          auto keys = copyKeys_.find(buffer);
+          accesses.landed[buffer] = keys != copyKeys_.end() ? keys->second : std::set<std::string>{""};
+        }
       } else if constexpr (std::is_same_v<Node, LoadMatrix>) {
-        accesses.reads.insert(node.buffer);
+        accesses.reads[node.buffer].insert("");
         readsIn(node.element, accesses), readsIn(node.fragmentElement, accesses);
       } else if constexpr (std::is_same_v<Node, VectorLoad>) {
-        if (shared_.count(node.buffer)) accesses.reads.insert(node.buffer);
+        if (shared_.count(node.buffer)) accesses.reads[node.buffer].insert(ownKey(node.element, lanesOf(node.buffer, node.bytes)));
         readsIn(node.element, accesses);
         if (node.localElement) readsIn(node.localElement, accesses);
       } else if constexpr (std::is_same_v<Node, VectorStore>) {
-        if (shared_.count(node.buffer)) accesses.writes.insert(node.buffer);
+        if (shared_.count(node.buffer)) accesses.writes[node.buffer].insert(ownKey(node.element, lanesOf(node.buffer, node.bytes)));
         readsIn(node.element, accesses);
         if (node.localElement) readsIn(node.localElement, accesses);
       } else if constexpr (std::is_same_v<Node, If>) {
@@ -225,7 +353,8 @@ private:
 
   bool containsShared(const Stmt& stmt) {
     Accesses accesses = accessesOf(stmt);
-    return !accesses.reads.empty() || !accesses.writes.empty() || !accesses.landed.empty() || declaresShared(stmt);
+    return !accesses.reads.empty() || !accesses.writes.empty() || !accesses.landed.empty() || !accesses.copiedInto.empty() ||
+           declaresShared(stmt);
   }
 
   bool declaresShared(const Stmt& stmt) {
@@ -241,8 +370,14 @@ private:
     return found;
   }
 
-  std::set<std::string> shared_;      // shared buffers declared so far
+  int64_t lanesOf(const std::string& buffer, int bytes) const { return bytes / dtypeBytes(shared_.at(buffer)); }
+
+  std::array<int, 3> blockThreads_;
+  std::map<std::string, DType> shared_;  // shared buffers declared so far
   std::set<std::string> threadVars_;  // variables that depend on the thread's index
+  std::map<std::string, ExprPtr> letValues_;
+  std::map<std::string, std::optional<int64_t>> loopExtents_;  // loops from 0 by 1: their constant extents, or none
+  std::map<std::string, std::set<std::string>> copyKeys_;  // the keys of the asynchronous copies into each buffer so far
   std::set<std::string> copyTargets_;  // the buffers the function copies into asynchronously
 };
 
@@ -282,7 +417,7 @@ Program placeBarriers(const Program& program, std::optional<int> dropBarrier) {
   Program placed = program;
   for (Function& function : placed.functions) {
     Accesses pending;
-    function.body = BarrierPlacement(*function.body).place(function.body, pending);
+    function.body = BarrierPlacement(*function.body, function.blockThreads).place(function.body, pending);
   }
   if (!dropBarrier) return placed;
   BarrierDropper dropper(*dropBarrier);

@@ -49,6 +49,7 @@ TileNest NestScheduler::run() {
     placeCaches();
     placeAccumulator();
     placeMembersOfResults();
+    placeKeptTerms();
   }
   StmtPtr body = generate(0, {}, {});
   return TileNest{nest_.name, nest_.stages, threads_, body};
@@ -146,25 +147,29 @@ StmtPtr NestScheduler::inner(size_t position, const Defined& defined, const std:
   return loop(position, defined, masks);
 }
 
-// A Loop IR expression of the root's, reading the copies that are active and the accumulators.
+// A Loop IR expression of the root's, reading the copies that are active and the accumulators. A
+// member's term kept in a copy (placeKeptTerms) is read there.
 ExprPtr NestScheduler::rootExpr(const ExprPtr& expr) const {
+  auto throughCopy = [&](const Load& load, const PlacedCache& cache) {
+    std::vector<ExprPtr> index;
+    if (cache.cache->doubleBuffered) index.push_back(arithmetic(BinaryOp::Mod, var(cache.stageVar), i64(2)));
+    for (size_t d = 0; d < load.indices.size() && !single(cache); ++d)
+      index.push_back(arithmetic(BinaryOp::Add, offsetWithin(load.indices[d], cache.atStart),
+                                 i64(*constantDistance(*load.indices[d], *cache.baseRead[d]))));
+    return std::make_shared<Load>(load.dtype, cache.cache->name, index);
+  };
   return rewrite(expr, [&](const Expr& node) -> ExprPtr {
+    for (const KeptTerm& kept : keptTerms_)
+      if (std::find(activeCaches_.begin(), activeCaches_.end(), kept.cache) != activeCaches_.end())
+        if (const Load* element = keptInstance(node, kept)) return throughCopy(*element, *kept.cache);
     const auto* load = node.as<Load>();
     if (!load) return nullptr;
     if (load->tensor == parts_.root.accumulator) return std::make_shared<Load>(load->dtype, accumulator_, accumulatorIndex_);
     if (online_)
       for (const Computation& sum : online_->sums)
         if (load->tensor == sum.stage->name) return sum.finalize->value;
-    for (auto active = activeCaches_.rbegin(); active != activeCaches_.rend(); ++active) {
-      const PlacedCache& cache = **active;
-      if (cache.cache->source != load->tensor) continue;
-      std::vector<ExprPtr> index;
-      if (cache.cache->doubleBuffered) index.push_back(arithmetic(BinaryOp::Mod, var(cache.stageVar), i64(2)));
-      for (size_t d = 0; d < load->indices.size() && !single(cache); ++d)
-        index.push_back(arithmetic(BinaryOp::Add, offsetWithin(load->indices[d], cache.atStart),
-                                   i64(*constantDistance(*load->indices[d], *cache.baseRead[d]))));
-      return std::make_shared<Load>(load->dtype, cache.cache->name, index);
-    }
+    for (auto active = activeCaches_.rbegin(); active != activeCaches_.rend(); ++active)
+      if ((*active)->cache->source == load->tensor) return throughCopy(*load, **active);
     return nullptr;
   });
 }

@@ -685,13 +685,16 @@ private:
     }
     Number lanes = lanesWritten ? Number{threads[0], {}, lanesWritten->param, lanesWritten->atLaunch} : Number{threads[0], {}, ""};
     std::optional<Number> rowsPerBlock;
+    Number vector{1, {}, ""};
     if (threads[0] == 0) {
+      if (shaped_.count(nest.name)) vector = rowVector(root, spread);
       int64_t longest = 0;
       bool constant = true;
       for (const auto& [stage, loop] : spread) {
         constant = constant && loop->extent.has_value();
         longest = std::max(longest, loop->extent.value_or(0));
       }
+      longest = (longest + vector.value - 1) / vector.value;
       int64_t fewest = constant ? std::clamp<int64_t>(std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(longest, 1))),
                                                       kWarp, kRowThreads)
                                 : kRowThreads;
@@ -707,7 +710,58 @@ private:
     }
     if (rowsLoop != rowsLoop_.end()) placeRows(root, rowsLoop->second, rowsPerBlock);
     if (lanes.value * others > kMaxThreadsPerBlock) return;
-    for (const auto& [stage, loop] : spread) spreadOverLanes(stage, *loop, lanes);
+    for (const auto& [stage, loop] : spread) spreadOverLanes(stage, *loop, lanes, vector);
+    if (shaped_.count(nest.name) && threads[0] == 0 && !rowsPerBlock && rowsLoop != rowsLoop_.end())
+      copyRows(root, rowsLoop->second, parts);
+  }
+
+  // The elements of a row a lane takes at a time, read and written 16 bytes at a time (`vectorize`), in
+  // the loops of a row kernel the policy shaped: the root's lane loop and its members' reductions, each
+  // over one axis along which the stage reads memory element after element (param ROOT_vector; 1 for
+  // rows of other loops or of elements of 1 byte).
+  Number rowVector(const std::string& root, const std::vector<std::pair<std::string, const ScheduledLoop*>>& spread) {
+    DType dtype = kernel_.findStage(root)->dtype;
+    int bytes = dtypeBytes(dtype);
+    bool along = bytes >= 2 && dtype != DType::Bool;
+    for (const auto& [stage, loop] : spread) {
+      std::string axis = loop->coefficients.size() == 1 && loop->coefficients.begin()->second == 1 && !loop->fused
+                             ? loop->coefficients.begin()->first
+                             : "";
+      along = along && !axis.empty() && readsAlong(*kernel_.findStage(stage), axis);
+    }
+    if (!along) return {1, {}, ""};
+    return declare(root + "_vector", {1, 2, 4, 8}, std::min<int64_t>(8, kVectorGroupBytes / bytes));
+  }
+
+  // Does `stage` read some tensor element after element along `axis` (its last subscript moves by one)?
+  static bool readsAlong(const Stage& stage, const std::string& axis) {
+    bool found = false;
+    forEachNode(*stage.body, [&](const Expr& node) {
+      const auto* load = node.as<Load>();
+      std::optional<int64_t> step = load && !load->indices.empty() ? coefficientOf(*load->indices.back(), axis) : std::nullopt;
+      found = found || (step && *step == 1);
+    });
+    return found;
+  }
+
+  // A copy in shared memory of the row of each input that more than one pass over the rows reads (the
+  // members' and the root's), where legal: rows that fit are read from memory once (sized at launch;
+  // longer ones are read by each pass).
+  void copyRows(const std::string& root, const std::string& rows, const NestParts& parts) {
+    for (const TensorParam& input : kernel_.inputs) {
+      int passes = 0;
+      for (const Member& member : parts.members)
+        if (!folded(member.computation.stage->name) && reads(member.computation, input.name)) ++passes;
+      for (const Computation& companion : parts.companions) passes += reads(companion, input.name);
+      passes += reads(parts.root, input.name);
+      if (passes < 2) continue;
+      Directive copy = cache(input.name, CacheMemory::Shared, root, rows);
+      std::string name = defaultCacheName(input.name, CacheMemory::Shared, [&](const std::string& taken) { return nameTaken(taken); });
+      copy.results = {{name, {}}};
+      if (whyIllegal({copy})) continue;
+      usedCaches_.insert(name);
+      add(copy);
+    }
   }
 
   // The loops of a block-level scan's root other than its two, free ones fused into one loop over the
@@ -797,18 +851,29 @@ private:
   }
 
   // `loop` of `stage` over `lanes` threads along x: split, the lanes outside the steps; bound directly
-  // when it has exactly the lanes a schedule's own loops bound.
-  void spreadOverLanes(const std::string& stage, const ScheduledLoop& loop, const Number& lanes) {
-    if (lanes.param.empty() && loop.extent == lanes.value) {
+  // when it has exactly the lanes a schedule's own loops bound. With a `vector` of more than one element,
+  // each lane takes that many consecutive elements at a time (vectorized).
+  void spreadOverLanes(const std::string& stage, const ScheduledLoop& loop, const Number& lanes, const Number& vector) {
+    if (lanes.param.empty() && loop.extent == lanes.value && vector.value == 1) {
       add(bind(stage, loop.name, {HardwareScope::Thread, 0}));
       return;
     }
+    std::string grouped = loop.name, element;
+    if (vector.value > 1) {
+      grouped = fresh(stage, loop.name + "_vector"), element = fresh(stage, loop.name + "_element");
+      add(split(stage, loop.name, vector, grouped, element));
+    }
     std::string step = fresh(stage, loop.name + "_step"), lane = fresh(stage, loop.name + "_lane");
-    add(split(stage, loop.name, lanes, step, lane));
+    add(split(stage, grouped, lanes, step, lane));
     Directive reorder = directive(DirectiveKind::Reorder, stage);
     reorder.axes = {{lane, {}}, {step, {}}};
+    if (!element.empty()) reorder.axes.push_back({element, {}});
     add(reorder);
     add(bind(stage, lane, {HardwareScope::Thread, 0}));
+    if (element.empty()) return;
+    Directive vectorize = directive(DirectiveKind::Vectorize, stage);
+    vectorize.axes = {{element, {}}};
+    add(vectorize);
   }
 
   // ---- directives ----

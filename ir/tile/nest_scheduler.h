@@ -173,6 +173,18 @@ private:
   StmtPtr memberLoopNest(const MemberLoops& loops, const std::string& stage, size_t k, size_t end, std::set<std::string> open,
                          Defined defined, const std::function<StmtPtr(const std::set<std::string>&, const Defined&)>& leaf);
   StmtPtr member(const Member& placed, size_t position, StmtPtr rest);
+  const PlacedCache* rowCopyOf(const Load& read, size_t position, bool inUseOnly) const;
+  // A member's term that the root computes again from the same element of a copy of whole rows (a
+  // softmax's exp(x - m), in its sum and in its output): the member's pass writes it over the element,
+  // and the root reads it there.
+  struct KeptTerm {
+    size_t member;
+    const PlacedCache* cache;
+    ExprPtr term;          // over the member's reduction variable
+    std::string variable;  // that variable: the element's position in the row
+  };
+  void placeKeptTerms();
+  const Load* keptInstance(const Expr& expr, const KeptTerm& kept) const;
   std::optional<size_t> onlineSumOf(size_t maxIndex, size_t position) const;
   StmtPtr onlineMembers(const Member& maxMember, const Member& sumMember, size_t position, StmtPtr rest);
 
@@ -261,6 +273,7 @@ private:
   std::vector<std::optional<size_t>> memberPositions_;  // none: computed only before the results' stores
   std::vector<size_t> membersOfResults_;                // those computed there, the last member first
   std::vector<PlacedCache> caches_;
+  std::vector<KeptTerm> keptTerms_;
   std::deque<CacheStage> computedCopies_;  // what stages computed at a root loop copy (caches_ points into it)
   std::vector<const PlacedCache*> activeCaches_;
   std::optional<size_t> ownCachePosition_;

@@ -315,22 +315,150 @@ bool NestScheduler::memberIsCooperative(const Member& member) const {
 // is in the copied row (any element of it). The row is compared over the final loops: a copy's start is
 // written over them (`nb * 4 + nr` where the rows are split), the member's read over the root's axes.
 ExprPtr NestScheduler::memberExpr(const ExprPtr& expr, size_t position) const {
-  std::map<std::string, ExprPtr> axisValues = rootAxisValues();
   return rewrite(expr, [&](const Expr& node) -> ExprPtr {
     const auto* load = node.as<Load>();
-    if (!load) return nullptr;
-    for (const PlacedCache& cache : caches_) {
-      if (!cache.cache->wholeRows || cache.cache->source != load->tensor || cache.position > position || !inUse(cache)) continue;
-      std::vector<ExprPtr> index;
-      for (size_t d = 0; d + 1 < load->indices.size(); ++d) {
-        if (!sameIndex(*substitute(load->indices[d], axisValues), *cache.base[d])) return nullptr;  // another row
-        index.push_back(i64(0));
-      }
-      index.push_back(arithmetic(BinaryOp::Sub, load->indices.back(), cache.base.back()));
-      return std::make_shared<Load>(load->dtype, cache.cache->name, index);
-    }
-    return nullptr;
+    const PlacedCache* cache = load ? rowCopyOf(*load, position, true) : nullptr;
+    if (!cache) return nullptr;
+    std::vector<ExprPtr> index(load->indices.size() - 1, i64(0));
+    index.push_back(arithmetic(BinaryOp::Sub, load->indices.back(), cache->base.back()));
+    return std::make_shared<Load>(load->dtype, cache->cache->name, index);
   });
+}
+
+// The copy of whole rows a member placed at `position` reads `read` through: the first copy of its
+// tensor placed by then (and in use, with `inUseOnly`), where the read is in the copied row.
+const NestScheduler::PlacedCache* NestScheduler::rowCopyOf(const Load& read, size_t position, bool inUseOnly) const {
+  for (const PlacedCache& cache : caches_) {
+    if (!cache.cache->wholeRows || cache.cache->source != read.tensor || cache.position > position || (inUseOnly && !inUse(cache)))
+      continue;
+    std::map<std::string, ExprPtr> axisValues = rootAxisValues();
+    for (size_t d = 0; d + 1 < read.indices.size(); ++d)
+      if (!sameIndex(*substitute(read.indices[d], axisValues), *cache.base[d])) return nullptr;  // another row
+    return &cache;
+  }
+  return nullptr;
+}
+
+// ---- a member's term kept in the copy of the row it reads ----
+
+namespace {
+
+// Whether `expr` costs more to compute than a store to shared memory: a function at full precision
+// (the hardware's approximations are two instructions), a power or a division of floats.
+bool costlierThanStore(const Expr& expr) {
+  bool costly = false;
+  forEachNode(expr, [&](const Expr& node) {
+    if (const auto* unary = node.as<Unary>()) {
+      static const std::set<UnaryOp> kCheap = {UnaryOp::Neg, UnaryOp::Not, UnaryOp::Abs, UnaryOp::Relu, UnaryOp::Floor, UnaryOp::Ceil};
+      costly = costly || (!unary->approximate && !kCheap.count(unary->op));
+    }
+    if (const auto* binary = node.as<Binary>())
+      costly = costly || binary->op == BinaryOp::Pow || (binary->op == BinaryOp::Div && isFloat(binary->dtype));
+  });
+  return costly;
+}
+
+// The subexpressions of `expr` that contain `target`, outermost first, down to `target`; empty where it
+// is not in `expr`. One under a select, or in an index, is not computed wherever `expr` is: the path stops
+// at the select or the read.
+bool pathTo(const ExprPtr& expr, const Expr* target, std::vector<ExprPtr>& path) {
+  path.push_back(expr);
+  if (expr.get() == target) return true;
+  std::vector<ExprPtr> operands;
+  if (const auto* unary = expr->as<Unary>()) operands = {unary->operand};
+  if (const auto* binary = expr->as<Binary>()) operands = {binary->lhs, binary->rhs};
+  if (const auto* cast = expr->as<Cast>()) operands = {cast->operand};
+  for (const ExprPtr& operand : operands)
+    if (pathTo(operand, target, path)) return true;
+  bool below = false;
+  forEachNode(*expr, [&](const Expr& node) { below = below || &node == target; });
+  if (!below) path.pop_back();
+  return below;
+}
+
+}  // namespace
+
+// An instance of `kept`'s term at an element of its copy's tensor: that element's read; null where
+// `expr` is not one.
+const Load* NestScheduler::keptInstance(const Expr& expr, const KeptTerm& kept) const {
+  const Load* element = nullptr;
+  int reads = 0;
+  forEachNode(expr, [&](const Expr& node) {
+    if (const auto* load = node.as<Load>(); load && load->tensor == kept.cache->cache->source) element = load, ++reads;
+  });
+  if (reads != 1 || expr.dtype != element->dtype) return nullptr;
+  return sameIndex(expr, *substitute(kept.term, {{kept.variable, element->indices.back()}})) ? element : nullptr;
+}
+
+// Where a member's pass over a copy of whole rows computes a costly term of each element (a softmax's
+// exp(x - m)) that the root computes again from the same element, the pass writes the term over the
+// element, and the root reads it from there. That takes: the member's one reduction loop runs over the
+// whole row, reading the element at its variable, once in the whole block (each of the block's thread
+// indices takes part of it) and once per copy (it is placed where the copy is); the term has the
+// element's type (the copy holds it exactly) and reads nothing else that changes; and after the pass,
+// nothing reads the copy but the root's instances of the term. The root is a plain store (with its
+// companions).
+void NestScheduler::placeKeptTerms() {
+  if (!parts_.root.store) return;
+  std::vector<const loop::Store*> rootStores{parts_.root.store};
+  for (const Computation& companion : parts_.companions) rootStores.push_back(companion.store);
+  std::set<std::string> unchanging;  // the inputs, and the members before the one at hand
+  for (const TensorParam& input : kernel_.inputs) unchanging.insert(input.name);
+  for (size_t m = 0; m < parts_.members.size(); unchanging.insert(parts_.members[m++].computation.stage->name)) {
+    const Computation& member = parts_.members[m].computation;
+    ExprPtr term = member.stage->reduction && member.reductionLoops.size() == 1 ? reductionTerm(member) : nullptr;
+    if (!term || !memberPositions_[m] || std::count(membersOfResults_.begin(), membersOfResults_.end(), m)) continue;
+    const loop::For& loop = *member.reductionLoops.front();
+    size_t position = *memberPositions_[m];
+    // Once in the block: outside the thread loops, and each thread index with more than one thread shares
+    // out the member's loops.
+    bool once = true;
+    for (size_t k = 0; k < position; ++k) once = once && !boundToThreads(*root_loops_.loops[k].scheduled);
+    std::set<int> sharedOut;
+    for (const ScheduledLoop& scheduled : model_.stages.at(member.stage->name).loops)
+      if (boundToThreads(scheduled)) sharedOut.insert(dimensionOf(scheduled));
+    for (int dimension = 0; dimension < 3; ++dimension) once = once && (threads_[dimension] == 1 || sharedOut.count(dimension));
+    // The one read of a copied row, at the loop's variable, over the whole row.
+    const Load* element = nullptr;
+    const PlacedCache* cache = nullptr;
+    bool others = true;  // the term's other reads are of what does not change
+    forEachNode(*term, [&](const Expr& node) {
+      const auto* load = node.as<Load>();
+      if (!load) return;
+      const PlacedCache* copy = rowCopyOf(*load, position, false);
+      if (copy && !element) element = load, cache = copy;
+      else others = others && !copy && unchanging.count(load->tensor);
+    });
+    if (!once || !cache || !others || cache->position != position || cache->cache->memory != CacheMemory::Shared ||
+        !(loop.extent == sourceShape(*cache).back()) || !sameIndex(*cache->base.back(), *i64(0)) ||
+        !sameIndex(*element->indices.back(), *var(loop.var)))
+      continue;
+    const std::string& source = cache->cache->source;
+    // After the pass, nothing but the root reads the copy.
+    bool readAfter = false;
+    for (size_t later = 0; later < parts_.members.size(); ++later)
+      readAfter = readAfter || ((later > m || std::count(membersOfResults_.begin(), membersOfResults_.end(), later)) &&
+                                reads(parts_.members[later].computation, source));
+    for (const WholeMember& whole : parts_.wholes) readAfter = readAfter || reads(whole.computation, source);
+    std::vector<ExprPtr> path;
+    if (readAfter || !pathTo(term, element, path)) continue;
+    if (path.back().get() == element) path.pop_back();  // the element itself
+    for (const ExprPtr& candidate : path) {
+      if (candidate->dtype != element->dtype || !costlierThanStore(*candidate)) continue;
+      KeptTerm kept{m, cache, candidate, loop.var};
+      // Every read of the copy's tensor by the root is in an instance of the term.
+      size_t instances = 0, rootReads = 0;
+      for (const loop::Store* store : rootStores)
+        forEachNode(*store->value, [&](const Expr& node) {
+          if (const auto* load = node.as<Load>(); load && load->tensor == source) ++rootReads;
+          if (keptInstance(node, kept)) ++instances;
+        });
+      if (instances > 0 && instances == rootReads) {
+        keptTerms_.push_back(kept);
+        break;
+      }
+    }
+  }
 }
 
 NestScheduler::MemberLoops NestScheduler::memberLoops(const Member& placed) {
@@ -397,10 +525,30 @@ StmtPtr NestScheduler::member(const Member& placed, size_t position, StmtPtr res
   const Stage& stage = *computation.stage;
   MemberLoops loops = memberLoops(placed);
   std::set<std::string> open = axisNames(stage);
+  auto kept = std::find_if(keptTerms_.begin(), keptTerms_.end(),
+                           [&](const KeptTerm& k) { return &parts_.members[k.member] == &placed && inUse(*k.cache); });
   StmtPtr update = memberLoopNest(loops, stage.name, 0, loops.reductions.size(), open, Defined(open.begin(), open.end()),
                                   [&](const std::set<std::string>&, const Defined&) -> StmtPtr {
-                                    return std::make_shared<Store>(computation.update->buffer, computation.update->indices,
-                                                                   memberExpr(computation.update->value, position));
+                                    ExprPtr value = memberExpr(computation.update->value, position);
+                                    auto accumulate = [&](const ExprPtr& value) {
+                                      return std::make_shared<Store>(computation.update->buffer, computation.update->indices, value);
+                                    };
+                                    if (kept == keptTerms_.end()) return accumulate(value);
+                                    // The term over the copy, written over its element, which the sum then reads.
+                                    ExprPtr term = memberExpr(kept->term, position);
+                                    const Load* element = nullptr;
+                                    forEachNode(*term, [&](const Expr& node) {
+                                      if (const auto* load = node.as<Load>(); load && load->tensor == kept->cache->cache->name) element = load;
+                                    });
+                                    EMMY_INTERNAL_ASSERT(element, "{}'s kept term does not read {}", stage.name, kept->cache->cache->name);
+                                    int replaced = 0;
+                                    value = rewrite(value, [&](const Expr& node) -> ExprPtr {
+                                      if (!sameIndex(node, *term)) return nullptr;
+                                      ++replaced;
+                                      return std::make_shared<Load>(element->dtype, element->tensor, element->indices);
+                                    });
+                                    EMMY_INTERNAL_ASSERT(replaced == 1, "{}'s update has its kept term {} times", stage.name, replaced);
+                                    return block({std::make_shared<Store>(element->tensor, element->indices, term), accumulate(value)});
                                   });
   std::vector<StmtPtr> steps{std::make_shared<Store>(computation.init->buffer, computation.init->indices, computation.init->value),
                              update};

@@ -160,6 +160,75 @@ EMMY_INLINE double emmy_gelu(double x) { return x * 0.5 * (1.0 + erf(x * 0.70710
 EMMY_INLINE int64_t emmy_truncate(double x) {
   return x != x ? 0 : x >= 9.2233720368547758e18 ? INT64_MAX : x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x;
 }
+template <typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i, const T* global, int64_t j, bool inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                 "l"(global + j), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
+    return;
+  }
+#elif defined(EMMY_SIMULATE)
+  // Lands when a wait covers it, as on the GPU: the race checks see the wait's barriers, not the start's.
+  shared.copyLater(i, inside ? global[j] : T{});
+  return;
+#endif
+  shared[i] = inside ? global[j] : T{};
+}
+// Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
+// source is aligned (the shared side is: its rows are whole vectors), one 16-byte store of zeros when none
+// is (a tile past the end), element by element otherwise.
+template <int Lanes, typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
+                                                             int64_t inside) {
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside <= 0) {
+      alignas(16) const T zeros[Lanes]{};
+      emmy_store_shared_vector<16>(shared, i, zeros);
+      return;
+    }
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                   "l"(global + j));
+      return;
+    }
+  }
+#elif defined(EMMY_SIMULATE)
+  // The simulation takes the same 16-byte path, so that `emmy check --profile` counts what the GPU does.
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      shared.copyVector(i, global + j);
+      return;
+    }
+  }
+#endif
+  for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
+}
+template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
+#elif defined(EMMY_SIMULATE)
+  ::emmy_sim::detail::scheduler.waitForCopies(Pending);
+#endif
+}
+#ifndef EMMY_SHARED_SIZED_AT_LAUNCH
+// The shared array `name` of `count` elements at most, from byte `offset` of the launch's shared memory
+// (`elements`, what it has at this launch, is the simulation's to check).
+#define EMMY_SHARED_SIZED_AT_LAUNCH(type, name, count, offset, elements) \
+  extern __shared__ __align__(16) unsigned char emmy_launch_shared[];   \
+  type* const name = reinterpret_cast<type*>(emmy_launch_shared + (offset))
+// The bytes of shared memory the launch sized (%dynamic_smem_size).
+static __device__ __forceinline__ unsigned emmy_launch_shared_bytes() {
+  unsigned bytes = 0;
+#if defined(__CUDA_ARCH__)
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+#endif
+  return bytes;
+}
+#endif
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -181,72 +250,256 @@ static int emmy_fail(const char* format, ...) {
   return 1;
 }
 #endif  // __CUDACC_RTC__
+#if !defined(__CUDACC_RTC__) && !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
+// The device's most shared memory per block (opting in), less what `kernel` declares itself; 0 when
+// the runtime cannot say, and the kernel then reads its rows from global memory.
+static int64_t emmy_launch_shared_limit(const void* kernel) {
+  int device = 0, most = 0;
+  cudaFuncAttributes attributes;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess)
+    return 0;
+  return (int64_t)most - (int64_t)attributes.sharedSizeBytes;
+}
+#define EMMY_LAUNCH_SHARED_LIMIT(kernel) emmy_launch_shared_limit((const void*)(kernel))
+// Beyond 48 KiB, a kernel takes shared memory sized at launch only where it opts in.
+#define EMMY_LAUNCH_SIZED(kernel, grid, block, bytes, stream, ...)                                        \
+  do {                                                                                                    \
+    cudaFuncSetAttribute((const void*)(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)); \
+    kernel<<<(grid), (block), (size_t)(bytes), (stream)>>>(__VA_ARGS__);                                 \
+  } while (0)
+#endif
 
 #ifndef EMMY_HOST_ONLY
 // Computes mu, var, y.
 extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float mu;
-    float mu__acc;
-    mu__acc = 0.0f;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((D + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      const int64_t d_1 = ((d_step_2 * (int64_t)256) + d_lane_2);
-      if ((d_1 < D)) {
-        mu__acc = (mu__acc + x[((n * D) + d_1)]);
+    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
+      __syncthreads();
+      for (int64_t x_shared_vector = (int64_t)threadIdx.x; x_shared_vector < ((D + (int64_t)3) / (int64_t)4); x_shared_vector += (int64_t)blockDim.x) {
+        const int64_t x_shared_element = (x_shared_vector * (int64_t)4);
+        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (int64_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float mu;
+      float mu__acc;
+      mu__acc = 0.0f;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) float x_shared__lanes[4];
+        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          mu__acc = (mu__acc + x_shared__lanes[d_element_2]);
+        }
+      }
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            mu__acc = (mu__acc + x_shared[d_1]);
+          }
+        }
+      }
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
+      }
+      __syncthreads();
+      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
+      float var;
+      float var__acc;
+      var__acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) float x_shared__lanes[4];
+        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          var__acc = (var__acc + ((x_shared__lanes[d_element_1] - mu) * (x_shared__lanes[d_element_1] - mu)));
+        }
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            var__acc = (var__acc + ((x_shared[d_1] - mu) * (x_shared[d_1] - mu)));
+          }
+        }
+      }
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
+      }
+      __syncthreads();
+      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
+      const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float b__lanes[4];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float w__lanes[4];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float x_shared__lanes[4];
+          emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = ((((x_shared__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((((x_shared[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+            }
+          }
+        }
       }
     }
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-    EMMY_SHARED(float, mu__acc__partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
-    }
-    __syncthreads();
-    mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
-    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
-    mu = (mu__acc / (float)D);
-    float var;
-    float var__acc;
-    var__acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((D + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      const int64_t d_1 = ((d_step_1 * (int64_t)256) + d_lane_1);
-      if ((d_1 < D)) {
-        var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
+    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
+      float mu;
+      float mu__acc;
+      mu__acc = 0.0f;
+      const int64_t d_lane_4 = (int64_t)threadIdx.x;
+      const int64_t d_step_4__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_4) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_4) / (int64_t)256)));
+      for (int64_t d_step_4 = (int64_t)0; d_step_4 < d_step_4__end; d_step_4 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]) & 15) == 0 && (((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            mu__acc = (mu__acc + x__lanes[d_element_4]);
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_4 = (int64_t)0; d_element_4 < (int64_t)4; d_element_4 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_4 * (int64_t)256) + d_lane_4) * (int64_t)4) + d_element_4);
+            if ((d_1 < D)) {
+              mu__acc = (mu__acc + x[((n * D) + d_1)]);
+            }
+          }
+        }
       }
-    }
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-    EMMY_SHARED(float, var__acc__partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
-    }
-    __syncthreads();
-    var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
-    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
-    var = (var__acc / (float)D);
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    float d_step__invariant_0;
-    d_step__invariant_0 = rsqrtf((var + eps));
-    for (int64_t d_step = (int64_t)0; d_step < ((D + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-      const int64_t d = ((d_step * (int64_t)256) + d_lane);
-      if ((d < D)) {
-        y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        mu__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = mu__acc;
+      }
+      __syncthreads();
+      mu__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? mu__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
+      float var;
+      float var__acc;
+      var__acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
+            }
+          }
+        }
+      }
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        var__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = var__acc;
+      }
+      __syncthreads();
+      var__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? var__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
+      const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+      for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float b__lanes[4];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float w__lanes[4];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * (int64_t)256) + d_lane) * (int64_t)4)]);
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+            const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+            }
+          }
+        }
       }
     }
   }
@@ -258,9 +511,13 @@ extern "C" int layernorm(const float* x, const float* w, const float* b, float* 
   if (N < 0) return emmy_fail("layernorm: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(layernorm__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, w, b, y, eps, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("layernorm: kernel layernorm__k0 failed: %s", cudaGetErrorString(error));
+  {
+    int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+    if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+    EMMY_LAUNCH_SIZED(layernorm__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("layernorm: kernel layernorm__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__

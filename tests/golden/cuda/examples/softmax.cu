@@ -160,6 +160,75 @@ EMMY_INLINE double emmy_gelu(double x) { return x * 0.5 * (1.0 + erf(x * 0.70710
 EMMY_INLINE int64_t emmy_truncate(double x) {
   return x != x ? 0 : x >= 9.2233720368547758e18 ? INT64_MAX : x <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)x;
 }
+template <typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async(Shared& shared, int64_t i, const T* global, int64_t j, bool inside) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (sizeof(T) == 4 || sizeof(T) == 8 || sizeof(T) == 16) {
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2, %3;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                 "l"(global + j), "n"(sizeof(T)), "r"(inside ? (int)sizeof(T) : 0));
+    return;
+  }
+#elif defined(EMMY_SIMULATE)
+  // Lands when a wait covers it, as on the GPU: the race checks see the wait's barriers, not the start's.
+  shared.copyLater(i, inside ? global[j] : T{});
+  return;
+#endif
+  shared[i] = inside ? global[j] : T{};
+}
+// Lanes consecutive elements, the first `inside` of them read: one 16-byte cp.async when all are and the
+// source is aligned (the shared side is: its rows are whole vectors), one 16-byte store of zeros when none
+// is (a tile past the end), element by element otherwise.
+template <int Lanes, typename Shared, typename T>
+static __device__ __forceinline__ void emmy_copy_async_lanes(Shared& shared, int64_t i, const T* global, int64_t j,
+                                                             int64_t inside) {
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside <= 0) {
+      alignas(16) const T zeros[Lanes]{};
+      emmy_store_shared_vector<16>(shared, i, zeros);
+      return;
+    }
+  }
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"((unsigned)__cvta_generic_to_shared(&shared[i])),
+                   "l"(global + j));
+      return;
+    }
+  }
+#elif defined(EMMY_SIMULATE)
+  // The simulation takes the same 16-byte path, so that `emmy check --profile` counts what the GPU does.
+  if constexpr (Lanes * sizeof(T) == 16) {
+    if (inside >= Lanes && ((unsigned long long)(const void*)(global + j) & 15) == 0) {
+      shared.copyVector(i, global + j);
+      return;
+    }
+  }
+#endif
+  for (int lane = 0; lane < Lanes; ++lane) emmy_copy_async(shared, i + lane, global, j + lane, lane < inside);
+}
+template <int Pending> static __device__ __forceinline__ void emmy_wait_for_copies() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group %0;\n" ::"n"(Pending));
+#elif defined(EMMY_SIMULATE)
+  ::emmy_sim::detail::scheduler.waitForCopies(Pending);
+#endif
+}
+#ifndef EMMY_SHARED_SIZED_AT_LAUNCH
+// The shared array `name` of `count` elements at most, from byte `offset` of the launch's shared memory
+// (`elements`, what it has at this launch, is the simulation's to check).
+#define EMMY_SHARED_SIZED_AT_LAUNCH(type, name, count, offset, elements) \
+  extern __shared__ __align__(16) unsigned char emmy_launch_shared[];   \
+  type* const name = reinterpret_cast<type*>(emmy_launch_shared + (offset))
+// The bytes of shared memory the launch sized (%dynamic_smem_size).
+static __device__ __forceinline__ unsigned emmy_launch_shared_bytes() {
+  unsigned bytes = 0;
+#if defined(__CUDA_ARCH__)
+  asm("mov.u32 %0, %%dynamic_smem_size;" : "=r"(bytes));
+#endif
+  return bytes;
+}
+#endif
 #ifndef __CUDACC_RTC__
 #include <stdarg.h>
 #include <stdio.h>
@@ -181,80 +250,300 @@ static int emmy_fail(const char* format, ...) {
   return 1;
 }
 #endif  // __CUDACC_RTC__
+#if !defined(__CUDACC_RTC__) && !defined(EMMY_SIMULATE) && !defined(EMMY_HOST_ONLY)
+// The device's most shared memory per block (opting in), less what `kernel` declares itself; 0 when
+// the runtime cannot say, and the kernel then reads its rows from global memory.
+static int64_t emmy_launch_shared_limit(const void* kernel) {
+  int device = 0, most = 0;
+  cudaFuncAttributes attributes;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess ||
+      cudaFuncGetAttributes(&attributes, kernel) != cudaSuccess)
+    return 0;
+  return (int64_t)most - (int64_t)attributes.sharedSizeBytes;
+}
+#define EMMY_LAUNCH_SHARED_LIMIT(kernel) emmy_launch_shared_limit((const void*)(kernel))
+// Beyond 48 KiB, a kernel takes shared memory sized at launch only where it opts in.
+#define EMMY_LAUNCH_SIZED(kernel, grid, block, bytes, stream, ...)                                        \
+  do {                                                                                                    \
+    cudaFuncSetAttribute((const void*)(kernel), cudaFuncAttributeMaxDynamicSharedMemorySize, (int)(bytes)); \
+    kernel<<<(grid), (block), (size_t)(bytes), (stream)>>>(__VA_ARGS__);                                 \
+  } while (0)
+#endif
 
 #ifndef EMMY_HOST_ONLY
 // Computes m, s, y.
 extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
-    float m;
-    float m__acc;
-    m__acc = -INFINITY;
-    const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    for (int64_t d_step_2 = (int64_t)0; d_step_2 < ((D + (int64_t)255) / (int64_t)256); d_step_2 += (int64_t)1) {
-      const int64_t d_1 = ((d_step_2 * (int64_t)256) + d_lane_2);
-      if ((d_1 < D)) {
-        m__acc = emmy_max(m__acc, x[((n * D) + d_1)]);
+    if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
+      __syncthreads();
+      for (int64_t x_shared_vector = (int64_t)threadIdx.x; x_shared_vector < ((D + (int64_t)3) / (int64_t)4); x_shared_vector += (int64_t)blockDim.x) {
+        const int64_t x_shared_element = (x_shared_vector * (int64_t)4);
+        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (int64_t)0);
       }
-    }
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
-    EMMY_SHARED(float, m__acc__partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
-    }
-    __syncthreads();
-    m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
-    m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
-    m = m__acc;
-    float s;
-    float s__acc;
-    s__acc = 0.0f;
-    const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    for (int64_t d_step_1 = (int64_t)0; d_step_1 < ((D + (int64_t)255) / (int64_t)256); d_step_1 += (int64_t)1) {
-      const int64_t d_1 = ((d_step_1 * (int64_t)256) + d_lane_1);
-      if ((d_1 < D)) {
-        s__acc = (s__acc + expf((x[((n * D) + d_1)] - m)));
-      }
-    }
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
-    EMMY_SHARED(float, s__acc__partials, 8);
-    if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
-      s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
-    }
-    __syncthreads();
-    s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
-    s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
-    s = s__acc;
-    const int64_t d_lane = (int64_t)threadIdx.x;
-    float d_step__reciprocal_0;
-    d_step__reciprocal_0 = (1.0f / s);
-    if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
-      for (int64_t d_step = (int64_t)0; d_step < ((D + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        const int64_t d = ((d_step * (int64_t)256) + d_lane);
-        if ((d < D)) {
-          y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
+      emmy_wait_for_copies<0>();
+      float m;
+      float m__acc;
+      m__acc = -INFINITY;
+      const int64_t d_lane_2 = (int64_t)threadIdx.x;
+      const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
+      const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
+        alignas(16) float x_shared__lanes[4];
+        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          m__acc = emmy_max(m__acc, x_shared__lanes[d_element_2]);
         }
       }
-    } else {
-      for (int64_t d_step = (int64_t)0; d_step < ((D + (int64_t)255) / (int64_t)256); d_step += (int64_t)1) {
-        const int64_t d = ((d_step * (int64_t)256) + d_lane);
-        if ((d < D)) {
-          y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
+      for (int64_t d_step_2 = emmy_max((int64_t)0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_2 = (int64_t)0; d_element_2 < (int64_t)4; d_element_2 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_2 * (int64_t)256) + d_lane_2) * (int64_t)4) + d_element_2);
+          if ((d_1 < D)) {
+            m__acc = emmy_max(m__acc, x_shared[d_1]);
+          }
+        }
+      }
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
+      }
+      __syncthreads();
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = m__acc;
+      float s;
+      float s__acc;
+      s__acc = 0.0f;
+      const int64_t d_lane_1 = (int64_t)threadIdx.x;
+      const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
+      const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
+      for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
+        alignas(16) float x_shared__lanes[4];
+        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          x_shared__lanes[d_element_1] = expf((x_shared__lanes[d_element_1] - m));
+          s__acc = (s__acc + x_shared__lanes[d_element_1]);
+        }
+        emmy_store_shared_vector<16>(x_shared, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4), x_shared__lanes);
+      }
+      for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
+        #pragma unroll
+        for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
+          if ((d_1 < D)) {
+            x_shared[d_1] = expf((x_shared[d_1] - m));
+            s__acc = (s__acc + x_shared[d_1]);
+          }
+        }
+      }
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
+      }
+      __syncthreads();
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        const int64_t d_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_shared__lanes[4];
+            emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = (x_shared__lanes[d_element] * d_step__reciprocal_0);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (x_shared[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__reciprocal_0);
+              }
+            }
+          }
+        }
+      } else {
+        const int64_t d_step__end1 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end1; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x_shared__lanes[4];
+            emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * (int64_t)256) + d_lane) * (int64_t)4));
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = (x_shared__lanes[d_element] / s);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (x_shared[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] / s);
+              }
+            }
+          }
+        }
+      }
+    }
+    if ((!(((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes()))) {
+      float m;
+      float s;
+      float m__acc;
+      float s__acc;
+      m__acc = -INFINITY;
+      s__acc = 0.0f;
+      const int64_t d_lane_3 = (int64_t)threadIdx.x;
+      const int64_t d_step_3__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_3) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_3) / (int64_t)256)));
+      for (int64_t d_step_3 = (int64_t)0; d_step_3 < d_step_3__end; d_step_3 += (int64_t)1) {
+        alignas(16) float m__values[4];
+        float m__next;
+        m__next = m__acc;
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]) & 15) == 0 && (((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + (int64_t)3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4))]);
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            m__values[d_element_3] = x__lanes[d_element_3];
+          }
+        } else {
+          #pragma unroll
+          for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+            const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+            if ((d_1 < D)) {
+              m__values[d_element_3] = x[((n * D) + d_1)];
+            }
+          }
+        }
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          if ((d_1 < D)) {
+            m__next = emmy_max(m__next, m__values[d_element_3]);
+          }
+        }
+        s__acc = (s__acc * expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
+        m__acc = m__next;
+        #pragma unroll
+        for (int64_t d_element_3 = (int64_t)0; d_element_3 < (int64_t)4; d_element_3 += (int64_t)1) {
+          const int64_t d_1 = ((((d_step_3 * (int64_t)256) + d_lane_3) * (int64_t)4) + d_element_3);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
+          }
+        }
+      }
+      float m__own;
+      m__own = m__acc;
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        m__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = m__acc;
+      }
+      __syncthreads();
+      m__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? m__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = m__acc;
+      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * expf((m__own - m))));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
+      if ((((int64_t)threadIdx.x % (int64_t)32) == (int64_t)0)) {
+        s__acc__partials[((int64_t)threadIdx.x / (int64_t)32)] = s__acc;
+      }
+      __syncthreads();
+      s__acc = ((((int64_t)threadIdx.x % (int64_t)32) < (int64_t)8) ? s__acc__partials[((int64_t)threadIdx.x % (int64_t)32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
+      const int64_t d_lane = (int64_t)threadIdx.x;
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        const int64_t d_step__end2 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end2; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
+              }
+            }
+          }
+        }
+      } else {
+        const int64_t d_step__end3 = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane) / (int64_t)256)));
+        for (int64_t d_step = (int64_t)0; d_step < d_step__end3; d_step += (int64_t)1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) & 15) == 0 && (((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + (int64_t)3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
+              const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
+              }
+            }
+          }
         }
       }
     }
@@ -267,9 +556,13 @@ extern "C" int softmax(const float* x, float* y, int64_t N, int64_t D, cudaStrea
   if (N < 0) return emmy_fail("softmax: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(softmax__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("softmax: kernel softmax__k0 failed: %s", cudaGetErrorString(error));
+  {
+    int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+    if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+    EMMY_LAUNCH_SIZED(softmax__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("softmax: kernel softmax__k0 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__

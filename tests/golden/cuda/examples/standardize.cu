@@ -192,10 +192,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) standardize__k0(const float
     float mu__acc;
     mu__acc = 0.0f;
     const int64_t r0_lane = (int64_t)threadIdx.x;
-    for (int64_t r0_step = (int64_t)0; r0_step < ((D + (int64_t)255) / (int64_t)256); r0_step += (int64_t)1) {
-      const int64_t r0 = ((r0_step * (int64_t)256) + r0_lane);
-      if ((r0 < D)) {
-        mu__acc = (mu__acc + x[((((i0 * S) + i1) * D) + r0)]);
+    const int64_t r0_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - r0_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - r0_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - r0_lane) / (int64_t)256)));
+    for (int64_t r0_step = (int64_t)0; r0_step < r0_step__end; r0_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * (int64_t)256) + r0_lane) * (int64_t)4))]) & 15) == 0 && (((((r0_step * (int64_t)256) + r0_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float x__lanes[4];
+        *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * (int64_t)256) + r0_lane) * (int64_t)4))]);
+        #pragma unroll
+        for (int64_t r0_element = (int64_t)0; r0_element < (int64_t)4; r0_element += (int64_t)1) {
+          mu__acc = (mu__acc + x__lanes[r0_element]);
+        }
+      } else {
+        #pragma unroll
+        for (int64_t r0_element = (int64_t)0; r0_element < (int64_t)4; r0_element += (int64_t)1) {
+          const int64_t r0 = ((((r0_step * (int64_t)256) + r0_lane) * (int64_t)4) + r0_element);
+          if ((r0 < D)) {
+            mu__acc = (mu__acc + x[((((i0 * S) + i1) * D) + r0)]);
+          }
+        }
       }
     }
     mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
@@ -230,10 +243,23 @@ extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float
     float var__acc;
     var__acc = 0.0f;
     const int64_t r0_lane = (int64_t)threadIdx.x;
-    for (int64_t r0_step = (int64_t)0; r0_step < ((D + (int64_t)255) / (int64_t)256); r0_step += (int64_t)1) {
-      const int64_t r0 = ((r0_step * (int64_t)256) + r0_lane);
-      if ((r0 < D)) {
-        var__acc = (var__acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)])));
+    const int64_t r0_step__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - r0_lane) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - r0_lane) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - r0_lane) / (int64_t)256)));
+    for (int64_t r0_step = (int64_t)0; r0_step < r0_step__end; r0_step += (int64_t)1) {
+      if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * (int64_t)256) + r0_lane) * (int64_t)4))]) & 15) == 0 && (((((r0_step * (int64_t)256) + r0_lane) * (int64_t)4) + (int64_t)3) < D)) {
+        alignas(16) float x__lanes[4];
+        *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * (int64_t)256) + r0_lane) * (int64_t)4))]);
+        #pragma unroll
+        for (int64_t r0_element = (int64_t)0; r0_element < (int64_t)4; r0_element += (int64_t)1) {
+          var__acc = (var__acc + ((x__lanes[r0_element] - mu[((i0 * S) + i1)]) * (x__lanes[r0_element] - mu[((i0 * S) + i1)])));
+        }
+      } else {
+        #pragma unroll
+        for (int64_t r0_element = (int64_t)0; r0_element < (int64_t)4; r0_element += (int64_t)1) {
+          const int64_t r0 = ((((r0_step * (int64_t)256) + r0_lane) * (int64_t)4) + r0_element);
+          if ((r0 < D)) {
+            var__acc = (var__acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)])));
+          }
+        }
       }
     }
     var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));

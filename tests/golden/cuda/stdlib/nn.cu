@@ -353,7 +353,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f16__LANES32__k0(con
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -474,7 +473,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f16__LANES128__k0(c
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -618,7 +616,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f16__LANES256__k0(c
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -932,7 +929,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_bf16__LANES32__k0(co
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -1053,7 +1049,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_bf16__LANES128__k0(
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -1197,7 +1192,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_bf16__LANES256__k0(
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -1511,7 +1505,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -1548,15 +1541,18 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+        x_row__lanes[d_element_1] = expf((x_row__lanes[d_element_1] - m));
+        s__acc = (s__acc + x_row__lanes[d_element_1]);
       }
+      emmy_store_shared_vector<16>(x_row, (((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4), x_row__lanes);
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)32) + d_lane_1) * (int64_t)4) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf((x_row[d_1] - m)));
+          x_row[d_1] = expf((x_row[d_1] - m));
+          s__acc = (s__acc + x_row[d_1]);
         }
       }
     }
@@ -1578,7 +1574,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
           alignas(16) float y__lanes[4];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
+            y__lanes[d_element] = (x_row__lanes[d_element] * d_step__reciprocal_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -1586,7 +1582,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+              y[((n * D) + d)] = (x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] * d_step__reciprocal_0);
             }
           }
         }
@@ -1600,7 +1596,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
           alignas(16) float y__lanes[4];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
+            y__lanes[d_element] = (x_row__lanes[d_element] / s);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)32) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -1608,7 +1604,7 @@ extern "C" __global__ void __launch_bounds__(32, 1) softmax_f32__LANES32__k0(con
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+              y[((n * D) + d)] = (x_row[((((d_step * (int64_t)32) + d_lane) * (int64_t)4) + d_element)] / s);
             }
           }
         }
@@ -1631,7 +1627,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -1679,15 +1674,18 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
       emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4));
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-        s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+        x_row__lanes[d_element_1] = expf((x_row__lanes[d_element_1] - m));
+        s__acc = (s__acc + x_row__lanes[d_element_1]);
       }
+      emmy_store_shared_vector<16>(x_row, (((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4), x_row__lanes);
     }
     for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
       #pragma unroll
       for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
         const int64_t d_1 = ((((d_step_1 * (int64_t)128) + d_lane_1) * (int64_t)4) + d_element_1);
         if ((d_1 < D)) {
-          s__acc = (s__acc + expf((x_row[d_1] - m)));
+          x_row[d_1] = expf((x_row[d_1] - m));
+          s__acc = (s__acc + x_row[d_1]);
         }
       }
     }
@@ -1720,7 +1718,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
           alignas(16) float y__lanes[4];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
+            y__lanes[d_element] = (x_row__lanes[d_element] * d_step__reciprocal_0);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -1728,7 +1726,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+              y[((n * D) + d)] = (x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] * d_step__reciprocal_0);
             }
           }
         }
@@ -1742,7 +1740,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
           alignas(16) float y__lanes[4];
           #pragma unroll
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-            y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
+            y__lanes[d_element] = (x_row__lanes[d_element] / s);
           }
           *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)128) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
         } else {
@@ -1750,7 +1748,7 @@ extern "C" __global__ void __launch_bounds__(128, 1) softmax_f32__LANES128__k0(c
           for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
             const int64_t d = ((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element);
             if ((d < D)) {
-              y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+              y[((n * D) + d)] = (x_row[((((d_step * (int64_t)128) + d_lane) * (int64_t)4) + d_element)] / s);
             }
           }
         }
@@ -1774,7 +1772,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -1822,15 +1819,18 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
         emmy_load_shared_vector<16>(x_row__lanes, x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4));
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
-          s__acc = (s__acc + expf((x_row__lanes[d_element_1] - m)));
+          x_row__lanes[d_element_1] = expf((x_row__lanes[d_element_1] - m));
+          s__acc = (s__acc + x_row__lanes[d_element_1]);
         }
+        emmy_store_shared_vector<16>(x_row, (((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4), x_row__lanes);
       }
       for (int64_t d_step_1 = emmy_max((int64_t)0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += (int64_t)1) {
         #pragma unroll
         for (int64_t d_element_1 = (int64_t)0; d_element_1 < (int64_t)4; d_element_1 += (int64_t)1) {
           const int64_t d_1 = ((((d_step_1 * (int64_t)256) + d_lane_1) * (int64_t)4) + d_element_1);
           if ((d_1 < D)) {
-            s__acc = (s__acc + expf((x_row[d_1] - m)));
+            x_row[d_1] = expf((x_row[d_1] - m));
+            s__acc = (s__acc + x_row[d_1]);
           }
         }
       }
@@ -1863,7 +1863,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) * d_step__reciprocal_0);
+              y__lanes[d_element] = (x_row__lanes[d_element] * d_step__reciprocal_0);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -1871,7 +1871,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) * d_step__reciprocal_0);
+                y[((n * D) + d)] = (x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] * d_step__reciprocal_0);
               }
             }
           }
@@ -1885,7 +1885,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
             alignas(16) float y__lanes[4];
             #pragma unroll
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
-              y__lanes[d_element] = (expf((x_row__lanes[d_element] - m)) / s);
+              y__lanes[d_element] = (x_row__lanes[d_element] / s);
             }
             *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * (int64_t)256) + d_lane) * (int64_t)4))]) = *reinterpret_cast<const uint4*>(y__lanes);
           } else {
@@ -1893,7 +1893,7 @@ extern "C" __global__ void __launch_bounds__(256, 1) softmax_f32__LANES256__k0(c
             for (int64_t d_element = (int64_t)0; d_element < (int64_t)4; d_element += (int64_t)1) {
               const int64_t d = ((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element);
               if ((d < D)) {
-                y[((n * D) + d)] = (expf((x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] - m)) / s);
+                y[((n * D) + d)] = (x_row[((((d_step * (int64_t)256) + d_lane) * (int64_t)4) + d_element)] / s);
               }
             }
           }
@@ -2085,7 +2085,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f16__LANES32__k0
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -2182,7 +2181,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f16__LANES128__
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -2302,7 +2300,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f16__LANES256__
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -2568,7 +2565,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_bf16__LANES32__k
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -2665,7 +2661,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_bf16__LANES128_
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -2785,7 +2780,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_bf16__LANES256_
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -3051,7 +3045,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) log_softmax_f32__LANES32__k0
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -3147,7 +3140,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) log_softmax_f32__LANES128__
     float m__acc;
     m__acc = -INFINITY;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -3266,7 +3258,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) log_softmax_f32__LANES256__
       float m__acc;
       m__acc = -INFINITY;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -3529,7 +3520,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f16__LANES32__k0(c
     float mu__acc;
     mu__acc = 0.0f;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -3629,7 +3619,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f16__LANES128__k0
     float mu__acc;
     mu__acc = 0.0f;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -3752,7 +3741,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f16__LANES256__k0
       float mu__acc;
       mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -4021,7 +4009,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_bf16__LANES32__k0(
     float mu__acc;
     mu__acc = 0.0f;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -4121,7 +4108,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_bf16__LANES128__k
     float mu__acc;
     mu__acc = 0.0f;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -4244,7 +4230,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_bf16__LANES256__k
       float mu__acc;
       mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_2 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -4513,7 +4498,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) layernorm_f32__LANES32__k0(c
     float mu__acc;
     mu__acc = 0.0f;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)32)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -4613,7 +4597,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) layernorm_f32__LANES128__k0
     float mu__acc;
     mu__acc = 0.0f;
     const int64_t d_lane_2 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)128)));
     const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
     for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -4736,7 +4719,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) layernorm_f32__LANES256__k0
       float mu__acc;
       mu__acc = 0.0f;
       const int64_t d_lane_2 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_2__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_2) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_2) / (int64_t)256)));
       const int64_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_2 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
       for (int64_t d_step_2 = (int64_t)0; d_step_2 < d_step_2__whole; d_step_2 += (int64_t)1) {
@@ -5005,7 +4987,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f16__LANES32__k0(con
     float ms__acc;
     ms__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -5074,7 +5055,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f16__LANES128__k0(c
     float ms__acc;
     ms__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -5155,7 +5135,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f16__LANES256__k0(c
       float ms__acc;
       ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
       const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -5341,7 +5320,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_bf16__LANES32__k0(co
     float ms__acc;
     ms__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)32)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)255) / (int64_t)256) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)256)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -5410,7 +5388,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_bf16__LANES128__k0(
     float ms__acc;
     ms__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)128)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)1024)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -5491,7 +5468,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_bf16__LANES256__k0(
       float ms__acc;
       ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_1__end = emmy_min(((((D + (int64_t)7) / (int64_t)8) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)7) / (int64_t)8) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)7) / (int64_t)8) - d_lane_1) / (int64_t)256)));
       const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) + (int64_t)2047) / (int64_t)2048) : ((D - ((d_lane_1 * (int64_t)8) + (int64_t)7)) / (int64_t)2048)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -5677,7 +5653,6 @@ extern "C" __global__ void __launch_bounds__(32, 1) rmsnorm_f32__LANES32__k0(con
     float ms__acc;
     ms__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)31) / (int64_t)32), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)31) / (int64_t)32) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)32)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)127) / (int64_t)128) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)128)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -5746,7 +5721,6 @@ extern "C" __global__ void __launch_bounds__(128, 1) rmsnorm_f32__LANES128__k0(c
     float ms__acc;
     ms__acc = 0.0f;
     const int64_t d_lane_1 = (int64_t)threadIdx.x;
-    __syncthreads();
     const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)127) / (int64_t)128), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)127) / (int64_t)128) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)128)));
     const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)511) / (int64_t)512) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)512)));
     for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
@@ -5827,7 +5801,6 @@ extern "C" __global__ void __launch_bounds__(256, 1) rmsnorm_f32__LANES256__k0(c
       float ms__acc;
       ms__acc = 0.0f;
       const int64_t d_lane_1 = (int64_t)threadIdx.x;
-      __syncthreads();
       const int64_t d_step_1__end = emmy_min(((((D + (int64_t)3) / (int64_t)4) + (int64_t)255) / (int64_t)256), (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) >= (int64_t)0) ? (((((D + (int64_t)3) / (int64_t)4) - d_lane_1) + (int64_t)255) / (int64_t)256) : ((((D + (int64_t)3) / (int64_t)4) - d_lane_1) / (int64_t)256)));
       const int64_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) >= (int64_t)0) ? (((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) + (int64_t)1023) / (int64_t)1024) : ((D - ((d_lane_1 * (int64_t)4) + (int64_t)3)) / (int64_t)1024)));
       for (int64_t d_step_1 = (int64_t)0; d_step_1 < d_step_1__whole; d_step_1 += (int64_t)1) {
