@@ -409,8 +409,8 @@ private:
     if (!flatten(*node.body) || stores.empty()) return nullptr;
     const tile::Store* store = stores.back();
     const std::vector<const tile::Store*> writeBacks(stores.begin(), stores.end() - 1);
-    if (!writeBacks.empty() && isGlobal(store->buffer)) return nullptr;
     bool globalStore = isGlobal(store->buffer);
+    if (globalStore && !writeBacks.empty()) return nullptr;
     // Every variable the lanes define, as an expression of the lane and what is outside.
     std::map<std::string, ExprPtr> defined;
     for (const tile::Let* let : lets) defined[let->var] = replaceVars(expr(let->value), defined);
@@ -563,14 +563,14 @@ private:
       laneStmts.push_back(std::make_shared<tile::Store>(store->buffer, store->indices, value));
     }
     vectorPath.push_back(std::make_shared<For>(lane, i64(0), i64(width), i64(1), lowerStmt(tile::Block(laneStmts)), true));
-    if (StmtPtr combined = globalStore || !writeBacks.empty() ? nullptr : combineLanes(*store, value, lane, width)) {
-      vectorPath.back() = combined;
-    } else if (!writeBacks.empty()) {
+    if (!writeBacks.empty()) {
       for (const tile::Store* writeBack : writeBacks)
         for (int k = 0; k < pieces; ++k)
           vectorPath.push_back(std::make_shared<VectorStore>(
               writeBack->buffer, arithmetic(BinaryOp::Add, vectorReads.at(writeBack->buffer).first, i64(k * piece)),
               local(writeBack->buffer), access, k ? i64(k * piece) : nullptr, false));
+    } else if (StmtPtr combined = globalStore ? nullptr : combineLanes(*store, value, lane, width)) {
+      vectorPath.back() = combined;
     } else if (globalStore) {
       for (int k = 0; k < pieces; ++k)
         vectorPath.push_back(std::make_shared<VectorStore>(store->buffer, arithmetic(BinaryOp::Add, at(storeIndex, 0), i64(k * piece)),

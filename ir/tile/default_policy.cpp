@@ -686,8 +686,10 @@ private:
     Number lanes = lanesWritten ? Number{threads[0], {}, lanesWritten->param, lanesWritten->atLaunch} : Number{threads[0], {}, ""};
     std::optional<Number> rowsPerBlock;
     Number vector{1, {}, ""};
+    // The policy's own row kernel: it chooses the lanes, the vectors and the copies.
+    bool ownRows = shaped_.count(nest.name) && threads[0] == 0;
+    if (ownRows) vector = rowVector(root, spread);
     if (threads[0] == 0) {
-      if (shaped_.count(nest.name)) vector = rowVector(root, spread);
       int64_t longest = 0;
       bool constant = true;
       for (const auto& [stage, loop] : spread) {
@@ -711,7 +713,7 @@ private:
     if (rowsLoop != rowsLoop_.end()) placeRows(root, rowsLoop->second, rowsPerBlock);
     if (lanes.value * others > kMaxThreadsPerBlock) return;
     for (const auto& [stage, loop] : spread) spreadOverLanes(stage, *loop, lanes, vector);
-    if (shaped_.count(nest.name) && threads[0] == 0 && !rowsPerBlock && rowsLoop != rowsLoop_.end())
+    if (ownRows && !rowsPerBlock && rowsLoop != rowsLoop_.end())
       copyRows(root, rowsLoop->second, parts);
   }
 

@@ -358,9 +358,9 @@ bool costlierThanStore(const Expr& expr) {
   return costly;
 }
 
-// The subexpressions of `expr` that contain `target`, outermost first, down to `target`; empty where it
-// is not in `expr`. One under a select, or in an index, is not computed wherever `expr` is: the path stops
-// at the select or the read.
+// Appends to `path` the subexpressions of `expr` that contain `target`, outermost first, down to
+// `target`; false where it is not in `expr`. One under a select, or in an index, is not computed wherever
+// `expr` is: the path stops at the select or the read.
 bool pathTo(const ExprPtr& expr, const Expr* target, std::vector<ExprPtr>& path) {
   path.push_back(expr);
   if (expr.get() == target) return true;
@@ -371,7 +371,7 @@ bool pathTo(const ExprPtr& expr, const Expr* target, std::vector<ExprPtr>& path)
   for (const ExprPtr& operand : operands)
     if (pathTo(operand, target, path)) return true;
   bool below = false;
-  forEachNode(*expr, [&](const Expr& node) { below = below || &node == target; });
+  if (operands.empty()) forEachNode(*expr, [&](const Expr& node) { below = below || &node == target; });
   if (!below) path.pop_back();
   return below;
 }
