@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "ir/kernel/hoist_row_values.h"
+#include "ir/kernel/index_widths.h"
 #include "ir/kernel/lower_tile_to_kernel.h"
 #include "ir/kernel/narrow_guarded_loops.h"
 #include "ir/kernel/place_barriers.h"
@@ -24,7 +25,7 @@ namespace emmy {
 
 const std::vector<std::string>& passNames() {
   static const std::vector<std::string> names = {"elaborate", "approximate-exponentials", "lower-tensor-to-loops", "schedule", "lower-tile-to-kernel", "place-barriers", "hoist-row-values",
-                                                 "narrow-guarded-loops"};
+                                                 "narrow-guarded-loops", "index-widths"};
   return names;
 }
 
@@ -79,6 +80,10 @@ Lowered lowerVariant(const tensor::LaunchVariant& launchVariant, const PipelineO
   lowered.kernel = kernel::narrowGuardedLoops(lowered.kernel);
   kernel::verifyProgram(lowered.kernel);
   dumpAfter(options, "narrow-guarded-loops", variant, [&] { return kernel::printProgram(lowered.kernel); });
+
+  lowered.kernel = kernel::chooseIndexWidths(lowered.kernel);
+  kernel::verifyProgram(lowered.kernel);
+  dumpAfter(options, "index-widths", variant, [&] { return kernel::printProgram(lowered.kernel); });
   return lowered;
 }
 

@@ -132,6 +132,9 @@ std::pair<InstructionClass, double> classify(const std::string& op) {
   // is the clamp of the FMA that computes its operand (FFMA.SAT).
   if (starts("cvt.f32.f16") || starts("cvt.sat.f32.f32")) return {InstructionClass::Fp32, 1};
   if (starts("cvt.f32.bf16")) return {InstructionClass::Integer, 1};
+  // Between integer widths a conversion is a shift or a move on the integer pipe (a 32-bit index widened
+  // for an address: SHF.R.S32.HI).
+  if (starts("cvt") && !has(op, ".f") && !has(op, ".bf")) return {InstructionClass::Integer, 1};
   if (starts("cvt")) return {InstructionClass::Conversion, 1};
   if (starts("ex2") || starts("lg2") || starts("rcp") || starts("rsqrt") || starts("sqrt") || starts("sin") ||
       starts("cos") || starts("tanh"))

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/kernel/index_widths.h"
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/printer.h"
 #include "ir/tile/prefix_scan.h"
@@ -78,16 +79,26 @@ std::string occupancyLine(const kernel::Function& function, const KernelResource
 }
 
 // An expression of the sizes alone (a launch's grid or shared bytes, or a launch variant's condition,
-// whose comparisons and conjunctions give 0 or 1), at `sizes`.
-int64_t evaluateIndex(const Expr& e, const std::map<std::string, int64_t>& sizes) {
-  if (const auto* immediate = e.as<tensor::IntImm>()) return immediate->value;
-  if (const auto* constant = e.as<tensor::BoolImm>()) return constant->value ? 1 : 0;
-  if (const auto* size = e.as<tensor::SizeVar>()) return sizes.at(size->name);
+// whose comparisons and conjunctions give 0 or 1; a kernel's test that its indices fit in 32 bits
+// computes in f64), at `sizes`.
+Value evaluateAtSizes(const Expr& e, const std::map<std::string, int64_t>& sizes) {
+  if (const auto* immediate = e.as<tensor::IntImm>()) return Value::ofInt(immediate->dtype, immediate->value);
+  if (const auto* immediate = e.as<tensor::FloatImm>()) return Value::ofFloat(immediate->dtype, immediate->value);
+  if (const auto* constant = e.as<tensor::BoolImm>()) return Value::ofBool(constant->value);
+  if (const auto* size = e.as<tensor::SizeVar>()) return Value::ofInt(DType::I64, sizes.at(size->name));
+  if (const auto* limit = e.as<tensor::AxisVar>(); limit && kernel::isIndexLimit(limit->name))
+    return Value::ofInt(DType::I64, kernel::kIndexLimit);
+  if (const auto* cast = e.as<tensor::Cast>()) return evaluateAtSizes(*cast->operand, sizes).castTo(cast->dtype);
+  if (const auto* unary = e.as<tensor::Unary>())
+    return tensor::applyUnary(unary->op, unary->dtype, evaluateAtSizes(*unary->operand, sizes));
   const auto* binary = e.as<tensor::Binary>();
   EMMY_INTERNAL_ASSERT(binary != nullptr, "a launch size or condition is not arithmetic of the sizes");
-  Value lhs = Value::ofInt(DType::I64, evaluateIndex(*binary->lhs, sizes));
-  Value rhs = Value::ofInt(DType::I64, evaluateIndex(*binary->rhs, sizes));
-  return tensor::applyBinary(binary->op, DType::I64, lhs, rhs).asInt();
+  Value lhs = evaluateAtSizes(*binary->lhs, sizes), rhs = evaluateAtSizes(*binary->rhs, sizes);
+  return tensor::applyBinary(binary->op, binary->lhs->dtype, lhs, rhs);
+}
+
+int64_t evaluateIndex(const Expr& e, const std::map<std::string, int64_t>& sizes) {
+  return evaluateAtSizes(e, sizes).asInt();
 }
 
 // The shared memory sized at launch that the host function gives `function` at `sizes` on `arch`: what its
@@ -111,7 +122,8 @@ KernelResources atLaunch(const kernel::Function& function, KernelResources resou
 
 // Whether the launcher runs `function` at `sizes` (it may belong to a launch variant they do not choose).
 bool launchedAt(const kernel::Function& function, const std::map<std::string, int64_t>& sizes) {
-  return !function.launchWhen || evaluateIndex(*function.launchWhen, sizes) != 0;
+  if (function.launchWhen && evaluateIndex(*function.launchWhen, sizes) == 0) return false;
+  return !function.indicesFit || (evaluateIndex(*function.indicesFit, sizes) != 0) == (function.indexBits == 32);
 }
 
 // Arithmetic operations on values in an expression (comparisons, selects and conversions are free, and
@@ -905,8 +917,11 @@ std::vector<std::string> performanceReport(const std::vector<Lowered>& lowered, 
       const KernelMix* mix = mixOf(mixes, function.name);
       bool tensorCores = mix && mix->usesTensorCores();
       if (sized && !launchedAt(function, sizes)) {
-        text += fmt::format("\n  {}: not launched (it runs where {})", sizesText(instance.tensor, sizes),
-                            tensor::printExpr(*function.launchWhen));
+        // The launch variant's condition where the sizes choose another, else the test of its indices.
+        std::string where = function.launchWhen && evaluateIndex(*function.launchWhen, sizes) == 0
+                                ? tensor::printExpr(*function.launchWhen)
+                                : (function.indexBits == 32 ? "" : "not ") + tensor::printExpr(*function.indicesFit);
+        text += fmt::format("\n  {}: not launched (it runs where {})", sizesText(instance.tensor, sizes), where);
         sized = false;
       }
       if (sized) text += "\n" + rooflineLine(function, instance, sizes, tensorCores);

@@ -39,7 +39,8 @@ void checkAgainstEvaluator(const tensor::Kernel& kernel, const sim::SimulatedKer
 
 }  // namespace
 
-// The empty sizes run here, on the programs compiled for the ragged ones, since compiling is most of the time.
+// The empty sizes and the 64-bit twins run here, on the programs compiled for the ragged sizes, since
+// compiling is most of the time.
 TEST_CASE("every example, stdlib and construct kernel passes the simulated check at ragged sizes and with each size 0 "
           "in turn",
           "[lowering][empty][sweep]") {
@@ -47,6 +48,11 @@ TEST_CASE("every example, stdlib and construct kernel passes the simulated check
     for (const tensor::Kernel& kernel : testing::kernelsOf(source)) {
       sim::SimulatedKernel program(kernel, cudaOf(lower(kernel, PipelineOptions{}), source));
       for (int64_t size : {1, 7, 13}) checkAgainstEvaluator(kernel, program, size);
+      {
+        // The launcher takes the kernels with 64-bit indices where those with 32 might not fit.
+        testing::ScopedEnvironment wide("EMMY_SIM_INDEX_LIMIT", "0");
+        checkAgainstEvaluator(kernel, program, 13);
+      }
       for (const std::map<std::string, int64_t>& sizes : testing::sizesWithOneEmpty(kernel))
         testing::checkAgainstEvaluator(kernel, program, sizes, 11);
     }

@@ -154,4 +154,11 @@ tensor::EvaluationInputs randomInputs(const tensor::Kernel& kernel, const std::m
   return inputs;
 }
 
+std::vector<const kernel::Function*> withoutWideTwins(const kernel::Program& program) {
+  std::vector<const kernel::Function*> kernels;
+  for (const kernel::Function& function : program.functions)
+    if (!function.isWideTwin()) kernels.push_back(&function);
+  return kernels;
+}
+
 }  // namespace emmy::testing

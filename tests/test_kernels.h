@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/sim/simulator.h"
+#include "ir/kernel/nodes.h"
 #include "ir/tensor/evaluator.h"
 #include "ir/tensor/nodes.h"
 
@@ -81,5 +82,9 @@ void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& p
 // The same on given inputs.
 void checkAgainstEvaluator(const tensor::Kernel& kernel, const CompiledKernel& program,
                            const tensor::EvaluationInputs& inputs);
+
+// The CUDA kernels of `program` but the 64-bit twins (ir/kernel/index_widths.h): one per kernel the
+// lowering made, in order.
+std::vector<const kernel::Function*> withoutWideTwins(const kernel::Program& program);
 
 }  // namespace emmy::testing

@@ -16,6 +16,7 @@
 
 #include <fmt/format.h>
 
+#include "ir/kernel/index_widths.h"
 #include "ir/tensor/build.h"
 #include "ir/tensor/printer.h"
 #include "support/cpp_names.h"
@@ -185,14 +186,25 @@ public:
 
 private:
   // ---- expressions ----
-  std::string exprNode(const IntImm& node) const { return integerLiteral(node.dtype, node.value); }
+  // In a kernel with 32-bit indices, index arithmetic is int32_t and its constants plain ints; a user
+  // value or a size expression of the host function stays int64_t.
+  bool narrowIndex(const Expr& e) const { return indices_ && indices_->isIndex(e); }
+  const char* indexType() const { return indices_ ? "int32_t" : "int64_t"; }
+  // `e`, an operand of an operation on 64-bit integers (`wide`) or not.
+  std::string indexOperand(const Expr& e, bool wide) const {
+    return wide && narrowIndex(e) ? "(int64_t)" + expr(e) : expr(e);
+  }
+  std::string exprNode(const IntImm& node) const {
+    return narrowIndex(node) ? std::to_string(node.value) : integerLiteral(node.dtype, node.value);
+  }
   std::string exprNode(const FloatImm& node) const {
     return narrow(node.dtype, floatLiteral(computeType(node.dtype), node.value));
   }
   std::string exprNode(const BoolImm& node) const { return node.value ? "true" : "false"; }
   std::string exprNode(const AxisVar& node) const {
-    if (kernel::isLaunchSharedBytes(node.name)) return "(int64_t)emmy_launch_shared_bytes()";
-    return kernel::isHardwareIndex(node.name) ? "(int64_t)" + node.name : variable(node.name);
+    if (kernel::isLaunchSharedBytes(node.name)) return fmt::format("({})emmy_launch_shared_bytes()", indexType());
+    if (kernel::isIndexLimit(node.name)) return "EMMY_INDEX_LIMIT";
+    return kernel::isHardwareIndex(node.name) ? fmt::format("({}){}", indexType(), node.name) : variable(node.name);
   }
   std::string exprNode(const SizeVar& node) const { return sizeName(node.name); }
   // A size's C name: a derived one (named by its definition) is `size__K`, K its place among them.
@@ -210,7 +222,7 @@ private:
   }
   std::string exprNode(const Unary& node) const {
     DType type = node.dtype;
-    std::string operand = widen(type, expr(*node.operand));
+    std::string operand = widen(type, indexOperand(*node.operand, type == DType::I64 && !narrowIndex(node)));
     std::string f = computeType(type) == DType::F64 ? "" : "f";
     std::string result;
     if (node.op == UnaryOp::Not) return "(!" + operand + ")";
@@ -239,6 +251,9 @@ private:
   }
   std::string exprNode(const Binary& node) const {
     DType operands = node.lhs->dtype;
+    bool wide = operands == DType::I64 && !(narrowIndex(*node.lhs) && narrowIndex(*node.rhs) &&
+                                            (node.dtype != DType::I64 || narrowIndex(node)));
+    std::string lhs = indexOperand(*node.lhs, wide), rhs = indexOperand(*node.rhs, wide);
     // C's / and % already truncate like the language's; only a divisor of 0 or -1 needs the helper. In
     // index arithmetic (a flat index split into coordinates) the divisor is a product of extents of the
     // loop being run, so positive: the helper's tests there, in every unrolled lane, cost NVRTC tens of
@@ -246,19 +261,20 @@ private:
     if ((node.op == BinaryOp::Div || node.op == BinaryOp::Mod) && isInteger(operands)) {
       const auto* divisor = node.rhs->as<IntImm>();
       if (divisor ? divisor->value != 0 && divisor->value != -1 : !wrapping_) {
-        std::string text = fmt::format("({} {} {})", expr(*node.lhs), node.op == BinaryOp::Div ? "/" : "%", expr(*node.rhs));
+        std::string text = fmt::format("({} {} {})", lhs, node.op == BinaryOp::Div ? "/" : "%", rhs);
         // C promotes i8 operands to int; the result is an i8 again (so that emmy_max(i8, i8) resolves).
         return node.dtype == DType::I8 ? "(int8_t)" + text : text;
       }
     }
-    std::string text = binaryText(node.op, computeType(operands), widen(operands, expr(*node.lhs)),
-                                  widen(operands, expr(*node.rhs)), wrapping_);
+    std::string text = binaryText(node.op, computeType(operands), widen(operands, lhs), widen(operands, rhs), wrapping_);
     if (isComparison(node.op) || node.op == BinaryOp::And || node.op == BinaryOp::Or) return text;
     if (node.dtype == DType::I8 && !(wrapping_ && wrapsOnOverflow(operands, node.op))) return "(int8_t)" + text;
     return narrow(node.dtype, text);
   }
   std::string exprNode(const Select& node) const {
-    return fmt::format("({} ? {} : {})", expr(*node.condition), expr(*node.ifTrue), expr(*node.ifFalse));
+    bool wide = node.dtype == DType::I64 && !narrowIndex(node);
+    return fmt::format("({} ? {} : {})", expr(*node.condition), indexOperand(*node.ifTrue, wide),
+                       indexOperand(*node.ifFalse, wide));
   }
   std::string exprNode(const Cast& node) const {
     return castText(node.operand->dtype, node.dtype, expr(*node.operand));
@@ -289,6 +305,8 @@ private:
   }
 
   // ---- statements ----
+  // A loop's or let's variable, just defined: 32 bits where it is index arithmetic in a kernel that has them.
+  const char* variableType(const std::string& var) const { return narrowIndex(AxisVar(var)) ? "int32_t" : "int64_t"; }
   void line(int indent, const std::string& text) { body_ += std::string(2 * indent, ' ') + text + "\n"; }
 
   void stmt(const kernel::Stmt& s, int indent) {
@@ -298,14 +316,18 @@ private:
     if (node.unroll) line(indent, "#pragma unroll");
     if (node.rolled) line(indent, "#pragma unroll 1");
     std::string var = variable(node.var);
-    line(indent, fmt::format("for (int64_t {} = {}; {} < {}; {} += {}) {{", var, expr(*node.begin), var,
-                             expr(*node.end), var, expr(*node.step)));
+    std::string begin = expr(*node.begin), end = expr(*node.end), step = expr(*node.step);
+    if (indices_) indices_->openScope(), indices_->define(node);
+    line(indent, fmt::format("for ({} {} = {}; {} < {}; {} += {}) {{", variableType(node.var), var, begin, var, end, var, step));
     scoped(*node.body, indent + 1);
+    if (indices_) indices_->closeScope();
     line(indent, "}");
   }
   void stmtNode(const kernel::Let& node, int indent) {
     scopes_.back().insert(node.var);
-    line(indent, fmt::format("const int64_t {} = {};", variable(node.var), expr(*node.value)));
+    std::string value = expr(*node.value);
+    if (indices_) indices_->define(node);
+    line(indent, fmt::format("const {} {} = {};", variableType(node.var), variable(node.var), value));
   }
   void stmtNode(const kernel::Declare& node, int indent) {
     scopes_.back().insert(node.buffer);
@@ -360,10 +382,10 @@ private:
   void stmtNode(const kernel::CopyAsync& node, int indent) {
     copiesAsynchronously_ = true;
     if (node.lanes > 1) {
-      line(indent, fmt::format("emmy_copy_async_lanes<{}>({}, {}, {}, {}, {} ? {} : (int64_t)0);", node.lanes,
+      line(indent, fmt::format("emmy_copy_async_lanes<{}>({}, {}, {}, {}, {} ? {} : ({})0);", node.lanes,
                                spelled(node.buffer), expr(*node.index), spelled(node.source), expr(*node.sourceIndex),
-                               expr(*node.condition),
-                               expr(*node.lanesInside)));
+                               expr(*node.condition), expr(*node.lanesInside),
+                               narrowIndex(*node.lanesInside) ? "int32_t" : "int64_t"));
       return;
     }
     line(indent, fmt::format("emmy_copy_async({}, {}, {}, {}, {});", spelled(node.buffer), expr(*node.index), spelled(node.source),
@@ -439,7 +461,9 @@ private:
     declaredBy(node, declared);
     bool again = std::any_of(declared.begin(), declared.end(), [&](const std::string& name) { return scopes_.back().count(name); });
     if (!again) {
+      if (indices_) indices_->openScope();
       for (const kernel::StmtPtr& inner : node.stmts) stmt(*inner, indent);
+      if (indices_) indices_->closeScope();
       return;
     }
     line(indent, "{");
@@ -457,15 +481,19 @@ private:
   // `body` in a C++ scope of its own.
   void scoped(const kernel::Stmt& body, int indent) {
     scopes_.emplace_back();
+    if (indices_) indices_->openScope();
     stmt(body, indent);
+    if (indices_) indices_->closeScope();
     scopes_.pop_back();
   }
 
   // ---- functions ----
   // Every kernel receives the same parameters: the tensors, the temporaries, the scalars, the sizes
   // (their names as the IR has them with `Names`, else as spelled, declared with their types or not).
+  // A kernel with 32-bit indices takes the sizes as int32_t, which the host function passes as such (the
+  // GPU runtime passes each argument's bytes as they are).
   enum class ParameterText { Names, Spelled, Declared };
-  std::vector<std::string> kernelParameters(ParameterText text) const {
+  std::vector<std::string> kernelParameters(ParameterText text, int indexBits = 64) const {
     const Kernel& source = program_.source;
     std::vector<std::string> params;
     auto add = [&](const std::string& type, const std::string& name) {
@@ -478,10 +506,15 @@ private:
     for (const loop::Temporary& temporary : program_.temporaries)
       add(fmt::format("{}*", cudaTypeName(temporary.dtype)), temporary.name);
     for (const ScalarParamDecl& scalar : source.scalars) add(cudaTypeName(scalar.dtype), scalar.name);
-    for (const std::string& size : source.sizes) add("int64_t", size);
     // A derived size's name is its definition: its C name stands for it everywhere, even among the names.
-    for (const DerivedSize& size : source.derivedSizes)
-      params.push_back(text == ParameterText::Declared ? "int64_t " + sizeName(size.name) : sizeName(size.name));
+    std::vector<std::string> sizes;
+    for (const std::string& size : source.sizes) sizes.push_back(text == ParameterText::Names ? size : spelled(size));
+    for (const DerivedSize& size : source.derivedSizes) sizes.push_back(sizeName(size.name));
+    std::string type = indexBits == 32 ? "int32_t" : "int64_t";
+    for (const std::string& size : sizes)
+      params.push_back(text == ParameterText::Declared                    ? type + " " + size
+                       : text == ParameterText::Spelled && indexBits == 32 ? "(int32_t)" + size
+                                                                           : size);
     return params;
   }
 
@@ -491,15 +524,18 @@ private:
     for (const kernel::Function::SizedAtLaunch& sized : function.sharedSizedAtLaunch())
       launchSharedOffsets_[sized.buffer] = sized.offset;
     collectBuffers(kernelParameters(ParameterText::Names), function.body.get());
+    if (function.indexBits == 32) indices_.emplace(function);
     scoped(*function.body, 1);
+    std::string parameters = join(kernelParameters(ParameterText::Declared, function.indexBits), ", ");
+    indices_.reset();
     // The block size, which guarantees the launch (ptxas keeps a block's registers within the SM's), and
     // a minimum of one resident block, which caps nothing more. A larger minimum caps the registers (32
     // blocks of 16 threads leave 64 each) and ptxas spills rather than exceed it; the block size alone
     // lets ptxas pick a register target of its own, which spilled too (residual_mlp on sm_80).
     int threads = function.threadsPerBlock();
-    return fmt::format("// Computes {}.\nextern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n{}}}\n\n",
-                       join(function.stages, ", "), threads, function.name,
-                       join(kernelParameters(ParameterText::Declared), ", "), body_);
+    std::string width = function.indexBits == 32 ? " Its indices are 32-bit: the launcher runs it where every one fits." : "";
+    return fmt::format("// Computes {}.{}\nextern \"C\" __global__ void __launch_bounds__({}, 1) {}({}) {{\n{}}}\n\n",
+                       join(function.stages, ", "), width, threads, function.name, parameters, body_);
   }
 
   std::string hostSignature() const {
@@ -633,6 +669,9 @@ private:
       if (function.launchWhen && (!previous || previous->launchWhen != function.launchWhen))
         line(1, fmt::format("if ({}) {{", expr(*function.launchWhen)));
       previous = &function;
+      // A kernel with 32-bit indices where every index fits, its 64-bit twin (the next) where not.
+      if (function.indicesFit)
+        line(indent++, function.indexBits == 32 ? fmt::format("if ({}) {{", expr(*function.indicesFit)) : "} else {");
       const std::array<ExprPtr, 3>& g = function.gridBlocks;
       const std::array<int, 3>& t = function.blockThreads;
       std::string grid = function.flatGrid() ? fmt::format("(unsigned)({})", expr(*g[0]))
@@ -667,16 +706,18 @@ private:
                                      expr(*choice)));
         }
         line(indent, fmt::format("EMMY_LAUNCH_SIZED({}, dim3({}), dim3({}), emmy_shared_bytes, stream, {});", function.name,
-                                 grid, block, join(kernelParameters(ParameterText::Spelled), ", ")));
+                                 grid, block, join(kernelParameters(ParameterText::Spelled, function.indexBits), ", ")));
       } else {
         line(indent, fmt::format("EMMY_LAUNCH({}, dim3({}), dim3({}), stream, {});", function.name, grid, block,
-                                 join(kernelParameters(ParameterText::Spelled), ", ")));
+                                 join(kernelParameters(ParameterText::Spelled, function.indexBits), ", ")));
       }
       line(indent, fmt::format("if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)"));
       line(indent + 1, fmt::format("return emmy_fail(\"{}: kernel {} failed: %s\", cudaGetErrorString(error));", name,
                                    function.name));
       if (function.launchSharedBytes()) line(--indent, "}");
       if (guarded) line(--indent, "}");
+      if (function.isWideTwin()) line(--indent, "}");
+      else if (function.indicesFit) --indent;
     }
     if (previous && previous->launchWhen) line(1, "}");
     for (const loop::Temporary& temporary : program_.temporaries) line(1, fmt::format("cudaFreeAsync({}, stream);", spelled(temporary.name)));
@@ -705,6 +746,7 @@ private:
 
   const kernel::Program& program_;
   mutable bool wrapping_ = false;  // printing a user value (value()), not index arithmetic
+  std::optional<kernel::IndexArithmetic> indices_;  // of the kernel being printed, when it has 32-bit indices
   std::string body_;
   std::vector<std::set<std::string>> scopes_;  // the names declared in each open C++ scope
   std::set<std::string> buffers_;              // the names of the function's buffers, scalars and sizes
@@ -729,6 +771,11 @@ const char* kPrelude = R"(#include <stdint.h>
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }

@@ -1892,6 +1892,13 @@ inline int64_t launchSharedLimit() {
   return text ? std::strtoll(text, nullptr, 10) : int64_t{227 * 1024};
 }
 
+// The most a kernel with 32-bit indices may compute as an index: $EMMY_SIM_INDEX_LIMIT, or 2^31 - 1 as on
+// the GPU. Tests set less (0: always) to run the kernels' 64-bit twins at the sizes a simulation affords.
+inline int64_t indexLimit() {
+  const char* text = std::getenv("EMMY_SIM_INDEX_LIMIT");
+  return text ? std::strtoll(text, nullptr, 10) : int64_t{2147483647};
+}
+
 // $EMMY_SIM_MAX_BLOCKS=N caps each dimension of every valid grid at N blocks. The generated kernels stride
 // over the blocks they are not given, so that tests see those loops run more than once (the barrier
 // before a block's next tile, say) at sizes a simulation can afford.
@@ -2331,6 +2338,7 @@ inline void emmy_mma_m16n8k16(float* d, const uint32_t* a, const uint32_t* b) {
     ::emmy_sim::detail::launchSized(#kernel, #__VA_ARGS__, (grid), (block), (bytes), kernel, ##__VA_ARGS__); \
   } while (0)
 #define EMMY_LAUNCH_SHARED_LIMIT(kernel) ::emmy_sim::detail::launchSharedLimit()
+#define EMMY_INDEX_LIMIT ::emmy_sim::detail::indexLimit()
 // The bytes of shared memory the launch sized (%dynamic_smem_size).
 inline unsigned emmy_launch_shared_bytes() { return static_cast<unsigned>(emmy_sim::detail::launchSharedBytes); }
 

@@ -326,7 +326,14 @@ struct Function {
   // A Bool expression of sizes: the launcher runs this kernel only where it holds (the kernel belongs to
   // one of several launch variants, ir/tensor/launch_variants.h); null: always.
   ExprPtr launchWhen;
+  // The width of its index arithmetic, 64 or 32 (index_widths.h). A kernel with 32-bit indices and its
+  // 64-bit twin, which follows it, share `indicesFit`: a Bool expression of the sizes under which the
+  // launcher runs the first, and the second where it fails; null for a kernel without a twin.
+  int indexBits = 64;
+  ExprPtr indicesFit;
 
+  // The 64-bit twin of the kernel before it, which the launcher runs where that one's indices do not fit.
+  bool isWideTwin() const { return indicesFit && indexBits == 64; }
   int threadsPerBlock() const { return blockThreads[0] * blockThreads[1] * blockThreads[2]; }
   // The shared buffers sized at launch, one after another in the launch's shared memory: each with its
   // first byte there (an i64 expression of the sizes).

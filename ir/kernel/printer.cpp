@@ -111,8 +111,12 @@ std::string printProgram(const Program& program) {
     const std::array<int, 3>& t = function.blockThreads;
     std::string blocks = function.flatGrid() ? Printer::e(g[0]) : fmt::format("({}, {}, {})", Printer::e(g[0]), Printer::e(g[1]), Printer::e(g[2]));
     std::string threads = function.flatBlock() ? std::to_string(t[0]) : fmt::format("{}x{}x{}", t[0], t[1], t[2]);
-    printer.line(1, fmt::format("kernel {} computes {}: {} blocks of {} threads{}", function.name, join(function.stages, ", "),
-                                blocks, threads, function.launchWhen ? ", launched where " + Printer::e(function.launchWhen) : ""));
+    std::string indices = fmt::format("{}-bit indices", function.indexBits);
+    if (function.indicesFit)
+      indices += (function.indexBits == 32 ? " where " : " where not ") + Printer::e(function.indicesFit);
+    printer.line(1, fmt::format("kernel {} computes {}: {} blocks of {} threads, {}{}", function.name,
+                                join(function.stages, ", "), blocks, threads, indices,
+                                function.launchWhen ? ", launched where " + Printer::e(function.launchWhen) : ""));
     printer.print(*function.body, 2);
   }
   return printer.out;

@@ -208,7 +208,20 @@ private:
 }  // namespace
 
 void verifyProgram(const Program& program) {
-  for (const Function& function : program.functions) Verifier(program, function).check();
+  const std::vector<Function>& functions = program.functions;
+  for (size_t f = 0; f < functions.size(); ++f) {
+    Verifier(program, functions[f]).check();
+    // A kernel with 32-bit indices and its 64-bit twin stand together: the launcher chooses between them.
+    const Function& function = functions[f];
+    EMMY_INTERNAL_ASSERT(function.indexBits == 32 || function.indexBits == 64, "kernel {} has {}-bit indices",
+                         function.name, function.indexBits);
+    if (!function.indicesFit) continue;
+    const Function* twin = function.indexBits == 32 ? (f + 1 < functions.size() ? &functions[f + 1] : nullptr)
+                                                    : (f > 0 ? &functions[f - 1] : nullptr);
+    EMMY_INTERNAL_ASSERT(twin && twin->indicesFit == function.indicesFit && twin->indexBits != function.indexBits &&
+                             twin->launchWhen == function.launchWhen,
+                         "kernel {} has no twin of the other index width beside it", function.name);
+  }
 }
 
 }  // namespace emmy::kernel

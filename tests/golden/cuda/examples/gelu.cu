@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -183,8 +188,91 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes exact, approx. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* x, const float* b, float* exact, float* approx, int32_t N, int32_t D) {
+  if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x | (unsigned long long)(const void*)b) & 15) == 0 && ((D % 4) == 0)) {
+    for (int32_t n_d__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_d__first < ((N * D) / 4); n_d__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+      alignas(16) float x__vector[16];
+      #pragma unroll
+      for (int32_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
+        const int32_t n_d__group = (n_d__first + (n_d__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((n_d__group < ((N * D) / 4))) {
+          *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * 4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * 4)]);
+        }
+      }
+      alignas(16) float exact__vector[16];
+      alignas(16) float approx__vector[16];
+      alignas(16) float b__vector[16];
+      #pragma unroll
+      for (int32_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
+        const int32_t n_d__group = (n_d__first + (n_d__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((n_d__group < ((N * D) / 4))) {
+          const int32_t n_d__remainder0 = ((n_d__group * 4) % D);
+          *reinterpret_cast<uint4*>(&b__vector[(n_d__slot * 4)]) = *reinterpret_cast<const uint4*>(&b[n_d__remainder0]);
+          #pragma unroll
+          for (int32_t n_d__lane = 0; n_d__lane < 4; n_d__lane += 1) {
+            exact__vector[((n_d__slot * 4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)]));
+            approx__vector[((n_d__slot * 4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)]) + (((0.044715f * (x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)])) * (x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)])) * (x__vector[((n_d__slot * 4) + n_d__lane)] + b__vector[((n_d__slot * 4) + n_d__lane)])))))));
+          }
+          *reinterpret_cast<uint4*>(&exact[(n_d__group * 4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(n_d__slot * 4)]);
+          *reinterpret_cast<uint4*>(&approx[(n_d__group * 4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(n_d__slot * 4)]);
+        }
+      }
+    }
+    for (int32_t n_d = ((((N * D) / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_d < (N * D); n_d += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t n = (n_d / D);
+      const int32_t d = (n_d % D);
+      exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
+      approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
+    }
+  } else {
+    if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x) & 15) == 0 && (D >= 4)) {
+      for (int32_t n_d__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_d__first < ((N * D) / 4); n_d__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+        alignas(16) float x__vector[16];
+        #pragma unroll
+        for (int32_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
+          const int32_t n_d__group = (n_d__first + (n_d__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+          if ((n_d__group < ((N * D) / 4))) {
+            *reinterpret_cast<uint4*>(&x__vector[(n_d__slot * 4)]) = *reinterpret_cast<const uint4*>(&x[(n_d__group * 4)]);
+          }
+        }
+        alignas(16) float exact__vector[16];
+        alignas(16) float approx__vector[16];
+        #pragma unroll
+        for (int32_t n_d__slot = 0; n_d__slot < 4; n_d__slot += 1) {
+          const int32_t n_d__group = (n_d__first + (n_d__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+          if ((n_d__group < ((N * D) / 4))) {
+            const int32_t n_d__remainder0 = ((n_d__group * 4) % D);
+            #pragma unroll
+            for (int32_t n_d__lane = 0; n_d__lane < 4; n_d__lane += 1) {
+              const int32_t d = ((n_d__remainder0 + n_d__lane) - (((n_d__remainder0 + n_d__lane) >= D) ? D : 0));
+              exact__vector[((n_d__slot * 4) + n_d__lane)] = emmy_gelu((x__vector[((n_d__slot * 4) + n_d__lane)] + b[d]));
+              approx__vector[((n_d__slot * 4) + n_d__lane)] = ((0.5f * (x__vector[((n_d__slot * 4) + n_d__lane)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x__vector[((n_d__slot * 4) + n_d__lane)] + b[d]) + (((0.044715f * (x__vector[((n_d__slot * 4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * 4) + n_d__lane)] + b[d])) * (x__vector[((n_d__slot * 4) + n_d__lane)] + b[d])))))));
+            }
+            *reinterpret_cast<uint4*>(&exact[(n_d__group * 4)]) = *reinterpret_cast<const uint4*>(&exact__vector[(n_d__slot * 4)]);
+            *reinterpret_cast<uint4*>(&approx[(n_d__group * 4)]) = *reinterpret_cast<const uint4*>(&approx__vector[(n_d__slot * 4)]);
+          }
+        }
+      }
+      for (int32_t n_d = ((((N * D) / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_d < (N * D); n_d += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+        const int32_t n = (n_d / D);
+        const int32_t d = (n_d % D);
+        exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
+        approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
+      }
+    } else {
+      for (int32_t n_d = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_d < (N * D); n_d += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+        const int32_t n = (n_d / D);
+        const int32_t d = (n_d % D);
+        exact[((n * D) + d)] = emmy_gelu((x[((n * D) + d)] + b[d]));
+        approx[((n * D) + d)] = ((0.5f * (x[((n * D) + d)] + b[d])) * (1.0f + tanhf((0.7978846f * ((x[((n * D) + d)] + b[d]) + (((0.044715f * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])) * (x[((n * D) + d)] + b[d])))))));
+      }
+    }
+  }
+}
+
 // Computes exact, approx.
-extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) bias_gelu__k0__i64(const float* x, const float* b, float* exact, float* approx, int64_t N, int64_t D) {
   if ((((unsigned long long)(const void*)exact | (unsigned long long)(const void*)approx | (unsigned long long)(const void*)x | (unsigned long long)(const void*)b) & 15) == 0 && ((D % (int64_t)4) == (int64_t)0)) {
     for (int64_t n_d__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_d__first < ((N * D) / (int64_t)4); n_d__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];
@@ -272,9 +360,15 @@ extern "C" int bias_gelu(const float* x, const float* b, float* exact, float* ap
   if (N < 0) return emmy_fail("bias_gelu: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("bias_gelu: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(bias_gelu__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bias_gelu: kernel bias_gelu__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((268431360.0 + (2.0 * (double)D)) + (((double)D * (double)D) * (double)N)) + ((double)D * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(bias_gelu__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, (int32_t)N, (int32_t)D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("bias_gelu: kernel bias_gelu__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(bias_gelu__k0__i64, dim3((unsigned)(emmy_min(emmy_max((((((N * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, N, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("bias_gelu: kernel bias_gelu__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__

@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -272,8 +277,241 @@ static int64_t emmy_launch_shared_limit(const void* kernel) {
 #endif
 
 #ifndef EMMY_HOST_ONLY
+// Computes mu, var, y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* x, const float* w, const float* b, float* y, float eps, int32_t N, int32_t D) {
+  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
+    if ((((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, 0, (((D + 3) / 4) * 4));
+      __syncthreads();
+      for (int32_t x_shared_vector = (int32_t)threadIdx.x; x_shared_vector < ((D + 3) / 4); x_shared_vector += (int32_t)blockDim.x) {
+        const int32_t x_shared_element = (x_shared_vector * 4);
+        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (int32_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float mu;
+      float mu__acc;
+      mu__acc = 0.0f;
+      const int32_t d_lane_2 = (int32_t)threadIdx.x;
+      const int32_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
+      const int32_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * 4) + 3)) >= 0) ? (((D - ((d_lane_2 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_2 * 4) + 3)) / 1024)));
+      for (int32_t d_step_2 = 0; d_step_2 < d_step_2__whole; d_step_2 += 1) {
+        alignas(16) float x_shared__lanes[4];
+        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_2 * 256) + d_lane_2) * 4));
+        #pragma unroll
+        for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+          mu__acc = (mu__acc + x_shared__lanes[d_element_2]);
+        }
+      }
+      for (int32_t d_step_2 = emmy_max(0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += 1) {
+        #pragma unroll
+        for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+          const int32_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
+          if ((d_1 < D)) {
+            mu__acc = (mu__acc + x_shared[d_1]);
+          }
+        }
+      }
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        mu__acc__partials[((int32_t)threadIdx.x / 32)] = mu__acc;
+      }
+      __syncthreads();
+      mu__acc = ((((int32_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
+      float var;
+      float var__acc;
+      var__acc = 0.0f;
+      const int32_t d_lane_1 = (int32_t)threadIdx.x;
+      const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
+      const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
+      for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+        alignas(16) float x_shared__lanes[4];
+        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_1 * 256) + d_lane_1) * 4));
+        #pragma unroll
+        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          var__acc = (var__acc + ((x_shared__lanes[d_element_1] - mu) * (x_shared__lanes[d_element_1] - mu)));
+        }
+      }
+      for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+        #pragma unroll
+        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          const int32_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
+          if ((d_1 < D)) {
+            var__acc = (var__acc + ((x_shared[d_1] - mu) * (x_shared[d_1] - mu)));
+          }
+        }
+      }
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        var__acc__partials[((int32_t)threadIdx.x / 32)] = var__acc;
+      }
+      __syncthreads();
+      var__acc = ((((int32_t)threadIdx.x % 32) < 8) ? var__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
+      const int32_t d_lane = (int32_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
+      const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+      for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&b[(((d_step * 256) + d_lane) * 4)] | (unsigned long long)(const void*)&w[(((d_step * 256) + d_lane) * 4)]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
+          alignas(16) float b__lanes[4];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * 256) + d_lane) * 4)]);
+          alignas(16) float w__lanes[4];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * 256) + d_lane) * 4)]);
+          alignas(16) float x_shared__lanes[4];
+          emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * 256) + d_lane) * 4));
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            y__lanes[d_element] = ((((x_shared__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((((x_shared[((((d_step * 256) + d_lane) * 4) + d_element)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+            }
+          }
+        }
+      }
+    }
+    if ((!(((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes()))) {
+      float mu;
+      float mu__acc;
+      mu__acc = 0.0f;
+      const int32_t d_lane_4 = (int32_t)threadIdx.x;
+      const int32_t d_step_4__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_4) >= 0) ? (((((D + 3) / 4) - d_lane_4) + 255) / 256) : ((((D + 3) / 4) - d_lane_4) / 256)));
+      for (int32_t d_step_4 = 0; d_step_4 < d_step_4__end; d_step_4 += 1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_4 * 256) + d_lane_4) * 4))]) & 15) == 0 && (((((d_step_4 * 256) + d_lane_4) * 4) + 3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_4 * 256) + d_lane_4) * 4))]);
+          #pragma unroll
+          for (int32_t d_element_4 = 0; d_element_4 < 4; d_element_4 += 1) {
+            mu__acc = (mu__acc + x__lanes[d_element_4]);
+          }
+        } else {
+          #pragma unroll
+          for (int32_t d_element_4 = 0; d_element_4 < 4; d_element_4 += 1) {
+            const int32_t d_1 = ((((d_step_4 * 256) + d_lane_4) * 4) + d_element_4);
+            if ((d_1 < D)) {
+              mu__acc = (mu__acc + x[((n * D) + d_1)]);
+            }
+          }
+        }
+      }
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      EMMY_SHARED(float, mu__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        mu__acc__partials[((int32_t)threadIdx.x / 32)] = mu__acc;
+      }
+      __syncthreads();
+      mu__acc = ((((int32_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+      mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+      mu = (mu__acc / (float)D);
+      float var;
+      float var__acc;
+      var__acc = 0.0f;
+      const int32_t d_lane_3 = (int32_t)threadIdx.x;
+      const int32_t d_step_3__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_3) >= 0) ? (((((D + 3) / 4) - d_lane_3) + 255) / 256) : ((((D + 3) / 4) - d_lane_3) / 256)));
+      for (int32_t d_step_3 = 0; d_step_3 < d_step_3__end; d_step_3 += 1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * 256) + d_lane_3) * 4))]) & 15) == 0 && (((((d_step_3 * 256) + d_lane_3) * 4) + 3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * 256) + d_lane_3) * 4))]);
+          #pragma unroll
+          for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+            var__acc = (var__acc + ((x__lanes[d_element_3] - mu) * (x__lanes[d_element_3] - mu)));
+          }
+        } else {
+          #pragma unroll
+          for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+            const int32_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
+            if ((d_1 < D)) {
+              var__acc = (var__acc + ((x[((n * D) + d_1)] - mu) * (x[((n * D) + d_1)] - mu)));
+            }
+          }
+        }
+      }
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      EMMY_SHARED(float, var__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        var__acc__partials[((int32_t)threadIdx.x / 32)] = var__acc;
+      }
+      __syncthreads();
+      var__acc = ((((int32_t)threadIdx.x % 32) < 8) ? var__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+      var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+      var = (var__acc / (float)D);
+      const int32_t d_lane = (int32_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((var + eps));
+      const int32_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+      for (int32_t d_step = 0; d_step < d_step__end1; d_step += 1) {
+        if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&b[(((d_step * 256) + d_lane) * 4)] | (unsigned long long)(const void*)&w[(((d_step * 256) + d_lane) * 4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
+          alignas(16) float b__lanes[4];
+          *reinterpret_cast<uint4*>(b__lanes) = *reinterpret_cast<const uint4*>(&b[(((d_step * 256) + d_lane) * 4)]);
+          alignas(16) float w__lanes[4];
+          *reinterpret_cast<uint4*>(w__lanes) = *reinterpret_cast<const uint4*>(&w[(((d_step * 256) + d_lane) * 4)]);
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * 256) + d_lane) * 4))]);
+          alignas(16) float y__lanes[4];
+          #pragma unroll
+          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            y__lanes[d_element] = ((((x__lanes[d_element] - mu) * d_step__invariant_0) * w__lanes[d_element]) + b__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+        } else {
+          #pragma unroll
+          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+            if ((d < D)) {
+              y[((n * D) + d)] = ((((x[((n * D) + d)] - mu) * d_step__invariant_0) * w[d]) + b[d]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes mu, var, y.
-extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) layernorm__k0__i64(const float* x, const float* w, const float* b, float* y, float eps, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
       EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
@@ -511,12 +749,22 @@ extern "C" int layernorm(const float* x, const float* w, const float* b, float* 
   if (N < 0) return emmy_fail("layernorm: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("layernorm: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  {
-    int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-    if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm__k0), (int64_t)232448)) emmy_shared_bytes = 0;
-    EMMY_LAUNCH_SIZED(layernorm__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("layernorm: kernel layernorm__k0 failed: %s", cudaGetErrorString(error));
+  if (((((232448.0 + (4.0 * (double)D)) + ((double)D * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, w, b, y, eps, (int32_t)N, (int32_t)D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm: kernel layernorm__k0 failed: %s", cudaGetErrorString(error));
+    }
+  } else {
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(layernorm__k0__i64), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(layernorm__k0__i64, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, w, b, y, eps, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("layernorm: kernel layernorm__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }

@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -183,8 +188,109 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes C. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, const float* B, float* C, int32_t M, int32_t K, int32_t N) {
+  for (int32_t io = (int32_t)blockIdx.y; io < ((M + 63) / 64); io += (int32_t)gridDim.y) {
+    for (int32_t jo = (int32_t)blockIdx.x; jo < ((N + 63) / 64); jo += (int32_t)gridDim.x) {
+      const int32_t it = (int32_t)threadIdx.y;
+      const int32_t jt = (int32_t)threadIdx.x;
+      alignas(16) float C__acc[16];
+      #pragma unroll
+      for (int32_t ir = 0; ir < 4; ir += 1) {
+        const int32_t i = ((io * 64) + ((it * 4) + ir));
+        if ((i < M)) {
+          #pragma unroll
+          for (int32_t jr = 0; jr < 4; jr += 1) {
+            const int32_t j = ((jo * 64) + ((jt * 4) + jr));
+            if ((j < N)) {
+              C__acc[((ir * 4) + jr)] = 0.0f;
+            }
+          }
+        }
+      }
+      for (int32_t ko = 0; ko < ((K + 15) / 16); ko += 1) {
+        EMMY_SHARED(float, As, 1088);
+        const int32_t As_vector = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
+        const int32_t As_element = (As_vector * 4);
+        const int32_t As_0 = ((As_element / 16) % 64);
+        const int32_t As_1 = (As_element % 16);
+        __syncthreads();
+        if ((((unsigned long long)(const void*)&A[((((io * 64) + As_0) * K) + ((ko * 16) + As_1))]) & 15) == 0 && ((((io * 64) + As_0) < M) && ((((ko * 16) + As_1) + 3) < K))) {
+          alignas(16) float A__lanes[4];
+          *reinterpret_cast<uint4*>(A__lanes) = *reinterpret_cast<const uint4*>(&A[((((io * 64) + As_0) * K) + ((ko * 16) + As_1))]);
+          #pragma unroll
+          for (int32_t As_lane = 0; As_lane < 4; As_lane += 1) {
+            As[((As_0 * 17) + (As_1 + As_lane))] = A__lanes[As_lane];
+          }
+        } else {
+          #pragma unroll
+          for (int32_t As_lane = 0; As_lane < 4; As_lane += 1) {
+            As[((As_0 * 17) + (As_1 + As_lane))] = (((emmy_add(emmy_mul(io, 64), As_0) < M) && (emmy_add(emmy_add(emmy_mul(ko, 16), As_1), As_lane) < K)) ? A[((((io * 64) + As_0) * K) + (((ko * 16) + As_1) + As_lane))] : 0.0f);
+          }
+        }
+        EMMY_SHARED(float, Bs, 1024);
+        const int32_t Bs_vector = ((int32_t)threadIdx.x + (16 * ((int32_t)threadIdx.y + (16 * (int32_t)threadIdx.z))));
+        const int32_t Bs_element = (Bs_vector * 4);
+        const int32_t Bs_0 = ((Bs_element / 64) % 16);
+        const int32_t Bs_1 = (Bs_element % 64);
+        if ((((unsigned long long)(const void*)&B[((((ko * 16) + Bs_0) * N) + ((jo * 64) + Bs_1))]) & 15) == 0 && ((((ko * 16) + Bs_0) < K) && ((((jo * 64) + Bs_1) + 3) < N))) {
+          alignas(16) float B__lanes[4];
+          *reinterpret_cast<uint4*>(B__lanes) = *reinterpret_cast<const uint4*>(&B[((((ko * 16) + Bs_0) * N) + ((jo * 64) + Bs_1))]);
+          #pragma unroll
+          for (int32_t Bs_lane = 0; Bs_lane < 4; Bs_lane += 1) {
+            Bs[((Bs_0 * 64) + (Bs_1 + Bs_lane))] = B__lanes[Bs_lane];
+          }
+        } else {
+          #pragma unroll
+          for (int32_t Bs_lane = 0; Bs_lane < 4; Bs_lane += 1) {
+            Bs[((Bs_0 * 64) + (Bs_1 + Bs_lane))] = (((emmy_add(emmy_mul(ko, 16), Bs_0) < K) && (emmy_add(emmy_add(emmy_mul(jo, 64), Bs_1), Bs_lane) < N)) ? B[((((ko * 16) + Bs_0) * N) + (((jo * 64) + Bs_1) + Bs_lane))] : 0.0f);
+          }
+        }
+        __syncthreads();
+        #pragma unroll
+        for (int32_t ki = 0; ki < 16; ki += 1) {
+          const int32_t k = ((ko * 16) + ki);
+          if ((k < K)) {
+            #pragma unroll
+            for (int32_t ir = 0; ir < 4; ir += 1) {
+              alignas(16) float Bs__lanes[4];
+              emmy_load_shared_vector<16>(Bs__lanes, Bs, ((ki * 64) + (jt * 4)));
+              #pragma unroll
+              for (int32_t jr = 0; jr < 4; jr += 1) {
+                C__acc[((ir * 4) + jr)] = (C__acc[((ir * 4) + jr)] + (As[((((it * 4) + ir) * 17) + ki)] * Bs__lanes[jr]));
+              }
+            }
+          }
+        }
+      }
+      #pragma unroll
+      for (int32_t ir = 0; ir < 4; ir += 1) {
+        const int32_t i = ((io * 64) + ((it * 4) + ir));
+        if ((i < M)) {
+          if ((((unsigned long long)(const void*)&C[((i * N) + ((jo * 64) + (jt * 4)))]) & 15) == 0 && (((jo * 64) + ((jt * 4) + 3)) < N)) {
+            alignas(16) float C__lanes[4];
+            #pragma unroll
+            for (int32_t jr = 0; jr < 4; jr += 1) {
+              C__lanes[jr] = C__acc[((ir * 4) + jr)];
+            }
+            *reinterpret_cast<uint4*>(&C[((i * N) + ((jo * 64) + (jt * 4)))]) = *reinterpret_cast<const uint4*>(C__lanes);
+          } else {
+            #pragma unroll
+            for (int32_t jr = 0; jr < 4; jr += 1) {
+              const int32_t j = ((jo * 64) + ((jt * 4) + jr));
+              if ((j < N)) {
+                C[((i * N) + j)] = C__acc[((ir * 4) + jr)];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes C.
-extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul__k0__i64(const float* A, const float* B, float* C, int64_t M, int64_t K, int64_t N) {
   for (int64_t io = (int64_t)blockIdx.y; io < ((M + (int64_t)63) / (int64_t)64); io += (int64_t)gridDim.y) {
     for (int64_t jo = (int64_t)blockIdx.x; jo < ((N + (int64_t)63) / (int64_t)64); jo += (int64_t)gridDim.x) {
       const int64_t it = (int64_t)threadIdx.y;
@@ -291,9 +397,15 @@ extern "C" int matmul(const float* A, const float* B, float* C, int64_t M, int64
   if (K < 0) return emmy_fail("matmul: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(matmul__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, A, B, C, M, K, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("matmul: kernel matmul__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((((65535.984375 + (127.0 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (128.0 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(matmul__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, A, B, C, (int32_t)M, (int32_t)K, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("matmul: kernel matmul__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(matmul__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(16, 16, 1), stream, A, B, C, M, K, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("matmul: kernel matmul__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__

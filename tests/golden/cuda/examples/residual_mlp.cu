@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -272,8 +277,76 @@ static int64_t emmy_launch_shared_limit(const void* kernel) {
 #endif
 
 #ifndef EMMY_HOST_ONLY
+// Computes h__ms, h. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 2048, 0, (((D + 3) / 4) * 4));
+    __syncthreads();
+    for (int32_t h__x_row_vector = (int32_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (int32_t)blockDim.x) {
+      const int32_t h__x_row_element = (h__x_row_vector * 4);
+      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int32_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float h__ms;
+    float h__ms__acc;
+    h__ms__acc = 0.0f;
+    const int32_t d_lane_1 = (int32_t)threadIdx.x;
+    const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 31) / 32), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 31) / 32) : ((((D + 3) / 4) - d_lane_1) / 32)));
+    const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 127) / 128) : ((D - ((d_lane_1 * 4) + 3)) / 128)));
+    for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+      alignas(16) float h__x_row__lanes[4];
+      emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * 32) + d_lane_1) * 4));
+      #pragma unroll
+      for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
+      }
+    }
+    for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+      #pragma unroll
+      for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        const int32_t d_1 = ((((d_step_1 * 32) + d_lane_1) * 4) + d_element_1);
+        if ((d_1 < D)) {
+          h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
+        }
+      }
+    }
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+    h__ms = (h__ms__acc / (float)D);
+    const int32_t d_lane = (int32_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
+    const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 31) / 32), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 31) / 32) : ((((D + 3) / 4) - d_lane) / 32)));
+    for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+      if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * 32) + d_lane) * 4))] | (unsigned long long)(const void*)&g[(((d_step * 32) + d_lane) * 4)]) & 15) == 0 && (((((d_step * 32) + d_lane) * 4) + 3) < D)) {
+        alignas(16) float g__lanes[4];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * 32) + d_lane) * 4)]);
+        alignas(16) float h__x_row__lanes[4];
+        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * 32) + d_lane) * 4));
+        alignas(16) float h__lanes[4];
+        #pragma unroll
+        for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+          h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+        }
+        *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * 32) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+      } else {
+        #pragma unroll
+        for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+          const int32_t d = ((((d_step * 32) + d_lane) * 4) + d_element);
+          if ((d < D)) {
+            h[((n * D) + d)] = ((h__x_row[((((d_step * 32) + d_lane) * 4) + d_element)] * d_step__invariant_0) * g[d]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes h__ms, h.
-extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 2048, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
@@ -340,8 +413,470 @@ extern "C" __global__ void __launch_bounds__(32, 1) residual_mlp__LANES32__k0(co
   }
 }
 
+// Computes y__h__acc, y__h. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
+    for (int32_t oo = (int32_t)blockIdx.x; oo < ((H + 127) / 128); oo += (int32_t)gridDim.x) {
+      const int32_t y__h__lane = (int32_t)threadIdx.x;
+      const int32_t y__h__warp_col = (int32_t)threadIdx.y;
+      const int32_t y__h__warp_row = (int32_t)threadIdx.z;
+      const int32_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
+      EMMY_SHARED(float, y__h__a_slices_0, 1056);
+      EMMY_SHARED(float, y__h__a_slices_1, 1056);
+      EMMY_SHARED(float, y__h__b_slices_0, 1056);
+      EMMY_SHARED(float, y__h__b_slices_1, 1056);
+      alignas(16) float y__h__accumulators[64];
+      #pragma unroll
+      for (int32_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
+        y__h__accumulators[y__h__element] = 0.0f;
+      }
+      const int32_t y__h__lane_row = (y__h__lane / 8);
+      const int32_t y__h__lane_col = (y__h__lane % 8);
+      alignas(16) float y__h__a_fragments[16];
+      alignas(16) float y__h__b_fragments[16];
+      const int32_t y__h__slices = ((D + 7) / 8);
+      const int32_t y__h__a_slices_first_row = (y__h__thread % 8);
+      const int32_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const int32_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
+      const int32_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
+      const int32_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
+      const int32_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
+      const int32_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
+      const int32_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
+      const int32_t y__h__b_slices_first_row = (y__h__thread % 8);
+      const int32_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const int32_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
+      const int32_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
+      const int32_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
+      const int32_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
+      const int32_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
+      const int32_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
+      if ((0 < y__h__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
+      }
+      for (int32_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
+        if ((y__h__slice < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__h__slice + 1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 32), h, (y__h__a_slices_source_1 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 64), h, (y__h__a_slices_source_2 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 96), h, (y__h__a_slices_source_3 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 32), w1, (y__h__b_slices_source_1 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 64), w1, (y__h__b_slices_source_2 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__h__slice + 1) < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__h__slice + 1) + 1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 32), h, (y__h__a_slices_source_1 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 64), h, (y__h__a_slices_source_2 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 96), h, (y__h__a_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 32), w1, (y__h__b_slices_source_1 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, (y__h__b_slices_source_2 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+        #pragma unroll
+        for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+          const int32_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              const int32_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
+              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + 3) < H)) {
+                alignas(16) float y__h__vector[4];
+                y__h__vector[0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
+                y__h__vector[1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 1)] + b1[(i1 + 1)]));
+                y__h__vector[2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 2)] + b1[(i1 + 2)]));
+                y__h__vector[3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 3)] + b1[(i1 + 3)]));
+                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
+              } else {
+                if ((i1 < H)) {
+                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
+                }
+                if (((i1 + 1) < H)) {
+                  y__h[(((i0 * H) + i1) + 1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 1)] + b1[(i1 + 1)]));
+                }
+                if (((i1 + 2) < H)) {
+                  y__h[(((i0 * H) + i1) + 2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 2)] + b1[(i1 + 2)]));
+                }
+                if (((i1 + 3) < H)) {
+                  y__h[(((i0 * H) + i1) + 3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 3)] + b1[(i1 + 3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y__h__acc, y__h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
       const int64_t y__h__lane = (int64_t)threadIdx.x;
@@ -802,8 +1337,470 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k1(c
   }
 }
 
+// Computes y__y__acc, y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
+    for (int32_t oo = (int32_t)blockIdx.x; oo < ((D + 127) / 128); oo += (int32_t)gridDim.x) {
+      const int32_t y__lane = (int32_t)threadIdx.x;
+      const int32_t y__warp_col = (int32_t)threadIdx.y;
+      const int32_t y__warp_row = (int32_t)threadIdx.z;
+      const int32_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      alignas(16) float y__accumulators[64];
+      #pragma unroll
+      for (int32_t y__element = 0; y__element < 64; y__element += 1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int32_t y__lane_row = (y__lane / 8);
+      const int32_t y__lane_col = (y__lane % 8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int32_t y__slices = ((H + 7) / 8);
+      const int32_t y__a_slices_first_row = (y__thread % 8);
+      const int32_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const int32_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
+      const int32_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
+      const int32_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
+      const int32_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
+      const int32_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
+      const int32_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
+      const int32_t y__b_slices_first_row = (y__thread % 8);
+      const int32_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const int32_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
+      const int32_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
+      const int32_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
+      const int32_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
+      const int32_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
+      const int32_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
+      if ((0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
+      }
+      for (int32_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__slice + 1) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 32), y__h, (y__a_slices_source_1 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 64), y__h, (y__a_slices_source_2 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 96), y__h, (y__a_slices_source_3 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 32), w2, (y__b_slices_source_1 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 64), w2, (y__b_slices_source_2 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__slice + 1) < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__slice + 1) + 1) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 32), y__h, (y__a_slices_source_1 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 64), y__h, (y__a_slices_source_2 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 96), y__h, (y__a_slices_source_3 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 32), w2, (y__b_slices_source_1 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, (y__b_slices_source_2 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+        #pragma unroll
+        for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+          const int32_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              const int32_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
+              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + 3) < D)) {
+                alignas(16) float y__vector[4];
+                y__vector[0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
+                y__vector[1] = (x[((i0 * D) + (i1 + 1))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 1)] + b2[(i1 + 1)]));
+                y__vector[2] = (x[((i0 * D) + (i1 + 2))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 2)] + b2[(i1 + 2)]));
+                y__vector[3] = (x[((i0 * D) + (i1 + 3))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 3)] + b2[(i1 + 3)]));
+                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((i1 < D)) {
+                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
+                }
+                if (((i1 + 1) < D)) {
+                  y[(((i0 * D) + i1) + 1)] = (x[((i0 * D) + (i1 + 1))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 1)] + b2[(i1 + 1)]));
+                }
+                if (((i1 + 2) < D)) {
+                  y[(((i0 * D) + i1) + 2)] = (x[((i0 * D) + (i1 + 2))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 2)] + b2[(i1 + 2)]));
+                }
+                if (((i1 + 3) < D)) {
+                  y[(((i0 * D) + i1) + 3)] = (x[((i0 * D) + (i1 + 3))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 3)] + b2[(i1 + 3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y__y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
       const int64_t y__lane = (int64_t)threadIdx.x;
@@ -1264,8 +2261,87 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES32__k2(c
   }
 }
 
+// Computes h__ms, h. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
+    EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 8192, 0, (((D + 3) / 4) * 4));
+    __syncthreads();
+    for (int32_t h__x_row_vector = (int32_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (int32_t)blockDim.x) {
+      const int32_t h__x_row_element = (h__x_row_vector * 4);
+      emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int32_t)0);
+    }
+    emmy_wait_for_copies<0>();
+    float h__ms;
+    float h__ms__acc;
+    h__ms__acc = 0.0f;
+    const int32_t d_lane_1 = (int32_t)threadIdx.x;
+    const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 127) / 128), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 127) / 128) : ((((D + 3) / 4) - d_lane_1) / 128)));
+    const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 511) / 512) : ((D - ((d_lane_1 * 4) + 3)) / 512)));
+    for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+      alignas(16) float h__x_row__lanes[4];
+      emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * 128) + d_lane_1) * 4));
+      #pragma unroll
+      for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
+      }
+    }
+    for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+      #pragma unroll
+      for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+        const int32_t d_1 = ((((d_step_1 * 128) + d_lane_1) * 4) + d_element_1);
+        if ((d_1 < D)) {
+          h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
+        }
+      }
+    }
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+    EMMY_SHARED(float, h__ms__acc__partials, 4);
+    if ((((int32_t)threadIdx.x % 32) == 0)) {
+      h__ms__acc__partials[((int32_t)threadIdx.x / 32)] = h__ms__acc;
+    }
+    __syncthreads();
+    h__ms__acc = ((((int32_t)threadIdx.x % 32) < 4) ? h__ms__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+    h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+    h__ms = (h__ms__acc / (float)D);
+    const int32_t d_lane = (int32_t)threadIdx.x;
+    float d_step__invariant_0;
+    d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
+    const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 127) / 128), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 127) / 128) : ((((D + 3) / 4) - d_lane) / 128)));
+    for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+      if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * 128) + d_lane) * 4))] | (unsigned long long)(const void*)&g[(((d_step * 128) + d_lane) * 4)]) & 15) == 0 && (((((d_step * 128) + d_lane) * 4) + 3) < D)) {
+        alignas(16) float g__lanes[4];
+        *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * 128) + d_lane) * 4)]);
+        alignas(16) float h__x_row__lanes[4];
+        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * 128) + d_lane) * 4));
+        alignas(16) float h__lanes[4];
+        #pragma unroll
+        for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+          h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+        }
+        *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * 128) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+      } else {
+        #pragma unroll
+        for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+          const int32_t d = ((((d_step * 128) + d_lane) * 4) + d_element);
+          if ((d < D)) {
+            h[((n * D) + d)] = ((h__x_row[((((d_step * 128) + d_lane) * 4) + d_element)] * d_step__invariant_0) * g[d]);
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes h__ms, h.
-extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 8192, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
     __syncthreads();
@@ -1343,8 +2419,470 @@ extern "C" __global__ void __launch_bounds__(128, 1) residual_mlp__LANES128__k0(
   }
 }
 
+// Computes y__h__acc, y__h. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
+    for (int32_t oo = (int32_t)blockIdx.x; oo < ((H + 127) / 128); oo += (int32_t)gridDim.x) {
+      const int32_t y__h__lane = (int32_t)threadIdx.x;
+      const int32_t y__h__warp_col = (int32_t)threadIdx.y;
+      const int32_t y__h__warp_row = (int32_t)threadIdx.z;
+      const int32_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
+      EMMY_SHARED(float, y__h__a_slices_0, 1056);
+      EMMY_SHARED(float, y__h__a_slices_1, 1056);
+      EMMY_SHARED(float, y__h__b_slices_0, 1056);
+      EMMY_SHARED(float, y__h__b_slices_1, 1056);
+      alignas(16) float y__h__accumulators[64];
+      #pragma unroll
+      for (int32_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
+        y__h__accumulators[y__h__element] = 0.0f;
+      }
+      const int32_t y__h__lane_row = (y__h__lane / 8);
+      const int32_t y__h__lane_col = (y__h__lane % 8);
+      alignas(16) float y__h__a_fragments[16];
+      alignas(16) float y__h__b_fragments[16];
+      const int32_t y__h__slices = ((D + 7) / 8);
+      const int32_t y__h__a_slices_first_row = (y__h__thread % 8);
+      const int32_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const int32_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
+      const int32_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
+      const int32_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
+      const int32_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
+      const int32_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
+      const int32_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
+      const int32_t y__h__b_slices_first_row = (y__h__thread % 8);
+      const int32_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const int32_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
+      const int32_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
+      const int32_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
+      const int32_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
+      const int32_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
+      const int32_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
+      if ((0 < y__h__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
+      }
+      for (int32_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
+        if ((y__h__slice < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__h__slice + 1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 32), h, (y__h__a_slices_source_1 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 64), h, (y__h__a_slices_source_2 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 96), h, (y__h__a_slices_source_3 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 32), w1, (y__h__b_slices_source_1 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 64), w1, (y__h__b_slices_source_2 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__h__slice + 1) < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__h__slice + 1) + 1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 32), h, (y__h__a_slices_source_1 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 64), h, (y__h__a_slices_source_2 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 96), h, (y__h__a_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 32), w1, (y__h__b_slices_source_1 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, (y__h__b_slices_source_2 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+        #pragma unroll
+        for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+          const int32_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              const int32_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
+              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + 3) < H)) {
+                alignas(16) float y__h__vector[4];
+                y__h__vector[0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
+                y__h__vector[1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 1)] + b1[(i1 + 1)]));
+                y__h__vector[2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 2)] + b1[(i1 + 2)]));
+                y__h__vector[3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 3)] + b1[(i1 + 3)]));
+                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
+              } else {
+                if ((i1 < H)) {
+                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
+                }
+                if (((i1 + 1) < H)) {
+                  y__h[(((i0 * H) + i1) + 1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 1)] + b1[(i1 + 1)]));
+                }
+                if (((i1 + 2) < H)) {
+                  y__h[(((i0 * H) + i1) + 2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 2)] + b1[(i1 + 2)]));
+                }
+                if (((i1 + 3) < H)) {
+                  y__h[(((i0 * H) + i1) + 3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 3)] + b1[(i1 + 3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y__h__acc, y__h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
       const int64_t y__h__lane = (int64_t)threadIdx.x;
@@ -1805,8 +3343,470 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k1(
   }
 }
 
+// Computes y__y__acc, y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
+    for (int32_t oo = (int32_t)blockIdx.x; oo < ((D + 127) / 128); oo += (int32_t)gridDim.x) {
+      const int32_t y__lane = (int32_t)threadIdx.x;
+      const int32_t y__warp_col = (int32_t)threadIdx.y;
+      const int32_t y__warp_row = (int32_t)threadIdx.z;
+      const int32_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      alignas(16) float y__accumulators[64];
+      #pragma unroll
+      for (int32_t y__element = 0; y__element < 64; y__element += 1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int32_t y__lane_row = (y__lane / 8);
+      const int32_t y__lane_col = (y__lane % 8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int32_t y__slices = ((H + 7) / 8);
+      const int32_t y__a_slices_first_row = (y__thread % 8);
+      const int32_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const int32_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
+      const int32_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
+      const int32_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
+      const int32_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
+      const int32_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
+      const int32_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
+      const int32_t y__b_slices_first_row = (y__thread % 8);
+      const int32_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const int32_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
+      const int32_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
+      const int32_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
+      const int32_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
+      const int32_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
+      const int32_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
+      if ((0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
+      }
+      for (int32_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__slice + 1) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 32), y__h, (y__a_slices_source_1 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 64), y__h, (y__a_slices_source_2 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 96), y__h, (y__a_slices_source_3 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 32), w2, (y__b_slices_source_1 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 64), w2, (y__b_slices_source_2 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__slice + 1) < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__slice + 1) + 1) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 32), y__h, (y__a_slices_source_1 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 64), y__h, (y__a_slices_source_2 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 96), y__h, (y__a_slices_source_3 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 32), w2, (y__b_slices_source_1 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, (y__b_slices_source_2 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+        #pragma unroll
+        for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+          const int32_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              const int32_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
+              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + 3) < D)) {
+                alignas(16) float y__vector[4];
+                y__vector[0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
+                y__vector[1] = (x[((i0 * D) + (i1 + 1))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 1)] + b2[(i1 + 1)]));
+                y__vector[2] = (x[((i0 * D) + (i1 + 2))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 2)] + b2[(i1 + 2)]));
+                y__vector[3] = (x[((i0 * D) + (i1 + 3))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 3)] + b2[(i1 + 3)]));
+                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((i1 < D)) {
+                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
+                }
+                if (((i1 + 1) < D)) {
+                  y[(((i0 * D) + i1) + 1)] = (x[((i0 * D) + (i1 + 1))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 1)] + b2[(i1 + 1)]));
+                }
+                if (((i1 + 2) < D)) {
+                  y[(((i0 * D) + i1) + 2)] = (x[((i0 * D) + (i1 + 2))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 2)] + b2[(i1 + 2)]));
+                }
+                if (((i1 + 3) < D)) {
+                  y[(((i0 * D) + i1) + 3)] = (x[((i0 * D) + (i1 + 3))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 3)] + b2[(i1 + 3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y__y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
       const int64_t y__lane = (int64_t)threadIdx.x;
@@ -2267,8 +4267,158 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES128__k2(
   }
 }
 
+// Computes h__ms, h. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
+    if ((((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 58112, 0, (((D + 3) / 4) * 4));
+      __syncthreads();
+      for (int32_t h__x_row_vector = (int32_t)threadIdx.x; h__x_row_vector < ((D + 3) / 4); h__x_row_vector += (int32_t)blockDim.x) {
+        const int32_t h__x_row_element = (h__x_row_vector * 4);
+        emmy_copy_async_lanes<4>(h__x_row, h__x_row_element, x, ((n * D) + h__x_row_element), (n < N) ? (D - h__x_row_element) : (int32_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float h__ms;
+      float h__ms__acc;
+      h__ms__acc = 0.0f;
+      const int32_t d_lane_1 = (int32_t)threadIdx.x;
+      const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
+      const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
+      for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+        alignas(16) float h__x_row__lanes[4];
+        emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step_1 * 256) + d_lane_1) * 4));
+        #pragma unroll
+        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          h__ms__acc = (h__ms__acc + (h__x_row__lanes[d_element_1] * h__x_row__lanes[d_element_1]));
+        }
+      }
+      for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+        #pragma unroll
+        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          const int32_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
+          if ((d_1 < D)) {
+            h__ms__acc = (h__ms__acc + (h__x_row[d_1] * h__x_row[d_1]));
+          }
+        }
+      }
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+      EMMY_SHARED(float, h__ms__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        h__ms__acc__partials[((int32_t)threadIdx.x / 32)] = h__ms__acc;
+      }
+      __syncthreads();
+      h__ms__acc = ((((int32_t)threadIdx.x % 32) < 8) ? h__ms__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+      h__ms = (h__ms__acc / (float)D);
+      const int32_t d_lane = (int32_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
+      const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+      for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&g[(((d_step * 256) + d_lane) * 4)]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
+          alignas(16) float g__lanes[4];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * 256) + d_lane) * 4)]);
+          alignas(16) float h__x_row__lanes[4];
+          emmy_load_shared_vector<16>(h__x_row__lanes, h__x_row, (((d_step * 256) + d_lane) * 4));
+          alignas(16) float h__lanes[4];
+          #pragma unroll
+          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            h__lanes[d_element] = ((h__x_row__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+        } else {
+          #pragma unroll
+          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+            if ((d < D)) {
+              h[((n * D) + d)] = ((h__x_row[((((d_step * 256) + d_lane) * 4) + d_element)] * d_step__invariant_0) * g[d]);
+            }
+          }
+        }
+      }
+    }
+    if ((!(((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes()))) {
+      float h__ms;
+      float h__ms__acc;
+      h__ms__acc = 0.0f;
+      const int32_t d_lane_2 = (int32_t)threadIdx.x;
+      const int32_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
+      for (int32_t d_step_2 = 0; d_step_2 < d_step_2__end; d_step_2 += 1) {
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_2 * 256) + d_lane_2) * 4))]) & 15) == 0 && (((((d_step_2 * 256) + d_lane_2) * 4) + 3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_2 * 256) + d_lane_2) * 4))]);
+          #pragma unroll
+          for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+            h__ms__acc = (h__ms__acc + (x__lanes[d_element_2] * x__lanes[d_element_2]));
+          }
+        } else {
+          #pragma unroll
+          for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+            const int32_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
+            if ((d_1 < D)) {
+              h__ms__acc = (h__ms__acc + (x[((n * D) + d_1)] * x[((n * D) + d_1)]));
+            }
+          }
+        }
+      }
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+      EMMY_SHARED(float, h__ms__acc__partials, 8);
+      __syncthreads();
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        h__ms__acc__partials[((int32_t)threadIdx.x / 32)] = h__ms__acc;
+      }
+      __syncthreads();
+      h__ms__acc = ((((int32_t)threadIdx.x % 32) < 8) ? h__ms__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 16));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 8));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 4));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 2));
+      h__ms__acc = (h__ms__acc + __shfl_xor_sync(0xffffffffu, h__ms__acc, 1));
+      h__ms = (h__ms__acc / (float)D);
+      const int32_t d_lane = (int32_t)threadIdx.x;
+      float d_step__invariant_0;
+      d_step__invariant_0 = rsqrtf((h__ms + 1e-06f));
+      const int32_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+      for (int32_t d_step = 0; d_step < d_step__end1; d_step += 1) {
+        if ((((unsigned long long)(const void*)&h[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&g[(((d_step * 256) + d_lane) * 4)] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
+          alignas(16) float g__lanes[4];
+          *reinterpret_cast<uint4*>(g__lanes) = *reinterpret_cast<const uint4*>(&g[(((d_step * 256) + d_lane) * 4)]);
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * 256) + d_lane) * 4))]);
+          alignas(16) float h__lanes[4];
+          #pragma unroll
+          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            h__lanes[d_element] = ((x__lanes[d_element] * d_step__invariant_0) * g__lanes[d_element]);
+          }
+          *reinterpret_cast<uint4*>(&h[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(h__lanes);
+        } else {
+          #pragma unroll
+          for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+            const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+            if ((d < D)) {
+              h[((n * D) + d)] = ((x[((n * D) + d)] * d_step__invariant_0) * g[d]);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes h__ms, h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
       EMMY_SHARED_SIZED_AT_LAUNCH(float, h__x_row, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
@@ -2417,8 +4567,470 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k0(
   }
 }
 
+// Computes y__h__acc, y__h. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
+    for (int32_t oo = (int32_t)blockIdx.x; oo < ((H + 127) / 128); oo += (int32_t)gridDim.x) {
+      const int32_t y__h__lane = (int32_t)threadIdx.x;
+      const int32_t y__h__warp_col = (int32_t)threadIdx.y;
+      const int32_t y__h__warp_row = (int32_t)threadIdx.z;
+      const int32_t y__h__thread = (y__h__lane + ((y__h__warp_col + (y__h__warp_row * 2)) * 32));
+      EMMY_SHARED(float, y__h__a_slices_0, 1056);
+      EMMY_SHARED(float, y__h__a_slices_1, 1056);
+      EMMY_SHARED(float, y__h__b_slices_0, 1056);
+      EMMY_SHARED(float, y__h__b_slices_1, 1056);
+      alignas(16) float y__h__accumulators[64];
+      #pragma unroll
+      for (int32_t y__h__element = 0; y__h__element < 64; y__h__element += 1) {
+        y__h__accumulators[y__h__element] = 0.0f;
+      }
+      const int32_t y__h__lane_row = (y__h__lane / 8);
+      const int32_t y__h__lane_col = (y__h__lane % 8);
+      alignas(16) float y__h__a_fragments[16];
+      alignas(16) float y__h__b_fragments[16];
+      const int32_t y__h__slices = ((D + 7) / 8);
+      const int32_t y__h__a_slices_first_row = (y__h__thread % 8);
+      const int32_t y__h__a_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const int32_t y__h__a_slices_first_element = ((y__h__a_slices_first_row * 132) + y__h__a_slices_column);
+      const int32_t y__h__a_slices_along_0 = ((no * 128) + y__h__a_slices_column);
+      const int32_t y__h__a_slices_source_0 = ((y__h__a_slices_along_0 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_1 = ((no * 128) + (y__h__a_slices_column + 32));
+      const int32_t y__h__a_slices_source_1 = ((y__h__a_slices_along_1 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_2 = ((no * 128) + (y__h__a_slices_column + 64));
+      const int32_t y__h__a_slices_source_2 = ((y__h__a_slices_along_2 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_along_3 = ((no * 128) + (y__h__a_slices_column + 96));
+      const int32_t y__h__a_slices_source_3 = ((y__h__a_slices_along_3 * D) + y__h__a_slices_first_row);
+      const int32_t y__h__a_slices_slice_step = (((y__h__a_slices_along_0 * D) + (y__h__a_slices_first_row + 8)) - y__h__a_slices_source_0);
+      const int32_t y__h__b_slices_first_row = (y__h__thread % 8);
+      const int32_t y__h__b_slices_column = (((y__h__thread / 32) * 4) + ((y__h__thread / 8) % 4));
+      const int32_t y__h__b_slices_first_element = ((y__h__b_slices_first_row * 132) + y__h__b_slices_column);
+      const int32_t y__h__b_slices_along_0 = ((oo * 128) + y__h__b_slices_column);
+      const int32_t y__h__b_slices_source_0 = ((y__h__b_slices_along_0 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_1 = ((oo * 128) + (y__h__b_slices_column + 32));
+      const int32_t y__h__b_slices_source_1 = ((y__h__b_slices_along_1 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_2 = ((oo * 128) + (y__h__b_slices_column + 64));
+      const int32_t y__h__b_slices_source_2 = ((y__h__b_slices_along_2 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_along_3 = ((oo * 128) + (y__h__b_slices_column + 96));
+      const int32_t y__h__b_slices_source_3 = ((y__h__b_slices_along_3 * D) + y__h__b_slices_first_row);
+      const int32_t y__h__b_slices_slice_step = (((y__h__b_slices_along_0 * D) + (y__h__b_slices_first_row + 8)) - y__h__b_slices_source_0);
+      if ((0 < y__h__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, y__h__a_slices_source_0, ((y__h__a_slices_along_0 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 32), h, y__h__a_slices_source_1, ((y__h__a_slices_along_1 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 64), h, y__h__a_slices_source_2, ((y__h__a_slices_along_2 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 96), h, y__h__a_slices_source_3, ((y__h__a_slices_along_3 < N) && (y__h__a_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, y__h__b_slices_source_0, ((y__h__b_slices_along_0 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 32), w1, y__h__b_slices_source_1, ((y__h__b_slices_along_1 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, y__h__b_slices_source_2, ((y__h__b_slices_along_2 < H) && (y__h__b_slices_first_row < D)));
+        emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, y__h__b_slices_source_3, ((y__h__b_slices_along_3 < H) && (y__h__b_slices_first_row < D)));
+      }
+      for (int32_t y__h__slice = 0; y__h__slice < y__h__slices; y__h__slice += 2) {
+        if ((y__h__slice < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__h__slice + 1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_1, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 32), h, (y__h__a_slices_source_1 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 64), h, (y__h__a_slices_source_2 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_1, (y__h__a_slices_first_element + 96), h, (y__h__a_slices_source_3 + ((y__h__slice + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && ((((y__h__slice + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 32), w1, (y__h__b_slices_source_1 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 64), w1, (y__h__b_slices_source_2 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_1, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + ((y__h__slice + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && ((((y__h__slice + 1) * 8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_0, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_0, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_0, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_0, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__h__slice + 1) < y__h__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__h__slice + 1) + 1) < y__h__slices)) {
+            emmy_copy_async(y__h__a_slices_0, y__h__a_slices_first_element, h, (y__h__a_slices_source_0 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_0 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 32), h, (y__h__a_slices_source_1 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_1 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 64), h, (y__h__a_slices_source_2 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_2 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__a_slices_0, (y__h__a_slices_first_element + 96), h, (y__h__a_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__a_slices_slice_step)), ((y__h__a_slices_along_3 < N) && (((((y__h__slice + 1) + 1) * 8) + y__h__a_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, y__h__b_slices_first_element, w1, (y__h__b_slices_source_0 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_0 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 32), w1, (y__h__b_slices_source_1 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_1 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 64), w1, (y__h__b_slices_source_2 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_2 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+            emmy_copy_async(y__h__b_slices_0, (y__h__b_slices_first_element + 96), w1, (y__h__b_slices_source_3 + (((y__h__slice + 1) + 1) * y__h__b_slices_slice_step)), ((y__h__b_slices_along_3 < H) && (((((y__h__slice + 1) + 1) * 8) + y__h__b_slices_first_row) < D)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, (((y__h__warp_row * 32) + (y__h__lane_row * 4)) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, (((y__h__warp_col * 64) + (y__h__lane_col * 4)) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((132 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((132 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((264 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((264 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((396 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((396 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((528 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((528 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((660 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((660 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(y__h__row_group * 4)], y__h__a_slices_1, ((792 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(y__h__col_group * 4)], y__h__b_slices_1, ((792 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__a_fragments[(8 + (y__h__row_group * 4))], y__h__a_slices_1, ((924 + ((y__h__warp_row * 32) + (y__h__lane_row * 4))) + (y__h__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__h__b_fragments[(8 + (y__h__col_group * 4))], y__h__b_slices_1, ((924 + ((y__h__warp_col * 64) + (y__h__lane_col * 4))) + (y__h__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[((y__h__row_group * 4) + y__h__row_in_group)] * y__h__b_fragments[((y__h__col_group * 4) + y__h__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__h__col_in_group = 0; y__h__col_in_group < 4; y__h__col_in_group += 1) {
+                  y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] = (y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + ((y__h__col_group * 4) + y__h__col_in_group))] + (y__h__a_fragments[(8 + ((y__h__row_group * 4) + y__h__row_in_group))] * y__h__b_fragments[(8 + ((y__h__col_group * 4) + y__h__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t y__h__row_group = 0; y__h__row_group < 2; y__h__row_group += 1) {
+        #pragma unroll
+        for (int32_t y__h__row_in_group = 0; y__h__row_in_group < 4; y__h__row_in_group += 1) {
+          const int32_t i0 = ((((no * 128) + (y__h__warp_row * 32)) + (y__h__row_group * 16)) + ((y__h__lane_row * 4) + y__h__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int32_t y__h__col_group = 0; y__h__col_group < 2; y__h__col_group += 1) {
+              const int32_t i1 = ((((oo * 128) + (y__h__warp_col * 64)) + (y__h__col_group * 32)) + (y__h__lane_col * 4));
+              if ((((unsigned long long)(const void*)&y__h[((i0 * H) + i1)]) & 15) == 0 && ((i1 + 3) < H)) {
+                alignas(16) float y__h__vector[4];
+                y__h__vector[0] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
+                y__h__vector[1] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 1)] + b1[(i1 + 1)]));
+                y__h__vector[2] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 2)] + b1[(i1 + 2)]));
+                y__h__vector[3] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 3)] + b1[(i1 + 3)]));
+                *reinterpret_cast<uint4*>(&y__h[((i0 * H) + i1)]) = *reinterpret_cast<const uint4*>(y__h__vector);
+              } else {
+                if ((i1 < H)) {
+                  y__h[((i0 * H) + i1)] = emmy_gelu((y__h__accumulators[((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4))] + b1[i1]));
+                }
+                if (((i1 + 1) < H)) {
+                  y__h[(((i0 * H) + i1) + 1)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 1)] + b1[(i1 + 1)]));
+                }
+                if (((i1 + 2) < H)) {
+                  y__h[(((i0 * H) + i1) + 2)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 2)] + b1[(i1 + 2)]));
+                }
+                if (((i1 + 3) < H)) {
+                  y__h[(((i0 * H) + i1) + 3)] = emmy_gelu((y__h__accumulators[(((((y__h__row_group * 4) + y__h__row_in_group) * 8) + (y__h__col_group * 4)) + 3)] + b1[(i1 + 3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y__h__acc, y__h.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((H + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
       const int64_t y__h__lane = (int64_t)threadIdx.x;
@@ -2879,8 +5491,470 @@ extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k1(
   }
 }
 
+// Computes y__y__acc, y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int32_t N, int32_t D, int32_t H) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 127) / 128); no += (int32_t)gridDim.y) {
+    for (int32_t oo = (int32_t)blockIdx.x; oo < ((D + 127) / 128); oo += (int32_t)gridDim.x) {
+      const int32_t y__lane = (int32_t)threadIdx.x;
+      const int32_t y__warp_col = (int32_t)threadIdx.y;
+      const int32_t y__warp_row = (int32_t)threadIdx.z;
+      const int32_t y__thread = (y__lane + ((y__warp_col + (y__warp_row * 2)) * 32));
+      EMMY_SHARED(float, y__a_slices_0, 1056);
+      EMMY_SHARED(float, y__a_slices_1, 1056);
+      EMMY_SHARED(float, y__b_slices_0, 1056);
+      EMMY_SHARED(float, y__b_slices_1, 1056);
+      alignas(16) float y__accumulators[64];
+      #pragma unroll
+      for (int32_t y__element = 0; y__element < 64; y__element += 1) {
+        y__accumulators[y__element] = 0.0f;
+      }
+      const int32_t y__lane_row = (y__lane / 8);
+      const int32_t y__lane_col = (y__lane % 8);
+      alignas(16) float y__a_fragments[16];
+      alignas(16) float y__b_fragments[16];
+      const int32_t y__slices = ((H + 7) / 8);
+      const int32_t y__a_slices_first_row = (y__thread % 8);
+      const int32_t y__a_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const int32_t y__a_slices_first_element = ((y__a_slices_first_row * 132) + y__a_slices_column);
+      const int32_t y__a_slices_along_0 = ((no * 128) + y__a_slices_column);
+      const int32_t y__a_slices_source_0 = ((y__a_slices_along_0 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_1 = ((no * 128) + (y__a_slices_column + 32));
+      const int32_t y__a_slices_source_1 = ((y__a_slices_along_1 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_2 = ((no * 128) + (y__a_slices_column + 64));
+      const int32_t y__a_slices_source_2 = ((y__a_slices_along_2 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_along_3 = ((no * 128) + (y__a_slices_column + 96));
+      const int32_t y__a_slices_source_3 = ((y__a_slices_along_3 * H) + y__a_slices_first_row);
+      const int32_t y__a_slices_slice_step = (((y__a_slices_along_0 * H) + (y__a_slices_first_row + 8)) - y__a_slices_source_0);
+      const int32_t y__b_slices_first_row = (y__thread % 8);
+      const int32_t y__b_slices_column = (((y__thread / 32) * 4) + ((y__thread / 8) % 4));
+      const int32_t y__b_slices_first_element = ((y__b_slices_first_row * 132) + y__b_slices_column);
+      const int32_t y__b_slices_along_0 = ((oo * 128) + y__b_slices_column);
+      const int32_t y__b_slices_source_0 = ((y__b_slices_along_0 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_1 = ((oo * 128) + (y__b_slices_column + 32));
+      const int32_t y__b_slices_source_1 = ((y__b_slices_along_1 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_2 = ((oo * 128) + (y__b_slices_column + 64));
+      const int32_t y__b_slices_source_2 = ((y__b_slices_along_2 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_along_3 = ((oo * 128) + (y__b_slices_column + 96));
+      const int32_t y__b_slices_source_3 = ((y__b_slices_along_3 * H) + y__b_slices_first_row);
+      const int32_t y__b_slices_slice_step = (((y__b_slices_along_0 * H) + (y__b_slices_first_row + 8)) - y__b_slices_source_0);
+      if ((0 < y__slices)) {
+        __syncthreads();
+        emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, y__a_slices_source_0, ((y__a_slices_along_0 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 32), y__h, y__a_slices_source_1, ((y__a_slices_along_1 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 64), y__h, y__a_slices_source_2, ((y__a_slices_along_2 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 96), y__h, y__a_slices_source_3, ((y__a_slices_along_3 < N) && (y__a_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, y__b_slices_source_0, ((y__b_slices_along_0 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 32), w2, y__b_slices_source_1, ((y__b_slices_along_1 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, y__b_slices_source_2, ((y__b_slices_along_2 < D) && (y__b_slices_first_row < H)));
+        emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, y__b_slices_source_3, ((y__b_slices_along_3 < D) && (y__b_slices_first_row < H)));
+      }
+      for (int32_t y__slice = 0; y__slice < y__slices; y__slice += 2) {
+        if ((y__slice < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((y__slice + 1) < y__slices)) {
+            emmy_copy_async(y__a_slices_1, y__a_slices_first_element, y__h, (y__a_slices_source_0 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 32), y__h, (y__a_slices_source_1 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 64), y__h, (y__a_slices_source_2 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_1, (y__a_slices_first_element + 96), y__h, (y__a_slices_source_3 + ((y__slice + 1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && ((((y__slice + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, y__b_slices_first_element, w2, (y__b_slices_source_0 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 32), w2, (y__b_slices_source_1 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 64), w2, (y__b_slices_source_2 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_1, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + ((y__slice + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && ((((y__slice + 1) * 8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_0, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_0, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_0, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_0, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((y__slice + 1) < y__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((y__slice + 1) + 1) < y__slices)) {
+            emmy_copy_async(y__a_slices_0, y__a_slices_first_element, y__h, (y__a_slices_source_0 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_0 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 32), y__h, (y__a_slices_source_1 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_1 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 64), y__h, (y__a_slices_source_2 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_2 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__a_slices_0, (y__a_slices_first_element + 96), y__h, (y__a_slices_source_3 + (((y__slice + 1) + 1) * y__a_slices_slice_step)), ((y__a_slices_along_3 < N) && (((((y__slice + 1) + 1) * 8) + y__a_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, y__b_slices_first_element, w2, (y__b_slices_source_0 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_0 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 32), w2, (y__b_slices_source_1 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_1 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 64), w2, (y__b_slices_source_2 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_2 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+            emmy_copy_async(y__b_slices_0, (y__b_slices_first_element + 96), w2, (y__b_slices_source_3 + (((y__slice + 1) + 1) * y__b_slices_slice_step)), ((y__b_slices_along_3 < D) && (((((y__slice + 1) + 1) * 8) + y__b_slices_first_row) < H)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, (((y__warp_row * 32) + (y__lane_row * 4)) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, (((y__warp_col * 64) + (y__lane_col * 4)) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((132 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((132 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((264 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((264 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((396 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((396 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((528 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((528 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((660 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((660 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(y__row_group * 4)], y__a_slices_1, ((792 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(y__col_group * 4)], y__b_slices_1, ((792 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            emmy_load_shared_vector<16>(&y__a_fragments[(8 + (y__row_group * 4))], y__a_slices_1, ((924 + ((y__warp_row * 32) + (y__lane_row * 4))) + (y__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+            emmy_load_shared_vector<16>(&y__b_fragments[(8 + (y__col_group * 4))], y__b_slices_1, ((924 + ((y__warp_col * 64) + (y__lane_col * 4))) + (y__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[((y__row_group * 4) + y__row_in_group)] * y__b_fragments[((y__col_group * 4) + y__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+            #pragma unroll
+            for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+                #pragma unroll
+                for (int32_t y__col_in_group = 0; y__col_in_group < 4; y__col_in_group += 1) {
+                  y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] = (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + ((y__col_group * 4) + y__col_in_group))] + (y__a_fragments[(8 + ((y__row_group * 4) + y__row_in_group))] * y__b_fragments[(8 + ((y__col_group * 4) + y__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t y__row_group = 0; y__row_group < 2; y__row_group += 1) {
+        #pragma unroll
+        for (int32_t y__row_in_group = 0; y__row_in_group < 4; y__row_in_group += 1) {
+          const int32_t i0 = ((((no * 128) + (y__warp_row * 32)) + (y__row_group * 16)) + ((y__lane_row * 4) + y__row_in_group));
+          if ((i0 < N)) {
+            #pragma unroll
+            for (int32_t y__col_group = 0; y__col_group < 2; y__col_group += 1) {
+              const int32_t i1 = ((((oo * 128) + (y__warp_col * 64)) + (y__col_group * 32)) + (y__lane_col * 4));
+              if ((((unsigned long long)(const void*)&y[((i0 * D) + i1)]) & 15) == 0 && ((i1 + 3) < D)) {
+                alignas(16) float y__vector[4];
+                y__vector[0] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
+                y__vector[1] = (x[((i0 * D) + (i1 + 1))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 1)] + b2[(i1 + 1)]));
+                y__vector[2] = (x[((i0 * D) + (i1 + 2))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 2)] + b2[(i1 + 2)]));
+                y__vector[3] = (x[((i0 * D) + (i1 + 3))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 3)] + b2[(i1 + 3)]));
+                *reinterpret_cast<uint4*>(&y[((i0 * D) + i1)]) = *reinterpret_cast<const uint4*>(y__vector);
+              } else {
+                if ((i1 < D)) {
+                  y[((i0 * D) + i1)] = (x[((i0 * D) + i1)] + (y__accumulators[((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4))] + b2[i1]));
+                }
+                if (((i1 + 1) < D)) {
+                  y[(((i0 * D) + i1) + 1)] = (x[((i0 * D) + (i1 + 1))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 1)] + b2[(i1 + 1)]));
+                }
+                if (((i1 + 2) < D)) {
+                  y[(((i0 * D) + i1) + 2)] = (x[((i0 * D) + (i1 + 2))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 2)] + b2[(i1 + 2)]));
+                }
+                if (((i1 + 3) < D)) {
+                  y[(((i0 * D) + i1) + 3)] = (x[((i0 * D) + (i1 + 3))] + (y__accumulators[(((((y__row_group * 4) + y__row_in_group) * 8) + (y__col_group * 4)) + 3)] + b2[(i1 + 3)]));
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y__y__acc, y.
-extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) residual_mlp__LANES256__k2__i64(const float* x, const float* g, const float* w1, const float* b1, const float* w2, const float* b2, float* y, float* h, float* y__h, int64_t N, int64_t D, int64_t H) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.y) {
     for (int64_t oo = (int64_t)blockIdx.x; oo < ((D + (int64_t)127) / (int64_t)128); oo += (int64_t)gridDim.x) {
       const int64_t y__lane = (int64_t)threadIdx.x;
@@ -3355,53 +6429,123 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
   if (cudaMallocAsync((void**)&y__h, (size_t)emmy_max((H * N), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("residual_mlp: cannot allocate the temporary y__h");
   if ((D <= (int64_t)2048)) {
-    {
-      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      EMMY_LAUNCH_SIZED(residual_mlp__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-        return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0 failed: %s", cudaGetErrorString(error));
+    if (((((65535.0 + (2.0 * (double)D)) + ((double)D * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      {
+        int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+        EMMY_LAUNCH_SIZED(residual_mlp__LANES32__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0 failed: %s", cudaGetErrorString(error));
+      }
+    } else {
+      {
+        int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+        EMMY_LAUNCH_SIZED(residual_mlp__LANES32__k0__i64, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(32), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0__i64 failed: %s", cudaGetErrorString(error));
+      }
     }
-    if (!(H == 0 || N == 0)) {
-      EMMY_LAUNCH(residual_mlp__LANES32__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-        return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k1 failed: %s", cudaGetErrorString(error));
+    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      if (!(H == 0 || N == 0)) {
+        EMMY_LAUNCH(residual_mlp__LANES32__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k1 failed: %s", cudaGetErrorString(error));
+      }
+    } else {
+      if (!(H == 0 || N == 0)) {
+        EMMY_LAUNCH(residual_mlp__LANES32__k1__i64, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k1__i64 failed: %s", cudaGetErrorString(error));
+      }
     }
-    EMMY_LAUNCH(residual_mlp__LANES32__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k2 failed: %s", cudaGetErrorString(error));
+    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(residual_mlp__LANES32__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k2 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(residual_mlp__LANES32__k2__i64, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k2__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   if (((D >= (int64_t)2049) && (D <= (int64_t)8192))) {
-    {
-      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      EMMY_LAUNCH_SIZED(residual_mlp__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-        return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0 failed: %s", cudaGetErrorString(error));
+    if (((((65535.0 + (2.0 * (double)D)) + ((double)D * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      {
+        int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+        EMMY_LAUNCH_SIZED(residual_mlp__LANES128__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0 failed: %s", cudaGetErrorString(error));
+      }
+    } else {
+      {
+        int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+        EMMY_LAUNCH_SIZED(residual_mlp__LANES128__k0__i64, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(128), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0__i64 failed: %s", cudaGetErrorString(error));
+      }
     }
-    if (!(H == 0 || N == 0)) {
-      EMMY_LAUNCH(residual_mlp__LANES128__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-        return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k1 failed: %s", cudaGetErrorString(error));
+    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      if (!(H == 0 || N == 0)) {
+        EMMY_LAUNCH(residual_mlp__LANES128__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k1 failed: %s", cudaGetErrorString(error));
+      }
+    } else {
+      if (!(H == 0 || N == 0)) {
+        EMMY_LAUNCH(residual_mlp__LANES128__k1__i64, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k1__i64 failed: %s", cudaGetErrorString(error));
+      }
     }
-    EMMY_LAUNCH(residual_mlp__LANES128__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k2 failed: %s", cudaGetErrorString(error));
+    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(residual_mlp__LANES128__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k2 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(residual_mlp__LANES128__k2__i64, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k2__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   if ((D >= (int64_t)8193)) {
-    {
-      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(residual_mlp__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
-      EMMY_LAUNCH_SIZED(residual_mlp__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-        return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k0 failed: %s", cudaGetErrorString(error));
+    if (((((232448.0 + (4.0 * (double)D)) + ((double)D * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      {
+        int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+        if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(residual_mlp__LANES256__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+        EMMY_LAUNCH_SIZED(residual_mlp__LANES256__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k0 failed: %s", cudaGetErrorString(error));
+      }
+    } else {
+      {
+        int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+        if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(residual_mlp__LANES256__k0__i64), (int64_t)232448)) emmy_shared_bytes = 0;
+        EMMY_LAUNCH_SIZED(residual_mlp__LANES256__k0__i64, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k0__i64 failed: %s", cudaGetErrorString(error));
+      }
     }
-    if (!(H == 0 || N == 0)) {
-      EMMY_LAUNCH(residual_mlp__LANES256__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-        return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k1 failed: %s", cudaGetErrorString(error));
+    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      if (!(H == 0 || N == 0)) {
+        EMMY_LAUNCH(residual_mlp__LANES256__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k1 failed: %s", cudaGetErrorString(error));
+      }
+    } else {
+      if (!(H == 0 || N == 0)) {
+        EMMY_LAUNCH(residual_mlp__LANES256__k1__i64, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+        if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+          return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k1__i64 failed: %s", cudaGetErrorString(error));
+      }
     }
-    EMMY_LAUNCH(residual_mlp__LANES256__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k2 failed: %s", cudaGetErrorString(error));
+    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+      EMMY_LAUNCH(residual_mlp__LANES256__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k2 failed: %s", cudaGetErrorString(error));
+    } else {
+      EMMY_LAUNCH(residual_mlp__LANES256__k2__i64, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, N, D, H);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k2__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   cudaFreeAsync(h, stream);
   cudaFreeAsync(y__h, stream);

@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -272,8 +277,286 @@ static int64_t emmy_launch_shared_limit(const void* kernel) {
 #endif
 
 #ifndef EMMY_HOST_ONLY
+// Computes m, s, y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x, float* y, int32_t N, int32_t D) {
+  for (int32_t n = (int32_t)blockIdx.x; n < N; n += (int32_t)gridDim.x) {
+    if ((((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes())) {
+      EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, 0, (((D + 3) / 4) * 4));
+      __syncthreads();
+      for (int32_t x_shared_vector = (int32_t)threadIdx.x; x_shared_vector < ((D + 3) / 4); x_shared_vector += (int32_t)blockDim.x) {
+        const int32_t x_shared_element = (x_shared_vector * 4);
+        emmy_copy_async_lanes<4>(x_shared, x_shared_element, x, ((n * D) + x_shared_element), (n < N) ? (D - x_shared_element) : (int32_t)0);
+      }
+      emmy_wait_for_copies<0>();
+      float m;
+      float m__acc;
+      m__acc = -INFINITY;
+      const int32_t d_lane_2 = (int32_t)threadIdx.x;
+      const int32_t d_step_2__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_2) >= 0) ? (((((D + 3) / 4) - d_lane_2) + 255) / 256) : ((((D + 3) / 4) - d_lane_2) / 256)));
+      const int32_t d_step_2__whole = emmy_min(d_step_2__end, (((D - ((d_lane_2 * 4) + 3)) >= 0) ? (((D - ((d_lane_2 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_2 * 4) + 3)) / 1024)));
+      for (int32_t d_step_2 = 0; d_step_2 < d_step_2__whole; d_step_2 += 1) {
+        alignas(16) float x_shared__lanes[4];
+        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_2 * 256) + d_lane_2) * 4));
+        #pragma unroll
+        for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+          m__acc = emmy_max(m__acc, x_shared__lanes[d_element_2]);
+        }
+      }
+      for (int32_t d_step_2 = emmy_max(0, d_step_2__whole); d_step_2 < d_step_2__end; d_step_2 += 1) {
+        #pragma unroll
+        for (int32_t d_element_2 = 0; d_element_2 < 4; d_element_2 += 1) {
+          const int32_t d_1 = ((((d_step_2 * 256) + d_lane_2) * 4) + d_element_2);
+          if ((d_1 < D)) {
+            m__acc = emmy_max(m__acc, x_shared[d_1]);
+          }
+        }
+      }
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        m__acc__partials[((int32_t)threadIdx.x / 32)] = m__acc;
+      }
+      __syncthreads();
+      m__acc = ((((int32_t)threadIdx.x % 32) < 8) ? m__acc__partials[((int32_t)threadIdx.x % 32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = m__acc;
+      float s;
+      float s__acc;
+      s__acc = 0.0f;
+      const int32_t d_lane_1 = (int32_t)threadIdx.x;
+      const int32_t d_step_1__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_1) >= 0) ? (((((D + 3) / 4) - d_lane_1) + 255) / 256) : ((((D + 3) / 4) - d_lane_1) / 256)));
+      const int32_t d_step_1__whole = emmy_min(d_step_1__end, (((D - ((d_lane_1 * 4) + 3)) >= 0) ? (((D - ((d_lane_1 * 4) + 3)) + 1023) / 1024) : ((D - ((d_lane_1 * 4) + 3)) / 1024)));
+      for (int32_t d_step_1 = 0; d_step_1 < d_step_1__whole; d_step_1 += 1) {
+        alignas(16) float x_shared__lanes[4];
+        emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step_1 * 256) + d_lane_1) * 4));
+        #pragma unroll
+        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          x_shared__lanes[d_element_1] = expf((x_shared__lanes[d_element_1] - m));
+          s__acc = (s__acc + x_shared__lanes[d_element_1]);
+        }
+        emmy_store_shared_vector<16>(x_shared, (((d_step_1 * 256) + d_lane_1) * 4), x_shared__lanes);
+      }
+      for (int32_t d_step_1 = emmy_max(0, d_step_1__whole); d_step_1 < d_step_1__end; d_step_1 += 1) {
+        #pragma unroll
+        for (int32_t d_element_1 = 0; d_element_1 < 4; d_element_1 += 1) {
+          const int32_t d_1 = ((((d_step_1 * 256) + d_lane_1) * 4) + d_element_1);
+          if ((d_1 < D)) {
+            x_shared[d_1] = expf((x_shared[d_1] - m));
+            s__acc = (s__acc + x_shared[d_1]);
+          }
+        }
+      }
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        s__acc__partials[((int32_t)threadIdx.x / 32)] = s__acc;
+      }
+      __syncthreads();
+      s__acc = ((((int32_t)threadIdx.x % 32) < 8) ? s__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
+      const int32_t d_lane = (int32_t)threadIdx.x;
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        const int32_t d_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+        for (int32_t d_step = 0; d_step < d_step__end; d_step += 1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
+            alignas(16) float x_shared__lanes[4];
+            emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * 256) + d_lane) * 4));
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+              y__lanes[d_element] = (x_shared__lanes[d_element] * d_step__reciprocal_0);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+              const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (x_shared[((((d_step * 256) + d_lane) * 4) + d_element)] * d_step__reciprocal_0);
+              }
+            }
+          }
+        }
+      } else {
+        const int32_t d_step__end1 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+        for (int32_t d_step = 0; d_step < d_step__end1; d_step += 1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
+            alignas(16) float x_shared__lanes[4];
+            emmy_load_shared_vector<16>(x_shared__lanes, x_shared, (((d_step * 256) + d_lane) * 4));
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+              y__lanes[d_element] = (x_shared__lanes[d_element] / s);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+              const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (x_shared[((((d_step * 256) + d_lane) * 4) + d_element)] / s);
+              }
+            }
+          }
+        }
+      }
+    }
+    if ((!(((((D + 3) / 4) * 4) * 4) <= (int32_t)emmy_launch_shared_bytes()))) {
+      float m;
+      float s;
+      float m__acc;
+      float s__acc;
+      m__acc = -INFINITY;
+      s__acc = 0.0f;
+      const int32_t d_lane_3 = (int32_t)threadIdx.x;
+      const int32_t d_step_3__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane_3) >= 0) ? (((((D + 3) / 4) - d_lane_3) + 255) / 256) : ((((D + 3) / 4) - d_lane_3) / 256)));
+      for (int32_t d_step_3 = 0; d_step_3 < d_step_3__end; d_step_3 += 1) {
+        alignas(16) float m__values[4];
+        float m__next;
+        m__next = m__acc;
+        if ((((unsigned long long)(const void*)&x[((n * D) + (((d_step_3 * 256) + d_lane_3) * 4))]) & 15) == 0 && (((((d_step_3 * 256) + d_lane_3) * 4) + 3) < D)) {
+          alignas(16) float x__lanes[4];
+          *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step_3 * 256) + d_lane_3) * 4))]);
+          #pragma unroll
+          for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+            m__values[d_element_3] = x__lanes[d_element_3];
+          }
+        } else {
+          #pragma unroll
+          for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+            const int32_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
+            if ((d_1 < D)) {
+              m__values[d_element_3] = x[((n * D) + d_1)];
+            }
+          }
+        }
+        #pragma unroll
+        for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+          const int32_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
+          if ((d_1 < D)) {
+            m__next = emmy_max(m__next, m__values[d_element_3]);
+          }
+        }
+        s__acc = (s__acc * expf((m__acc - ((m__next == -INFINITY) ? 0.0f : m__next))));
+        m__acc = m__next;
+        #pragma unroll
+        for (int32_t d_element_3 = 0; d_element_3 < 4; d_element_3 += 1) {
+          const int32_t d_1 = ((((d_step_3 * 256) + d_lane_3) * 4) + d_element_3);
+          if ((d_1 < D)) {
+            s__acc = (s__acc + expf((m__values[d_element_3] - ((m__acc == -INFINITY) ? 0.0f : m__acc))));
+          }
+        }
+      }
+      float m__own;
+      m__own = m__acc;
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      EMMY_SHARED(float, m__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        m__acc__partials[((int32_t)threadIdx.x / 32)] = m__acc;
+      }
+      __syncthreads();
+      m__acc = ((((int32_t)threadIdx.x % 32) < 8) ? m__acc__partials[((int32_t)threadIdx.x % 32)] : -INFINITY);
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 16));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 8));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 4));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 2));
+      m__acc = emmy_max(m__acc, __shfl_xor_sync(0xffffffffu, m__acc, 1));
+      m = m__acc;
+      s__acc = ((s__acc == 0.0f) ? 0.0f : (s__acc * expf((m__own - m))));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      EMMY_SHARED(float, s__acc__partials, 8);
+      if ((((int32_t)threadIdx.x % 32) == 0)) {
+        s__acc__partials[((int32_t)threadIdx.x / 32)] = s__acc;
+      }
+      __syncthreads();
+      s__acc = ((((int32_t)threadIdx.x % 32) < 8) ? s__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 16));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 8));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 4));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 2));
+      s__acc = (s__acc + __shfl_xor_sync(0xffffffffu, s__acc, 1));
+      s = s__acc;
+      const int32_t d_lane = (int32_t)threadIdx.x;
+      float d_step__reciprocal_0;
+      d_step__reciprocal_0 = (1.0f / s);
+      if ((((s >= 1.1754944e-38f) && (s <= 8.507059e+37f)) || ((s <= -1.1754944e-38f) && (s >= -8.507059e+37f)))) {
+        const int32_t d_step__end2 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+        for (int32_t d_step = 0; d_step < d_step__end2; d_step += 1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * 256) + d_lane) * 4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) * d_step__reciprocal_0);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+              const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) * d_step__reciprocal_0);
+              }
+            }
+          }
+        }
+      } else {
+        const int32_t d_step__end3 = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - d_lane) >= 0) ? (((((D + 3) / 4) - d_lane) + 255) / 256) : ((((D + 3) / 4) - d_lane) / 256)));
+        for (int32_t d_step = 0; d_step < d_step__end3; d_step += 1) {
+          if ((((unsigned long long)(const void*)&y[((n * D) + (((d_step * 256) + d_lane) * 4))] | (unsigned long long)(const void*)&x[((n * D) + (((d_step * 256) + d_lane) * 4))]) & 15) == 0 && (((((d_step * 256) + d_lane) * 4) + 3) < D)) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((n * D) + (((d_step * 256) + d_lane) * 4))]);
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+              y__lanes[d_element] = (expf((x__lanes[d_element] - m)) / s);
+            }
+            *reinterpret_cast<uint4*>(&y[((n * D) + (((d_step * 256) + d_lane) * 4))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int32_t d_element = 0; d_element < 4; d_element += 1) {
+              const int32_t d = ((((d_step * 256) + d_lane) * 4) + d_element);
+              if ((d < D)) {
+                y[((n * D) + d)] = (expf((x[((n * D) + d)] - m)) / s);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes m, s, y.
-extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0(const float* x, float* y, int64_t N, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) softmax__k0__i64(const float* x, float* y, int64_t N, int64_t D) {
   for (int64_t n = (int64_t)blockIdx.x; n < N; n += (int64_t)gridDim.x) {
     if ((((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4) <= (int64_t)emmy_launch_shared_bytes())) {
       EMMY_SHARED_SIZED_AT_LAUNCH(float, x_shared, 58112, (int64_t)0, (((D + (int64_t)3) / (int64_t)4) * (int64_t)4));
@@ -556,12 +839,22 @@ extern "C" int softmax(const float* x, float* y, int64_t N, int64_t D, cudaStrea
   if (N < 0) return emmy_fail("softmax: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("softmax: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  {
-    int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
-    if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax__k0), (int64_t)232448)) emmy_shared_bytes = 0;
-    EMMY_LAUNCH_SIZED(softmax__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("softmax: kernel softmax__k0 failed: %s", cudaGetErrorString(error));
+  if (((((232448.0 + (4.0 * (double)D)) + ((double)D * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax__k0), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax__k0, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, (int32_t)N, (int32_t)D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax: kernel softmax__k0 failed: %s", cudaGetErrorString(error));
+    }
+  } else {
+    {
+      int64_t emmy_shared_bytes = ((((D + (int64_t)3) / (int64_t)4) * (int64_t)4) * (int64_t)4);
+      if (emmy_shared_bytes > emmy_min(EMMY_LAUNCH_SHARED_LIMIT(softmax__k0__i64), (int64_t)232448)) emmy_shared_bytes = 0;
+      EMMY_LAUNCH_SIZED(softmax__k0__i64, dim3((unsigned)(emmy_min(emmy_max(N, (int64_t)1), (int64_t)65535))), dim3(256), emmy_shared_bytes, stream, x, y, N, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("softmax: kernel softmax__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
   return 0;
 }

@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -183,8 +188,59 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes mu. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k0(const float* x, float* y, float* mu, float* var, int32_t B, int32_t S, int32_t D) {
+  for (int32_t i0_i1_i2 = (int32_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int32_t)gridDim.x) {
+    const int32_t i0 = (i0_i1_i2 / S);
+    const int32_t i1 = (i0_i1_i2 % S);
+    const int32_t i2 = 0;
+    float mu__acc;
+    mu__acc = 0.0f;
+    const int32_t r0_lane = (int32_t)threadIdx.x;
+    const int32_t r0_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - r0_lane) >= 0) ? (((((D + 3) / 4) - r0_lane) + 255) / 256) : ((((D + 3) / 4) - r0_lane) / 256)));
+    for (int32_t r0_step = 0; r0_step < r0_step__end; r0_step += 1) {
+      if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]) & 15) == 0 && (((((r0_step * 256) + r0_lane) * 4) + 3) < D)) {
+        alignas(16) float x__lanes[4];
+        *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]);
+        #pragma unroll
+        for (int32_t r0_element = 0; r0_element < 4; r0_element += 1) {
+          mu__acc = (mu__acc + x__lanes[r0_element]);
+        }
+      } else {
+        #pragma unroll
+        for (int32_t r0_element = 0; r0_element < 4; r0_element += 1) {
+          const int32_t r0 = ((((r0_step * 256) + r0_lane) * 4) + r0_element);
+          if ((r0 < D)) {
+            mu__acc = (mu__acc + x[((((i0 * S) + i1) * D) + r0)]);
+          }
+        }
+      }
+    }
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    EMMY_SHARED(float, mu__acc__partials, 8);
+    __syncthreads();
+    if ((((int32_t)threadIdx.x % 32) == 0)) {
+      mu__acc__partials[((int32_t)threadIdx.x / 32)] = mu__acc;
+    }
+    __syncthreads();
+    mu__acc = ((((int32_t)threadIdx.x % 32) < 8) ? mu__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 16));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 8));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 4));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 2));
+    mu__acc = (mu__acc + __shfl_xor_sync(0xffffffffu, mu__acc, 1));
+    if (((int32_t)threadIdx.x == 0)) {
+      mu[(((i0 * S) + i1) + i2)] = (mu__acc / (float)D);
+    }
+  }
+}
+
 // Computes mu.
-extern "C" __global__ void __launch_bounds__(256, 1) standardize__k0(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k0__i64(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t i0_i1_i2 = (int64_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int64_t)gridDim.x) {
     const int64_t i0 = (i0_i1_i2 / S);
     const int64_t i1 = (i0_i1_i2 % S);
@@ -234,8 +290,59 @@ extern "C" __global__ void __launch_bounds__(256, 1) standardize__k0(const float
   }
 }
 
+// Computes var. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float* x, float* y, float* mu, float* var, int32_t B, int32_t S, int32_t D) {
+  for (int32_t i0_i1_i2 = (int32_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int32_t)gridDim.x) {
+    const int32_t i0 = (i0_i1_i2 / S);
+    const int32_t i1 = (i0_i1_i2 % S);
+    const int32_t i2 = 0;
+    float var__acc;
+    var__acc = 0.0f;
+    const int32_t r0_lane = (int32_t)threadIdx.x;
+    const int32_t r0_step__end = emmy_min(((((D + 3) / 4) + 255) / 256), (((((D + 3) / 4) - r0_lane) >= 0) ? (((((D + 3) / 4) - r0_lane) + 255) / 256) : ((((D + 3) / 4) - r0_lane) / 256)));
+    for (int32_t r0_step = 0; r0_step < r0_step__end; r0_step += 1) {
+      if ((((unsigned long long)(const void*)&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]) & 15) == 0 && (((((r0_step * 256) + r0_lane) * 4) + 3) < D)) {
+        alignas(16) float x__lanes[4];
+        *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[((((i0 * S) + i1) * D) + (((r0_step * 256) + r0_lane) * 4))]);
+        #pragma unroll
+        for (int32_t r0_element = 0; r0_element < 4; r0_element += 1) {
+          var__acc = (var__acc + ((x__lanes[r0_element] - mu[((i0 * S) + i1)]) * (x__lanes[r0_element] - mu[((i0 * S) + i1)])));
+        }
+      } else {
+        #pragma unroll
+        for (int32_t r0_element = 0; r0_element < 4; r0_element += 1) {
+          const int32_t r0 = ((((r0_step * 256) + r0_lane) * 4) + r0_element);
+          if ((r0 < D)) {
+            var__acc = (var__acc + ((x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)]) * (x[((((i0 * S) + i1) * D) + r0)] - mu[((i0 * S) + i1)])));
+          }
+        }
+      }
+    }
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    EMMY_SHARED(float, var__acc__partials, 8);
+    __syncthreads();
+    if ((((int32_t)threadIdx.x % 32) == 0)) {
+      var__acc__partials[((int32_t)threadIdx.x / 32)] = var__acc;
+    }
+    __syncthreads();
+    var__acc = ((((int32_t)threadIdx.x % 32) < 8) ? var__acc__partials[((int32_t)threadIdx.x % 32)] : 0.0f);
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 16));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 8));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 4));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 2));
+    var__acc = (var__acc + __shfl_xor_sync(0xffffffffu, var__acc, 1));
+    if (((int32_t)threadIdx.x == 0)) {
+      var[(((i0 * S) + i1) + i2)] = (var__acc / (float)D);
+    }
+  }
+}
+
 // Computes var.
-extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1__i64(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   for (int64_t i0_i1_i2 = (int64_t)blockIdx.x; i0_i1_i2 < (B * S); i0_i1_i2 += (int64_t)gridDim.x) {
     const int64_t i0 = (i0_i1_i2 / S);
     const int64_t i1 = (i0_i1_i2 % S);
@@ -285,8 +392,53 @@ extern "C" __global__ void __launch_bounds__(256, 1) standardize__k1(const float
   }
 }
 
+// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2(const float* x, float* y, float* mu, float* var, int32_t B, int32_t S, int32_t D) {
+  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0 && (D >= 4)) {
+    for (int32_t i0_i1_i2__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i0_i1_i2__first < (((B * S) * D) / 4); i0_i1_i2__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+      alignas(16) float x__vector[16];
+      #pragma unroll
+      for (int32_t i0_i1_i2__slot = 0; i0_i1_i2__slot < 4; i0_i1_i2__slot += 1) {
+        const int32_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((i0_i1_i2__group < (((B * S) * D) / 4))) {
+          *reinterpret_cast<uint4*>(&x__vector[(i0_i1_i2__slot * 4)]) = *reinterpret_cast<const uint4*>(&x[(i0_i1_i2__group * 4)]);
+        }
+      }
+      alignas(16) float y__vector[16];
+      #pragma unroll
+      for (int32_t i0_i1_i2__slot = 0; i0_i1_i2__slot < 4; i0_i1_i2__slot += 1) {
+        const int32_t i0_i1_i2__group = (i0_i1_i2__first + (i0_i1_i2__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((i0_i1_i2__group < (((B * S) * D) / 4))) {
+          const int32_t i0_i1_i2__quotient0 = ((i0_i1_i2__group * 4) / D);
+          const int32_t i0_i1_i2__remainder0 = ((i0_i1_i2__group * 4) % D);
+          #pragma unroll
+          for (int32_t i0_i1_i2__lane = 0; i0_i1_i2__lane < 4; i0_i1_i2__lane += 1) {
+            const int32_t i0 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? 1 : 0)) / S);
+            const int32_t i1 = ((i0_i1_i2__quotient0 + (((i0_i1_i2__remainder0 + i0_i1_i2__lane) >= D) ? 1 : 0)) % S);
+            y__vector[((i0_i1_i2__slot * 4) + i0_i1_i2__lane)] = ((x__vector[((i0_i1_i2__slot * 4) + i0_i1_i2__lane)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
+          }
+          *reinterpret_cast<uint4*>(&y[(i0_i1_i2__group * 4)]) = *reinterpret_cast<const uint4*>(&y__vector[(i0_i1_i2__slot * 4)]);
+        }
+      }
+    }
+    for (int32_t i0_i1_i2 = (((((B * S) * D) / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); i0_i1_i2 < ((B * S) * D); i0_i1_i2 += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t i0 = ((i0_i1_i2 / D) / S);
+      const int32_t i1 = ((i0_i1_i2 / D) % S);
+      const int32_t i2 = (i0_i1_i2 % D);
+      y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
+    }
+  } else {
+    for (int32_t i0_i1_i2 = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i0_i1_i2 < ((B * S) * D); i0_i1_i2 += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t i0 = ((i0_i1_i2 / D) / S);
+      const int32_t i1 = ((i0_i1_i2 / D) % S);
+      const int32_t i2 = (i0_i1_i2 % D);
+      y[((((i0 * S) + i1) * D) + i2)] = ((x[((((i0 * S) + i1) * D) + i2)] - mu[((i0 * S) + i1)]) / sqrtf((var[((i0 * S) + i1)] + 1e-05f)));
+    }
+  }
+}
+
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
+extern "C" __global__ void __launch_bounds__(256, 1) standardize__k2__i64(const float* x, float* y, float* mu, float* var, int64_t B, int64_t S, int64_t D) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)x) & 15) == 0 && (D >= (int64_t)4)) {
     for (int64_t i0_i1_i2__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i0_i1_i2__first < (((B * S) * D) / (int64_t)4); i0_i1_i2__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float x__vector[16];
@@ -343,19 +495,41 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
   float* var = nullptr;
   if (cudaMallocAsync((void**)&var, (size_t)emmy_max((B * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("standardize: cannot allocate the temporary var");
-  if (!(B == 0 || S == 0)) {
-    EMMY_LAUNCH(standardize__k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("standardize: kernel standardize__k0 failed: %s", cudaGetErrorString(error));
+  if (((((((((65535.0 + (double)B) + ((((double)B * (double)D) * (double)S) * (double)S)) + ((double)B * (double)S)) + (((double)B * (double)S) * (double)S)) + (double)D) + ((double)D * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+    if (!(B == 0 || S == 0)) {
+      EMMY_LAUNCH(standardize__k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, (int32_t)B, (int32_t)S, (int32_t)D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("standardize: kernel standardize__k0 failed: %s", cudaGetErrorString(error));
+    }
+  } else {
+    if (!(B == 0 || S == 0)) {
+      EMMY_LAUNCH(standardize__k0__i64, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("standardize: kernel standardize__k0__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
-  if (!(B == 0 || S == 0)) {
-    EMMY_LAUNCH(standardize__k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
-    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-      return emmy_fail("standardize: kernel standardize__k1 failed: %s", cudaGetErrorString(error));
+  if (((((((((65535.0 + (double)B) + ((((double)B * (double)D) * (double)S) * (double)S)) + ((double)B * (double)S)) + (((double)B * (double)S) * (double)S)) + (double)D) + ((double)D * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+    if (!(B == 0 || S == 0)) {
+      EMMY_LAUNCH(standardize__k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, (int32_t)B, (int32_t)S, (int32_t)D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("standardize: kernel standardize__k1 failed: %s", cudaGetErrorString(error));
+    }
+  } else {
+    if (!(B == 0 || S == 0)) {
+      EMMY_LAUNCH(standardize__k1__i64, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+      if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+        return emmy_fail("standardize: kernel standardize__k1__i64 failed: %s", cudaGetErrorString(error));
+    }
   }
-  EMMY_LAUNCH(standardize__k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * S) * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("standardize: kernel standardize__k2 failed: %s", cudaGetErrorString(error));
+  if ((((((((((268431361.0 + (double)B) + (((((double)B * (double)D) * (double)D) * (double)S) * (double)S)) + (((double)B * (double)D) * (double)S)) + ((((double)B * (double)D) * (double)S) * (double)S)) + ((double)B * (double)S)) + (double)D) + ((double)D * (double)S)) + (268431362.0 * (double)S)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(standardize__k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * S) * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, (int32_t)B, (int32_t)S, (int32_t)D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("standardize: kernel standardize__k2 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(standardize__k2__i64, dim3((unsigned)(emmy_min(emmy_max(((((((B * S) * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, B, S, D);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("standardize: kernel standardize__k2__i64 failed: %s", cudaGetErrorString(error));
+  }
   cudaFreeAsync(mu, stream);
   cudaFreeAsync(var, stream);
   return 0;

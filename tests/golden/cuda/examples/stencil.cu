@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -183,8 +188,24 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes out. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) conv3x3__k0(const float* img, const float* k, float* out, int32_t H, int32_t W) {
+  for (int32_t i_j = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i_j < (H * W); i_j += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+    const int32_t i = (i_j / W);
+    const int32_t j = (i_j % W);
+    float out__acc;
+    out__acc = 0.0f;
+    for (int32_t di = 0; di < 3; di += 1) {
+      for (int32_t dj = 0; dj < 3; dj += 1) {
+        out__acc = (out__acc + (((((emmy_sub(emmy_add(i, di), 1) >= 0) && (emmy_sub(emmy_add(i, di), 1) < H)) && ((emmy_sub(emmy_add(j, dj), 1) >= 0) && (emmy_sub(emmy_add(j, dj), 1) < W))) ? img[((((i + di) - 1) * W) + ((j + dj) - 1))] : 0.0f) * k[((di * 3) + dj)]));
+      }
+    }
+    out[((i * W) + j)] = out__acc;
+  }
+}
+
 // Computes out.
-extern "C" __global__ void __launch_bounds__(256, 1) conv3x3__k0(const float* img, const float* k, float* out, int64_t H, int64_t W) {
+extern "C" __global__ void __launch_bounds__(256, 1) conv3x3__k0__i64(const float* img, const float* k, float* out, int64_t H, int64_t W) {
   for (int64_t i_j = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i_j < (H * W); i_j += ((int64_t)gridDim.x * (int64_t)blockDim.x)) {
     const int64_t i = (i_j / W);
     const int64_t j = (i_j % W);
@@ -205,16 +226,50 @@ extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, 
   if (H < 0) return emmy_fail("conv3x3: size H is negative (%lld)", (long long)H);
   if (W < 0) return emmy_fail("conv3x3: size W is negative (%lld)", (long long)W);
   if (H == 0 || W == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(conv3x3__k0, dim3((unsigned)(emmy_min(emmy_max((((H * W) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, img, k, out, H, W);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("conv3x3: kernel conv3x3__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((16777215.0 + (double)H) + ((double)H * (double)W)) + (((double)H * (double)W) * (double)W)) + (5.0 * (double)W)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(conv3x3__k0, dim3((unsigned)(emmy_min(emmy_max((((H * W) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, img, k, out, (int32_t)H, (int32_t)W);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("conv3x3: kernel conv3x3__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(conv3x3__k0__i64, dim3((unsigned)(emmy_min(emmy_max((((H * W) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, img, k, out, H, W);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("conv3x3: kernel conv3x3__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes dx. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) central_difference__k0(const float* x, float* dx, int32_t N) {
+  if ((((unsigned long long)(const void*)dx) & 15) == 0) {
+    for (int32_t i__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i__first < (N / 4); i__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+      alignas(16) float dx__vector[16];
+      #pragma unroll
+      for (int32_t i__slot = 0; i__slot < 4; i__slot += 1) {
+        const int32_t i__group = (i__first + (i__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((i__group < (N / 4))) {
+          #pragma unroll
+          for (int32_t i__lane = 0; i__lane < 4; i__lane += 1) {
+            const int32_t i = ((i__group * 4) + i__lane);
+            dx__vector[((i__slot * 4) + i__lane)] = (((i > 0) && (i < emmy_sub(N, 1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
+          }
+          *reinterpret_cast<uint4*>(&dx[(i__group * 4)]) = *reinterpret_cast<const uint4*>(&dx__vector[(i__slot * 4)]);
+        }
+      }
+    }
+    for (int32_t i = (((N / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); i < N; i += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      dx[i] = (((i > 0) && (i < emmy_sub(N, 1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
+    }
+  } else {
+    for (int32_t i = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); i < N; i += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      dx[i] = (((i > 0) && (i < emmy_sub(N, 1))) ? ((x[(i + 1)] - x[(i - 1)]) * 0.5f) : 0.0f);
+    }
+  }
+}
+
 // Computes dx.
-extern "C" __global__ void __launch_bounds__(256, 1) central_difference__k0(const float* x, float* dx, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) central_difference__k0__i64(const float* x, float* dx, int64_t N) {
   if ((((unsigned long long)(const void*)dx) & 15) == 0) {
     for (int64_t i__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); i__first < (N / (int64_t)4); i__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float dx__vector[16];
@@ -246,9 +301,15 @@ extern "C" __global__ void __launch_bounds__(256, 1) central_difference__k0(cons
 extern "C" int central_difference(const float* x, float* dx, int64_t N, cudaStream_t stream) {
   if (N < 0) return emmy_fail("central_difference: size N is negative (%lld)", (long long)N);
   if (N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(central_difference__k0, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("central_difference: kernel central_difference__k0 failed: %s", cudaGetErrorString(error));
+  if (((268431365.0 + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(central_difference__k0, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("central_difference: kernel central_difference__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(central_difference__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((((N + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, dx, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("central_difference: kernel central_difference__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__

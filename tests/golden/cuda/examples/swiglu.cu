@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -183,8 +188,49 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0(const __half* gate, const __half* up, __half* y, int32_t N, int32_t H) {
+  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= 8)) {
+    for (int32_t n_h__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h__first < ((N * H) / 8); n_h__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+      alignas(16) __half gate__vector[32];
+      alignas(16) __half up__vector[32];
+      #pragma unroll
+      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((n_h__group < ((N * H) / 8))) {
+          *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * 8)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * 8)]);
+          *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * 8)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * 8)]);
+        }
+      }
+      alignas(16) float y__vector[32];
+      #pragma unroll
+      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((n_h__group < ((N * H) / 8))) {
+          #pragma unroll
+          for (int32_t n_h__lane = 0; n_h__lane < 8; n_h__lane += 1) {
+            y__vector[((n_h__slot * 8) + n_h__lane)] = (emmy_silu((float)emmy_f32(gate__vector[((n_h__slot * 8) + n_h__lane)])) * (float)emmy_f32(up__vector[((n_h__slot * 8) + n_h__lane)]));
+          }
+          *reinterpret_cast<uint4*>(&y[(n_h__group * 8)]) = emmy_narrowed<uint4, __half>(&y__vector[(n_h__slot * 8)]);
+        }
+      }
+    }
+    for (int32_t n_h = ((((N * H) / 8) * 8) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t n = (n_h / H);
+      const int32_t h = (n_h % H);
+      y[((n * H) + h)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
+    }
+  } else {
+    for (int32_t n_h = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t n = (n_h / H);
+      const int32_t h = (n_h % H);
+      y[((n * H) + h)] = emmy_f16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
+    }
+  }
+}
+
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f16__k0__i64(const __half* gate, const __half* up, __half* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)8)) {
     for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)8); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) __half gate__vector[32];
@@ -230,16 +276,63 @@ extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64
   if (N < 0) return emmy_fail("swiglu_f16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f16: size H is negative (%lld)", (long long)H);
   if (H == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(swiglu_f16__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("swiglu_f16: kernel swiglu_f16__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((536862720.0 + (double)H) + (((double)H * (double)H) * (double)N)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(swiglu_f16__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, (int32_t)N, (int32_t)H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("swiglu_f16: kernel swiglu_f16__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(swiglu_f16__k0__i64, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("swiglu_f16: kernel swiglu_f16__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int32_t N, int32_t H) {
+  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= 8)) {
+    for (int32_t n_h__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h__first < ((N * H) / 8); n_h__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+      alignas(16) __nv_bfloat16 gate__vector[32];
+      alignas(16) __nv_bfloat16 up__vector[32];
+      #pragma unroll
+      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((n_h__group < ((N * H) / 8))) {
+          *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * 8)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * 8)]);
+          *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * 8)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * 8)]);
+        }
+      }
+      alignas(16) float y__vector[32];
+      #pragma unroll
+      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((n_h__group < ((N * H) / 8))) {
+          #pragma unroll
+          for (int32_t n_h__lane = 0; n_h__lane < 8; n_h__lane += 1) {
+            y__vector[((n_h__slot * 8) + n_h__lane)] = (emmy_silu((float)emmy_f32(gate__vector[((n_h__slot * 8) + n_h__lane)])) * (float)emmy_f32(up__vector[((n_h__slot * 8) + n_h__lane)]));
+          }
+          *reinterpret_cast<uint4*>(&y[(n_h__group * 8)]) = emmy_narrowed<uint4, __nv_bfloat16>(&y__vector[(n_h__slot * 8)]);
+        }
+      }
+    }
+    for (int32_t n_h = ((((N * H) / 8) * 8) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t n = (n_h / H);
+      const int32_t h = (n_h % H);
+      y[((n * H) + h)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
+    }
+  } else {
+    for (int32_t n_h = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t n = (n_h / H);
+      const int32_t h = (n_h % H);
+      y[((n * H) + h)] = emmy_bf16((float)(emmy_silu((float)emmy_f32(gate[((n * H) + h)])) * (float)emmy_f32(up[((n * H) + h)])));
+    }
+  }
+}
+
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_bf16__k0__i64(const __nv_bfloat16* gate, const __nv_bfloat16* up, __nv_bfloat16* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)8)) {
     for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)8); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) __nv_bfloat16 gate__vector[32];
@@ -285,16 +378,63 @@ extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, _
   if (N < 0) return emmy_fail("swiglu_bf16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_bf16: size H is negative (%lld)", (long long)H);
   if (H == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(swiglu_bf16__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("swiglu_bf16: kernel swiglu_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((536862720.0 + (double)H) + (((double)H * (double)H) * (double)N)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(swiglu_bf16__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, (int32_t)N, (int32_t)H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("swiglu_bf16: kernel swiglu_bf16__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(swiglu_bf16__k0__i64, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("swiglu_bf16: kernel swiglu_bf16__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0(const float* gate, const float* up, float* y, int32_t N, int32_t H) {
+  if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= 4)) {
+    for (int32_t n_h__first = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h__first < ((N * H) / 4); n_h__first += (((int32_t)gridDim.x * (int32_t)blockDim.x) * 4)) {
+      alignas(16) float gate__vector[16];
+      alignas(16) float up__vector[16];
+      #pragma unroll
+      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((n_h__group < ((N * H) / 4))) {
+          *reinterpret_cast<uint4*>(&gate__vector[(n_h__slot * 4)]) = *reinterpret_cast<const uint4*>(&gate[(n_h__group * 4)]);
+          *reinterpret_cast<uint4*>(&up__vector[(n_h__slot * 4)]) = *reinterpret_cast<const uint4*>(&up[(n_h__group * 4)]);
+        }
+      }
+      alignas(16) float y__vector[16];
+      #pragma unroll
+      for (int32_t n_h__slot = 0; n_h__slot < 4; n_h__slot += 1) {
+        const int32_t n_h__group = (n_h__first + (n_h__slot * ((int32_t)gridDim.x * (int32_t)blockDim.x)));
+        if ((n_h__group < ((N * H) / 4))) {
+          #pragma unroll
+          for (int32_t n_h__lane = 0; n_h__lane < 4; n_h__lane += 1) {
+            y__vector[((n_h__slot * 4) + n_h__lane)] = (emmy_silu(gate__vector[((n_h__slot * 4) + n_h__lane)]) * up__vector[((n_h__slot * 4) + n_h__lane)]);
+          }
+          *reinterpret_cast<uint4*>(&y[(n_h__group * 4)]) = *reinterpret_cast<const uint4*>(&y__vector[(n_h__slot * 4)]);
+        }
+      }
+    }
+    for (int32_t n_h = ((((N * H) / 4) * 4) + (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x)); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t n = (n_h / H);
+      const int32_t h = (n_h % H);
+      y[((n * H) + h)] = (emmy_silu(gate[((n * H) + h)]) * up[((n * H) + h)]);
+    }
+  } else {
+    for (int32_t n_h = (((int32_t)blockIdx.x * (int32_t)blockDim.x) + (int32_t)threadIdx.x); n_h < (N * H); n_h += ((int32_t)gridDim.x * (int32_t)blockDim.x)) {
+      const int32_t n = (n_h / H);
+      const int32_t h = (n_h % H);
+      y[((n * H) + h)] = (emmy_silu(gate[((n * H) + h)]) * up[((n * H) + h)]);
+    }
+  }
+}
+
 // Computes y.
-extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
+extern "C" __global__ void __launch_bounds__(256, 1) swiglu_f32__k0__i64(const float* gate, const float* up, float* y, int64_t N, int64_t H) {
   if ((((unsigned long long)(const void*)y | (unsigned long long)(const void*)gate | (unsigned long long)(const void*)up) & 15) == 0 && (H >= (int64_t)4)) {
     for (int64_t n_h__first = (((int64_t)blockIdx.x * (int64_t)blockDim.x) + (int64_t)threadIdx.x); n_h__first < ((N * H) / (int64_t)4); n_h__first += (((int64_t)gridDim.x * (int64_t)blockDim.x) * (int64_t)4)) {
       alignas(16) float gate__vector[16];
@@ -340,9 +480,15 @@ extern "C" int swiglu_f32(const float* gate, const float* up, float* y, int64_t 
   if (N < 0) return emmy_fail("swiglu_f32: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f32: size H is negative (%lld)", (long long)H);
   if (H == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(swiglu_f32__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("swiglu_f32: kernel swiglu_f32__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((268431360.0 + (double)H) + (((double)H * (double)H) * (double)N)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(swiglu_f32__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, (int32_t)N, (int32_t)H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("swiglu_f32: kernel swiglu_f32__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(swiglu_f32__k0__i64, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, N, H);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("swiglu_f32: kernel swiglu_f32__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__

@@ -15,6 +15,11 @@
 #endif
 
 #define EMMY_INLINE [[maybe_unused]] static __host__ __device__ __forceinline__
+// The most a kernel with 32-bit indices may compute as an index: the launcher runs it where the bound of
+// its indices is at most this (the simulation of `emmy check` may lower it to run the 64-bit twin).
+#ifndef EMMY_INDEX_LIMIT
+#define EMMY_INDEX_LIMIT 2147483647
+#endif
 EMMY_INLINE float emmy_f32(__half x) { return __half2float(x); }
 EMMY_INLINE float emmy_f32(__nv_bfloat16 x) { return __bfloat162float(x); }
 EMMY_INLINE __half emmy_f16(float x) { return __float2half_rn(x); }
@@ -298,8 +303,296 @@ static int emmy_fail(const char* format, ...) {
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half* a, const __half* b, __half* c, int32_t M, int32_t K, int32_t N) {
+  for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
+    for (int32_t no = (int32_t)blockIdx.x; no < ((N + 255) / 256); no += (int32_t)gridDim.x) {
+      const int32_t c__lane = (int32_t)threadIdx.x;
+      const int32_t c__warp_col = (int32_t)threadIdx.y;
+      const int32_t c__warp_row = (int32_t)threadIdx.z;
+      const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
+      EMMY_SHARED(__half, c__a_slices_0, 2048);
+      EMMY_SHARED(__half, c__a_slices_1, 2048);
+      EMMY_SHARED(__half, c__a_slices_2, 2048);
+      EMMY_SHARED(__half, c__a_slices_3, 2048);
+      EMMY_SHARED(__half, c__b_slices_0, 4096);
+      EMMY_SHARED(__half, c__b_slices_1, 4096);
+      EMMY_SHARED(__half, c__b_slices_2, 4096);
+      EMMY_SHARED(__half, c__b_slices_3, 4096);
+      alignas(16) float c__accumulators[128];
+      #pragma unroll
+      for (int32_t c__element = 0; c__element < 128; c__element += 1) {
+        c__accumulators[c__element] = 0.0f;
+      }
+      alignas(16) int32_t c__a_fragments[16];
+      alignas(16) int32_t c__b_fragments[16];
+      const int32_t c__slices = ((K + 15) / 16);
+      const int32_t c__a_slices_first_row = (c__thread / 2);
+      const int32_t c__a_slices_column = (c__thread % 2);
+      const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
+      const int32_t c__b_slices_first_row = (c__thread / 32);
+      const int32_t c__b_slices_column = (c__thread % 32);
+      const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
+      if ((0 < c__slices)) {
+        __syncthreads();
+        #pragma unroll 1
+        for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+          const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+          const int32_t m = ((mo * 128) + c__a_slices_row);
+          const int32_t k = (c__a_slices_column * 8);
+          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+        }
+        #pragma unroll 1
+        for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+          const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+          const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+          const int32_t k = c__b_slices_row;
+          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+        }
+        emmy_wait_for_copies<3>();
+        if ((1 < c__slices)) {
+          #pragma unroll 1
+          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const int32_t m = ((mo * 128) + c__a_slices_row);
+            const int32_t k = (16 + (c__a_slices_column * 8));
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          }
+          #pragma unroll 1
+          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+            const int32_t k = (16 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if ((2 < c__slices)) {
+          #pragma unroll 1
+          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const int32_t m = ((mo * 128) + c__a_slices_row);
+            const int32_t k = (32 + (c__a_slices_column * 8));
+            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          }
+          #pragma unroll 1
+          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+            const int32_t k = (32 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          }
+        }
+      }
+      for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
+        if ((c__slice < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if (((c__slice + 3) < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = (((c__slice + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          #pragma unroll
+          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_0, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_0, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+              }
+            }
+          }
+        }
+        if (((c__slice + 1) < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((c__slice + 1) + 3) < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          #pragma unroll
+          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_1, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_1, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+              }
+            }
+          }
+        }
+        if (((c__slice + 2) < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((c__slice + 2) + 3) < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          #pragma unroll
+          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_2, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_2, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+              }
+            }
+          }
+        }
+        if (((c__slice + 3) < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((c__slice + 3) + 3) < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          #pragma unroll
+          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_3, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_3, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+        #pragma unroll
+        for (int32_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
+          alignas(16) __half c__quad[8];
+          #pragma unroll
+          for (int32_t c__half = 0; c__half < 2; c__half += 1) {
+            #pragma unroll
+            for (int32_t c__parity = 0; c__parity < 2; c__parity += 1) {
+              c__quad[(((c__half * 2) + c__parity) * 2)] = emmy_f16((float)c__accumulators[((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2))]);
+              c__quad[((((c__half * 2) + c__parity) * 2) + 1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2)) + 1)]);
+            }
+          }
+          emmy_transpose_quad((uint32_t*)c__quad, c__lane);
+          const int32_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
+          if ((m < M)) {
+            const int32_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
+            if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + 7) < N)) {
+              *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
+            } else {
+              if ((n < N)) {
+                c[((m * N) + n)] = c__quad[0];
+              }
+              if (((n + 1) < N)) {
+                c[(((m * N) + n) + 1)] = c__quad[1];
+              }
+              if (((n + 2) < N)) {
+                c[(((m * N) + n) + 2)] = c__quad[2];
+              }
+              if (((n + 3) < N)) {
+                c[(((m * N) + n) + 3)] = c__quad[3];
+              }
+              if (((n + 4) < N)) {
+                c[(((m * N) + n) + 4)] = c__quad[4];
+              }
+              if (((n + 5) < N)) {
+                c[(((m * N) + n) + 5)] = c__quad[5];
+              }
+              if (((n + 6) < N)) {
+                c[(((m * N) + n) + 6)] = c__quad[6];
+              }
+              if (((n + 7) < N)) {
+                c[(((m * N) + n) + 7)] = c__quad[7];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f16__k0__i64(const __half* a, const __half* b, __half* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
       const int64_t c__lane = (int64_t)threadIdx.x;
@@ -593,16 +886,310 @@ extern "C" int matmul_f16(const __half* a, const __half* b, __half* c, int64_t M
   if (K < 0) return emmy_fail("matmul_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f16: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(matmul_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, a, b, c, M, K, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("matmul_f16: kernel matmul_f16__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((((65535.99609375 + (383.5 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.75 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(matmul_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, a, b, c, (int32_t)M, (int32_t)K, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("matmul_f16: kernel matmul_f16__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(matmul_f16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, a, b, c, M, K, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("matmul_f16: kernel matmul_f16__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int32_t M, int32_t K, int32_t N) {
+  for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
+    for (int32_t no = (int32_t)blockIdx.x; no < ((N + 255) / 256); no += (int32_t)gridDim.x) {
+      const int32_t c__lane = (int32_t)threadIdx.x;
+      const int32_t c__warp_col = (int32_t)threadIdx.y;
+      const int32_t c__warp_row = (int32_t)threadIdx.z;
+      const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
+      EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 2048);
+      EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 2048);
+      EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 2048);
+      EMMY_SHARED(__nv_bfloat16, c__a_slices_3, 2048);
+      EMMY_SHARED(__nv_bfloat16, c__b_slices_0, 4096);
+      EMMY_SHARED(__nv_bfloat16, c__b_slices_1, 4096);
+      EMMY_SHARED(__nv_bfloat16, c__b_slices_2, 4096);
+      EMMY_SHARED(__nv_bfloat16, c__b_slices_3, 4096);
+      alignas(16) float c__accumulators[128];
+      #pragma unroll
+      for (int32_t c__element = 0; c__element < 128; c__element += 1) {
+        c__accumulators[c__element] = 0.0f;
+      }
+      alignas(16) int32_t c__a_fragments[16];
+      alignas(16) int32_t c__b_fragments[16];
+      const int32_t c__slices = ((K + 15) / 16);
+      const int32_t c__a_slices_first_row = (c__thread / 2);
+      const int32_t c__a_slices_column = (c__thread % 2);
+      const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
+      const int32_t c__b_slices_first_row = (c__thread / 32);
+      const int32_t c__b_slices_column = (c__thread % 32);
+      const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
+      if ((0 < c__slices)) {
+        __syncthreads();
+        #pragma unroll 1
+        for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+          const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+          const int32_t m = ((mo * 128) + c__a_slices_row);
+          const int32_t k = (c__a_slices_column * 8);
+          emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+        }
+        #pragma unroll 1
+        for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+          const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+          const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+          const int32_t k = c__b_slices_row;
+          emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+        }
+        emmy_wait_for_copies<3>();
+        if ((1 < c__slices)) {
+          #pragma unroll 1
+          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const int32_t m = ((mo * 128) + c__a_slices_row);
+            const int32_t k = (16 + (c__a_slices_column * 8));
+            emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          }
+          #pragma unroll 1
+          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+            const int32_t k = (16 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          }
+        }
+        emmy_wait_for_copies<3>();
+        if ((2 < c__slices)) {
+          #pragma unroll 1
+          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const int32_t m = ((mo * 128) + c__a_slices_row);
+            const int32_t k = (32 + (c__a_slices_column * 8));
+            emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          }
+          #pragma unroll 1
+          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+            const int32_t k = (32 + c__b_slices_row);
+            emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          }
+        }
+      }
+      for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
+        if ((c__slice < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if (((c__slice + 3) < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = (((c__slice + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          #pragma unroll
+          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_0, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_0, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+              }
+            }
+          }
+        }
+        if (((c__slice + 1) < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((c__slice + 1) + 3) < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          #pragma unroll
+          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_1, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_1, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+              }
+            }
+          }
+        }
+        if (((c__slice + 2) < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((c__slice + 2) + 3) < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          #pragma unroll
+          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_2, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_2, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+              }
+            }
+          }
+        }
+        if (((c__slice + 3) < c__slices)) {
+          emmy_wait_for_copies<2>();
+          __syncthreads();
+          if ((((c__slice + 3) + 3) < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((m * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((k * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          #pragma unroll
+          for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_3, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+              emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_3, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+            }
+            #pragma unroll
+            for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+        #pragma unroll
+        for (int32_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
+          alignas(16) __nv_bfloat16 c__quad[8];
+          #pragma unroll
+          for (int32_t c__half = 0; c__half < 2; c__half += 1) {
+            #pragma unroll
+            for (int32_t c__parity = 0; c__parity < 2; c__parity += 1) {
+              c__quad[(((c__half * 2) + c__parity) * 2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2))]);
+              c__quad[((((c__half * 2) + c__parity) * 2) + 1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2)) + 1)]);
+            }
+          }
+          emmy_transpose_quad((uint32_t*)c__quad, c__lane);
+          const int32_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
+          if ((m < M)) {
+            const int32_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
+            if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + 7) < N)) {
+              *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
+            } else {
+              if ((n < N)) {
+                c[((m * N) + n)] = c__quad[0];
+              }
+              if (((n + 1) < N)) {
+                c[(((m * N) + n) + 1)] = c__quad[1];
+              }
+              if (((n + 2) < N)) {
+                c[(((m * N) + n) + 2)] = c__quad[2];
+              }
+              if (((n + 3) < N)) {
+                c[(((m * N) + n) + 3)] = c__quad[3];
+              }
+              if (((n + 4) < N)) {
+                c[(((m * N) + n) + 4)] = c__quad[4];
+              }
+              if (((n + 5) < N)) {
+                c[(((m * N) + n) + 5)] = c__quad[5];
+              }
+              if (((n + 6) < N)) {
+                c[(((m * N) + n) + 6)] = c__quad[6];
+              }
+              if (((n + 7) < N)) {
+                c[(((m * N) + n) + 7)] = c__quad[7];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_bf16__k0__i64(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
       const int64_t c__lane = (int64_t)threadIdx.x;
@@ -896,16 +1483,469 @@ extern "C" int matmul_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_
   if (K < 0) return emmy_fail("matmul_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_bf16: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(matmul_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, a, b, c, M, K, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("matmul_bf16: kernel matmul_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((((65535.99609375 + (383.5 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.75 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(matmul_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, a, b, c, (int32_t)M, (int32_t)K, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("matmul_bf16: kernel matmul_bf16__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(matmul_bf16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 4, 2), stream, a, b, c, M, K, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("matmul_bf16: kernel matmul_bf16__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float* a, const float* b, float* c, int32_t M, int32_t K, int32_t N) {
+  for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
+    for (int32_t no = (int32_t)blockIdx.x; no < ((N + 127) / 128); no += (int32_t)gridDim.x) {
+      const int32_t c__lane = (int32_t)threadIdx.x;
+      const int32_t c__warp_col = (int32_t)threadIdx.y;
+      const int32_t c__warp_row = (int32_t)threadIdx.z;
+      const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 2)) * 32));
+      EMMY_SHARED(float, c__a_slices_0, 1056);
+      EMMY_SHARED(float, c__a_slices_1, 1056);
+      EMMY_SHARED(float, c__b_slices_0, 1024);
+      EMMY_SHARED(float, c__b_slices_1, 1024);
+      alignas(16) float c__accumulators[64];
+      #pragma unroll
+      for (int32_t c__element = 0; c__element < 64; c__element += 1) {
+        c__accumulators[c__element] = 0.0f;
+      }
+      const int32_t c__lane_row = (c__lane / 8);
+      const int32_t c__lane_col = (c__lane % 8);
+      alignas(16) float c__a_fragments[16];
+      alignas(16) float c__b_fragments[16];
+      const int32_t c__slices = ((K + 7) / 8);
+      const int32_t c__a_slices_first_row = (c__thread % 8);
+      const int32_t c__a_slices_column = (((c__thread / 32) * 4) + ((c__thread / 8) % 4));
+      const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 132) + c__a_slices_column);
+      const int32_t c__a_slices_along_0 = ((mo * 128) + c__a_slices_column);
+      const int32_t c__a_slices_source_0 = ((c__a_slices_along_0 * K) + c__a_slices_first_row);
+      const int32_t c__a_slices_along_1 = ((mo * 128) + (c__a_slices_column + 32));
+      const int32_t c__a_slices_source_1 = ((c__a_slices_along_1 * K) + c__a_slices_first_row);
+      const int32_t c__a_slices_along_2 = ((mo * 128) + (c__a_slices_column + 64));
+      const int32_t c__a_slices_source_2 = ((c__a_slices_along_2 * K) + c__a_slices_first_row);
+      const int32_t c__a_slices_along_3 = ((mo * 128) + (c__a_slices_column + 96));
+      const int32_t c__a_slices_source_3 = ((c__a_slices_along_3 * K) + c__a_slices_first_row);
+      const int32_t c__a_slices_slice_step = (((c__a_slices_along_0 * K) + (c__a_slices_first_row + 8)) - c__a_slices_source_0);
+      const int32_t c__b_slices_first_row = (c__thread / 32);
+      const int32_t c__b_slices_column = (c__thread % 32);
+      const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 128) + (c__b_slices_column * 4));
+      const int32_t c__b_slices_along_0 = ((no * 128) + (c__b_slices_column * 4));
+      const int32_t c__b_slices_source_0 = ((c__b_slices_first_row * N) + c__b_slices_along_0);
+      const int32_t c__b_slices_slice_step = ((((c__b_slices_first_row + 8) * N) + c__b_slices_along_0) - c__b_slices_source_0);
+      if ((0 < c__slices)) {
+        __syncthreads();
+        emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, c__a_slices_source_0, ((c__a_slices_along_0 < M) && (c__a_slices_first_row < K)));
+        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 32), a, c__a_slices_source_1, ((c__a_slices_along_1 < M) && (c__a_slices_first_row < K)));
+        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 64), a, c__a_slices_source_2, ((c__a_slices_along_2 < M) && (c__a_slices_first_row < K)));
+        emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 96), a, c__a_slices_source_3, ((c__a_slices_along_3 < M) && (c__a_slices_first_row < K)));
+        emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+      }
+      for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 2) {
+        if ((c__slice < c__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if (((c__slice + 1) < c__slices)) {
+            emmy_copy_async(c__a_slices_1, c__a_slices_first_element, a, (c__a_slices_source_0 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 32), a, (c__a_slices_source_1 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 64), a, (c__a_slices_source_2 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 96), a, (c__a_slices_source_3 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
+            emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, (((c__warp_row * 32) + (c__lane_row * 4)) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, (((c__warp_col * 64) + (c__lane_col * 4)) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((132 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((128 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((264 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((256 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((396 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((384 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((528 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((512 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((660 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((640 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((792 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((768 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((924 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((896 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+        if (((c__slice + 1) < c__slices)) {
+          emmy_wait_for_copies<0>();
+          __syncthreads();
+          if ((((c__slice + 1) + 1) < c__slices)) {
+            emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, (c__a_slices_source_0 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 32), a, (c__a_slices_source_1 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 64), a, (c__a_slices_source_2 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
+            emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 96), a, (c__a_slices_source_3 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
+            emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + 1) + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + 1) + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, (((c__warp_row * 32) + (c__lane_row * 4)) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, (((c__warp_col * 64) + (c__lane_col * 4)) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((132 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((128 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((264 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((256 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((396 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((384 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((528 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((512 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((660 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((640 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((792 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((768 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((924 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+          }
+          #pragma unroll
+          for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+            emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((896 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                }
+              }
+            }
+          }
+          #pragma unroll
+          for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+            #pragma unroll
+            for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                  c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                }
+              }
+            }
+          }
+        }
+      }
+      emmy_wait_for_copies<0>();
+      #pragma unroll
+      for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+        #pragma unroll
+        for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+          const int32_t m = ((((mo * 128) + (c__warp_row * 32)) + (c__row_group * 16)) + ((c__lane_row * 4) + c__row_in_group));
+          if ((m < M)) {
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              const int32_t n = ((((no * 128) + (c__warp_col * 64)) + (c__col_group * 32)) + (c__lane_col * 4));
+              if ((((unsigned long long)(const void*)&c[((m * N) + n)]) & 15) == 0 && ((n + 3) < N)) {
+                alignas(16) float c__vector[4];
+                c__vector[0] = c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4))];
+                c__vector[1] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 1)];
+                c__vector[2] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 2)];
+                c__vector[3] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 3)];
+                *reinterpret_cast<uint4*>(&c[((m * N) + n)]) = *reinterpret_cast<const uint4*>(c__vector);
+              } else {
+                if ((n < N)) {
+                  c[((m * N) + n)] = c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4))];
+                }
+                if (((n + 1) < N)) {
+                  c[(((m * N) + n) + 1)] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 1)];
+                }
+                if (((n + 2) < N)) {
+                  c[(((m * N) + n) + 2)] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 2)];
+                }
+                if (((n + 3) < N)) {
+                  c[(((m * N) + n) + 3)] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 3)];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) matmul_f32__k0__i64(const float* a, const float* b, float* c, int64_t M, int64_t K, int64_t N) {
   for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
     for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
       const int64_t c__lane = (int64_t)threadIdx.x;
@@ -1358,16 +2398,312 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
   if (K < 0) return emmy_fail("matmul_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f32: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(matmul_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, a, b, c, M, K, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("matmul_f32: kernel matmul_f32__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((((((65535.9921875 + (1191.40625 * (double)K)) + ((40.46875 * (double)K) * (double)K)) + (((0.25 * (double)K) * (double)K) * (double)M)) + ((6.75 * (double)K) * (double)M)) + ((3.2421875 * (double)K) * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(matmul_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, a, b, c, (int32_t)M, (int32_t)K, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("matmul_f32: kernel matmul_f32__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(matmul_f32__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, a, b, c, M, K, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("matmul_f32: kernel matmul_f32__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a, const __half* b, __half* c, int32_t B, int32_t M, int32_t K, int32_t N) {
+  for (int32_t i = (int32_t)blockIdx.z; i < B; i += (int32_t)gridDim.z) {
+    for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
+      for (int32_t no = (int32_t)blockIdx.x; no < ((N + 255) / 256); no += (int32_t)gridDim.x) {
+        const int32_t c__lane = (int32_t)threadIdx.x;
+        const int32_t c__warp_col = (int32_t)threadIdx.y;
+        const int32_t c__warp_row = (int32_t)threadIdx.z;
+        const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
+        EMMY_SHARED(__half, c__a_slices_0, 2048);
+        EMMY_SHARED(__half, c__a_slices_1, 2048);
+        EMMY_SHARED(__half, c__a_slices_2, 2048);
+        EMMY_SHARED(__half, c__a_slices_3, 2048);
+        EMMY_SHARED(__half, c__b_slices_0, 4096);
+        EMMY_SHARED(__half, c__b_slices_1, 4096);
+        EMMY_SHARED(__half, c__b_slices_2, 4096);
+        EMMY_SHARED(__half, c__b_slices_3, 4096);
+        alignas(16) float c__accumulators[128];
+        #pragma unroll
+        for (int32_t c__element = 0; c__element < 128; c__element += 1) {
+          c__accumulators[c__element] = 0.0f;
+        }
+        alignas(16) int32_t c__a_fragments[16];
+        alignas(16) int32_t c__b_fragments[16];
+        const int32_t c__slices = ((K + 15) / 16);
+        const int32_t c__a_slices_first_row = (c__thread / 2);
+        const int32_t c__a_slices_column = (c__thread % 2);
+        const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
+        const int32_t c__b_slices_first_row = (c__thread / 32);
+        const int32_t c__b_slices_column = (c__thread % 32);
+        const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
+        if ((0 < c__slices)) {
+          __syncthreads();
+          #pragma unroll 1
+          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const int32_t m = ((mo * 128) + c__a_slices_row);
+            const int32_t k = (c__a_slices_column * 8);
+            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          }
+          #pragma unroll 1
+          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+            const int32_t k = c__b_slices_row;
+            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          }
+          emmy_wait_for_copies<3>();
+          if ((1 < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = (16 + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = (16 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          emmy_wait_for_copies<3>();
+          if ((2 < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = (32 + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = (32 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+        }
+        for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
+          if ((c__slice < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if (((c__slice + 3) < c__slices)) {
+              #pragma unroll 1
+              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const int32_t m = ((mo * 128) + c__a_slices_row);
+                const int32_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              }
+              #pragma unroll 1
+              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+                const int32_t k = (((c__slice + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              }
+            }
+            #pragma unroll
+            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_0, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_0, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                #pragma unroll
+                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+                }
+              }
+            }
+          }
+          if (((c__slice + 1) < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if ((((c__slice + 1) + 3) < c__slices)) {
+              #pragma unroll 1
+              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const int32_t m = ((mo * 128) + c__a_slices_row);
+                const int32_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              }
+              #pragma unroll 1
+              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+                const int32_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              }
+            }
+            #pragma unroll
+            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_1, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_1, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                #pragma unroll
+                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+                }
+              }
+            }
+          }
+          if (((c__slice + 2) < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if ((((c__slice + 2) + 3) < c__slices)) {
+              #pragma unroll 1
+              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const int32_t m = ((mo * 128) + c__a_slices_row);
+                const int32_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              }
+              #pragma unroll 1
+              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+                const int32_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              }
+            }
+            #pragma unroll
+            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_2, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_2, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                #pragma unroll
+                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+                }
+              }
+            }
+          }
+          if (((c__slice + 3) < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if ((((c__slice + 3) + 3) < c__slices)) {
+              #pragma unroll 1
+              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const int32_t m = ((mo * 128) + c__a_slices_row);
+                const int32_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              }
+              #pragma unroll 1
+              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+                const int32_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              }
+            }
+            #pragma unroll
+            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_3, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_3, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                #pragma unroll
+                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                  emmy_mma_m16n8k16<__half>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+                }
+              }
+            }
+          }
+        }
+        emmy_wait_for_copies<0>();
+        #pragma unroll
+        for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+          #pragma unroll
+          for (int32_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
+            alignas(16) __half c__quad[8];
+            #pragma unroll
+            for (int32_t c__half = 0; c__half < 2; c__half += 1) {
+              #pragma unroll
+              for (int32_t c__parity = 0; c__parity < 2; c__parity += 1) {
+                c__quad[(((c__half * 2) + c__parity) * 2)] = emmy_f16((float)c__accumulators[((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2))]);
+                c__quad[((((c__half * 2) + c__parity) * 2) + 1)] = emmy_f16((float)c__accumulators[(((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2)) + 1)]);
+              }
+            }
+            emmy_transpose_quad((uint32_t*)c__quad, c__lane);
+            const int32_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
+            if ((m < M)) {
+              const int32_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
+              if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + 7) < N)) {
+                *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
+              } else {
+                if ((n < N)) {
+                  c[((((i * M) + m) * N) + n)] = c__quad[0];
+                }
+                if (((n + 1) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 1)] = c__quad[1];
+                }
+                if (((n + 2) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 2)] = c__quad[2];
+                }
+                if (((n + 3) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 3)] = c__quad[3];
+                }
+                if (((n + 4) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 4)] = c__quad[4];
+                }
+                if (((n + 5) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 5)] = c__quad[5];
+                }
+                if (((n + 6) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 6)] = c__quad[6];
+                }
+                if (((n + 7) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 7)] = c__quad[7];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f16__k0__i64(const __half* a, const __half* b, __half* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
@@ -1664,16 +3000,312 @@ extern "C" int bmm_f16(const __half* a, const __half* b, __half* c, int64_t B, i
   if (K < 0) return emmy_fail("bmm_f16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f16: size N is negative (%lld)", (long long)N);
   if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(bmm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 4, 2), stream, a, b, c, B, M, K, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bmm_f16: kernel bmm_f16__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((((((((((65535.99609375 + (double)B) + ((double)B * (double)K)) + (((double)B * (double)K) * (double)M)) + (((double)B * (double)K) * (double)N)) + ((double)B * (double)M)) + (((double)B * (double)M) * (double)N)) + (383.5 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.75 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(bmm_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 4, 2), stream, a, b, c, (int32_t)B, (int32_t)M, (int32_t)K, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("bmm_f16: kernel bmm_f16__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(bmm_f16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 4, 2), stream, a, b, c, B, M, K, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("bmm_f16: kernel bmm_f16__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int32_t B, int32_t M, int32_t K, int32_t N) {
+  for (int32_t i = (int32_t)blockIdx.z; i < B; i += (int32_t)gridDim.z) {
+    for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
+      for (int32_t no = (int32_t)blockIdx.x; no < ((N + 255) / 256); no += (int32_t)gridDim.x) {
+        const int32_t c__lane = (int32_t)threadIdx.x;
+        const int32_t c__warp_col = (int32_t)threadIdx.y;
+        const int32_t c__warp_row = (int32_t)threadIdx.z;
+        const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 4)) * 32));
+        EMMY_SHARED(__nv_bfloat16, c__a_slices_0, 2048);
+        EMMY_SHARED(__nv_bfloat16, c__a_slices_1, 2048);
+        EMMY_SHARED(__nv_bfloat16, c__a_slices_2, 2048);
+        EMMY_SHARED(__nv_bfloat16, c__a_slices_3, 2048);
+        EMMY_SHARED(__nv_bfloat16, c__b_slices_0, 4096);
+        EMMY_SHARED(__nv_bfloat16, c__b_slices_1, 4096);
+        EMMY_SHARED(__nv_bfloat16, c__b_slices_2, 4096);
+        EMMY_SHARED(__nv_bfloat16, c__b_slices_3, 4096);
+        alignas(16) float c__accumulators[128];
+        #pragma unroll
+        for (int32_t c__element = 0; c__element < 128; c__element += 1) {
+          c__accumulators[c__element] = 0.0f;
+        }
+        alignas(16) int32_t c__a_fragments[16];
+        alignas(16) int32_t c__b_fragments[16];
+        const int32_t c__slices = ((K + 15) / 16);
+        const int32_t c__a_slices_first_row = (c__thread / 2);
+        const int32_t c__a_slices_column = (c__thread % 2);
+        const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 16) + (((c__a_slices_column + ((c__a_slices_first_row / 4) % 2)) % 2) * 8));
+        const int32_t c__b_slices_first_row = (c__thread / 32);
+        const int32_t c__b_slices_column = (c__thread % 32);
+        const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 256) + (((c__b_slices_column + (c__b_slices_first_row % 8)) % 32) * 8));
+        if ((0 < c__slices)) {
+          __syncthreads();
+          #pragma unroll 1
+          for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+            const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+            const int32_t m = ((mo * 128) + c__a_slices_row);
+            const int32_t k = (c__a_slices_column * 8);
+            emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+          }
+          #pragma unroll 1
+          for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+            const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+            const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+            const int32_t k = c__b_slices_row;
+            emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+          }
+          emmy_wait_for_copies<3>();
+          if ((1 < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = (16 + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = (16 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+          emmy_wait_for_copies<3>();
+          if ((2 < c__slices)) {
+            #pragma unroll 1
+            for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+              const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+              const int32_t m = ((mo * 128) + c__a_slices_row);
+              const int32_t k = (32 + (c__a_slices_column * 8));
+              emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+            }
+            #pragma unroll 1
+            for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+              const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+              const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+              const int32_t k = (32 + c__b_slices_row);
+              emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+            }
+          }
+        }
+        for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 4) {
+          if ((c__slice < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if (((c__slice + 3) < c__slices)) {
+              #pragma unroll 1
+              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const int32_t m = ((mo * 128) + c__a_slices_row);
+                const int32_t k = (((c__slice + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_3, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              }
+              #pragma unroll 1
+              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+                const int32_t k = (((c__slice + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_3, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              }
+            }
+            #pragma unroll
+            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_0, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_0, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                #pragma unroll
+                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+                }
+              }
+            }
+          }
+          if (((c__slice + 1) < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if ((((c__slice + 1) + 3) < c__slices)) {
+              #pragma unroll 1
+              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const int32_t m = ((mo * 128) + c__a_slices_row);
+                const int32_t k = ((((c__slice + 1) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_0, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              }
+              #pragma unroll 1
+              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+                const int32_t k = ((((c__slice + 1) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_0, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              }
+            }
+            #pragma unroll
+            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_1, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_1, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                #pragma unroll
+                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+                }
+              }
+            }
+          }
+          if (((c__slice + 2) < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if ((((c__slice + 2) + 3) < c__slices)) {
+              #pragma unroll 1
+              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const int32_t m = ((mo * 128) + c__a_slices_row);
+                const int32_t k = ((((c__slice + 2) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_1, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              }
+              #pragma unroll 1
+              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+                const int32_t k = ((((c__slice + 2) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_1, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              }
+            }
+            #pragma unroll
+            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_2, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_2, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                #pragma unroll
+                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+                }
+              }
+            }
+          }
+          if (((c__slice + 3) < c__slices)) {
+            emmy_wait_for_copies<2>();
+            __syncthreads();
+            if ((((c__slice + 3) + 3) < c__slices)) {
+              #pragma unroll 1
+              for (int32_t c__a_slices_chunk = 0; c__a_slices_chunk < 1; c__a_slices_chunk += 1) {
+                const int32_t c__a_slices_row = (c__a_slices_first_row + (c__a_slices_chunk * 128));
+                const int32_t m = ((mo * 128) + c__a_slices_row);
+                const int32_t k = ((((c__slice + 3) + 3) * 16) + (c__a_slices_column * 8));
+                emmy_copy_async_lanes<8>(c__a_slices_2, (c__a_slices_first_element + (c__a_slices_chunk * 2048)), a, ((((i * M) + m) * K) + k), ((m < M) && (k < K)) ? (K - k) : (int32_t)0);
+              }
+              #pragma unroll 1
+              for (int32_t c__b_slices_chunk = 0; c__b_slices_chunk < 2; c__b_slices_chunk += 1) {
+                const int32_t c__b_slices_row = (c__b_slices_first_row + (c__b_slices_chunk * 8));
+                const int32_t n = ((no * 256) + (c__b_slices_column * 8));
+                const int32_t k = ((((c__slice + 3) + 3) * 16) + c__b_slices_row);
+                emmy_copy_async_lanes<8>(c__b_slices_2, (c__b_slices_first_element + (c__b_slices_chunk * 2048)), b, ((((i * K) + k) * N) + n), ((n < N) && (k < K)) ? (N - n) : (int32_t)0);
+              }
+            }
+            #pragma unroll
+            for (int32_t c__k_step = 0; c__k_step < 1; c__k_step += 1) {
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                emmy_ldmatrix<4, false>((uint32_t*)&c__a_fragments[(c__row_tile * 4)], c__a_slices_3, ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 16) + ((((((c__k_step * 16) + (((c__lane / 8) / 2) * 8)) / 8) + ((((((c__warp_row * 64) + (c__row_tile * 16)) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) / 4) % 2)) % 2) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__col_tile = 0; c__col_tile < 4; c__col_tile += 1) {
+                emmy_ldmatrix<4, true>((uint32_t*)&c__b_fragments[(c__col_tile * 4)], c__b_slices_3, (((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) * 256) + (((((((c__warp_col * 64) + (c__col_tile * 16)) + (((c__lane / 8) / 2) * 8)) / 8) + ((((c__k_step * 16) + (((c__lane / 8) % 2) * 8)) + (c__lane % 8)) % 8)) % 32) * 8)));
+              }
+              #pragma unroll
+              for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+                #pragma unroll
+                for (int32_t c__col_tile = 0; c__col_tile < 8; c__col_tile += 1) {
+                  emmy_mma_m16n8k16<__nv_bfloat16>(&c__accumulators[(((c__row_tile * 8) + c__col_tile) * 4)], (const uint32_t*)&c__a_fragments[(c__row_tile * 4)], (const uint32_t*)&c__b_fragments[(((c__col_tile / 2) * 4) + ((c__col_tile % 2) * 2))]);
+                }
+              }
+            }
+          }
+        }
+        emmy_wait_for_copies<0>();
+        #pragma unroll
+        for (int32_t c__row_tile = 0; c__row_tile < 4; c__row_tile += 1) {
+          #pragma unroll
+          for (int32_t c__col_pair = 0; c__col_pair < 4; c__col_pair += 1) {
+            alignas(16) __nv_bfloat16 c__quad[8];
+            #pragma unroll
+            for (int32_t c__half = 0; c__half < 2; c__half += 1) {
+              #pragma unroll
+              for (int32_t c__parity = 0; c__parity < 2; c__parity += 1) {
+                c__quad[(((c__half * 2) + c__parity) * 2)] = emmy_bf16((float)c__accumulators[((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2))]);
+                c__quad[((((c__half * 2) + c__parity) * 2) + 1)] = emmy_bf16((float)c__accumulators[(((((c__row_tile * 8) + ((c__col_pair * 2) + c__parity)) * 4) + (c__half * 2)) + 1)]);
+              }
+            }
+            emmy_transpose_quad((uint32_t*)c__quad, c__lane);
+            const int32_t m = ((((mo * 128) + (c__warp_row * 64)) + ((c__row_tile * 16) + (((c__lane % 4) / 2) * 8))) + (c__lane / 4));
+            if ((m < M)) {
+              const int32_t n = ((((no * 256) + (c__warp_col * 64)) + (c__col_pair * 16)) + ((c__lane % 2) * 8));
+              if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + 7) < N)) {
+                *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__quad);
+              } else {
+                if ((n < N)) {
+                  c[((((i * M) + m) * N) + n)] = c__quad[0];
+                }
+                if (((n + 1) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 1)] = c__quad[1];
+                }
+                if (((n + 2) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 2)] = c__quad[2];
+                }
+                if (((n + 3) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 3)] = c__quad[3];
+                }
+                if (((n + 4) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 4)] = c__quad[4];
+                }
+                if (((n + 5) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 5)] = c__quad[5];
+                }
+                if (((n + 6) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 6)] = c__quad[6];
+                }
+                if (((n + 7) < N)) {
+                  c[(((((i * M) + m) * N) + n) + 7)] = c__quad[7];
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_bf16__k0__i64(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)255) / (int64_t)256); no += (int64_t)gridDim.x) {
@@ -1970,16 +3602,471 @@ extern "C" int bmm_bf16(const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfl
   if (K < 0) return emmy_fail("bmm_bf16: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_bf16: size N is negative (%lld)", (long long)N);
   if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(bmm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 4, 2), stream, a, b, c, B, M, K, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bmm_bf16: kernel bmm_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((((((((((65535.99609375 + (double)B) + ((double)B * (double)K)) + (((double)B * (double)K) * (double)M)) + (((double)B * (double)K) * (double)N)) + ((double)B * (double)M)) + (((double)B * (double)M) * (double)N)) + (383.5 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.75 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(bmm_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 4, 2), stream, a, b, c, (int32_t)B, (int32_t)M, (int32_t)K, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("bmm_bf16: kernel bmm_bf16__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(bmm_bf16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 4, 2), stream, a, b, c, B, M, K, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("bmm_bf16: kernel bmm_bf16__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes acc, c. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a, const float* b, float* c, int32_t B, int32_t M, int32_t K, int32_t N) {
+  for (int32_t i = (int32_t)blockIdx.z; i < B; i += (int32_t)gridDim.z) {
+    for (int32_t mo = (int32_t)blockIdx.y; mo < ((M + 127) / 128); mo += (int32_t)gridDim.y) {
+      for (int32_t no = (int32_t)blockIdx.x; no < ((N + 127) / 128); no += (int32_t)gridDim.x) {
+        const int32_t c__lane = (int32_t)threadIdx.x;
+        const int32_t c__warp_col = (int32_t)threadIdx.y;
+        const int32_t c__warp_row = (int32_t)threadIdx.z;
+        const int32_t c__thread = (c__lane + ((c__warp_col + (c__warp_row * 2)) * 32));
+        EMMY_SHARED(float, c__a_slices_0, 1056);
+        EMMY_SHARED(float, c__a_slices_1, 1056);
+        EMMY_SHARED(float, c__b_slices_0, 1024);
+        EMMY_SHARED(float, c__b_slices_1, 1024);
+        alignas(16) float c__accumulators[64];
+        #pragma unroll
+        for (int32_t c__element = 0; c__element < 64; c__element += 1) {
+          c__accumulators[c__element] = 0.0f;
+        }
+        const int32_t c__lane_row = (c__lane / 8);
+        const int32_t c__lane_col = (c__lane % 8);
+        alignas(16) float c__a_fragments[16];
+        alignas(16) float c__b_fragments[16];
+        const int32_t c__slices = ((K + 7) / 8);
+        const int32_t c__a_slices_first_row = (c__thread % 8);
+        const int32_t c__a_slices_column = (((c__thread / 32) * 4) + ((c__thread / 8) % 4));
+        const int32_t c__a_slices_first_element = ((c__a_slices_first_row * 132) + c__a_slices_column);
+        const int32_t c__a_slices_along_0 = ((mo * 128) + c__a_slices_column);
+        const int32_t c__a_slices_source_0 = ((((i * M) + c__a_slices_along_0) * K) + c__a_slices_first_row);
+        const int32_t c__a_slices_along_1 = ((mo * 128) + (c__a_slices_column + 32));
+        const int32_t c__a_slices_source_1 = ((((i * M) + c__a_slices_along_1) * K) + c__a_slices_first_row);
+        const int32_t c__a_slices_along_2 = ((mo * 128) + (c__a_slices_column + 64));
+        const int32_t c__a_slices_source_2 = ((((i * M) + c__a_slices_along_2) * K) + c__a_slices_first_row);
+        const int32_t c__a_slices_along_3 = ((mo * 128) + (c__a_slices_column + 96));
+        const int32_t c__a_slices_source_3 = ((((i * M) + c__a_slices_along_3) * K) + c__a_slices_first_row);
+        const int32_t c__a_slices_slice_step = (((((i * M) + c__a_slices_along_0) * K) + (c__a_slices_first_row + 8)) - c__a_slices_source_0);
+        const int32_t c__b_slices_first_row = (c__thread / 32);
+        const int32_t c__b_slices_column = (c__thread % 32);
+        const int32_t c__b_slices_first_element = ((c__b_slices_first_row * 128) + (c__b_slices_column * 4));
+        const int32_t c__b_slices_along_0 = ((no * 128) + (c__b_slices_column * 4));
+        const int32_t c__b_slices_source_0 = ((((i * K) + c__b_slices_first_row) * N) + c__b_slices_along_0);
+        const int32_t c__b_slices_slice_step = (((((i * K) + (c__b_slices_first_row + 8)) * N) + c__b_slices_along_0) - c__b_slices_source_0);
+        if ((0 < c__slices)) {
+          __syncthreads();
+          emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, c__a_slices_source_0, ((c__a_slices_along_0 < M) && (c__a_slices_first_row < K)));
+          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 32), a, c__a_slices_source_1, ((c__a_slices_along_1 < M) && (c__a_slices_first_row < K)));
+          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 64), a, c__a_slices_source_2, ((c__a_slices_along_2 < M) && (c__a_slices_first_row < K)));
+          emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 96), a, c__a_slices_source_3, ((c__a_slices_along_3 < M) && (c__a_slices_first_row < K)));
+          emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, c__b_slices_source_0, ((c__b_slices_along_0 < N) && (c__b_slices_first_row < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+        }
+        for (int32_t c__slice = 0; c__slice < c__slices; c__slice += 2) {
+          if ((c__slice < c__slices)) {
+            emmy_wait_for_copies<0>();
+            __syncthreads();
+            if (((c__slice + 1) < c__slices)) {
+              emmy_copy_async(c__a_slices_1, c__a_slices_first_element, a, (c__a_slices_source_0 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 32), a, (c__a_slices_source_1 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 64), a, (c__a_slices_source_2 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_1, (c__a_slices_first_element + 96), a, (c__a_slices_source_3 + ((c__slice + 1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && ((((c__slice + 1) * 8) + c__a_slices_first_row) < K)));
+              emmy_copy_async_lanes<4>(c__b_slices_1, c__b_slices_first_element, b, (c__b_slices_source_0 + ((c__slice + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && ((((c__slice + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, (((c__warp_row * 32) + (c__lane_row * 4)) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, (((c__warp_col * 64) + (c__lane_col * 4)) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((132 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((128 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((264 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((256 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((396 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((384 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((528 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((512 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((660 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((640 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_0, ((792 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_0, ((768 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_0, ((924 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_0, ((896 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+          }
+          if (((c__slice + 1) < c__slices)) {
+            emmy_wait_for_copies<0>();
+            __syncthreads();
+            if ((((c__slice + 1) + 1) < c__slices)) {
+              emmy_copy_async(c__a_slices_0, c__a_slices_first_element, a, (c__a_slices_source_0 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_0 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 32), a, (c__a_slices_source_1 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_1 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 64), a, (c__a_slices_source_2 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_2 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
+              emmy_copy_async(c__a_slices_0, (c__a_slices_first_element + 96), a, (c__a_slices_source_3 + (((c__slice + 1) + 1) * c__a_slices_slice_step)), ((c__a_slices_along_3 < M) && (((((c__slice + 1) + 1) * 8) + c__a_slices_first_row) < K)));
+              emmy_copy_async_lanes<4>(c__b_slices_0, c__b_slices_first_element, b, (c__b_slices_source_0 + (((c__slice + 1) + 1) * c__b_slices_slice_step)), ((c__b_slices_along_0 < N) && (((((c__slice + 1) + 1) * 8) + c__b_slices_first_row) < K)) ? (N - c__b_slices_along_0) : (int32_t)0);
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, (((c__warp_row * 32) + (c__lane_row * 4)) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, (((c__warp_col * 64) + (c__lane_col * 4)) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((132 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((128 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((264 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((256 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((396 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((384 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((528 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((512 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((660 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((640 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(c__row_group * 4)], c__a_slices_1, ((792 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(c__col_group * 4)], c__b_slices_1, ((768 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              emmy_load_shared_vector<16>(&c__a_fragments[(8 + (c__row_group * 4))], c__a_slices_1, ((924 + ((c__warp_row * 32) + (c__lane_row * 4))) + (c__row_group * 16)));
+            }
+            #pragma unroll
+            for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+              emmy_load_shared_vector<16>(&c__b_fragments[(8 + (c__col_group * 4))], c__b_slices_1, ((896 + ((c__warp_col * 64) + (c__lane_col * 4))) + (c__col_group * 32)));
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[((c__row_group * 4) + c__row_in_group)] * c__b_fragments[((c__col_group * 4) + c__col_in_group)]));
+                  }
+                }
+              }
+            }
+            #pragma unroll
+            for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+              #pragma unroll
+              for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+                #pragma unroll
+                for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                  #pragma unroll
+                  for (int32_t c__col_in_group = 0; c__col_in_group < 4; c__col_in_group += 1) {
+                    c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] = (c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + ((c__col_group * 4) + c__col_in_group))] + (c__a_fragments[(8 + ((c__row_group * 4) + c__row_in_group))] * c__b_fragments[(8 + ((c__col_group * 4) + c__col_in_group))]));
+                  }
+                }
+              }
+            }
+          }
+        }
+        emmy_wait_for_copies<0>();
+        #pragma unroll
+        for (int32_t c__row_group = 0; c__row_group < 2; c__row_group += 1) {
+          #pragma unroll
+          for (int32_t c__row_in_group = 0; c__row_in_group < 4; c__row_in_group += 1) {
+            const int32_t m = ((((mo * 128) + (c__warp_row * 32)) + (c__row_group * 16)) + ((c__lane_row * 4) + c__row_in_group));
+            if ((m < M)) {
+              #pragma unroll
+              for (int32_t c__col_group = 0; c__col_group < 2; c__col_group += 1) {
+                const int32_t n = ((((no * 128) + (c__warp_col * 64)) + (c__col_group * 32)) + (c__lane_col * 4));
+                if ((((unsigned long long)(const void*)&c[((((i * M) + m) * N) + n)]) & 15) == 0 && ((n + 3) < N)) {
+                  alignas(16) float c__vector[4];
+                  c__vector[0] = c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4))];
+                  c__vector[1] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 1)];
+                  c__vector[2] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 2)];
+                  c__vector[3] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 3)];
+                  *reinterpret_cast<uint4*>(&c[((((i * M) + m) * N) + n)]) = *reinterpret_cast<const uint4*>(c__vector);
+                } else {
+                  if ((n < N)) {
+                    c[((((i * M) + m) * N) + n)] = c__accumulators[((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4))];
+                  }
+                  if (((n + 1) < N)) {
+                    c[(((((i * M) + m) * N) + n) + 1)] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 1)];
+                  }
+                  if (((n + 2) < N)) {
+                    c[(((((i * M) + m) * N) + n) + 2)] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 2)];
+                  }
+                  if (((n + 3) < N)) {
+                    c[(((((i * M) + m) * N) + n) + 3)] = c__accumulators[(((((c__row_group * 4) + c__row_in_group) * 8) + (c__col_group * 4)) + 3)];
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes acc, c.
-extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
+extern "C" __global__ void __launch_bounds__(256, 1) bmm_f32__k0__i64(const float* a, const float* b, float* c, int64_t B, int64_t M, int64_t K, int64_t N) {
   for (int64_t i = (int64_t)blockIdx.z; i < B; i += (int64_t)gridDim.z) {
     for (int64_t mo = (int64_t)blockIdx.y; mo < ((M + (int64_t)127) / (int64_t)128); mo += (int64_t)gridDim.y) {
       for (int64_t no = (int64_t)blockIdx.x; no < ((N + (int64_t)127) / (int64_t)128); no += (int64_t)gridDim.x) {
@@ -2435,16 +4522,87 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
   if (K < 0) return emmy_fail("bmm_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f32: size N is negative (%lld)", (long long)N);
   if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(bmm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 2, 4), stream, a, b, c, B, M, K, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("bmm_f32: kernel bmm_f32__k0 failed: %s", cudaGetErrorString(error));
+  if ((((((((((((((((((65535.9921875 + (double)B) + ((double)B * (double)K)) + ((((0.25 * (double)B) * (double)K) * (double)K) * (double)M)) + ((((0.25 * (double)B) * (double)K) * (double)K) * (double)N)) + (((6.75 * (double)B) * (double)K) * (double)M)) + (((6.75 * (double)B) * (double)K) * (double)N)) + ((double)B * (double)M)) + (((double)B * (double)M) * (double)N)) + (1191.40625 * (double)K)) + ((40.46875 * (double)K) * (double)K)) + (((0.25 * (double)K) * (double)K) * (double)M)) + ((6.75 * (double)K) * (double)M)) + ((3.2421875 * (double)K) * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(bmm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 2, 4), stream, a, b, c, (int32_t)B, (int32_t)M, (int32_t)K, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("bmm_f32: kernel bmm_f32__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(bmm_f32__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 2, 4), stream, a, b, c, B, M, K, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("bmm_f32: kernel bmm_f32__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __half* x, __half* y, int32_t M, int32_t N) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 63) / 64); no += (int32_t)gridDim.y) {
+    for (int32_t mo = (int32_t)blockIdx.x; mo < ((M + 63) / 64); mo += (int32_t)gridDim.x) {
+      EMMY_SHARED(__half, x_tile, 4160);
+      __syncthreads();
+      for (int32_t x_tile_batch__trip = 0; x_tile_batch__trip < 4; x_tile_batch__trip += 1) {
+        const int32_t x_tile_batch = (((int32_t)threadIdx.x + (8 * ((int32_t)threadIdx.y + (4 * (int32_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
+        alignas(16) __half x_tile_staged[32];
+        const int32_t x_tile_element = ((((((x_tile_batch / 8) / 8) * 8) + ((((x_tile_batch / 8) % 4) * 2) + (((x_tile_batch / 8) % 8) / 4))) * 64) + ((x_tile_batch % 8) * 8));
+        const int32_t x_tile_0 = ((x_tile_element / 64) % 64);
+        const int32_t x_tile_1 = (x_tile_element % 64);
+        #pragma unroll
+        for (int32_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
+          if ((((unsigned long long)(const void*)&x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + ((no * 64) + x_tile_1))]) & 15) == 0 && (((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) < M) && ((((no * 64) + x_tile_1) + 7) < N))) {
+            alignas(16) __half x__lanes[8];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + ((no * 64) + x_tile_1))]);
+            #pragma unroll
+            for (int32_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = x__lanes[x_tile_lane];
+            }
+          } else {
+            #pragma unroll
+            for (int32_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, 64), x_tile_0), emmy_mul(x_tile_slot, 16)) < M) && (emmy_add(emmy_add(emmy_mul(no, 64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + (((no * 64) + x_tile_1) + x_tile_lane))] : emmy_f16(0.0f));
+            }
+          }
+        }
+        #pragma unroll
+        for (int32_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
+          #pragma unroll
+          for (int32_t x_tile_lane_1 = 0; x_tile_lane_1 < 8; x_tile_lane_1 += 1) {
+            x_tile[(((x_tile_0 + (x_tile_slot_1 * 16)) * 65) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * 8) + x_tile_lane_1)];
+          }
+        }
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int32_t nr = 0; nr < 16; nr += 1) {
+        const int32_t nt = (int32_t)threadIdx.y;
+        const int32_t n = ((no * 64) + ((nr * 4) + nt));
+        if ((n < N)) {
+          const int32_t mt = (int32_t)threadIdx.x;
+          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * 64) + (mt * 8)))]) & 15) == 0 && (((mo * 64) + ((mt * 8) + 7)) < M)) {
+            alignas(16) __half y__lanes[8];
+            #pragma unroll
+            for (int32_t mv = 0; mv < 8; mv += 1) {
+              y__lanes[mv] = x_tile[((((mt * 8) + mv) * 65) + ((nr * 4) + nt))];
+            }
+            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * 64) + (mt * 8)))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int32_t mv = 0; mv < 8; mv += 1) {
+              const int32_t m = ((mo * 64) + ((mt * 8) + mv));
+              if ((m < M)) {
+                y[((n * M) + m)] = x_tile[((((mt * 8) + mv) * 65) + ((nr * 4) + nt))];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y.
-extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0(const __half* x, __half* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_f16__k0__i64(const __half* x, __half* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(__half, x_tile, 4160);
@@ -2514,16 +4672,87 @@ extern "C" int transpose_f16(const __half* x, __half* y, int64_t M, int64_t N, c
   if (M < 0) return emmy_fail("transpose_f16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f16: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(transpose_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("transpose_f16: kernel transpose_f16__k0 failed: %s", cudaGetErrorString(error));
+  if (((((65535.984375 + (131.0 * (double)M)) + ((double)M * (double)N)) + (191.0 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(transpose_f16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, (int32_t)M, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("transpose_f16: kernel transpose_f16__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(transpose_f16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("transpose_f16: kernel transpose_f16__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int32_t M, int32_t N) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 63) / 64); no += (int32_t)gridDim.y) {
+    for (int32_t mo = (int32_t)blockIdx.x; mo < ((M + 63) / 64); mo += (int32_t)gridDim.x) {
+      EMMY_SHARED(__nv_bfloat16, x_tile, 4160);
+      __syncthreads();
+      for (int32_t x_tile_batch__trip = 0; x_tile_batch__trip < 4; x_tile_batch__trip += 1) {
+        const int32_t x_tile_batch = (((int32_t)threadIdx.x + (8 * ((int32_t)threadIdx.y + (4 * (int32_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
+        alignas(16) __nv_bfloat16 x_tile_staged[32];
+        const int32_t x_tile_element = ((((((x_tile_batch / 8) / 8) * 8) + ((((x_tile_batch / 8) % 4) * 2) + (((x_tile_batch / 8) % 8) / 4))) * 64) + ((x_tile_batch % 8) * 8));
+        const int32_t x_tile_0 = ((x_tile_element / 64) % 64);
+        const int32_t x_tile_1 = (x_tile_element % 64);
+        #pragma unroll
+        for (int32_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
+          if ((((unsigned long long)(const void*)&x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + ((no * 64) + x_tile_1))]) & 15) == 0 && (((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) < M) && ((((no * 64) + x_tile_1) + 7) < N))) {
+            alignas(16) __nv_bfloat16 x__lanes[8];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + ((no * 64) + x_tile_1))]);
+            #pragma unroll
+            for (int32_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = x__lanes[x_tile_lane];
+            }
+          } else {
+            #pragma unroll
+            for (int32_t x_tile_lane = 0; x_tile_lane < 8; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 8) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, 64), x_tile_0), emmy_mul(x_tile_slot, 16)) < M) && (emmy_add(emmy_add(emmy_mul(no, 64), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 64) + x_tile_0) + (x_tile_slot * 16)) * N) + (((no * 64) + x_tile_1) + x_tile_lane))] : emmy_bf16(0.0f));
+            }
+          }
+        }
+        #pragma unroll
+        for (int32_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
+          #pragma unroll
+          for (int32_t x_tile_lane_1 = 0; x_tile_lane_1 < 8; x_tile_lane_1 += 1) {
+            x_tile[(((x_tile_0 + (x_tile_slot_1 * 16)) * 65) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * 8) + x_tile_lane_1)];
+          }
+        }
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int32_t nr = 0; nr < 16; nr += 1) {
+        const int32_t nt = (int32_t)threadIdx.y;
+        const int32_t n = ((no * 64) + ((nr * 4) + nt));
+        if ((n < N)) {
+          const int32_t mt = (int32_t)threadIdx.x;
+          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * 64) + (mt * 8)))]) & 15) == 0 && (((mo * 64) + ((mt * 8) + 7)) < M)) {
+            alignas(16) __nv_bfloat16 y__lanes[8];
+            #pragma unroll
+            for (int32_t mv = 0; mv < 8; mv += 1) {
+              y__lanes[mv] = x_tile[((((mt * 8) + mv) * 65) + ((nr * 4) + nt))];
+            }
+            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * 64) + (mt * 8)))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int32_t mv = 0; mv < 8; mv += 1) {
+              const int32_t m = ((mo * 64) + ((mt * 8) + mv));
+              if ((m < M)) {
+                y[((n * M) + m)] = x_tile[((((mt * 8) + mv) * 65) + ((nr * 4) + nt))];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y.
-extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_bf16__k0__i64(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)63) / (int64_t)64); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)63) / (int64_t)64); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(__nv_bfloat16, x_tile, 4160);
@@ -2593,16 +4822,87 @@ extern "C" int transpose_bf16(const __nv_bfloat16* x, __nv_bfloat16* y, int64_t 
   if (M < 0) return emmy_fail("transpose_bf16: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_bf16: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(transpose_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("transpose_bf16: kernel transpose_bf16__k0 failed: %s", cudaGetErrorString(error));
+  if (((((65535.984375 + (131.0 * (double)M)) + ((double)M * (double)N)) + (191.0 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(transpose_bf16__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, (int32_t)M, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("transpose_bf16: kernel transpose_bf16__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(transpose_bf16__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)63) / (int64_t)64), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("transpose_bf16: kernel transpose_bf16__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
 
 #ifndef EMMY_HOST_ONLY
+// Computes y. Its indices are 32-bit: the launcher runs it where every one fits.
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0(const float* x, float* y, int32_t M, int32_t N) {
+  for (int32_t no = (int32_t)blockIdx.y; no < ((N + 31) / 32); no += (int32_t)gridDim.y) {
+    for (int32_t mo = (int32_t)blockIdx.x; mo < ((M + 31) / 32); mo += (int32_t)gridDim.x) {
+      EMMY_SHARED(float, x_tile, 1056);
+      __syncthreads();
+      for (int32_t x_tile_batch__trip = 0; x_tile_batch__trip < 2; x_tile_batch__trip += 1) {
+        const int32_t x_tile_batch = (((int32_t)threadIdx.x + (8 * ((int32_t)threadIdx.y + (4 * (int32_t)threadIdx.z)))) + (x_tile_batch__trip * 32));
+        alignas(16) float x_tile_staged[16];
+        const int32_t x_tile_element = (x_tile_batch * 4);
+        const int32_t x_tile_0 = ((x_tile_element / 32) % 32);
+        const int32_t x_tile_1 = (x_tile_element % 32);
+        #pragma unroll
+        for (int32_t x_tile_slot = 0; x_tile_slot < 4; x_tile_slot += 1) {
+          if ((((unsigned long long)(const void*)&x[(((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) * N) + ((no * 32) + x_tile_1))]) & 15) == 0 && (((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) < M) && ((((no * 32) + x_tile_1) + 3) < N))) {
+            alignas(16) float x__lanes[4];
+            *reinterpret_cast<uint4*>(x__lanes) = *reinterpret_cast<const uint4*>(&x[(((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) * N) + ((no * 32) + x_tile_1))]);
+            #pragma unroll
+            for (int32_t x_tile_lane = 0; x_tile_lane < 4; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 4) + x_tile_lane)] = x__lanes[x_tile_lane];
+            }
+          } else {
+            #pragma unroll
+            for (int32_t x_tile_lane = 0; x_tile_lane < 4; x_tile_lane += 1) {
+              x_tile_staged[((x_tile_slot * 4) + x_tile_lane)] = (((emmy_add(emmy_add(emmy_mul(mo, 32), x_tile_0), emmy_mul(x_tile_slot, 8)) < M) && (emmy_add(emmy_add(emmy_mul(no, 32), x_tile_1), x_tile_lane) < N)) ? x[(((((mo * 32) + x_tile_0) + (x_tile_slot * 8)) * N) + (((no * 32) + x_tile_1) + x_tile_lane))] : 0.0f);
+            }
+          }
+        }
+        #pragma unroll
+        for (int32_t x_tile_slot_1 = 0; x_tile_slot_1 < 4; x_tile_slot_1 += 1) {
+          #pragma unroll
+          for (int32_t x_tile_lane_1 = 0; x_tile_lane_1 < 4; x_tile_lane_1 += 1) {
+            x_tile[(((x_tile_0 + (x_tile_slot_1 * 8)) * 33) + (x_tile_1 + x_tile_lane_1))] = x_tile_staged[((x_tile_slot_1 * 4) + x_tile_lane_1)];
+          }
+        }
+      }
+      __syncthreads();
+      #pragma unroll
+      for (int32_t nr = 0; nr < 8; nr += 1) {
+        const int32_t nt = (int32_t)threadIdx.y;
+        const int32_t n = ((no * 32) + ((nr * 4) + nt));
+        if ((n < N)) {
+          const int32_t mt = (int32_t)threadIdx.x;
+          if ((((unsigned long long)(const void*)&y[((n * M) + ((mo * 32) + (mt * 4)))]) & 15) == 0 && (((mo * 32) + ((mt * 4) + 3)) < M)) {
+            alignas(16) float y__lanes[4];
+            #pragma unroll
+            for (int32_t mv = 0; mv < 4; mv += 1) {
+              y__lanes[mv] = x_tile[((((mt * 4) + mv) * 33) + ((nr * 4) + nt))];
+            }
+            *reinterpret_cast<uint4*>(&y[((n * M) + ((mo * 32) + (mt * 4)))]) = *reinterpret_cast<const uint4*>(y__lanes);
+          } else {
+            #pragma unroll
+            for (int32_t mv = 0; mv < 4; mv += 1) {
+              const int32_t m = ((mo * 32) + ((mt * 4) + mv));
+              if ((m < M)) {
+                y[((n * M) + m)] = x_tile[((((mt * 4) + mv) * 33) + ((nr * 4) + nt))];
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // Computes y.
-extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0(const float* x, float* y, int64_t M, int64_t N) {
+extern "C" __global__ void __launch_bounds__(32, 1) transpose_f32__k0__i64(const float* x, float* y, int64_t M, int64_t N) {
   for (int64_t no = (int64_t)blockIdx.y; no < ((N + (int64_t)31) / (int64_t)32); no += (int64_t)gridDim.y) {
     for (int64_t mo = (int64_t)blockIdx.x; mo < ((M + (int64_t)31) / (int64_t)32); mo += (int64_t)gridDim.x) {
       EMMY_SHARED(float, x_tile, 1056);
@@ -2672,9 +4972,15 @@ extern "C" int transpose_f32(const float* x, float* y, int64_t M, int64_t N, cud
   if (M < 0) return emmy_fail("transpose_f32: size M is negative (%lld)", (long long)M);
   if (N < 0) return emmy_fail("transpose_f32: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  EMMY_LAUNCH(transpose_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
-  if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
-    return emmy_fail("transpose_f32: kernel transpose_f32__k0 failed: %s", cudaGetErrorString(error));
+  if (((((65535.96875 + (67.0 * (double)M)) + ((double)M * (double)N)) + (95.0 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+    EMMY_LAUNCH(transpose_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, (int32_t)M, (int32_t)N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("transpose_f32: kernel transpose_f32__k0 failed: %s", cudaGetErrorString(error));
+  } else {
+    EMMY_LAUNCH(transpose_f32__k0__i64, dim3((unsigned)(emmy_min(emmy_max(((M + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(8, 4, 1), stream, x, y, M, N);
+    if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
+      return emmy_fail("transpose_f32: kernel transpose_f32__k0__i64 failed: %s", cudaGetErrorString(error));
+  }
   return 0;
 }
 #endif  // __CUDACC_RTC__
