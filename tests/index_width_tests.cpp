@@ -52,20 +52,33 @@ struct ExprGenerator {
       default: return variables.empty() ? constant(pick(0, 9)) : variable(variables[pick(0, variables.size() - 1)]);
     }
   }
+  // A constant, a size, a product of sizes and constants (the extents a flat index is divided by), or any.
+  ExprPtr divisor(ExprPtr any) {
+    switch (pick(0, 3)) {
+      case 0: return constant(pick(-4, 300));
+      case 1: return leaf();
+      case 2:
+        return binary(BinaryOp::Mul, std::make_shared<SizeVar>(pick(0, 1) ? "N" : kDerived),
+                      pick(0, 1) ? constant(pick(1, 8)) : std::make_shared<SizeVar>("D"));
+      default: return any;
+    }
+  }
   ExprPtr expression(int depth) {
     if (depth == 0 || pick(0, 3) == 0) return leaf();
     ExprPtr a = expression(depth - 1), b = expression(depth - 1);
-    switch (pick(0, 11)) {
+    switch (pick(0, 12)) {
       case 0: case 1: return binary(BinaryOp::Add, a, b);
       case 2: return binary(BinaryOp::Sub, a, b);
       case 3: case 4: return binary(BinaryOp::Mul, a, b);
-      case 5: return binary(BinaryOp::Div, a, pick(0, 1) ? constant(pick(-4, 300)) : b);
+      case 5: return binary(BinaryOp::Div, a, divisor(b));
       case 6: return binary(BinaryOp::Mod, a, pick(0, 1) ? constant(pick(-4, 300)) : b);
       case 7: return binary(BinaryOp::Min, a, b);
       case 8: return binary(BinaryOp::Max, a, b);
       case 9: return std::make_shared<Unary>(DType::I64, pick(0, 1) ? UnaryOp::Neg : UnaryOp::Abs, a);
       case 10: return std::make_shared<Select>(binary(BinaryOp::Lt, a, b), b, expression(depth - 1));
-      default: return std::make_shared<Select>(binary(BinaryOp::Ge, a, constant(0)), a, constant(0));
+      case 11: return std::make_shared<Select>(binary(BinaryOp::Ge, a, constant(0)), a, constant(0));
+      // One value spelled twice, which cancels: a copy's step is such a difference.
+      default: return binary(BinaryOp::Sub, binary(BinaryOp::Add, a, b), pick(0, 1) ? a : variables.empty() ? b : variable(variables.back()));
     }
   }
 };

@@ -10,6 +10,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
+
+#include <fmt/format.h>
 
 
 namespace emmy::kernel {
@@ -71,10 +74,38 @@ const IndexBound& tighter(const IndexBound& a, const IndexBound& b) {
   return b.terms.size() < a.terms.size() ? b : a;
 }
 
-// |a / c| <= |a| / |c|.
-IndexBound quotient(const IndexBound& a, int64_t divisor, bool nonnegative) {
+// A divisor that is a constant times sizes (the extent a flat index is divided by): its sizes and the
+// constant's magnitude.
+struct Monomial {
+  std::vector<std::string> sizes;  // sorted
+  double factor = 1;
+};
+
+std::optional<Monomial> monomialOf(const Expr& e) {
+  if (const auto* immediate = e.as<IntImm>())
+    return immediate->value == 0 ? std::nullopt : std::optional<Monomial>{{{}, std::fabs(static_cast<double>(immediate->value))}};
+  if (const auto* size = e.as<SizeVar>()) return Monomial{{size->name}, 1};
+  const auto* product = e.as<Binary>();
+  if (!product || product->op != BinaryOp::Mul) return std::nullopt;
+  std::optional<Monomial> a = monomialOf(*product->lhs), b = monomialOf(*product->rhs);
+  if (!a || !b) return std::nullopt;
+  a->sizes.insert(a->sizes.end(), b->sizes.begin(), b->sizes.end());
+  std::sort(a->sizes.begin(), a->sizes.end());
+  a->factor *= b->factor;
+  return a;
+}
+
+// |a / d| for a nonzero integer d = c * S1 * ... (a quotient by 0 is 0): each term of a's bound over |c|,
+// and without the sizes S1 ... where it has them all (|m / S| <= |m| where it has not: |S| >= 1).
+IndexBound quotient(const IndexBound& a, const Monomial& divisor, bool nonnegative) {
   IndexBound result{{}, nonnegative};
-  for (const auto& [monomial, coefficient] : a.terms) result.terms[monomial] = coefficient / std::fabs(static_cast<double>(divisor));
+  for (const auto& [monomial, coefficient] : a.terms) {
+    std::vector<std::string> rest;
+    bool divides = std::includes(monomial.begin(), monomial.end(), divisor.sizes.begin(), divisor.sizes.end());
+    if (divides)
+      std::set_difference(monomial.begin(), monomial.end(), divisor.sizes.begin(), divisor.sizes.end(), std::back_inserter(rest));
+    result.terms[divides ? rest : monomial] += coefficient / divisor.factor;
+  }
   return result;
 }
 
@@ -87,10 +118,73 @@ std::optional<int64_t> constantOf(const Expr& e) {
 
 IndexArithmetic::IndexArithmetic(const Function& function) : function_(function) { scopes_.emplace_back(); }
 
-std::optional<IndexBound> IndexArithmetic::variable(const std::string& name) const {
+const IndexArithmetic::Definition* IndexArithmetic::definition(const std::string& name) const {
   for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope)
-    if (auto found = scope->find(name); found != scope->end()) return found->second;
-  return std::nullopt;
+    if (auto found = scope->find(name); found != scope->end()) return &found->second;
+  return nullptr;
+}
+
+std::string IndexArithmetic::atom(const std::string& key, const IndexBound& bound) const {
+  std::string name = key.empty() ? fmt::format("#{}", atoms_.size()) : key;
+  atoms_.emplace(name, bound);
+  return name;
+}
+
+std::optional<IndexArithmetic::Expansion> IndexArithmetic::expand(const Expr& e) const {
+  constexpr size_t kMostTerms = 64;  // beyond, the value is an atom (products of sums multiply terms)
+  if (const auto* immediate = e.as<IntImm>())
+    return immediate->value == 0 ? Expansion{} : Expansion{{{}, static_cast<double>(immediate->value)}};
+  if (const auto* var = e.as<AxisVar>(); var && !isHardwareIndex(var->name) && !isLaunchSharedBytes(var->name)) {
+    const Definition* defined = definition(var->name);
+    return defined ? defined->expansion : std::nullopt;
+  }
+  const auto* binary = e.as<Binary>();
+  const auto* unary = e.as<Unary>();
+  if (e.dtype == DType::I64 && binary &&
+      (binary->op == BinaryOp::Add || binary->op == BinaryOp::Sub || binary->op == BinaryOp::Mul)) {
+    std::optional<Expansion> a = expand(*binary->lhs), b = expand(*binary->rhs);
+    if (!a || !b) return std::nullopt;
+    Expansion result;
+    if (binary->op == BinaryOp::Mul) {
+      for (const auto& [left, x] : *a)
+        for (const auto& [right, y] : *b) {
+          std::vector<std::string> monomial = left;
+          monomial.insert(monomial.end(), right.begin(), right.end());
+          std::sort(monomial.begin(), monomial.end());
+          result[monomial] += x * y;
+        }
+    } else {
+      result = *a;
+      for (const auto& [monomial, coefficient] : *b) result[monomial] += binary->op == BinaryOp::Add ? coefficient : -coefficient;
+    }
+    std::erase_if(result, [](const auto& term) { return term.second == 0; });
+    if (result.size() <= kMostTerms) return result;
+  } else if (e.dtype == DType::I64 && unary && unary->op == UnaryOp::Neg) {
+    std::optional<Expansion> operand = expand(*unary->operand);
+    if (!operand) return std::nullopt;
+    for (auto& [monomial, coefficient] : *operand) coefficient = -coefficient;
+    return operand;
+  }
+  std::optional<IndexBound> bound = boundOf(e);
+  if (!bound) return std::nullopt;
+  // Sizes and hardware indices are the same values everywhere in the kernel; anything else is an atom of
+  // its own.
+  std::string key = e.as<SizeVar>() ? "size " + e.as<SizeVar>()->name : e.as<AxisVar>() ? e.as<AxisVar>()->name : "";
+  return Expansion{{{atom(key, *bound)}, 1.0}};
+}
+
+std::optional<IndexBound> IndexArithmetic::boundOf(const Expansion& expansion) const {
+  std::optional<IndexBound> total = IndexBound{};
+  for (const auto& [monomial, coefficient] : expansion) {
+    std::optional<IndexBound> term = constantBound(1);
+    term->terms[{}] = std::fabs(coefficient);
+    for (const std::string& name : monomial)
+      if (term) term = product(*term, atoms_.at(name));
+    if (!term) return std::nullopt;
+    total = sum(*total, *term, false);
+    if (!total) return std::nullopt;
+  }
+  return total;
 }
 
 std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e) const {
@@ -127,7 +221,8 @@ std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e, const std::fun
         if (grid) grid->nonnegative = true;
         return bounded(grid);
       }
-      return bounded(variable(name));
+      const Definition* defined = definition(name);
+      return bounded(defined ? defined->bound : std::nullopt);
     } else if constexpr (std::is_same_v<Node, Load>) {
       for (const ExprPtr& index : node.indices) boundOf(*index, each);
       if (node.padValue) boundOf(*node.padValue, each);
@@ -146,14 +241,24 @@ std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e, const std::fun
     } else if constexpr (std::is_same_v<Node, Binary>) {
       std::optional<IndexBound> a = boundOf(*node.lhs, each), b = boundOf(*node.rhs, each);
       if (!a || !b || node.dtype != DType::I64) return std::nullopt;
+      // A sum, difference or product as its expansion (at most the bounds' sum or product, less where
+      // terms cancel).
+      auto expanded = [&](std::optional<IndexBound> structural) -> std::optional<IndexBound> {
+        if (!structural) return std::nullopt;
+        std::optional<Expansion> expansion = expand(node);
+        std::optional<IndexBound> tight = expansion ? boundOf(*expansion) : std::nullopt;
+        if (!tight) return structural;
+        tight->nonnegative = structural->nonnegative;
+        return tight;
+      };
       switch (node.op) {
-        case BinaryOp::Add: return bounded(sum(*a, *b, a->nonnegative && b->nonnegative));
-        case BinaryOp::Sub: return bounded(sum(*a, *b, false));
-        case BinaryOp::Mul: return bounded(product(*a, *b));
+        case BinaryOp::Add: return bounded(expanded(sum(*a, *b, a->nonnegative && b->nonnegative)));
+        case BinaryOp::Sub: return bounded(expanded(sum(*a, *b, false)));
+        case BinaryOp::Mul: return bounded(expanded(product(*a, *b)));
         case BinaryOp::Div:
+          if (std::optional<Monomial> divisor = monomialOf(*node.rhs))
+            return bounded(quotient(*a, *divisor, a->nonnegative && b->nonnegative));
           // |a / b| <= |a| for any b but 0, whose quotient is 0.
-          if (std::optional<int64_t> divisor = constantOf(*node.rhs); divisor && *divisor != 0)
-            return bounded(quotient(*a, *divisor, a->nonnegative && *divisor > 0));
           return bounded(IndexBound{a->terms, a->nonnegative && b->nonnegative});
         case BinaryOp::Mod:
           // The remainder has the dividend's sign, and is smaller than both (0 for a divisor of 0).
@@ -195,11 +300,15 @@ std::optional<IndexBound> IndexArithmetic::define(const For& loop) {
     increment = sum(*var, *step, false);
   }
   if (!increment) var.reset();
-  scopes_.back()[loop.var] = var;
+  Definition& defined = scopes_.back()[loop.var];
+  defined = {var, var ? std::optional<Expansion>{{{{atom("", *var)}, 1.0}}} : std::nullopt};
   return increment;
 }
 
-void IndexArithmetic::define(const Let& let) { scopes_.back()[let.var] = boundOf(*let.value); }
+void IndexArithmetic::define(const Let& let) {
+  std::optional<IndexBound> bound = boundOf(*let.value);
+  scopes_.back()[let.var] = {bound, bound ? expand(*let.value) : std::nullopt};
+}
 
 namespace {
 

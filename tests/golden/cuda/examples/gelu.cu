@@ -360,7 +360,7 @@ extern "C" int bias_gelu(const float* x, const float* b, float* exact, float* ap
   if (N < 0) return emmy_fail("bias_gelu: size N is negative (%lld)", (long long)N);
   if (D < 0) return emmy_fail("bias_gelu: size D is negative (%lld)", (long long)D);
   if (D == 0 || N == 0) return 0;  // every output is empty
-  if ((((((268431360.0 + (2.0 * (double)D)) + (((double)D * (double)D) * (double)N)) + ((double)D * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+  if (((((268431360.0 + (2.0 * (double)D)) + ((double)D * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(bias_gelu__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, b, exact, approx, (int32_t)N, (int32_t)D);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("bias_gelu: kernel bias_gelu__k0 failed: %s", cudaGetErrorString(error));

@@ -495,7 +495,7 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
   float* var = nullptr;
   if (cudaMallocAsync((void**)&var, (size_t)emmy_max((B * S), (int64_t)1) * sizeof(float), stream) != cudaSuccess)
     return emmy_fail("standardize: cannot allocate the temporary var");
-  if (((((((((65535.0 + (double)B) + ((((double)B * (double)D) * (double)S) * (double)S)) + ((double)B * (double)S)) + (((double)B * (double)S) * (double)S)) + (double)D) + ((double)D * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((65535.0 + (double)B) + (((double)B * (double)D) * (double)S)) + ((double)B * (double)S)) + (double)D) + ((double)D * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
     if (!(B == 0 || S == 0)) {
       EMMY_LAUNCH(standardize__k0, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, (int32_t)B, (int32_t)S, (int32_t)D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -508,7 +508,7 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
         return emmy_fail("standardize: kernel standardize__k0__i64 failed: %s", cudaGetErrorString(error));
     }
   }
-  if (((((((((65535.0 + (double)B) + ((((double)B * (double)D) * (double)S) * (double)S)) + ((double)B * (double)S)) + (((double)B * (double)S) * (double)S)) + (double)D) + ((double)D * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((65535.0 + (double)B) + (((double)B * (double)D) * (double)S)) + ((double)B * (double)S)) + (double)D) + ((double)D * (double)S)) + (double)S) <= (double)EMMY_INDEX_LIMIT)) {
     if (!(B == 0 || S == 0)) {
       EMMY_LAUNCH(standardize__k1, dim3((unsigned)(emmy_min(emmy_max((B * S), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, (int32_t)B, (int32_t)S, (int32_t)D);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -521,7 +521,7 @@ extern "C" int standardize(const float* x, float* y, int64_t B, int64_t S, int64
         return emmy_fail("standardize: kernel standardize__k1__i64 failed: %s", cudaGetErrorString(error));
     }
   }
-  if ((((((((((268431361.0 + (double)B) + (((((double)B * (double)D) * (double)D) * (double)S) * (double)S)) + (((double)B * (double)D) * (double)S)) + ((((double)B * (double)D) * (double)S) * (double)S)) + ((double)B * (double)S)) + (double)D) + ((double)D * (double)S)) + (268431362.0 * (double)S)) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((268431361.0 + (double)B) + (((double)B * (double)D) * (double)S)) + ((double)B * (double)S)) + (double)D) + ((double)D * (double)S)) + (268431362.0 * (double)S)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(standardize__k2, dim3((unsigned)(emmy_min(emmy_max(((((((B * S) * D) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, x, y, mu, var, (int32_t)B, (int32_t)S, (int32_t)D);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("standardize: kernel standardize__k2 failed: %s", cudaGetErrorString(error));

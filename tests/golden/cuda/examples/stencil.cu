@@ -226,7 +226,7 @@ extern "C" int conv3x3(const float* img, const float* k, float* out, int64_t H, 
   if (H < 0) return emmy_fail("conv3x3: size H is negative (%lld)", (long long)H);
   if (W < 0) return emmy_fail("conv3x3: size W is negative (%lld)", (long long)W);
   if (H == 0 || W == 0) return 0;  // every output is empty
-  if ((((((16777215.0 + (double)H) + ((double)H * (double)W)) + (((double)H * (double)W) * (double)W)) + (5.0 * (double)W)) <= (double)EMMY_INDEX_LIMIT)) {
+  if (((((16777215.0 + (double)H) + ((double)H * (double)W)) + (5.0 * (double)W)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(conv3x3__k0, dim3((unsigned)(emmy_min(emmy_max((((H * W) + (int64_t)255) / (int64_t)256), (int64_t)1), (int64_t)65535))), dim3(256), stream, img, k, out, (int32_t)H, (int32_t)W);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("conv3x3: kernel conv3x3__k0 failed: %s", cudaGetErrorString(error));

@@ -276,7 +276,7 @@ extern "C" int swiglu_f16(const __half* gate, const __half* up, __half* y, int64
   if (N < 0) return emmy_fail("swiglu_f16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f16: size H is negative (%lld)", (long long)H);
   if (H == 0 || N == 0) return 0;  // every output is empty
-  if ((((((536862720.0 + (double)H) + (((double)H * (double)H) * (double)N)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+  if (((((536862720.0 + (double)H) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(swiglu_f16__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, (int32_t)N, (int32_t)H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("swiglu_f16: kernel swiglu_f16__k0 failed: %s", cudaGetErrorString(error));
@@ -378,7 +378,7 @@ extern "C" int swiglu_bf16(const __nv_bfloat16* gate, const __nv_bfloat16* up, _
   if (N < 0) return emmy_fail("swiglu_bf16: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_bf16: size H is negative (%lld)", (long long)H);
   if (H == 0 || N == 0) return 0;  // every output is empty
-  if ((((((536862720.0 + (double)H) + (((double)H * (double)H) * (double)N)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+  if (((((536862720.0 + (double)H) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(swiglu_bf16__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)31) / (int64_t)32), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, (int32_t)N, (int32_t)H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("swiglu_bf16: kernel swiglu_bf16__k0 failed: %s", cudaGetErrorString(error));
@@ -480,7 +480,7 @@ extern "C" int swiglu_f32(const float* gate, const float* up, float* y, int64_t 
   if (N < 0) return emmy_fail("swiglu_f32: size N is negative (%lld)", (long long)N);
   if (H < 0) return emmy_fail("swiglu_f32: size H is negative (%lld)", (long long)H);
   if (H == 0 || N == 0) return 0;  // every output is empty
-  if ((((((268431360.0 + (double)H) + (((double)H * (double)H) * (double)N)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+  if (((((268431360.0 + (double)H) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(swiglu_f32__k0, dim3((unsigned)(emmy_min(emmy_max((((((N * H) + (int64_t)255) / (int64_t)256) + (int64_t)15) / (int64_t)16), (int64_t)1), (int64_t)65535))), dim3(256), stream, gate, up, y, (int32_t)N, (int32_t)H);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("swiglu_f32: kernel swiglu_f32__k0 failed: %s", cudaGetErrorString(error));
