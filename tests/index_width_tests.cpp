@@ -252,7 +252,8 @@ kernel window(x: f32[N, H], w: f32[K]) -> (y: f32[N, H - K + 1]) {
     }
   }
 }
-TEST_CASE("--stats counts the 32-bit kernel where the indices fit and the 64-bit twin beyond", "[index][stats]") {
+TEST_CASE("the static model of --stats counts the 32-bit kernel where the indices fit and the 64-bit twin beyond",
+          "[index][stats]") {
   // softmax<f32>'s rows of 65536: 2^30 elements fit 32-bit indices, 40000 rows (2.6 * 10^9) do not.
   tensor::Kernel softmax;
   for (const tensor::Kernel& kernel : testing::kernelsOf(std::filesystem::path(EMMY_SOURCE_DIR) / "stdlib" / "nn.emmy"))
