@@ -12,8 +12,6 @@
 #include <cstdlib>
 #include <iterator>
 
-#include <fmt/format.h>
-
 
 namespace emmy::kernel {
 
@@ -118,73 +116,10 @@ std::optional<int64_t> constantOf(const Expr& e) {
 
 IndexArithmetic::IndexArithmetic(const Function& function) : function_(function) { scopes_.emplace_back(); }
 
-const IndexArithmetic::Definition* IndexArithmetic::definition(const std::string& name) const {
+std::optional<IndexBound> IndexArithmetic::variable(const std::string& name) const {
   for (auto scope = scopes_.rbegin(); scope != scopes_.rend(); ++scope)
-    if (auto found = scope->find(name); found != scope->end()) return &found->second;
-  return nullptr;
-}
-
-std::string IndexArithmetic::atom(const std::string& key, const IndexBound& bound) const {
-  std::string name = key.empty() ? fmt::format("#{}", atoms_.size()) : key;
-  atoms_.emplace(name, bound);
-  return name;
-}
-
-std::optional<IndexArithmetic::Expansion> IndexArithmetic::expand(const Expr& e) const {
-  constexpr size_t kMostTerms = 64;  // beyond, the value is an atom (products of sums multiply terms)
-  if (const auto* immediate = e.as<IntImm>())
-    return immediate->value == 0 ? Expansion{} : Expansion{{{}, static_cast<double>(immediate->value)}};
-  if (const auto* var = e.as<AxisVar>(); var && !isHardwareIndex(var->name) && !isLaunchSharedBytes(var->name)) {
-    const Definition* defined = definition(var->name);
-    return defined ? defined->expansion : std::nullopt;
-  }
-  const auto* binary = e.as<Binary>();
-  const auto* unary = e.as<Unary>();
-  if (e.dtype == DType::I64 && binary &&
-      (binary->op == BinaryOp::Add || binary->op == BinaryOp::Sub || binary->op == BinaryOp::Mul)) {
-    std::optional<Expansion> a = expand(*binary->lhs), b = expand(*binary->rhs);
-    if (!a || !b) return std::nullopt;
-    Expansion result;
-    if (binary->op == BinaryOp::Mul) {
-      for (const auto& [left, x] : *a)
-        for (const auto& [right, y] : *b) {
-          std::vector<std::string> monomial = left;
-          monomial.insert(monomial.end(), right.begin(), right.end());
-          std::sort(monomial.begin(), monomial.end());
-          result[monomial] += x * y;
-        }
-    } else {
-      result = *a;
-      for (const auto& [monomial, coefficient] : *b) result[monomial] += binary->op == BinaryOp::Add ? coefficient : -coefficient;
-    }
-    std::erase_if(result, [](const auto& term) { return term.second == 0; });
-    if (result.size() <= kMostTerms) return result;
-  } else if (e.dtype == DType::I64 && unary && unary->op == UnaryOp::Neg) {
-    std::optional<Expansion> operand = expand(*unary->operand);
-    if (!operand) return std::nullopt;
-    for (auto& [monomial, coefficient] : *operand) coefficient = -coefficient;
-    return operand;
-  }
-  std::optional<IndexBound> bound = boundOf(e);
-  if (!bound) return std::nullopt;
-  // Sizes and hardware indices are the same values everywhere in the kernel; anything else is an atom of
-  // its own.
-  std::string key = e.as<SizeVar>() ? "size " + e.as<SizeVar>()->name : e.as<AxisVar>() ? e.as<AxisVar>()->name : "";
-  return Expansion{{{atom(key, *bound)}, 1.0}};
-}
-
-std::optional<IndexBound> IndexArithmetic::boundOf(const Expansion& expansion) const {
-  std::optional<IndexBound> total = IndexBound{};
-  for (const auto& [monomial, coefficient] : expansion) {
-    std::optional<IndexBound> term = constantBound(1);
-    term->terms[{}] = std::fabs(coefficient);
-    for (const std::string& name : monomial)
-      if (term) term = product(*term, atoms_.at(name));
-    if (!term) return std::nullopt;
-    total = sum(*total, *term, false);
-    if (!total) return std::nullopt;
-  }
-  return total;
+    if (auto found = scope->find(name); found != scope->end()) return found->second;
+  return std::nullopt;
 }
 
 std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e) const {
@@ -221,8 +156,7 @@ std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e, const std::fun
         if (grid) grid->nonnegative = true;
         return bounded(grid);
       }
-      const Definition* defined = definition(name);
-      return bounded(defined ? defined->bound : std::nullopt);
+      return bounded(variable(name));
     } else if constexpr (std::is_same_v<Node, Load>) {
       for (const ExprPtr& index : node.indices) boundOf(*index, each);
       if (node.padValue) boundOf(*node.padValue, each);
@@ -241,20 +175,10 @@ std::optional<IndexBound> IndexArithmetic::boundOf(const Expr& e, const std::fun
     } else if constexpr (std::is_same_v<Node, Binary>) {
       std::optional<IndexBound> a = boundOf(*node.lhs, each), b = boundOf(*node.rhs, each);
       if (!a || !b || node.dtype != DType::I64) return std::nullopt;
-      // A sum, difference or product as its expansion (at most the bounds' sum or product, less where
-      // terms cancel).
-      auto expanded = [&](std::optional<IndexBound> structural) -> std::optional<IndexBound> {
-        if (!structural) return std::nullopt;
-        std::optional<Expansion> expansion = expand(node);
-        std::optional<IndexBound> tight = expansion ? boundOf(*expansion) : std::nullopt;
-        if (!tight) return structural;
-        tight->nonnegative = structural->nonnegative;
-        return tight;
-      };
       switch (node.op) {
-        case BinaryOp::Add: return bounded(expanded(sum(*a, *b, a->nonnegative && b->nonnegative)));
-        case BinaryOp::Sub: return bounded(expanded(sum(*a, *b, false)));
-        case BinaryOp::Mul: return bounded(expanded(product(*a, *b)));
+        case BinaryOp::Add: return bounded(sum(*a, *b, a->nonnegative && b->nonnegative));
+        case BinaryOp::Sub: return bounded(sum(*a, *b, false));
+        case BinaryOp::Mul: return bounded(product(*a, *b));
         case BinaryOp::Div:
           if (std::optional<Monomial> divisor = monomialOf(*node.rhs))
             return bounded(quotient(*a, *divisor, a->nonnegative && b->nonnegative));
@@ -300,15 +224,11 @@ std::optional<IndexBound> IndexArithmetic::define(const For& loop) {
     increment = sum(*var, *step, false);
   }
   if (!increment) var.reset();
-  Definition& defined = scopes_.back()[loop.var];
-  defined = {var, var ? std::optional<Expansion>{{{{atom("", *var)}, 1.0}}} : std::nullopt};
+  scopes_.back()[loop.var] = var;
   return increment;
 }
 
-void IndexArithmetic::define(const Let& let) {
-  std::optional<IndexBound> bound = boundOf(*let.value);
-  scopes_.back()[let.var] = {bound, bound ? expand(*let.value) : std::nullopt};
-}
+void IndexArithmetic::define(const Let& let) { scopes_.back()[let.var] = boundOf(*let.value); }
 
 namespace {
 
@@ -411,7 +331,7 @@ Program chooseIndexWidths(const Program& program) {
     }
     narrow.indicesFit = indicesFit(bound);
     Function wide = function;
-    wide.name = function.name + "__i64";  // no kernel the lowering names otherwise ends so
+    wide.name = function.name + "__i64";  // no kernel the lowering names otherwise ends so  // no kernel the lowering names otherwise ends so
     wide.indicesFit = narrow.indicesFit;
     result.functions.push_back(std::move(narrow));
     result.functions.push_back(std::move(wide));

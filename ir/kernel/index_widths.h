@@ -47,22 +47,10 @@ public:
   void define(const Let& let);
 
 private:
-  // A value as an exact polynomial in atoms (sizes, hardware indices, loop variables, and values the
-  // analysis only bounds), a let's variable replaced by its value: so that two spellings of one value
-  // cancel in a difference (a copy's step, `along * K + k + 8 - (along * K + k)`, is 8).
-  using Expansion = std::map<std::vector<std::string>, double>;
-  struct Definition {
-    std::optional<IndexBound> bound;
-    std::optional<Expansion> expansion;
-  };
-  const Definition* definition(const std::string& name) const;
-  std::optional<Expansion> expand(const Expr& e) const;
-  std::optional<IndexBound> boundOf(const Expansion& expansion) const;
-  std::string atom(const std::string& key, const IndexBound& bound) const;  // a fresh one where `key` is empty
+  std::optional<IndexBound> variable(const std::string& name) const;
 
   const Function& function_;
-  std::vector<std::map<std::string, Definition>> scopes_;
-  mutable std::map<std::string, IndexBound> atoms_;
+  std::vector<std::map<std::string, std::optional<IndexBound>>> scopes_;
 };
 
 // The bound of every index value of `function` as one polynomial (each coefficient the largest any value

@@ -1563,7 +1563,7 @@ extern "C" int linear_relu(const float* x, const float* w, const float* b, float
   if (IN < 0) return emmy_fail("linear_relu: size IN is negative (%lld)", (long long)IN);
   if (OUT < 0) return emmy_fail("linear_relu: size OUT is negative (%lld)", (long long)OUT);
   if (B == 0 || OUT == 0) return 0;  // every output is empty
-  if ((((((((65535.9921875 + (double)B) + ((double)B * (double)IN)) + ((double)B * (double)OUT)) + (258.875 * (double)IN)) + ((double)IN * (double)OUT)) + (275.5 * (double)OUT)) <= (double)EMMY_INDEX_LIMIT)) {
+  if (((((((((((65535.9921875 + (double)B) + ((10.75 * (double)B) * (double)IN)) + (((0.25 * (double)B) * (double)IN) * (double)IN)) + ((double)B * (double)OUT)) + (1838.90625 * (double)IN)) + ((40.46875 * (double)IN) * (double)IN)) + (((0.25 * (double)IN) * (double)IN) * (double)OUT)) + ((10.75 * (double)IN) * (double)OUT)) + (275.5 * (double)OUT)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(linear_relu__k0, dim3((unsigned)(emmy_min(emmy_max(((OUT + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((B + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, w, b, y, (int32_t)B, (int32_t)IN, (int32_t)OUT);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("linear_relu: kernel linear_relu__k0 failed: %s", cudaGetErrorString(error));

@@ -6444,7 +6444,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k0__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if ((((((((65535.9921875 + (258.875 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       if (!(H == 0 || N == 0)) {
         EMMY_LAUNCH(residual_mlp__LANES32__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
         if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -6457,7 +6457,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k1__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if ((((((((65535.9921875 + (275.5 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (258.875 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       EMMY_LAUNCH(residual_mlp__LANES32__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("residual_mlp: kernel residual_mlp__LANES32__k2 failed: %s", cudaGetErrorString(error));
@@ -6483,7 +6483,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k0__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if ((((((((65535.9921875 + (258.875 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       if (!(H == 0 || N == 0)) {
         EMMY_LAUNCH(residual_mlp__LANES128__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
         if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -6496,7 +6496,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k1__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if ((((((((65535.9921875 + (275.5 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (258.875 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       EMMY_LAUNCH(residual_mlp__LANES128__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("residual_mlp: kernel residual_mlp__LANES128__k2 failed: %s", cudaGetErrorString(error));
@@ -6524,7 +6524,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k0__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if ((((((((65535.9921875 + (258.875 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if (((((((((((65535.9921875 + (1191.40625 * (double)D)) + ((40.46875 * (double)D) * (double)D)) + (((0.25 * (double)D) * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)D) * (double)N)) + ((6.75 * (double)D) * (double)H)) + ((6.75 * (double)D) * (double)N)) + (275.5 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       if (!(H == 0 || N == 0)) {
         EMMY_LAUNCH(residual_mlp__LANES256__k1, dim3((unsigned)(emmy_min(emmy_max(((H + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
         if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
@@ -6537,7 +6537,7 @@ extern "C" int residual_mlp(const float* x, const float* g, const float* w1, con
           return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k1__i64 failed: %s", cudaGetErrorString(error));
       }
     }
-    if ((((((((65535.9921875 + (275.5 * (double)D)) + ((double)D * (double)H)) + ((double)D * (double)N)) + (258.875 * (double)H)) + ((double)H * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
+    if (((((((((((65535.9921875 + (275.5 * (double)D)) + ((6.75 * (double)D) * (double)H)) + (((0.25 * (double)D) * (double)H) * (double)H)) + ((double)D * (double)N)) + (1191.40625 * (double)H)) + ((40.46875 * (double)H) * (double)H)) + (((0.25 * (double)H) * (double)H) * (double)N)) + ((6.75 * (double)H) * (double)N)) + (double)N) <= (double)EMMY_INDEX_LIMIT)) {
       EMMY_LAUNCH(residual_mlp__LANES256__k2, dim3((unsigned)(emmy_min(emmy_max(((D + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, x, g, w1, b1, w2, b2, y, h, y__h, (int32_t)N, (int32_t)D, (int32_t)H);
       if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
         return emmy_fail("residual_mlp: kernel residual_mlp__LANES256__k2 failed: %s", cudaGetErrorString(error));

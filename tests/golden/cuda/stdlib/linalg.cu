@@ -2398,7 +2398,7 @@ extern "C" int matmul_f32(const float* a, const float* b, float* c, int64_t M, i
   if (K < 0) return emmy_fail("matmul_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("matmul_f32: size N is negative (%lld)", (long long)N);
   if (M == 0 || N == 0) return 0;  // every output is empty
-  if ((((((((65535.9921875 + (258.875 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((((65535.9921875 + (1191.40625 * (double)K)) + ((40.46875 * (double)K) * (double)K)) + (((0.25 * (double)K) * (double)K) * (double)M)) + ((6.75 * (double)K) * (double)M)) + ((3.2421875 * (double)K) * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(matmul_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)((int64_t)1)), dim3(32, 2, 4), stream, a, b, c, (int32_t)M, (int32_t)K, (int32_t)N);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("matmul_f32: kernel matmul_f32__k0 failed: %s", cudaGetErrorString(error));
@@ -4522,7 +4522,7 @@ extern "C" int bmm_f32(const float* a, const float* b, float* c, int64_t B, int6
   if (K < 0) return emmy_fail("bmm_f32: size K is negative (%lld)", (long long)K);
   if (N < 0) return emmy_fail("bmm_f32: size N is negative (%lld)", (long long)N);
   if (B == 0 || M == 0 || N == 0) return 0;  // every output is empty
-  if ((((((((((((((65535.9921875 + (double)B) + ((double)B * (double)K)) + (((double)B * (double)K) * (double)M)) + (((double)B * (double)K) * (double)N)) + ((double)B * (double)M)) + (((double)B * (double)M) * (double)N)) + (258.875 * (double)K)) + ((double)K * (double)M)) + ((double)K * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
+  if ((((((((((((((((((65535.9921875 + (double)B) + ((double)B * (double)K)) + ((((0.25 * (double)B) * (double)K) * (double)K) * (double)M)) + ((((0.25 * (double)B) * (double)K) * (double)K) * (double)N)) + (((6.75 * (double)B) * (double)K) * (double)M)) + (((6.75 * (double)B) * (double)K) * (double)N)) + ((double)B * (double)M)) + (((double)B * (double)M) * (double)N)) + (1191.40625 * (double)K)) + ((40.46875 * (double)K) * (double)K)) + (((0.25 * (double)K) * (double)K) * (double)M)) + ((6.75 * (double)K) * (double)M)) + ((3.2421875 * (double)K) * (double)N)) + (double)M) + ((double)M * (double)N)) + (275.5 * (double)N)) <= (double)EMMY_INDEX_LIMIT)) {
     EMMY_LAUNCH(bmm_f32__k0, dim3((unsigned)(emmy_min(emmy_max(((N + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(((M + (int64_t)127) / (int64_t)128), (int64_t)1), (int64_t)65535)), (unsigned)(emmy_min(emmy_max(B, (int64_t)1), (int64_t)65535))), dim3(32, 2, 4), stream, a, b, c, (int32_t)B, (int32_t)M, (int32_t)K, (int32_t)N);
     if (cudaError_t error = cudaGetLastError(); error != cudaSuccess)
       return emmy_fail("bmm_f32: kernel bmm_f32__k0 failed: %s", cudaGetErrorString(error));
