@@ -106,6 +106,7 @@ struct Printer {
 std::string printProgram(const Program& program) {
   Printer printer;
   printer.out = loop::printProgramHeader(program.source, program.temporaries);
+  const Function* previous = nullptr;
   for (const Function& function : program.functions) {
     const std::array<ExprPtr, 3>& g = function.gridBlocks;
     const std::array<int, 3>& t = function.blockThreads;
@@ -117,7 +118,12 @@ std::string printProgram(const Program& program) {
     printer.line(1, fmt::format("kernel {} computes {}: {} blocks of {} threads, {}{}", function.name,
                                 join(function.stages, ", "), blocks, threads, indices,
                                 function.launchWhen ? ", launched where " + Printer::e(function.launchWhen) : ""));
-    printer.print(*function.body, 2);
+    // A 64-bit twin is its kernel's very statements (index_widths.h): said once.
+    if (function.isWideTwin() && previous && previous->body == function.body)
+      printer.line(2, fmt::format("the body of {}", previous->name));
+    else
+      printer.print(*function.body, 2);
+    previous = &function;
   }
   return printer.out;
 }
